@@ -1,0 +1,86 @@
+"""``loopwarden`` command line: ``serve`` and ``hash-key``.
+
+Flags are derived from :class:`proxy.settings.Settings`, one per field, so every setting
+has a flag and a ``LOOPWARDEN_*`` variable with the same meaning. Flags win over variables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from proxy.logs import configure_logging, log_event
+from proxy.settings import Settings
+from proxy.tenants import TenantsFileError, hash_key
+
+__all__ = ["build_parser", "main", "settings_from_args"]
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
+    for name, info in Settings.model_fields.items():
+        annotation = info.annotation
+        args = typing.get_args(annotation)
+        is_optional = typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args
+        base = next((a for a in args if a is not type(None)), annotation) if is_optional else annotation
+        help_text = f"{info.description} [env LOOPWARDEN_{name.upper()}; default {info.default!r}]"
+        if base is bool:
+            parser.add_argument(
+                _flag(name), dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text
+            )
+        elif typing.get_origin(base) is typing.Literal:
+            parser.add_argument(_flag(name), dest=name, choices=typing.get_args(base), default=None, help=help_text)
+        else:
+            parser.add_argument(_flag(name), dest=name, default=None, metavar=name.upper(), help=help_text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="loopwarden", description="OpenAI-compatible guarding proxy for LLM agents.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="Run the proxy.")
+    _add_settings_flags(serve)
+    hashing = commands.add_parser("hash-key", help="Print the SHA-256 of a proxy key for the tenants file.")
+    hashing.add_argument("key", nargs="?", help="The key (read from a prompt when omitted).")
+    return parser
+
+
+def settings_from_args(namespace: argparse.Namespace) -> Settings:
+    """Settings from flags given, then environment, then defaults."""
+    given: dict[str, Any] = {
+        name: getattr(namespace, name) for name in Settings.model_fields if getattr(namespace, name, None) is not None
+    }
+    return Settings(**given)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "hash-key":
+        key = args.key or getpass.getpass("proxy key: ")
+        print(hash_key(key))
+        return 0
+    try:
+        settings = settings_from_args(args)
+    except ValidationError as exc:
+        print(f"loopwarden: invalid settings: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level)
+    from proxy.server import build_server  # deferred: importing uvicorn is not free
+
+    try:
+        server = build_server(settings)
+    except (TenantsFileError, ValueError) as exc:
+        print(f"loopwarden: {exc}", file=sys.stderr)
+        return 2
+    log_event("serving", {"host": settings.host, "port": settings.port})
+    server.run()
+    return 0

@@ -1,0 +1,149 @@
+"""ASGI-level plumbing for the hot routes: bounded body reads, header filtering, replies.
+
+The proxy's hot routes are raw ASGI handlers (litestar routes to them but does not parse
+or render), so these helpers are the only place that touches the wire directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from litestar.types import HTTPScope, Receive, Send
+
+from proxy.errors import PayloadTooLarge, ProxyError
+
+__all__ = [
+    "HOP_BY_HOP",
+    "client_headers",
+    "header",
+    "read_body",
+    "reply_headers",
+    "send_error",
+    "send_reply",
+    "upstream_request_headers",
+]
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+# Never copied client → upstream: hop-by-hop, framing the server recomputes, credentials
+# the proxy decides itself, and the proxy's own control headers.
+_NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "authorization", "expect"}
+# Never copied upstream → client: hop-by-hop and framing the ASGI server recomputes.
+_NOT_RETURNED = frozenset(name.encode() for name in HOP_BY_HOP | {"content-length", "date", "server"})
+_OWN_PREFIX = "x-loopwarden-"
+_JSON = [(b"content-type", b"application/json")]
+
+
+def header(scope: HTTPScope, name: bytes) -> str | None:
+    """First value of a request header (names in ASGI scopes are lower-case bytes)."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def client_headers(scope: HTTPScope) -> list[tuple[str, str]]:
+    """All request headers as text pairs, duplicates and order kept."""
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+
+
+def _connection_tokens(headers: Iterable[tuple[str, str]]) -> set[str]:
+    tokens: set[str] = set()
+    for name, value in headers:
+        if name.lower() == "connection":
+            tokens.update(t.strip().lower() for t in value.split(",") if t.strip())
+    return tokens
+
+
+def upstream_request_headers(
+    headers: Sequence[tuple[str, str]],
+    authorization: str | None,
+    *,
+    identity_encoding: bool = False,
+) -> list[tuple[str, str]]:
+    """The client's headers as the upstream should see them.
+
+    Hop-by-hop headers (and any the client's ``Connection`` names) are dropped, the
+    proxy's own ``X-LoopWarden-*`` headers and the caller's credentials are replaced by
+    ``authorization`` (the provider key). ``identity_encoding`` asks for an uncompressed
+    body the proxy can read.
+    """
+    drop = _NOT_FORWARDED | _connection_tokens(headers)
+    if identity_encoding:
+        drop = drop | {"accept-encoding"}
+    out = [(k, v) for k, v in headers if (low := k.lower()) not in drop and not low.startswith(_OWN_PREFIX)]
+    if authorization:
+        out.append(("authorization", authorization))
+    if identity_encoding:
+        out.append(("accept-encoding", "identity"))
+    return out
+
+
+def reply_headers(
+    raw: Iterable[tuple[bytes, bytes]], own: Iterable[tuple[bytes, bytes]] = ()
+) -> list[tuple[bytes, bytes]]:
+    """Upstream response headers for the client: end-to-end ones only, plus the proxy's own."""
+    kept = [(k, v) for k, v in raw if (low := k.lower()) not in _NOT_RETURNED and not low.startswith(b"x-loopwarden-")]
+    kept.extend(own)
+    return kept
+
+
+async def read_body(receive: Receive, limit: int, declared_length: str | None) -> bytes:
+    """Read the whole request body, refusing it as soon as it exceeds ``limit`` bytes.
+
+    A declared ``Content-Length`` over the limit is refused before reading; a chunked
+    body is counted as it arrives, so no oversized body is ever held in memory.
+    """
+    if declared_length is not None:
+        try:
+            declared = int(declared_length)
+        except ValueError:
+            declared = -1
+        if declared > limit:
+            raise PayloadTooLarge(f"Request body is larger than the limit of {limit} bytes.")
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnected
+        chunk: bytes = message.get("body", b"")  # type: ignore[assignment]
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLarge(f"Request body is larger than the limit of {limit} bytes.")
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+class ClientDisconnected(Exception):
+    """The client went away; there is nobody to answer."""
+
+
+async def send_reply(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    """Send a complete response in two ASGI messages."""
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def send_error(send: Send, error: ProxyError, extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    """Answer with an error in OpenAI's shape and the error's own status."""
+    headers = list(_JSON)
+    headers.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in error.headers.items())
+    headers.extend(extra)
+    await send_reply(send, error.status, headers, error.body())

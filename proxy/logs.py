@@ -1,0 +1,55 @@
+"""Structured logging: one JSON object per line, fields passed as ``extra={"fields": {...}}``.
+
+Callers pass only what is safe to log (names, counts, digests, statuses); message
+contents and keys never go in. Third-party loggers that would log every upstream call or
+URL (httpx, aiohttp, litestar) are turned down so they cannot leak what we keep out.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+__all__ = ["JsonFormatter", "configure_logging", "log_event", "logger"]
+
+logger = logging.getLogger("loopwarden")
+_encode = msgspec.json.Encoder().encode
+
+
+class JsonFormatter(logging.Formatter):
+    """Renders a record as one JSON line: time, level, event, then the record's fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        payload: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "event": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if fields:
+            payload.update(fields)
+        if record.exc_info and record.exc_info[0] is not None:
+            payload["error_type"] = record.exc_info[0].__name__
+        return _encode(payload).decode()
+
+
+def configure_logging(level: str) -> None:
+    """Route the proxy's log to stderr as JSON and quiet libraries that log request lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    logger.handlers[:] = [handler]
+    logger.setLevel(level.upper())
+    logger.propagate = False
+    for noisy in ("httpx", "httpcore", "aiohttp", "litestar", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def log_event(event: str, fields: Mapping[str, object], level: int = logging.INFO) -> None:
+    """Log one structured event if the level is on; cheap when it is not."""
+    if logger.isEnabledFor(level):
+        logger.log(level, event, extra={"fields": fields})

@@ -1,0 +1,60 @@
+"""When and how long to wait before asking the upstream again.
+
+Only faults that a second try can fix are retried: the request never left (connect
+errors), or the upstream said so (429, 500, 502, 503, 504). Backoff is exponential with
+full jitter, so many proxies hitting one failing upstream spread out instead of
+synchronizing; a ``Retry-After`` the upstream sends wins, up to a cap, past which the
+proxy hands the answer to the client instead of holding its connection open.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+__all__ = ["RETRYABLE_STATUSES", "RetryPolicy", "parse_retry_after"]
+
+RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+def parse_retry_after(headers: Mapping[str, str], now: Callable[[], float] = time.time) -> float | None:
+    """Seconds the upstream asked us to wait: ``retry-after-ms``, then ``Retry-After`` (seconds or date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - now())
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Bounded retries: ``attempts`` in all, each wait drawn from [0, min(max, base * 2**n)]."""
+
+    attempts: int = 3
+    base_delay: float = 0.5
+    max_delay: float = 8.0
+    retry_after_cap: float = 20.0
+
+    def delay(self, attempt: int, retry_after: float | None, draw: Callable[[], float]) -> float | None:
+        """Wait before attempt ``attempt + 1`` (1-based ``attempt`` just failed); None means stop."""
+        if attempt >= self.attempts:
+            return None
+        if retry_after is not None:
+            return retry_after if retry_after <= self.retry_after_cap else None
+        return draw() * min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1))

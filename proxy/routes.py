@@ -1,0 +1,280 @@
+"""Thin route handlers: authenticate, read, forward, answer.
+
+``/v1/chat/completions`` and the ``/v1/*`` pass-through are raw ASGI handlers: they sit on
+every model call, and litestar's request parsing and response rendering would cost more
+than everything else the proxy does. Everything else is ordinary litestar.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import httpx
+import msgspec
+from litestar.types import HTTPScope, Receive, Scope, Send
+
+from proxy.errors import (
+    InvalidRequest,
+    MalformedJSON,
+    MethodNotAllowed,
+    ProxyError,
+    UpstreamDisconnected,
+    error_body,
+)
+from proxy.http import (
+    ClientDisconnected,
+    client_headers,
+    header,
+    read_body,
+    reply_headers,
+    send_error,
+    send_reply,
+    upstream_request_headers,
+)
+from proxy.logs import log_event
+from proxy.retry import RETRYABLE_STATUSES
+from proxy.settings import Settings
+from proxy.tenants import Credentials, TenantDirectory
+from proxy.upstream import UpstreamClient, UpstreamReply
+
+__all__ = ["ProxyRoutes", "Readiness"]
+
+_decode = msgspec.json.decode
+_Handler = Callable[[HTTPScope, Receive, Send], Awaitable[dict[str, object]]]
+_SSE_ERROR_EVENT = b"data: %s\n\n"
+
+
+@dataclass(slots=True)
+class Readiness:
+    """What /readyz reports: started, not draining."""
+
+    started: bool = False
+    draining: bool = False
+    in_flight: int = field(default=0)
+
+
+class ProxyRoutes:
+    """The raw ASGI handlers of the forwarding routes, sharing one upstream client."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        tenants: TenantDirectory,
+        upstream: UpstreamClient,
+        readiness: Readiness,
+    ) -> None:
+        self._settings = settings
+        self._tenants = tenants
+        self._upstream = upstream
+        self._readiness = readiness
+
+    # -- entry points ---------------------------------------------------------------
+
+    async def chat_completions(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._guarded(self._chat_completions, scope, receive, send, "chat.completions")
+
+    async def passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._guarded(self._passthrough, scope, receive, send, "passthrough")
+
+    # -- handlers -------------------------------------------------------------------
+
+    async def _chat_completions(self, scope: HTTPScope, receive: Receive, send: Send) -> dict[str, object]:
+        if scope["method"] != "POST":
+            raise MethodNotAllowed(f"Method {scope['method']} is not allowed on /v1/chat/completions; use POST.")
+        credentials = self._authenticate(scope)
+        body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
+        payload = _parse_object(body)
+        stream = payload.get("stream") is True
+        headers = upstream_request_headers(
+            client_headers(scope), credentials.upstream_authorization, identity_encoding=True
+        )
+        url = credentials.tenant.upstream_url + "/chat/completions"
+        reply = await self._upstream.send("POST", url, headers, body, stream=stream)
+        facts: dict[str, object] = {"tenant": credentials.tenant.name, "stream": stream}
+        if stream:
+            await self._relay(reply, send, receive, facts, sse=True)
+        else:
+            await self._answer(reply, send, facts)
+        return facts
+
+    async def _passthrough(self, scope: HTTPScope, receive: Receive, send: Send) -> dict[str, object]:
+        credentials = self._authenticate(scope)
+        body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
+        headers = upstream_request_headers(client_headers(scope), credentials.upstream_authorization)
+        path = scope["raw_path"].split(b"?", 1)[0].decode("latin-1")
+        url = credentials.tenant.upstream_url + path.removeprefix("/v1")
+        if scope["query_string"]:
+            url += "?" + scope["query_string"].decode("latin-1")
+        reply = await self._upstream.send(scope["method"], url, headers, body, stream=True)
+        facts: dict[str, object] = {"tenant": credentials.tenant.name}
+        await self._relay(reply, send, receive, facts, sse=False)
+        return facts
+
+    # -- shared steps ---------------------------------------------------------------
+
+    def _authenticate(self, scope: HTTPScope) -> Credentials:
+        return self._tenants.authenticate(header(scope, b"authorization"), header(scope, b"x-loopwarden-key"))
+
+    async def _guarded(self, handler: _Handler, scope: Scope, receive: Receive, send: Send, route: str) -> None:
+        """Run a handler; turn every failure into an OpenAI-shaped answer and one log line."""
+        started = time.perf_counter()
+        state = _ResponseTracker(send)
+        self._readiness.in_flight += 1
+        status: int | str = "error"
+        facts: dict[str, object] = {}
+        try:
+            facts = await handler(scope, receive, state.send)  # type: ignore[arg-type]
+            status = state.status
+        except ProxyError as exc:
+            status = exc.status
+            facts = {"error": exc.code or exc.type}
+            if not state.started:
+                await send_error(send, exc)
+        except ClientDisconnected:
+            status = "client_disconnected"
+        except Exception as exc:  # the last line of defense: never a stack trace on the wire
+            status = 500
+            log_event("unhandled_error", {"route": route, "error_type": type(exc).__name__}, logging.ERROR)
+            if not state.started:
+                await send_error(send, ProxyError("The proxy failed to handle the request."))
+        finally:
+            self._readiness.in_flight -= 1
+        facts.update(
+            route=route,
+            method=scope.get("method"),
+            status=status,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        log_event("request", facts)
+
+    async def _answer(self, reply: UpstreamReply, send: Send, facts: dict[str, object]) -> None:
+        response = reply.response
+        body = response.content
+        headers = reply_headers(response.headers.raw, _own_headers(reply))
+        if response.status_code >= 400:
+            body, headers = _openai_error_shape(response.status_code, body, headers)
+        facts.update(upstream_status=response.status_code, attempts=reply.attempts)
+        await send_reply(send, response.status_code, headers, body)
+
+    async def _relay(
+        self, reply: UpstreamReply, send: Send, receive: Receive, facts: dict[str, object], *, sse: bool
+    ) -> None:
+        """Copy the upstream's body to the client chunk by chunk, as it arrives."""
+        response = reply.response
+        facts.update(upstream_status=response.status_code, attempts=reply.attempts)
+        if response.status_code >= 400:
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+            await self._answer(reply, send, facts)
+            return
+        headers = reply_headers(response.headers.raw, _own_headers(reply))
+        await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+        relay = asyncio.ensure_future(_copy_body(response, send))
+        watcher = asyncio.ensure_future(_wait_for_disconnect(receive))
+        try:
+            await asyncio.wait((relay, watcher), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watcher.cancel()
+            if not relay.done():
+                relay.cancel()
+                facts["outcome"] = "client_disconnected"
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await relay
+            await response.aclose()
+        if relay.cancelled():
+            return
+        error = relay.exception()
+        if error is None:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        proxy_error = (
+            error
+            if isinstance(error, ProxyError)
+            else UpstreamDisconnected("The upstream model API broke off the response.")
+        )
+        facts["outcome"] = "upstream_cut"
+        tail = _SSE_ERROR_EVENT % proxy_error.body() if sse else b""
+        await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+
+async def _copy_body(response: httpx.Response, send: Send) -> None:
+    try:
+        async for chunk in response.aiter_raw():
+            if chunk:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    except httpx.TimeoutException as exc:
+        raise UpstreamDisconnected("The upstream model API stopped sending (read timeout).") from exc
+    except httpx.TransportError as exc:
+        raise UpstreamDisconnected("The upstream model API broke off the response.") from exc
+
+
+async def _wait_for_disconnect(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+class _ResponseTracker:
+    """Wraps ``send`` to know whether the response has started and with which status."""
+
+    __slots__ = ("_send", "started", "status")
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+        self.status: int = 0
+
+    async def send(self, message: dict[str, object]) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+            self.status = int(message["status"])  # type: ignore[call-overload]
+        await self._send(message)  # type: ignore[arg-type]
+
+
+def _parse_object(body: bytes) -> dict[str, object]:
+    """Decode a JSON request body that must be an object, with a 400 that says why not."""
+    if not body:
+        raise MalformedJSON("The request body is empty; expected a JSON object.")
+    try:
+        payload = _decode(body)
+    except msgspec.DecodeError as exc:
+        raise MalformedJSON(f"The request body is not valid JSON: {exc}.") from None
+    if not isinstance(payload, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    return payload
+
+
+def _own_headers(reply: UpstreamReply) -> list[tuple[bytes, bytes]]:
+    own = [(b"x-loopwarden-upstream-attempts", str(reply.attempts).encode())]
+    if reply.attempts > 1 and reply.response.status_code in RETRYABLE_STATUSES:
+        # The proxy already retried with backoff: ask SDKs (openai's honors this) not to
+        # multiply that into a storm of their own.
+        own.append((b"x-should-retry", b"false"))
+    return own
+
+
+def _openai_error_shape(
+    status: int, body: bytes, headers: list[tuple[bytes, bytes]]
+) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    """Keep an upstream error that is already OpenAI-shaped; wrap anything else (an HTML 502)."""
+    if any(k.lower() == b"content-encoding" and v.lower() != b"identity" for k, v in headers):
+        return body, headers
+    try:
+        parsed = _decode(body) if body else None
+    except msgspec.DecodeError:
+        parsed = None
+    if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
+        return body, headers
+    snippet = body[:200].decode("utf-8", "replace").strip()
+    message = f"The upstream model API answered {status}" + (f": {snippet}" if snippet else ".")
+    kept = [(k, v) for k, v in headers if k.lower() not in (b"content-type", b"content-encoding")]
+    kept.append((b"content-type", b"application/json"))
+    return error_body(message, "upstream_error", f"upstream_{status}"), kept

@@ -1,0 +1,68 @@
+"""Process settings: one frozen model fed by ``LOOPWARDEN_*`` variables and CLI flags.
+
+Each field is a flag (``--read-timeout``) and a variable (``LOOPWARDEN_READ_TIMEOUT``);
+the CLI derives its flags from this model, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings"]
+
+MiB = 1024 * 1024
+
+
+class Settings(BaseSettings):
+    """Everything the process needs to start; tenants and policies live in their own files."""
+
+    model_config = SettingsConfigDict(env_prefix="LOOPWARDEN_", frozen=True, extra="forbid")
+
+    host: str = Field("127.0.0.1", description="Address to listen on.")
+    port: int = Field(8080, ge=0, le=65535, description="Port to listen on (0 picks a free one).")
+    upstream: str | None = Field(
+        None,
+        description="Base URL of the model API, e.g. https://api.openai.com/v1. "
+        "Required unless every tenant in the tenants file names its own.",
+    )
+    tenants_file: Path | None = Field(
+        None, description="YAML tenants file; without it one tenant, `default`, forwards the client's key."
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+    connect_timeout: float = Field(10.0, gt=0, description="Seconds to open a connection upstream.")
+    read_timeout: float = Field(
+        300.0, gt=0, description="Seconds to wait for the upstream's next bytes (headers or a chunk)."
+    )
+    pool_timeout: float = Field(
+        10.0, gt=0, description="Seconds to wait for a free upstream connection when the pool is full."
+    )
+    total_timeout: float = Field(
+        600.0, gt=0, description="Deadline in seconds for one client request upstream, retries included."
+    )
+    max_body_bytes: int = Field(10 * MiB, gt=0, description="Largest request body accepted (413 above).")
+    max_upstream_connections: int = Field(256, gt=0, description="Upstream connection pool size.")
+    retry_attempts: int = Field(
+        3, ge=1, le=10, description="Upstream attempts per request for transient faults (1 = no retry)."
+    )
+    retry_base_delay: float = Field(0.5, ge=0, description="First backoff step in seconds (full jitter).")
+    retry_max_delay: float = Field(8.0, ge=0, description="Largest backoff step in seconds.")
+    retry_after_cap: float = Field(
+        20.0,
+        ge=0,
+        description="Longest upstream Retry-After the proxy waits out itself; a longer one goes to the client.",
+    )
+    retry_after_send: bool = Field(
+        False,
+        description="Also retry when the upstream dropped the connection after receiving the request "
+        "(may run a non-idempotent call twice).",
+    )
+    shutdown_timeout: float = Field(30.0, ge=0, description="Seconds in-flight requests get to finish on SIGTERM.")
+
+    @field_validator("upstream")
+    @classmethod
+    def _strip_trailing_slash(cls, value: str | None) -> str | None:
+        return value.rstrip("/") if value else value

@@ -1,0 +1,264 @@
+"""Tenants: who is calling, which upstream they reach, with which credentials.
+
+The tenants file stores proxy keys only as SHA-256 hex digests. A presented key is hashed
+and looked up; the match is then confirmed with ``hmac.compare_digest``, so the time taken
+never depends on how much of a stored digest a guess got right. A proxy key is never
+forwarded upstream and never logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from proxy.errors import AuthenticationFailed, PermissionDenied
+
+__all__ = [
+    "KEY_HEADER",
+    "Tenant",
+    "TenantDirectory",
+    "TenantsFileError",
+    "hash_key",
+    "load_tenants",
+]
+
+KEY_HEADER = "x-loopwarden-key"
+"""Carries the proxy key when ``Authorization`` carries the client's own provider key."""
+
+_BLOCKED_HOSTS = frozenset({"metadata.google.internal", "metadata", "instance-data"})
+
+
+class TenantsFileError(ValueError):
+    """The tenants file cannot be used; the message names the file and the field."""
+
+
+def hash_key(key: str) -> str:
+    """SHA-256 hex of a proxy key: the only form in which keys are stored."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def check_upstream_url(url: str) -> str:
+    """Reject what no model API is: non-HTTP schemes, link-local and cloud metadata hosts."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"upstream base_url must be an http(s) URL with a host, got {url!r}")
+    host = parts.hostname.lower()
+    if host in _BLOCKED_HOSTS:
+        raise ValueError(f"upstream host {host!r} is a cloud metadata endpoint")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return url.rstrip("/")
+    if address.is_link_local or address.is_multicast or address.is_unspecified:
+        raise ValueError(f"upstream address {host} is link-local, multicast or unspecified")
+    return url.rstrip("/")
+
+
+class UpstreamSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    base_url: str | None = Field(None, description="Model API base URL; defaults to the global --upstream.")
+    api_key_env: str | None = Field(None, description="Environment variable holding the provider key.")
+    forward_client_key: bool = Field(
+        False, description="Bring your own key: forward the client's Authorization upstream."
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _valid_url(cls, value: str | None) -> str | None:
+        return check_upstream_url(value) if value is not None else None
+
+    @model_validator(mode="after")
+    def _one_credential_source(self) -> UpstreamSpec:
+        if bool(self.api_key_env) == self.forward_client_key:
+            raise ValueError("set exactly one of api_key_env and forward_client_key")
+        return self
+
+
+class TenantSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    key_sha256: list[str] = Field(min_length=1, description="SHA-256 hex digests of the proxy keys.")
+    upstream: UpstreamSpec
+    policies: list[str] = Field(default_factory=lambda: ["default"], min_length=1)
+    default_policy: str | None = None
+
+    @field_validator("key_sha256")
+    @classmethod
+    def _hex_digests(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if len(value) != 64 or any(c not in "0123456789abcdef" for c in value.lower()):
+                raise ValueError("each key_sha256 entry must be 64 hex characters (sha256 of the key)")
+        return [value.lower() for value in values]
+
+    @model_validator(mode="after")
+    def _default_is_allowed(self) -> TenantSpec:
+        if self.default_policy is not None and self.default_policy not in self.policies:
+            raise ValueError(f"default_policy {self.default_policy!r} is not among policies")
+        return self
+
+
+class TenantsFile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenants: list[TenantSpec] = Field(min_length=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """A resolved tenant: everything a request needs, computed once at load."""
+
+    name: str
+    upstream_url: str
+    upstream_authorization: str | None
+    """``Bearer <key>`` read from the environment, or None to forward the client's own."""
+    forward_client_key: bool
+    policies: tuple[str, ...]
+    default_policy: str
+
+    def choose_policy(self, requested: str | None) -> str:
+        """The policy for one request: the tenant's default unless it asked for an allowed one."""
+        if requested is None or requested == self.default_policy:
+            return self.default_policy
+        if requested not in self.policies:
+            raise PermissionDenied(f"policy {requested!r} is not allowed for this API key", param="policy")
+        return requested
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """Who the caller is and what goes upstream in ``Authorization``."""
+
+    tenant: Tenant
+    upstream_authorization: str | None
+
+
+_UNIFORM_401 = "Invalid or missing API key for this proxy."
+
+
+class TenantDirectory:
+    """Authenticates requests. Without a tenants file, one open tenant forwards the client's key."""
+
+    def __init__(self, tenants: Mapping[str, Tenant] | None, open_tenant: Tenant | None = None) -> None:
+        self._by_digest = {digest: (digest, tenant) for digest, tenant in (tenants or {}).items()}
+        self._open = open_tenant
+
+    @classmethod
+    def open(cls, upstream: str) -> TenantDirectory:
+        tenant = Tenant(
+            name="default",
+            upstream_url=check_upstream_url(upstream),
+            upstream_authorization=None,
+            forward_client_key=True,
+            policies=("default",),
+            default_policy="default",
+        )
+        return cls(None, tenant)
+
+    @property
+    def tenants(self) -> list[Tenant]:
+        seen = {tenant.name: tenant for _, tenant in self._by_digest.values()}
+        if self._open is not None:
+            seen[self._open.name] = self._open
+        return list(seen.values())
+
+    def authenticate(self, authorization: str | None, proxy_key: str | None) -> Credentials:
+        """Resolve the caller; every failure is the same 401 so nothing is learned by probing."""
+        if self._open is not None:
+            return Credentials(self._open, authorization)
+        client_key = _bearer(authorization)
+        presented = proxy_key if proxy_key is not None else client_key
+        if not presented:
+            raise AuthenticationFailed(_UNIFORM_401)
+        digest = hash_key(presented)
+        entry = self._by_digest.get(digest)
+        # The lookup compares SHA-256 digests, never the key itself: timing it reveals at most
+        # a prefix of a digest, which leads nowhere. The stored digest is then confirmed with a
+        # constant-time comparison.
+        if entry is None or not hmac.compare_digest(entry[0], digest):
+            raise AuthenticationFailed(_UNIFORM_401)
+        tenant = entry[1]
+        if tenant.forward_client_key:
+            if proxy_key is None:
+                raise AuthenticationFailed(
+                    f"This tenant brings its own provider key: send the proxy key in {KEY_HEADER} "
+                    "and the provider key in Authorization."
+                )
+            return Credentials(tenant, authorization)
+        return Credentials(tenant, tenant.upstream_authorization)
+
+
+def _bearer(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
+
+
+def load_tenants(path: Path, default_upstream: str | None, environ: Mapping[str, str] | None = None) -> TenantDirectory:
+    """Load and check the tenants file; any problem names the file and the field."""
+    env = os.environ if environ is None else environ
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise TenantsFileError(f"{path}: cannot read tenants file: {exc}") from exc
+    try:
+        parsed = TenantsFile.model_validate(raw)
+    except ValidationError as exc:
+        raise TenantsFileError(f"{path}: {_describe(exc)}") from exc
+
+    by_digest: dict[str, Tenant] = {}
+    names: set[str] = set()
+    for index, spec in enumerate(parsed.tenants):
+        where = f"{path}: tenants[{index}] ({spec.name})"
+        if spec.name in names:
+            raise TenantsFileError(f"{where}.name: duplicate tenant name")
+        names.add(spec.name)
+        base_url = spec.upstream.base_url or default_upstream
+        if not base_url:
+            raise TenantsFileError(f"{where}.upstream.base_url: missing and no --upstream given")
+        try:
+            base_url = check_upstream_url(base_url)
+        except ValueError as exc:
+            raise TenantsFileError(f"{where}.upstream.base_url: {exc}") from exc
+        authorization = None
+        if spec.upstream.api_key_env:
+            secret = env.get(spec.upstream.api_key_env)
+            if not secret:
+                raise TenantsFileError(
+                    f"{where}.upstream.api_key_env: environment variable {spec.upstream.api_key_env} is not set"
+                )
+            authorization = f"Bearer {secret}"
+        tenant = Tenant(
+            name=spec.name,
+            upstream_url=base_url,
+            upstream_authorization=authorization,
+            forward_client_key=spec.upstream.forward_client_key,
+            policies=tuple(spec.policies),
+            default_policy=spec.default_policy or spec.policies[0],
+        )
+        for digest in spec.key_sha256:
+            if digest in by_digest:
+                raise TenantsFileError(f"{where}.key_sha256: key already belongs to {by_digest[digest].name}")
+            by_digest[digest] = tenant
+    return TenantDirectory(by_digest)
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        location = ".".join(str(p) for p in error["loc"]) or "(root)"
+        parts.append(f"{location}: {error['msg']}")
+    return "; ".join(parts)

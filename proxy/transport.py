@@ -1,0 +1,140 @@
+"""An httpx transport on aiohttp: httpx stays the client API, aiohttp moves the bytes.
+
+httpx's own transport polls every pooled connection per request and collapses under
+concurrency (encode/httpx#3215). The public ``httpx-aiohttp`` package fixes the speed but
+maps refused/reset/disconnected-after-send all to ``ConnectTimeout`` (so a retry keyed on
+it can send a POST twice), merges duplicate headers and keeps upstream cookies. This one:
+
+- maps each aiohttp failure to the httpx error that says *when* it happened: ``ConnectError``
+  / ``ConnectTimeout`` / ``PoolTimeout`` mean the request never left; ``ReadTimeout``,
+  ``ReadError`` and ``RemoteProtocolError`` mean it may have been received;
+- keeps duplicate headers and adds none of its own (no User-Agent, Accept, encoding);
+- stores no cookies at all (a shared jar would hand one tenant's cookies to the next);
+- never follows redirects and never decompresses: bytes pass through as sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+from collections.abc import AsyncIterator, Iterator
+
+import aiohttp
+import httpx
+from multidict import CIMultiDict
+
+__all__ = ["AiohttpTransport"]
+
+_SKIP_AUTO_HEADERS = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
+
+
+@contextlib.contextmanager
+def _mapped_errors(request: httpx.Request) -> Iterator[None]:
+    """Translate aiohttp's errors, keeping 'never sent' and 'maybe received' apart."""
+    try:
+        yield
+    except aiohttp.ConnectionTimeoutError as exc:
+        raise httpx.ConnectTimeout(str(exc) or "connect timeout", request=request) from exc
+    except aiohttp.SocketTimeoutError as exc:
+        raise httpx.ReadTimeout(str(exc) or "read timeout", request=request) from exc
+    except aiohttp.ServerTimeoutError as exc:
+        raise httpx.ReadTimeout(str(exc) or "timeout", request=request) from exc
+    except aiohttp.ClientConnectorError as exc:
+        raise httpx.ConnectError(str(exc), request=request) from exc
+    except aiohttp.ServerDisconnectedError as exc:
+        raise httpx.RemoteProtocolError("server disconnected", request=request) from exc
+    except aiohttp.ClientPayloadError as exc:
+        raise httpx.RemoteProtocolError(str(exc) or "incomplete body", request=request) from exc
+    except (aiohttp.ClientOSError, aiohttp.ClientConnectionError) as exc:
+        # A reset or broken pipe once connected: the upstream may have the request.
+        raise httpx.ReadError(str(exc) or "connection error", request=request) from exc
+    except aiohttp.InvalidURL as exc:
+        raise httpx.UnsupportedProtocol(str(exc), request=request) from exc
+    except aiohttp.ClientResponseError as exc:
+        raise httpx.RemoteProtocolError(str(exc), request=request) from exc
+    except TimeoutError as exc:
+        raise httpx.PoolTimeout("timed out waiting for a connection", request=request) from exc
+
+
+class _AiohttpStream(httpx.AsyncByteStream):
+    """Response body as an httpx stream; releases the connection when closed."""
+
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
+        self._response = response
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _mapped_errors(self._request):
+            async for chunk in self._response.content.iter_any():
+                yield chunk
+
+    async def aclose(self) -> None:
+        self._response.release()
+
+
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """A pooled, cookie-less aiohttp session behind httpx's transport interface."""
+
+    def __init__(
+        self,
+        *,
+        max_connections: int = 256,
+        keepalive_expiry: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self._max_connections = max_connections
+        self._keepalive_expiry = keepalive_expiry
+        self._ssl_context = ssl_context or ssl.create_default_context()
+        self._session: aiohttp.ClientSession | None = None
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        # Created lazily: an aiohttp session binds to the running event loop.
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections,
+                limit_per_host=0,
+                keepalive_timeout=self._keepalive_expiry,
+                ssl=self._ssl_context,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                cookie_jar=aiohttp.DummyCookieJar(),
+                auto_decompress=False,
+                trust_env=False,
+                skip_auto_headers=_SKIP_AUTO_HEADERS,
+            )
+        return self._session
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        session = self._get_session()
+        timeout = request.extensions.get("timeout", {})
+        headers = CIMultiDict(request.headers.multi_items())
+        headers.popall("content-length", None)
+        body = request.content if request.method not in ("GET", "HEAD") or request.content else None
+        with _mapped_errors(request):
+            response = await session.request(
+                request.method,
+                str(request.url),
+                headers=headers,
+                data=body,
+                allow_redirects=False,
+                compress=None,
+                timeout=aiohttp.ClientTimeout(
+                    total=None,
+                    connect=timeout.get("pool"),
+                    sock_connect=timeout.get("connect"),
+                    sock_read=timeout.get("read"),
+                ),
+            )
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.raw_headers,
+            stream=_AiohttpStream(response, request),
+            request=request,
+            extensions={"reason_phrase": (response.reason or "").encode()},
+        )
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

@@ -1,0 +1,164 @@
+"""The one pooled upstream client of a process, with invisible retries of transient faults.
+
+It speaks httpx (requests, responses, transports) but drives the transport directly: the
+``httpx.AsyncClient`` layer adds cookie persistence, redirects and auth flows that a proxy
+must not have, and costs time on every call. Tests inject an ``httpx.MockTransport`` or
+point it at the scripted fake upstream; production uses :class:`AiohttpTransport`.
+
+Retries happen only before any byte reached the client: for a stream, until the upstream
+answered with headers. The deadline covers every attempt and every wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from proxy.errors import (
+    ProxyError,
+    ServiceUnavailable,
+    UpstreamDisconnected,
+    UpstreamTimeout,
+    UpstreamUnreachable,
+)
+from proxy.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
+from proxy.settings import Settings
+from proxy.transport import AiohttpTransport
+
+__all__ = ["UpstreamClient", "UpstreamReply"]
+
+
+@dataclass(slots=True)
+class UpstreamReply:
+    """The upstream's final answer and how many attempts it took to get it."""
+
+    response: httpx.Response
+    attempts: int
+    waited: float
+    """Seconds spent in backoff sleeps, so callers can tell proxy time from waiting."""
+
+
+class UpstreamClient:
+    """Sends requests upstream; transient faults are retried with backoff inside the deadline."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        transport: httpx.AsyncBaseTransport | None = None,
+        *,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        draw: Callable[[], float] = random.random,
+    ) -> None:
+        self._transport = transport or AiohttpTransport(max_connections=settings.max_upstream_connections)
+        self._policy = RetryPolicy(
+            attempts=settings.retry_attempts,
+            base_delay=settings.retry_base_delay,
+            max_delay=settings.retry_max_delay,
+            retry_after_cap=settings.retry_after_cap,
+        )
+        self._retry_after_send = settings.retry_after_send
+        self._total_timeout = settings.total_timeout
+        self._timeouts = {
+            "connect": settings.connect_timeout,
+            "read": settings.read_timeout,
+            "write": settings.read_timeout,
+            "pool": settings.pool_timeout,
+        }
+        self._sleep = sleep
+        self._draw = draw
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+    async def send(
+        self,
+        method: str,
+        url: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
+        *,
+        stream: bool = False,
+    ) -> UpstreamReply:
+        """Send until a non-retryable answer, the attempts or the deadline run out.
+
+        With ``stream=False`` the body is read inside the deadline; with ``stream=True`` the
+        caller reads it and must close the response.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._total_timeout
+        waited = 0.0
+        attempt = 0
+        while True:
+            attempt += 1
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise UpstreamTimeout("The upstream model API did not answer before the deadline.")
+            request = httpx.Request(
+                method,
+                url,
+                headers=list(headers),
+                content=body,
+                extensions={"timeout": self._attempt_timeouts(remaining)},
+            )
+            try:
+                async with asyncio.timeout(remaining):
+                    response = await self._transport.handle_async_request(request)
+                    if not stream:
+                        await response.aread()
+            except TimeoutError:
+                raise UpstreamTimeout("The upstream model API did not answer before the deadline.") from None
+            except httpx.TransportError as exc:
+                error = _as_proxy_error(exc)
+                retryable = _never_sent(exc) or self._retry_after_send
+                delay = self._policy.delay(attempt, None, self._draw) if retryable else None
+                if delay is None or loop.time() + delay >= deadline:
+                    raise error from None
+                await self._sleep(delay)
+                waited += delay
+                continue
+
+            if response.status_code not in RETRYABLE_STATUSES:
+                return UpstreamReply(response, attempt, waited)
+            delay = self._policy.delay(attempt, parse_retry_after(response.headers), self._draw)
+            if delay is None or loop.time() + delay >= deadline:
+                return UpstreamReply(response, attempt, waited)
+            await response.aclose()
+            await self._sleep(delay)
+            waited += delay
+
+    def _attempt_timeouts(self, remaining: float) -> dict[str, float]:
+        return {name: min(value, remaining) for name, value in self._timeouts.items()}
+
+
+def _never_sent(exc: httpx.TransportError) -> bool:
+    """True when the request certainly did not reach the upstream, so a retry is safe."""
+    return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
+
+
+def _as_proxy_error(exc: httpx.TransportError) -> ProxyError:
+    if isinstance(exc, httpx.PoolTimeout):
+        return ServiceUnavailable("All upstream connections are busy; try again shortly.")
+    if isinstance(exc, httpx.TimeoutException):
+        return UpstreamTimeout(f"The upstream model API timed out ({type(exc).__name__}).")
+    if isinstance(exc, httpx.ConnectError | httpx.UnsupportedProtocol):
+        return UpstreamUnreachable(f"The upstream model API could not be reached: {_reason(exc)}.")
+    return UpstreamDisconnected(f"The upstream model API closed the connection: {_reason(exc)}.")
+
+
+def _reason(exc: Exception) -> str:
+    """A short cause for the client; aiohttp's own messages name hosts and ports, so not those."""
+    cause = exc.__cause__
+    os_error = getattr(cause, "os_error", cause)
+    if isinstance(os_error, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(os_error, ConnectionResetError):
+        return "connection reset"
+    if (isinstance(cause, OSError) and "Name or service not known" in str(cause)) or "DNS" in type(cause).__name__:
+        return "host name not resolved"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "connection closed before a complete response"
+    return type(exc).__name__

@@ -1,0 +1,48 @@
+"""Shared fixtures: one scripted upstream per session, proxies started per test as needed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.fake_upstream import FakeUpstream
+from tests.support.proxy_server import RunningProxy, start_proxy
+
+
+@pytest.fixture(scope="session")
+def _upstream_server() -> Iterator[FakeUpstream]:
+    server = FakeUpstream().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def upstream(_upstream_server: FakeUpstream) -> Iterator[FakeUpstream]:
+    """The fake model API, with an empty script and no recorded requests."""
+    _upstream_server.reset()
+    yield _upstream_server
+    _upstream_server.reset()
+
+
+@pytest.fixture
+def make_proxy(upstream: FakeUpstream) -> Iterator[Callable[..., RunningProxy]]:
+    """Start proxies pointing at the fake upstream; each is stopped after the test."""
+    started: list[RunningProxy] = []
+
+    def factory(**overrides: Any) -> RunningProxy:
+        overrides.setdefault("upstream", upstream.url)
+        running = start_proxy(**overrides)
+        started.append(running)
+        return running
+
+    yield factory
+    for running in started:
+        running.stop()
+
+
+@pytest.fixture
+def proxy(make_proxy: Callable[..., RunningProxy]) -> RunningProxy:
+    """A proxy with default settings and no tenants file (the quick-start setup)."""
+    return make_proxy()

@@ -1,0 +1,216 @@
+"""A scriptable fake OpenAI upstream: the model side of every integration test.
+
+Each test queues the replies it wants (JSON, SSE, failures); the server answers requests
+in order and records every request it received. When the queue is empty it answers with a
+plain chat completion, so tests only script what matters to them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass
+class Json:
+    """A JSON (or raw bytes) reply."""
+
+    body: Any
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Sse:
+    """An SSE stream of ``data:`` events; ``cut_after`` closes the connection after N events."""
+
+    events: list[Any]
+    status: int = 200
+    done: bool = True
+    delay: float = 0.0
+    cut_after: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Hang:
+    """Accept the request and answer nothing for ``seconds``."""
+
+    seconds: float = 30.0
+
+
+@dataclass
+class CloseAfterRequest:
+    """Read the whole request, then close the connection without a response."""
+
+
+Reply = Json | Sse | Hang | CloseAfterRequest
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: str
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers if k.lower() == name.lower()), None)
+
+    def header_values(self, name: str) -> list[str]:
+        return [v for k, v in self.headers if k.lower() == name.lower()]
+
+
+def chat_completion(
+    content: str | None = "Hello from the fake model.",
+    *,
+    tool_calls: list[dict[str, Any]] | None = None,
+    reasoning: str | None = None,
+    model: str = "fake-model",
+    finish_reason: str | None = None,
+) -> dict[str, Any]:
+    """A chat.completion body as OpenAI sends it."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop"),
+            }
+        ],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+    }
+
+
+def tool_call(name: str, arguments: str, call_id: str = "call_1") -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def stream_chunks(text: str, *, model: str = "fake-model", pieces: int = 3) -> list[dict[str, Any]]:
+    """The chunks of a streamed text answer, split into ``pieces`` deltas."""
+    size = max(1, len(text) // pieces)
+    parts = [text[i : i + size] for i in range(0, len(text), size)]
+    base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+    chunks = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+    chunks += [{**base, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in parts]
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    return chunks
+
+
+class FakeUpstream:
+    """The scripted server, running on its own event loop in a background thread."""
+
+    def __init__(self) -> None:
+        self._replies: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self.requests: list[Recorded] = []
+        self._loop = asyncio.new_event_loop()
+        self._runner: web.AppRunner | None = None
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self.port = 0
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> FakeUpstream:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+        return self
+
+    async def _start(self) -> None:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # -- scripting --------------------------------------------------------------------
+
+    def script(self, *replies: Reply) -> None:
+        with self._lock:
+            self._replies.extend(replies)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._replies.clear()
+            self.requests.clear()
+
+    @property
+    def pending(self) -> int:
+        return len(self._replies)
+
+    # -- serving ----------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        with self._lock:
+            self.requests.append(
+                Recorded(request.method, request.path, request.query_string, _raw_headers(request), body)
+            )
+            reply = self._replies.popleft() if self._replies else Json(chat_completion())
+        if isinstance(reply, Hang):
+            await asyncio.sleep(reply.seconds)
+            return web.Response(status=599)
+        if isinstance(reply, CloseAfterRequest):
+            assert request.transport is not None
+            request.transport.close()
+            raise asyncio.CancelledError
+        if isinstance(reply, Json):
+            raw = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+            headers = {"Content-Type": "application/json", **reply.headers}
+            return web.Response(body=raw, status=reply.status, headers=headers)
+        return await self._stream(request, reply)
+
+    async def _stream(self, request: web.Request, reply: Sse) -> web.StreamResponse:
+        response = web.StreamResponse(
+            status=reply.status, headers={"Content-Type": "text/event-stream", **reply.headers}
+        )
+        await response.prepare(request)
+        for index, event in enumerate(reply.events):
+            if reply.cut_after is not None and index >= reply.cut_after:
+                assert request.transport is not None
+                request.transport.close()
+                return response
+            data = event if isinstance(event, str) else json.dumps(event)
+            await response.write(f"data: {data}\n\n".encode())
+            if reply.delay:
+                await asyncio.sleep(reply.delay)
+        if reply.done:
+            await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+def _raw_headers(request: web.Request) -> list[tuple[str, str]]:
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.raw_headers]

@@ -1,0 +1,57 @@
+"""Run the real proxy (uvicorn, real sockets) in a background thread for a test."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.routes import Readiness
+from proxy.server import DrainingServer, build_server
+from proxy.settings import Settings
+
+
+@dataclass
+class RunningProxy:
+    server: DrainingServer
+    thread: threading.Thread
+    port: int
+    settings: Settings
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def readiness(self) -> Readiness:
+        return self.server.readiness
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(15)
+
+
+def start_proxy(**overrides: Any) -> RunningProxy:
+    """Start a proxy on a free loopback port with ``overrides`` on top of test-friendly settings."""
+    values: dict[str, Any] = {"retry_base_delay": 0.01, "retry_max_delay": 0.05, "shutdown_timeout": 5.0}
+    values.update(overrides)
+    settings = Settings(**values)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = build_server(settings)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("proxy did not start")
+        time.sleep(0.01)
+    return RunningProxy(server, thread, port, settings)
