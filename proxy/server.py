@@ -29,6 +29,11 @@ class DrainingServer(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self.readiness.draining = True
         super().handle_exit(sig, frame)
+        # uvicorn re-raises the signal after draining, so the process would die "killed by
+        # SIGTERM"; a completed graceful drain is a clean exit.
+        captured = getattr(self, "_captured_signals", None)
+        if isinstance(captured, list):
+            captured.clear()
 
 
 def build_server(settings: Settings, readiness: Readiness | None = None) -> DrainingServer:

@@ -25,6 +25,7 @@ class Json:
     body: Any
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
 
 
 @dataclass
@@ -176,7 +177,13 @@ class FakeUpstream:
         body = await request.read()
         with self._lock:
             self.requests.append(
-                Recorded(request.method, request.path, request.query_string, _raw_headers(request), body)
+                Recorded(
+                    request.method,
+                    request.rel_url.raw_path,
+                    request.rel_url.raw_query_string,
+                    _raw_headers(request),
+                    body,
+                )
             )
             reply = self._replies.popleft() if self._replies else Json(chat_completion())
         if isinstance(reply, Hang):
@@ -187,6 +194,8 @@ class FakeUpstream:
             request.transport.close()
             raise asyncio.CancelledError
         if isinstance(reply, Json):
+            if reply.delay:
+                await asyncio.sleep(reply.delay)
             raw = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
             headers = {"Content-Type": "application/json", **reply.headers}
             return web.Response(body=raw, status=reply.status, headers=headers)

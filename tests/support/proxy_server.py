@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.logs import configure_logging
 from proxy.routes import Readiness
 from proxy.server import DrainingServer, build_server
 from proxy.settings import Settings
@@ -42,6 +43,7 @@ def start_proxy(**overrides: Any) -> RunningProxy:
     values: dict[str, Any] = {"retry_base_delay": 0.01, "retry_max_delay": 0.05, "shutdown_timeout": 5.0}
     values.update(overrides)
     settings = Settings(**values)
+    configure_logging(settings.log_level)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))

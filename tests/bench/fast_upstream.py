@@ -1,0 +1,122 @@
+"""A deliberately dumb, fast fake model API for the benchmark: one fixed chat completion.
+
+It must never be the bottleneck, so it is a raw asyncio ``Protocol`` on uvloop that parses
+only what HTTP/1.1 framing needs (end of headers, ``Content-Length``) and answers every
+request with the same pre-rendered bytes, whatever the method or path (so ``GET /healthz``
+works as a readiness probe too). Keep-alive by default; pipelined requests are answered in
+order. Chunked request bodies are not supported (nothing in the benchmark sends them).
+
+Run: ``python tests/bench/fast_upstream.py --port 9000``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+from typing import cast
+
+import uvloop
+
+_COMPLETION = json.dumps(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Hello from the benchmark upstream."},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 8, "completion_tokens": 7, "total_tokens": 15},
+        "system_fingerprint": "fp_bench",
+    },
+    separators=(",", ":"),
+).encode()
+
+RESPONSE = (
+    b"HTTP/1.1 200 OK\r\n"
+    b"Content-Type: application/json\r\n"
+    b"Content-Length: " + str(len(_COMPLETION)).encode() + b"\r\n"
+    b"\r\n" + _COMPLETION
+)
+_NOT_IMPLEMENTED = b"HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+_MAX_HEAD = 64 * 1024
+
+
+class _Upstream(asyncio.Protocol):
+    __slots__ = ("_buffer", "_transport")
+
+    _transport: asyncio.Transport
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A cast, not an isinstance check: uvloop's transports do not subclass asyncio's.
+        self._transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        transport = self._transport
+        buffer = self._buffer
+        buffer += data
+        while True:
+            head_end = buffer.find(b"\r\n\r\n")
+            if head_end < 0:
+                if len(buffer) > _MAX_HEAD:
+                    transport.close()
+                return
+            head = bytes(buffer[:head_end]).lower()
+            if b"\r\ntransfer-encoding:" in head:
+                transport.write(_NOT_IMPLEMENTED)
+                transport.close()
+                return
+            total = head_end + 4 + _content_length(head)
+            if len(buffer) < total:
+                return  # the body is still arriving
+            del buffer[:total]
+            transport.write(RESPONSE)
+            if b"\r\nconnection: close" in head:
+                transport.close()
+                return
+
+
+def _content_length(head: bytes) -> int:
+    """The declared body length in a lower-cased header block; 0 when absent."""
+    start = head.find(b"\r\ncontent-length:")
+    if start < 0:
+        return 0
+    start += len(b"\r\ncontent-length:")
+    end = head.find(b"\r\n", start)
+    return int(head[start : end if end >= 0 else len(head)])
+
+
+async def serve(host: str, port: int) -> None:
+    loop = asyncio.get_running_loop()
+    stop: asyncio.Future[None] = loop.create_future()
+
+    def request_stop() -> None:
+        if not stop.done():  # a second signal must not raise InvalidStateError
+            stop.set_result(None)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, request_stop)
+    server = await loop.create_server(_Upstream, host, port, backlog=1024, reuse_address=True)
+    async with server:
+        await stop
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    uvloop.run(serve(args.host, args.port))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,603 @@
+"""Throughput/latency benchmark: direct upstream vs. a bare ASGI floor vs. the proxy.
+
+Every piece is a separate process on loopback: a fast fake upstream (``fast_upstream.py``),
+the server under test, and ``wrk`` as the load generator (or a slower aiohttp fallback when
+wrk is missing). Each target is measured at each concurrency for ``--duration`` seconds,
+after a short unrecorded warm-up, and the server's CPU time per request is read from
+/proc. Linux only. See README.md beside this file.
+
+    .venv/bin/python tests/bench/run_bench.py --duration 5 --json bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ctypes
+import http.client
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_DIR = BENCH_DIR.parents[1]
+PYTHON = sys.executable
+HOST = "127.0.0.1"
+
+# What every load generator sends: a minimal non-streaming chat completion request.
+REQUEST_PATH = "/v1/chat/completions"
+REQUEST_BODY = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+REQUEST_HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench"}
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+READY_TIMEOUT = 30.0
+STOP_TIMEOUT = 10.0
+REQUEST_TIMEOUT_S = 5  # a request slower than this counts as a socket timeout
+
+
+# -- targets ------------------------------------------------------------------------
+
+ServerCommand = Callable[[str, int], list[str]]
+"""argv of a server process, given the upstream base URL (``http://host:port/v1``) and its port."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One thing to put load on. ``command=None`` means the fake upstream itself."""
+
+    name: str
+    description: str
+    command: ServerCommand | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Extra environment for the server process (e.g. LOOPWARDEN_* settings)."""
+
+
+def _loopwarden() -> list[str]:
+    script = Path(PYTHON).with_name("loopwarden")
+    return [str(script)] if script.exists() else [PYTHON, "-m", "proxy"]
+
+
+def proxy_target(name: str, description: str, *extra_flags: str, env: Mapping[str, str] | None = None) -> Target:
+    """A target running ``loopwarden serve`` with ``extra_flags`` after the common ones."""
+
+    def command(upstream: str, port: int) -> list[str]:
+        return [
+            *_loopwarden(),
+            "serve",
+            "--upstream",
+            upstream,
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            *extra_flags,
+        ]
+
+    return Target(name, description, command, env or {})
+
+
+def _floor_command(upstream: str, port: int) -> list[str]:
+    return [PYTHON, str(BENCH_DIR / "floor_app.py"), "--upstream", upstream, "--port", str(port)]
+
+
+# Add targets here; ``--targets`` picks from these names, in the order given.
+# e.g. proxy_target("proxy-redis", "proxy, redis state", "--state-url", "redis://127.0.0.1:6379/0")
+TARGETS: dict[str, Target] = {
+    target.name: target
+    for target in (
+        Target("direct", "load generator -> fake upstream"),
+        Target("floor", "-> bare ASGI pass-through (uvicorn + AiohttpTransport) -> upstream", _floor_command),
+        proxy_target("proxy", "-> loopwarden serve -> upstream"),
+    )
+}
+
+
+# -- processes ----------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGKILL it if the benchmark itself dies (even by SIGKILL)."""
+    with contextlib.suppress(OSError, AttributeError):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+@dataclass
+class Server:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+class Processes:
+    """Owns every server the benchmark starts and stops all of them on exit, whatever happened."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self._log_dir = log_dir
+        self._running: list[Server] = []
+
+    def start(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Server:
+        log_path = self._log_dir / f"{name}.log"
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                list(argv),
+                cwd=REPO_DIR,
+                env={**os.environ, **(env or {})},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # Its own session: a Ctrl-C in the terminal reaches only us, and we stop the
+                # servers in order; the death signal covers us being killed outright.
+                start_new_session=True,
+                preexec_fn=_die_with_parent,  # safe: this process runs no threads
+            )
+        server = Server(name, process, log_path)
+        self._running.append(server)
+        return server
+
+    def stop(self, server: Server) -> None:
+        if server in self._running:
+            self._running.remove(server)
+        if server.process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.process.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            log(f"{server.name} (pid {server.pid}) ignored SIGTERM for {STOP_TIMEOUT:.0f}s; killing it")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGKILL)
+            server.process.wait()
+
+    def stop_all(self) -> None:
+        for server in reversed(list(self._running)):
+            self.stop(server)
+
+    def __enter__(self) -> Processes:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop_all()
+
+
+def free_port() -> int:
+    # Racy in principle (the port is free when we look, not when the server binds), but the
+    # readiness check below catches a server that failed to bind.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads), in seconds."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
+    return (utime + stime) / CLK_TCK
+
+
+def _request(port: int, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+    connection = http.client.HTTPConnection(HOST, port, timeout=5)
+    try:
+        connection.request(method, path, body=body, headers=REQUEST_HEADERS if body is not None else {})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def wait_ready(server: Server, port: int) -> None:
+    """Poll ``GET /healthz`` until it answers 200; fail fast if the process died."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise BenchError(f"{server.name} exited with {server.process.returncode}:\n{server.log_tail()}")
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            if _request(port, "GET", "/healthz")[0] == 200:
+                return
+        time.sleep(0.05)
+    raise BenchError(f"{server.name} not ready on port {port} after {READY_TIMEOUT:.0f}s:\n{server.log_tail()}")
+
+
+def smoke_test(name: str, port: int) -> None:
+    """One request before the load: a target that answers wrongly is flagged up front."""
+    status, body = _request(port, "POST", REQUEST_PATH, REQUEST_BODY)
+    if status != 200 or b'"chat.completion"' not in body:
+        log(f"WARNING: {name} answered {status} to the smoke request: {body[:300]!r}")
+
+
+# -- load generators ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Load:
+    """What one load run measured, whatever generated it."""
+
+    requests: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    non_2xx: int
+    socket_errors: int
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+
+LoadGenerator = Callable[[int, int, int], Load]
+"""(port, concurrency, duration in seconds) -> Load"""
+
+_WRK_MARKER = "BENCH_RESULT "
+_WRK_SCRIPT = """\
+-- Generated by run_bench.py: a fixed POST, and a machine-readable summary at the end.
+wrk.method = "POST"
+wrk.body = [==[{body}]==]
+{headers}
+
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    "{marker}{{\\"requests\\":%d,\\"duration_us\\":%d,\\"p50_us\\":%d,\\"p99_us\\":%d,"
+    .. "\\"status\\":%d,\\"connect\\":%d,\\"read\\":%d,\\"write\\":%d,\\"timeout\\":%d}}\\n",
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    e.status, e.connect, e.read, e.write, e.timeout))
+end
+"""
+
+
+def wrk_generator(script_dir: Path) -> LoadGenerator:
+    """``wrk -t1 -cN --latency`` driven by a generated Lua script that reports JSON in ``done``."""
+    body = REQUEST_BODY.decode()
+    assert "]==]" not in body
+    headers = "\n".join(f'wrk.headers["{name}"] = "{value}"' for name, value in REQUEST_HEADERS.items())
+    script = script_dir / "post.lua"
+    script.write_text(_WRK_SCRIPT.format(body=body, headers=headers, marker=_WRK_MARKER))
+
+    def run(port: int, concurrency: int, duration: int) -> Load:
+        argv = [
+            "wrk",
+            "-t1",
+            f"-c{concurrency}",
+            f"-d{duration}s",
+            f"--timeout={REQUEST_TIMEOUT_S}s",
+            "--latency",
+            "-s",
+            str(script),
+            f"http://{HOST}:{port}{REQUEST_PATH}",
+        ]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 30, check=False)
+        line = next((ln for ln in done.stdout.splitlines() if ln.startswith(_WRK_MARKER)), None)
+        if done.returncode != 0 or line is None:
+            raise BenchError(f"wrk failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+        raw = json.loads(line.removeprefix(_WRK_MARKER))
+        return Load(
+            requests=raw["requests"],
+            seconds=raw["duration_us"] / 1e6,
+            p50_ms=raw["p50_us"] / 1000,
+            p99_ms=raw["p99_us"] / 1000,
+            non_2xx=raw["status"],
+            socket_errors=raw["connect"] + raw["read"] + raw["write"] + raw["timeout"],
+        )
+
+    return run
+
+
+def python_generator(port: int, concurrency: int, duration: int) -> Load:
+    """Fallback when wrk is missing: aiohttp on uvloop, one keep-alive connection per worker.
+
+    It runs in this process and is far slower than wrk, so at high rates it, not the
+    target, is the bottleneck; compare its numbers only with each other.
+    """
+    import aiohttp
+    import uvloop
+
+    async def load() -> Load:
+        url = f"http://{HOST}:{port}{REQUEST_PATH}"
+        latencies: list[float] = []
+        counts = {"non_2xx": 0, "errors": 0}
+        timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
+        connector = aiohttp.TCPConnector(limit=concurrency)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+            started = time.perf_counter()
+            deadline = started + duration
+
+            async def worker() -> None:
+                while (now := time.perf_counter()) < deadline:
+                    try:
+                        async with session.post(url, data=REQUEST_BODY, headers=REQUEST_HEADERS) as response:
+                            await response.read()
+                            if not 200 <= response.status < 400:
+                                counts["non_2xx"] += 1
+                    except (aiohttp.ClientError, TimeoutError):
+                        counts["errors"] += 1
+                        continue
+                    latencies.append(time.perf_counter() - now)
+
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+            elapsed = time.perf_counter() - started
+        latencies.sort()
+        return Load(
+            requests=len(latencies) + counts["errors"],
+            seconds=elapsed,
+            p50_ms=_percentile(latencies, 50) * 1000,
+            p99_ms=_percentile(latencies, 99) * 1000,
+            non_2xx=counts["non_2xx"],
+            socket_errors=counts["errors"],
+        )
+
+    return uvloop.run(load())
+
+
+def _percentile(ordered: Sequence[float], pct: float) -> float:
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))]
+
+
+# -- the benchmark ------------------------------------------------------------------
+
+
+class BenchError(Exception):
+    """A setup step failed; the message says which and shows the relevant log."""
+
+
+@dataclass(frozen=True)
+class Result:
+    target: str
+    concurrency: int
+    requests: int
+    seconds: float
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    server_cpu_us_per_req: float | None
+    """CPU (user + system) of the target's server process per request; None for direct."""
+    upstream_cpu_us_per_req: float
+    """The same for the fake upstream: shows how close it comes to being the bottleneck."""
+    non_2xx: int
+    socket_errors: int
+
+
+_COLUMNS = (
+    ("target", "<", 14),
+    ("conc", ">", 5),
+    ("req/s", ">", 9),
+    ("p50 ms", ">", 8),
+    ("p99 ms", ">", 8),
+    ("server µs/req", ">", 14),
+    ("upstrm µs/req", ">", 14),
+    ("non-2xx", ">", 8),
+    ("sock err", ">", 9),
+)
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "  ".join(f"{cell:{align}{width}}" for cell, (_, align, width) in zip(cells, _COLUMNS, strict=True))
+
+
+def format_header() -> str:
+    return _row([name for name, _, _ in _COLUMNS])
+
+
+def format_result(r: Result) -> str:
+    server = "-" if r.server_cpu_us_per_req is None else f"{r.server_cpu_us_per_req:.0f}"
+    return _row(
+        [
+            r.target,
+            str(r.concurrency),
+            f"{r.rps:.0f}",
+            f"{r.p50_ms:.2f}",
+            f"{r.p99_ms:.2f}",
+            server,
+            f"{r.upstream_cpu_us_per_req:.0f}",
+            str(r.non_2xx),
+            str(r.socket_errors),
+        ]
+    )
+
+
+def measure(
+    generator: LoadGenerator,
+    target: str,
+    port: int,
+    concurrency: int,
+    duration: int,
+    server: Server | None,
+    upstream: Server,
+) -> Result:
+    watched = [p for p in (server, upstream) if p is not None]
+    before = {p.name: cpu_seconds(p.pid) for p in watched}
+    load = generator(port, concurrency, duration)
+    spent = {p.name: cpu_seconds(p.pid) - before[p.name] for p in watched}
+
+    def per_request(name: str) -> float:
+        return spent[name] / load.requests * 1e6 if load.requests else float("nan")
+
+    return Result(
+        target=target,
+        concurrency=concurrency,
+        requests=load.requests,
+        seconds=round(load.seconds, 3),
+        rps=round(load.rps, 1),
+        p50_ms=round(load.p50_ms, 3),
+        p99_ms=round(load.p99_ms, 3),
+        server_cpu_us_per_req=round(per_request(server.name), 1) if server else None,
+        upstream_cpu_us_per_req=round(per_request(upstream.name), 1),
+        non_2xx=load.non_2xx,
+        socket_errors=load.socket_errors,
+    )
+
+
+def run(args: argparse.Namespace, generator: LoadGenerator, log_dir: Path) -> list[Result]:
+    results: list[Result] = []
+    with Processes(log_dir) as processes:
+        upstream_port = free_port()
+        upstream = processes.start(
+            "upstream", [PYTHON, str(BENCH_DIR / "fast_upstream.py"), "--port", str(upstream_port)]
+        )
+        wait_ready(upstream, upstream_port)
+        upstream_base = f"http://{HOST}:{upstream_port}/v1"
+
+        print(format_header(), flush=True)
+        for name in args.targets:
+            target = TARGETS[name]
+            server: Server | None = None
+            port = upstream_port
+            if target.command is not None:
+                port = free_port()
+                server = processes.start(name, target.command(upstream_base, port), target.env)
+                wait_ready(server, port)
+            log(f"{name}: {target.description}" + (f" (pid {server.pid})" if server else ""))
+            smoke_test(name, port)
+            if args.warmup > 0:
+                generator(port, max(args.concurrency), args.warmup)
+            for concurrency in args.concurrency:
+                result = measure(generator, name, port, concurrency, args.duration, server, upstream)
+                results.append(result)
+                print(format_result(result), flush=True)
+            if server is not None:
+                processes.stop(server)  # one target at a time: they would compete for the cores
+    return results
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _positive_ints(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _target_names(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [n for n in names if n not in TARGETS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown target(s) {unknown}; known: {', '.join(TARGETS)}")
+    return names
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description="Benchmark the proxy against a direct upstream and a bare floor.")
+    parser.add_argument("--duration", type=int, default=5, help="Seconds per measured run (default 5).")
+    parser.add_argument("--warmup", type=int, default=1, help="Unrecorded seconds per target first (default 1; 0=off).")
+    parser.add_argument("--concurrency", type=_positive_ints, default=[1, 16, 64], help="Default 1,16,64.")
+    parser.add_argument(
+        "--targets", type=_target_names, default=list(TARGETS), help=f"Default and known: {','.join(TARGETS)}."
+    )
+    parser.add_argument("--json", type=Path, metavar="PATH", help="Also write the results as JSON here.")
+    parser.add_argument(
+        "--loadgen",
+        choices=("auto", "wrk", "python"),
+        default="auto",
+        help="auto: wrk if installed, else the (slower) Python fallback.",
+    )
+    parser.add_argument("--keep-logs", action="store_true", help="Keep the servers' logs and print where.")
+    return parser
+
+
+def _pick_generator(choice: str, script_dir: Path) -> tuple[str, LoadGenerator]:
+    if choice != "python" and shutil.which("wrk"):
+        return "wrk", wrk_generator(script_dir)
+    if choice == "wrk":
+        raise BenchError("wrk is not installed (apt-get install -y wrk)")
+    if choice == "auto":
+        log(
+            "wrk not found: falling back to the Python load generator, which saturates long before the "
+            "servers do. Install wrk for real numbers: apt-get update && apt-get install -y wrk"
+        )
+    return "python", python_generator
+
+
+def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _work_dir(keep: bool) -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="loopwarden-bench-"))
+    try:
+        yield path
+    finally:
+        if keep:
+            log(f"logs kept in {path}")
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not Path("/proc/self/stat").exists():
+        log("this benchmark reads CPU times from /proc: Linux only")
+        return 2
+    # SIGTERM unwinds like Ctrl-C, so the finally blocks stop every server either way.
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        with _work_dir(args.keep_logs) as work_dir:
+            loadgen, generator = _pick_generator(args.loadgen, work_dir)
+            log(
+                f"loopwarden bench: {os.cpu_count()} CPUs, load generator {loadgen}, "
+                f"{args.duration}s per run, concurrency {args.concurrency}, targets {args.targets}"
+            )
+            results = run(args, generator, work_dir)
+    except KeyboardInterrupt:
+        log("interrupted; all servers stopped")
+        return 130
+    except BenchError as exc:
+        log(f"benchmark failed: {exc}")
+        return 1
+
+    failures = sum(r.non_2xx + r.socket_errors for r in results)
+    if failures:
+        log(f"WARNING: {failures} failed requests (see the non-2xx and sock err columns)")
+    if args.json:
+        report = {
+            "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+            "settings": {
+                "duration_s": args.duration,
+                "warmup_s": args.warmup,
+                "concurrency": args.concurrency,
+                "targets": args.targets,
+                "load_generator": loadgen,
+            },
+            "results": [asdict(r) for r in results],
+        }
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        log(f"results written to {args.json}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

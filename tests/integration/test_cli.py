@@ -1,0 +1,130 @@
+"""The command line: serve, flags and variables, bad settings, key hashing, graceful shutdown."""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+import subprocess
+import sys
+import threading
+
+import httpx
+import openai
+import pytest
+
+from tests.support.fake_upstream import Json, chat_completion
+from tests.support.processes import free_port, spawn, wait_healthy
+
+
+@pytest.fixture
+def processes():
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+
+
+def test_serve_with_flags_proxies_for_the_openai_sdk(upstream, processes):
+    port = free_port()
+    process = spawn(["serve", "--upstream", upstream.url, "--port", str(port)])
+    processes.append(process)
+    wait_healthy(f"http://127.0.0.1:{port}", process)
+    upstream.script(Json(chat_completion("from a real process")))
+
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-provider")
+    completion = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+
+    assert completion.choices[0].message.content == "from a real process"
+
+
+def test_serve_reads_loopwarden_environment_variables(upstream, processes):
+    port = free_port()
+    process = spawn(["serve"], env={"LOOPWARDEN_UPSTREAM": upstream.url, "LOOPWARDEN_PORT": str(port)})
+    processes.append(process)
+
+    wait_healthy(f"http://127.0.0.1:{port}", process)
+    assert httpx.get(f"http://127.0.0.1:{port}/readyz").json() == {"status": "ready"}
+
+
+def test_flags_win_over_environment_variables(upstream, processes):
+    port = free_port()
+    process = spawn(["serve", "--port", str(port)], env={"LOOPWARDEN_UPSTREAM": upstream.url, "LOOPWARDEN_PORT": "1"})
+    processes.append(process)
+
+    wait_healthy(f"http://127.0.0.1:{port}", process)
+
+
+def test_invalid_setting_exits_2_naming_the_setting():
+    result = subprocess.run(
+        [sys.executable, "-m", "proxy", "serve", "--upstream", "http://x/v1", "--read-timeout", "soon"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+    assert result.returncode == 2
+    assert "read_timeout" in result.stderr
+
+
+def test_missing_upstream_exits_2_with_a_clear_message():
+    result = subprocess.run([sys.executable, "-m", "proxy", "serve"], capture_output=True, text=True, timeout=30)
+
+    assert result.returncode == 2
+    assert "--upstream" in result.stderr
+
+
+def test_bad_tenants_file_exits_2_naming_file_and_field(tmp_path):
+    path = tmp_path / "tenants.yaml"
+    path.write_text("tenants:\n  - name: acme\n    key_sha256: [nothex]\n    upstream: {forward_client_key: true}\n")
+
+    result = subprocess.run(
+        [sys.executable, "-m", "proxy", "serve", "--upstream", "http://x/v1", "--tenants-file", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+    assert result.returncode == 2
+    assert str(path) in result.stderr
+    assert "key_sha256" in result.stderr
+
+
+def test_hash_key_prints_the_sha256_hex():
+    result = subprocess.run(
+        [sys.executable, "-m", "proxy", "hash-key", "lw-secret"], capture_output=True, text=True, timeout=30
+    )
+
+    assert result.stdout.strip() == hashlib.sha256(b"lw-secret").hexdigest()
+
+
+def test_sigterm_lets_in_flight_requests_finish_then_refuses_new_ones(upstream, processes):
+    port = free_port()
+    process = spawn(["serve", "--upstream", upstream.url, "--port", str(port), "--shutdown-timeout", "10"])
+    processes.append(process)
+    wait_healthy(f"http://127.0.0.1:{port}", process)
+    upstream.script(Json(chat_completion("finished during drain"), delay=1.0))
+    result: dict[str, httpx.Response] = {}
+
+    def call() -> None:
+        result["response"] = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            json={"model": "m", "messages": []},
+            headers={"Authorization": "Bearer sk-p"},
+            timeout=10,
+        )
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    while not upstream.requests:
+        threading.Event().wait(0.01)
+    process.send_signal(signal.SIGTERM)
+    threading.Event().wait(0.3)
+
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+    caller.join(10)
+    assert result["response"].status_code == 200
+    assert result["response"].json()["choices"][0]["message"]["content"] == "finished during drain"
+    assert process.wait(10) == 0

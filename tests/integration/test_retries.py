@@ -1,0 +1,117 @@
+"""Transient upstream faults are retried inside the proxy, bounded, and never after bytes were sent."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import openai
+import pytest
+
+from tests.support.fake_upstream import CloseAfterRequest, Json, Sse, chat_completion, stream_chunks
+
+AUTH = {"Authorization": "Bearer sk-provider"}
+BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+OVERLOADED = {"error": {"message": "overloaded", "type": "server_error", "param": None, "code": None}}
+
+
+@pytest.mark.parametrize("status", [429, 500, 502, 503, 504])
+def test_transient_status_is_retried_until_success(proxy, upstream, status):
+    upstream.script(Json(OVERLOADED, status=status), Json(OVERLOADED, status=status), Json(chat_completion("ok")))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-provider", max_retries=0)
+
+    completion = client.chat.completions.with_raw_response.create(model="m", messages=BODY["messages"])
+
+    assert completion.parse().choices[0].message.content == "ok"
+    assert completion.headers["x-loopwarden-upstream-attempts"] == "3"
+    assert len(upstream.requests) == 3
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 422])
+def test_client_errors_are_not_retried(proxy, upstream, status):
+    upstream.script(Json(OVERLOADED, status=status))
+
+    response = httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH)
+
+    assert response.status_code == status
+    assert len(upstream.requests) == 1
+
+
+def test_exhausted_retries_return_the_upstream_status_and_retry_after(make_proxy, upstream):
+    proxy = make_proxy(retry_attempts=3)
+    upstream.script(*[Json(OVERLOADED, status=503, headers={"Retry-After": "0"}) for _ in range(3)])
+
+    response = httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH)
+
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "0"
+    assert response.headers["x-should-retry"] == "false"
+    assert response.json() == OVERLOADED
+    assert len(upstream.requests) == 3
+
+
+def test_retry_after_is_waited_out(proxy, upstream):
+    upstream.script(Json(OVERLOADED, status=429, headers={"retry-after-ms": "400"}), Json(chat_completion()))
+
+    started = time.monotonic()
+    response = httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH)
+
+    assert response.status_code == 200
+    assert time.monotonic() - started >= 0.4
+    assert len(upstream.requests) == 2
+
+
+def test_retry_after_beyond_the_cap_goes_straight_to_the_client(make_proxy, upstream):
+    proxy = make_proxy(retry_after_cap=1.0)
+    upstream.script(Json(OVERLOADED, status=429, headers={"Retry-After": "30"}))
+
+    started = time.monotonic()
+    response = httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH)
+
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "30"
+    assert "x-should-retry" not in response.headers
+    assert time.monotonic() - started < 1.0
+    assert len(upstream.requests) == 1
+
+
+def test_post_is_not_resent_when_upstream_dropped_it_after_receiving(proxy, upstream):
+    upstream.script(CloseAfterRequest(), Json(chat_completion()))
+
+    response = httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH)
+
+    assert response.status_code == 502
+    assert len(upstream.requests) == 1
+
+
+def test_post_is_resent_after_a_drop_when_configured(make_proxy, upstream):
+    proxy = make_proxy(retry_after_send=True)
+    upstream.script(CloseAfterRequest(), Json(chat_completion("second time lucky")))
+
+    response = httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH)
+
+    assert response.status_code == 200
+    assert len(upstream.requests) == 2
+
+
+def test_stream_cut_after_bytes_is_not_retried_and_ends_with_an_error_event(proxy, upstream):
+    upstream.script(Sse(stream_chunks("this answer will be cut", pieces=5), cut_after=2), Json(chat_completion()))
+
+    with httpx.stream("POST", f"{proxy.base_url}/chat/completions", json={**BODY, "stream": True}, headers=AUTH) as r:
+        text = r.read().decode()
+
+    assert r.status_code == 200
+    assert '"upstream_disconnected"' in text.splitlines()[-2]
+    assert "[DONE]" not in text
+    assert len(upstream.requests) == 1
+
+
+def test_stream_is_retried_while_upstream_answers_with_transient_status(proxy, upstream):
+    upstream.script(Json(OVERLOADED, status=503), Sse(stream_chunks("after a retry")))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-provider", max_retries=0)
+
+    stream = client.chat.completions.create(model="m", messages=BODY["messages"], stream=True)
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream)
+
+    assert text == "after a retry"
+    assert len(upstream.requests) == 2

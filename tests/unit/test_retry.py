@@ -1,0 +1,58 @@
+"""Backoff and Retry-After, as tables."""
+
+from __future__ import annotations
+
+import email.utils
+
+import pytest
+
+from proxy.retry import RetryPolicy, parse_retry_after
+
+NOW = 1_800_000_000.0
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({}, None),
+        ({"retry-after": "7"}, 7.0),
+        ({"retry-after": "1.5"}, 1.5),
+        ({"retry-after": "-3"}, 0.0),
+        ({"retry-after": "soon"}, None),
+        ({"retry-after-ms": "250"}, 0.25),
+        ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
+        ({"retry-after-ms": "bad", "retry-after": "9"}, 9.0),
+        ({"retry-after": email.utils.formatdate(NOW + 12, usegmt=True)}, 12.0),
+        ({"retry-after": email.utils.formatdate(NOW - 60, usegmt=True)}, 0.0),
+    ],
+)
+def test_parse_retry_after(headers, expected):
+    assert parse_retry_after(headers, now=lambda: NOW) == expected
+
+
+POLICY = RetryPolicy(attempts=4, base_delay=0.5, max_delay=3.0, retry_after_cap=10.0)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "retry_after", "draw", "expected"),
+    [
+        (1, None, 1.0, 0.5),  # first wait: up to base
+        (2, None, 1.0, 1.0),  # doubles
+        (3, None, 1.0, 2.0),
+        (3, None, 0.5, 1.0),  # full jitter scales the whole step
+        (3, None, 0.0, 0.0),
+        (4, None, 1.0, None),  # attempts used up
+        (1, 4.0, 0.3, 4.0),  # Retry-After wins over backoff
+        (1, 10.0, 0.3, 10.0),  # at the cap: still waited out
+        (1, 10.5, 0.3, None),  # beyond the cap: hand to the client
+        (4, 1.0, 0.3, None),  # no attempts left, even with Retry-After
+    ],
+)
+def test_delay(attempt, retry_after, draw, expected):
+    assert POLICY.delay(attempt, retry_after, lambda: draw) == expected
+
+
+def test_backoff_step_is_capped_at_max_delay():
+    policy = RetryPolicy(attempts=10, base_delay=1.0, max_delay=3.0)
+
+    assert policy.delay(8, None, lambda: 1.0) == 3.0

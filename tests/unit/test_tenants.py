@@ -1,0 +1,144 @@
+"""Loading the tenants file and authenticating against it."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.errors import AuthenticationFailed, PermissionDenied
+from proxy.tenants import TenantDirectory, TenantsFileError, check_upstream_url, hash_key, load_tenants
+
+KEY = "lw-key-1"
+GOOD = f"""
+tenants:
+  - name: acme
+    key_sha256: ["{hash_key(KEY)}"]
+    upstream: {{base_url: "https://api.example.com/v1/", api_key_env: ACME_KEY}}
+    policies: [default, strict]
+    default_policy: strict
+"""
+ENV = {"ACME_KEY": "sk-acme"}
+
+
+def _load(tmp_path, text, env=ENV, default_upstream=None):
+    path = tmp_path / "tenants.yaml"
+    path.write_text(text)
+    return load_tenants(path, default_upstream, env)
+
+
+def test_loads_tenant_with_key_from_environment(tmp_path):
+    directory = _load(tmp_path, GOOD)
+
+    credentials = directory.authenticate(f"Bearer {KEY}", None)
+
+    assert credentials.tenant.name == "acme"
+    assert credentials.tenant.upstream_url == "https://api.example.com/v1"
+    assert credentials.upstream_authorization == "Bearer sk-acme"
+    assert credentials.tenant.default_policy == "strict"
+
+
+def test_upper_case_digest_is_accepted(tmp_path):
+    directory = _load(tmp_path, GOOD.replace(hash_key(KEY), hash_key(KEY).upper()))
+
+    assert directory.authenticate(f"Bearer {KEY}", None).tenant.name == "acme"
+
+
+@pytest.mark.parametrize(
+    ("text", "env", "fragment"),
+    [
+        ("tenants: []", ENV, "tenants"),
+        ("tenants: [{name: a}]", ENV, "key_sha256"),
+        (GOOD.replace(hash_key(KEY), "abc"), ENV, "key_sha256"),
+        (GOOD, {}, "ACME_KEY is not set"),
+        (GOOD.replace("api_key_env: ACME_KEY", "api_key_env: ACME_KEY, forward_client_key: true"), ENV, "exactly one"),
+        (GOOD.replace("default_policy: strict", "default_policy: lenient"), ENV, "default_policy"),
+        (GOOD.replace("https://api.example.com/v1/", "file:///etc/passwd"), ENV, "base_url"),
+        (GOOD.replace("https://api.example.com/v1/", "http://169.254.169.254/latest"), ENV, "link-local"),
+        (GOOD.replace("https://api.example.com/v1/", "http://metadata.google.internal/"), ENV, "metadata"),
+        (GOOD + "    colour: blue\n", ENV, "colour"),
+        (GOOD + GOOD.replace("tenants:\n", ""), ENV, "duplicate tenant name"),
+        ("tenants: [", ENV, "cannot read"),
+    ],
+    ids=[
+        "no-tenants",
+        "no-keys",
+        "bad-digest",
+        "missing-env",
+        "two-credential-sources",
+        "default-not-allowed",
+        "file-scheme",
+        "link-local",
+        "metadata-host",
+        "unknown-field",
+        "duplicate-name",
+        "bad-yaml",
+    ],
+)
+def test_bad_tenants_file_names_file_and_field(tmp_path, text, env, fragment):
+    with pytest.raises(TenantsFileError) as caught:
+        _load(tmp_path, text, env)
+
+    assert str(tmp_path / "tenants.yaml") in str(caught.value)
+    assert fragment in str(caught.value)
+
+
+def test_same_key_for_two_tenants_is_rejected(tmp_path):
+    text = GOOD + GOOD.replace("tenants:\n", "").replace("name: acme", "name: other")
+
+    with pytest.raises(TenantsFileError, match="already belongs to acme"):
+        _load(tmp_path, text)
+
+
+def test_missing_base_url_falls_back_to_default_upstream(tmp_path):
+    text = GOOD.replace('base_url: "https://api.example.com/v1/", ', "")
+
+    directory = _load(tmp_path, text, default_upstream="http://127.0.0.1:9/v1")
+
+    assert directory.authenticate(f"Bearer {KEY}", None).tenant.upstream_url == "http://127.0.0.1:9/v1"
+
+
+@pytest.mark.parametrize("authorization", [None, "", "Bearer", "Bearer wrong", f"Basic {KEY}", KEY])
+def test_bad_credentials_raise_the_same_401(tmp_path, authorization):
+    directory = _load(tmp_path, GOOD)
+
+    with pytest.raises(AuthenticationFailed) as caught:
+        directory.authenticate(authorization, None)
+
+    assert caught.value.message == "Invalid or missing API key for this proxy."
+
+
+def test_open_directory_forwards_whatever_the_client_sent():
+    directory = TenantDirectory.open("http://127.0.0.1:9/v1")
+
+    credentials = directory.authenticate("Bearer sk-anything", None)
+
+    assert (credentials.tenant.name, credentials.upstream_authorization) == ("default", "Bearer sk-anything")
+
+
+@pytest.mark.parametrize(("requested", "expected"), [(None, "strict"), ("strict", "strict"), ("default", "default")])
+def test_choose_policy_allows_listed_policies(tmp_path, requested, expected):
+    tenant = _load(tmp_path, GOOD).authenticate(f"Bearer {KEY}", None).tenant
+
+    assert tenant.choose_policy(requested) == expected
+
+
+def test_choose_policy_refuses_unlisted_policy_with_403(tmp_path):
+    tenant = _load(tmp_path, GOOD).authenticate(f"Bearer {KEY}", None).tenant
+
+    with pytest.raises(PermissionDenied):
+        tenant.choose_policy("lenient")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://api.openai.com/v1", "http://127.0.0.1:8000/v1", "http://10.0.0.5/v1", "http://[::1]:80/v1"],
+)
+def test_ordinary_upstream_urls_are_accepted(url):
+    assert check_upstream_url(url) == url
+
+
+@pytest.mark.parametrize(
+    "url", ["ftp://x/v1", "http:///v1", "http://169.254.169.254/", "http://[fe80::1]/", "http://0.0.0.0/", "gopher://a"]
+)
+def test_dangerous_upstream_urls_are_rejected(url):
+    with pytest.raises(ValueError):
+        check_upstream_url(url)
