@@ -13,7 +13,8 @@ def assert_openai_error(response: httpx.Response, status: int, code: str | None 
     assert set(body) == {"error"}
     error = body["error"]
     assert set(error) == {"message", "type", "param", "code"}
-    assert isinstance(error["message"], str) and error["message"]
+    assert isinstance(error["message"], str)
+    assert error["message"]
     assert "Traceback" not in error["message"]
     if code is not None:
         assert error["code"] == code

@@ -140,5 +140,5 @@ def test_ordinary_upstream_urls_are_accepted(url):
     "url", ["ftp://x/v1", "http:///v1", "http://169.254.169.254/", "http://[fe80::1]/", "http://0.0.0.0/", "gopher://a"]
 )
 def test_dangerous_upstream_urls_are_rejected(url):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="upstream"):
         check_upstream_url(url)
