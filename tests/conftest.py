@@ -46,3 +46,11 @@ def make_proxy(upstream: FakeUpstream) -> Iterator[Callable[..., RunningProxy]]:
 def proxy(make_proxy: Callable[..., RunningProxy]) -> RunningProxy:
     """A proxy with default settings and no tenants file (the quick-start setup)."""
     return make_proxy()
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """URL of the real Redis server the tests run against; never skipped."""
+    from tests.support.redis import REDIS_URL
+
+    return REDIS_URL

@@ -385,7 +385,7 @@ class Result:
 
 
 _COLUMNS = (
-    ("target", "<", 14),
+    ("target", "<", 16),
     ("conc", ">", 5),
     ("req/s", ">", 9),
     ("p50 ms", ">", 8),

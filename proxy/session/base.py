@@ -1,0 +1,130 @@
+"""What a session remembers between calls, and the protocol every store implements.
+
+A session's state is a flat map of counters and values, so a store can keep it as one
+Redis hash and apply a step's changes (a :class:`SessionDelta`) in one atomic script:
+counters are incremented, never read-modified-written, so concurrent requests of one
+session lose no update. Field names are the schema; :class:`SessionState` gives them types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+__all__ = ["FIELDS", "SessionDelta", "SessionState", "SessionStore", "StoreUnavailable"]
+
+
+class FIELDS:
+    """Names of the fields of a session hash."""
+
+    STEPS = "steps"
+    TURNS = "turns"
+    TOKENS_IN = "tokens_in"
+    TOKENS_OUT = "tokens_out"
+    FIRST_SEEN = "first_seen"
+    LAST_SEEN = "last_seen"
+    TERMINATION = "termination"
+    ENDING = "ending"
+    STRIKE_PREFIX = "strike:"
+
+
+class StoreUnavailable(Exception):
+    """The state store did not answer in time or at all."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """A read-only snapshot of one session, as loaded at the start of a request."""
+
+    values: Mapping[str, str] = field(default_factory=dict)
+
+    def counter(self, name: str) -> int:
+        raw = self.values.get(name)
+        try:
+            return int(raw) if raw is not None else 0
+        except ValueError:
+            return 0
+
+    @property
+    def steps(self) -> int:
+        """Upstream model calls made for this session, nudges and endings included."""
+        return self.counter(FIELDS.STEPS)
+
+    @property
+    def turns(self) -> int:
+        """Requests the agent sent in this session."""
+        return self.counter(FIELDS.TURNS)
+
+    def strikes(self, kind: str) -> int:
+        return self.counter(FIELDS.STRIKE_PREFIX + kind)
+
+    @property
+    def termination(self) -> str | None:
+        """Why the session ended, or None while it runs."""
+        return self.values.get(FIELDS.TERMINATION) or None
+
+    @property
+    def ending(self) -> str | None:
+        """The ending reply (JSON) replayed to every later call of an ended session."""
+        return self.values.get(FIELDS.ENDING) or None
+
+    @property
+    def is_new(self) -> bool:
+        return not self.values
+
+
+@dataclass(slots=True)
+class SessionDelta:
+    """The changes one request makes: increments, assignments, first-time values."""
+
+    increments: dict[str, int] = field(default_factory=dict)
+    assignments: dict[str, str] = field(default_factory=dict)
+    defaults: dict[str, str] = field(default_factory=dict)
+    """Set only where the field is absent (e.g. ``first_seen``)."""
+
+    def incr(self, name: str, by: int = 1) -> None:
+        self.increments[name] = self.increments.get(name, 0) + by
+
+    def assign(self, name: str, value: str | int | float) -> None:
+        self.assignments[name] = str(value)
+        self.increments.pop(name, None)
+
+    def default(self, name: str, value: str | int | float) -> None:
+        self.defaults[name] = str(value)
+
+    def applied_to(self, state: SessionState) -> SessionState:
+        """The state as it will be after commit, if no one else writes meanwhile."""
+        values = dict(state.values)
+        for name, value in self.defaults.items():
+            values.setdefault(name, value)
+        for name, value in self.assignments.items():
+            values[name] = value
+        for name, by in self.increments.items():
+            values[name] = str(SessionState(values).counter(name) + by)
+        return SessionState(values)
+
+    def __bool__(self) -> bool:
+        return bool(self.increments or self.assignments or self.defaults)
+
+
+class SessionStore(Protocol):
+    """Where session state lives. Keys are already namespaced by tenant."""
+
+    async def load(self, key: str) -> SessionState:
+        """The session's state in one round trip; an empty state for an unknown key."""
+        ...
+
+    async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> SessionState:
+        """Apply ``delta`` atomically, refresh the TTL, and return the resulting state."""
+        ...
+
+    async def reset(self, key: str) -> bool:
+        """Forget the session; True when there was something to forget."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise :class:`StoreUnavailable` when the store cannot serve."""
+        ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,66 @@
+"""In-process session store: the zero-setup default for a single process.
+
+Every operation runs without an ``await`` between read and write, so on one event loop it
+is as atomic as the Redis script. Expired sessions are dropped when touched and swept
+periodically, so memory stays bounded by the live sessions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from proxy.session.base import SessionDelta, SessionState
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    """Sessions in a dict, each with an expiry time."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, sweep_every: int = 1024) -> None:
+        self._data: dict[str, tuple[float, dict[str, str]]] = {}
+        self._clock = clock
+        self._sweep_every = sweep_every
+        self._writes = 0
+
+    def _live(self, key: str) -> dict[str, str] | None:
+        entry = self._data.get(key)
+        if entry is None:
+            return None
+        if entry[0] <= self._clock():
+            del self._data[key]
+            return None
+        return entry[1]
+
+    async def load(self, key: str) -> SessionState:
+        values = self._live(key)
+        return SessionState(dict(values) if values else {})
+
+    async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> SessionState:
+        values = self._live(key) or {}
+        state = delta.applied_to(SessionState(values))
+        self._data[key] = (self._clock() + ttl_seconds, dict(state.values))
+        self._writes += 1
+        if self._writes % self._sweep_every == 0:
+            self._sweep()
+        return state
+
+    async def reset(self, key: str) -> bool:
+        return self._data.pop(key, None) is not None
+
+    async def ping(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        self._data.clear()
+
+    def ttl(self, key: str) -> float | None:
+        """Seconds left for ``key`` (tests and the inspect API use it)."""
+        entry = self._data.get(key)
+        return None if entry is None else entry[0] - self._clock()
+
+    def _sweep(self) -> None:
+        now = self._clock()
+        for key in [k for k, (expires, _) in self._data.items() if expires <= now]:
+            del self._data[key]

@@ -1,0 +1,185 @@
+"""One contract, every store: in memory and on a real Redis server."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+import redis.asyncio as redis
+
+from proxy.session.base import SessionDelta, SessionState
+from proxy.session.memory import MemoryStore
+from proxy.session.redis import RedisStore
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request, redis_url):
+    if request.param == "memory":
+        yield MemoryStore()
+        return
+    store = RedisStore.from_url(redis_url)
+    yield store
+    await store.aclose()
+
+
+@pytest.fixture
+def key() -> str:
+    return f"lw:{{test:{uuid.uuid4().hex}}}"
+
+
+def _delta(**increments: int) -> SessionDelta:
+    delta = SessionDelta()
+    for name, by in increments.items():
+        delta.incr(name, by)
+    return delta
+
+
+async def test_unknown_session_loads_empty(store, key):
+    state = await store.load(key)
+
+    assert state.is_new
+    assert state.steps == 0
+
+
+async def test_commit_returns_and_persists_the_new_state(store, key):
+    delta = _delta(steps=2, tokens_in=100)
+    delta.assign("termination", "loop")
+    delta.default("first_seen", "1000")
+
+    committed = await store.commit(key, delta, 60)
+    loaded = await store.load(key)
+
+    assert committed == loaded
+    assert (loaded.steps, loaded.counter("tokens_in"), loaded.termination) == (2, 100, "loop")
+    assert loaded.values["first_seen"] == "1000"
+
+
+async def test_increments_accumulate_across_commits(store, key):
+    await store.commit(key, _delta(steps=1), 60)
+    await store.commit(key, _delta(steps=3), 60)
+
+    assert (await store.load(key)).steps == 4
+
+
+async def test_defaults_do_not_overwrite_existing_values(store, key):
+    first = SessionDelta()
+    first.default("first_seen", "1")
+    second = SessionDelta()
+    second.default("first_seen", "2")
+
+    await store.commit(key, first, 60)
+    await store.commit(key, second, 60)
+
+    assert (await store.load(key)).values["first_seen"] == "1"
+
+
+async def test_assignment_then_increment_in_one_delta(store, key):
+    await store.commit(key, _delta(**{"strike:empty": 2}), 60)
+    delta = SessionDelta()
+    delta.assign("strike:empty", 0)
+    delta.incr("strike:empty")
+
+    assert (await store.commit(key, delta, 60)).strikes("empty") == 1
+
+
+async def test_reset_forgets_the_session(store, key):
+    await store.commit(key, _delta(steps=1), 60)
+
+    assert await store.reset(key) is True
+    assert (await store.load(key)).is_new
+    assert await store.reset(key) is False
+
+
+async def test_ping_answers(store):
+    await store.ping()
+
+
+async def test_sessions_do_not_share_state(store, key):
+    other = key.replace("test:", "other:")
+    await store.commit(key, _delta(steps=5), 60)
+
+    assert (await store.load(other)).is_new
+    await store.reset(other)
+
+
+async def test_applied_to_predicts_the_commit(store, key):
+    await store.commit(key, _delta(steps=1), 60)
+    before = await store.load(key)
+    delta = _delta(steps=2)
+    delta.assign("termination", "budget_steps")
+
+    assert delta.applied_to(before) == await store.commit(key, delta, 60)
+
+
+def test_memory_store_expires_sessions():
+    now = [0.0]
+    store = MemoryStore(clock=lambda: now[0])
+
+    asyncio.run(store.commit("k", _delta(steps=1), 10))
+    now[0] = 11.0
+
+    assert asyncio.run(store.load("k")) == SessionState({})
+
+
+async def test_redis_commit_sets_a_ttl(redis_url, key):
+    store = RedisStore.from_url(redis_url)
+    await store.commit(key, _delta(steps=1), 60)
+
+    ttl = await store._client.pttl(key)
+
+    assert 0 < ttl <= 60_000
+    await store.reset(key)
+    await store.aclose()
+
+
+CONCURRENT = 2000
+
+
+async def test_redis_loses_no_update_under_2000_concurrent_commits(redis_url, key):
+    store = RedisStore.from_url(redis_url, max_connections=64)
+
+    await asyncio.gather(*(store.commit(key, _delta(steps=1, tokens_in=3), 60) for _ in range(CONCURRENT)))
+    state = await store.load(key)
+
+    assert (state.steps, state.counter("tokens_in")) == (CONCURRENT, 3 * CONCURRENT)
+    assert await _keys_without_ttl(store._client, key) == 0
+    await store.reset(key)
+    await store.aclose()
+
+
+async def test_read_then_write_loses_updates_under_the_same_load(redis_url, key):
+    """The harness above can fail: the naive read-modify-write loses most updates."""
+    pool = redis.BlockingConnectionPool.from_url(redis_url, decode_responses=True, max_connections=64)
+    client = redis.Redis(connection_pool=pool)
+
+    async def naive_commit() -> None:
+        steps = int(await client.hget(key, "steps") or 0)
+        await client.hset(key, "steps", steps + 1)
+
+    await asyncio.gather(*(naive_commit() for _ in range(CONCURRENT)))
+
+    assert int(await client.hget(key, "steps")) < CONCURRENT
+    await client.delete(key)
+    await client.aclose()
+
+
+async def _keys_without_ttl(client, key: str) -> int:
+    tag = key[key.index("{") : key.index("}") + 1]
+    missing = 0
+    async for found in client.scan_iter(match=f"*{tag}*"):
+        if await client.ttl(found) < 0:
+            missing += 1
+    return missing
+
+
+async def test_redis_store_reloads_its_script_after_script_flush(redis_url, key):
+    store = RedisStore.from_url(redis_url)
+    await store.commit(key, _delta(steps=1), 60)
+
+    await store._client.script_flush()
+    state = await store.commit(key, _delta(steps=1), 60)
+
+    assert state.steps == 2
+    await store.reset(key)
+    await store.aclose()
