@@ -2,19 +2,50 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import signal
 from typing import Any
 
-from litestar import Litestar, MediaType, Request, Response, asgi, get
+from litestar import Litestar, MediaType, Request, Response, asgi, delete, get
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
+from litestar.params import FromPath
 from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from proxy.errors import MethodNotAllowed, ProxyError, RouteNotFound
+from proxy.errors import MethodNotAllowed, ProxyError, RouteNotFound, ServiceUnavailable
+from proxy.guards import default_request_guards, default_response_guards
+from proxy.metrics import Metrics
+from proxy.pipeline import Pipeline
+from proxy.policy.loader import PolicyError, PolicyRegistry
 from proxy.routes import ProxyRoutes, Readiness
+from proxy.session.base import SessionStore, StoreUnavailable
+from proxy.session.identity import session_key
+from proxy.session.memory import MemoryStore
+from proxy.session.redis import RedisStore
 from proxy.settings import Settings
 from proxy.tenants import TenantDirectory, load_tenants
 from proxy.upstream import UpstreamClient
 
-__all__ = ["create_app", "load_tenant_directory"]
+__all__ = ["build_store", "create_app", "load_tenant_directory"]
+
+
+def build_store(settings: Settings) -> SessionStore:
+    """Redis when a URL is set (shared by replicas), otherwise in-process memory."""
+    if settings.redis_url:
+        return RedisStore.from_url(
+            settings.redis_url, timeout=settings.redis_timeout, max_connections=settings.redis_max_connections
+        )
+    return MemoryStore()
+
+
+def _check_tenant_policies(tenants: TenantDirectory, policies: PolicyRegistry) -> None:
+    for tenant in tenants.tenants:
+        missing = [name for name in tenant.policies if policies.get(name) is None]
+        if missing:
+            raise PolicyError(
+                f"tenant {tenant.name!r} names policies that do not exist in {policies.directory}: {missing}"
+            )
 
 
 def load_tenant_directory(settings: Settings) -> TenantDirectory:
@@ -44,6 +75,10 @@ def _http_exception(_: Request[Any, Any, Any], exc: HTTPException) -> Response[b
     return _error_response(error)
 
 
+def _proxy_error(_: Request[Any, Any, Any], exc: ProxyError) -> Response[bytes]:
+    return _error_response(exc)
+
+
 def _internal_error(_: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     return _error_response(ProxyError("The proxy failed to handle the request."))
 
@@ -54,12 +89,21 @@ def create_app(
     tenants: TenantDirectory | None = None,
     upstream: UpstreamClient | None = None,
     readiness: Readiness | None = None,
+    store: SessionStore | None = None,
+    policies: PolicyRegistry | None = None,
+    metrics: Metrics | None = None,
 ) -> Litestar:
     """Assemble the proxy. Every collaborator can be injected; defaults come from ``settings``."""
     directory = tenants or load_tenant_directory(settings)
+    registry = policies or PolicyRegistry(settings.policies_dir)
+    _check_tenant_policies(directory, registry)
     client = upstream or UpstreamClient(settings)
+    state_store = store or build_store(settings)
+    series = metrics or Metrics()
     ready = readiness or Readiness()
-    routes = ProxyRoutes(settings, directory, client, ready)
+    pipeline = Pipeline(client, state_store, series, default_request_guards(), default_response_guards())
+    routes = ProxyRoutes(settings, directory, client, ready, pipeline, registry)
+    background: list[asyncio.Task[None]] = []
 
     @asgi("/v1/chat/completions", copy_scope=False)
     async def chat_completions(scope: object, receive: object, send: object) -> None:
@@ -76,24 +120,54 @@ def create_app(
 
     @get("/readyz", media_type=MediaType.JSON)
     async def readyz() -> Response[dict[str, str]]:
-        """Readiness: started and not draining; load balancers stop sending when this fails."""
-        if ready.started and not ready.draining:
-            return Response({"status": "ready"})
-        reason = "draining" if ready.draining else "starting"
-        return Response({"status": reason}, status_code=HTTP_503_SERVICE_UNAVAILABLE)
+        """Readiness: started, not draining, state store answering."""
+        if not ready.started or ready.draining:
+            reason = "draining" if ready.draining else "starting"
+            return Response({"status": reason}, status_code=HTTP_503_SERVICE_UNAVAILABLE)
+        try:
+            await state_store.ping()
+        except StoreUnavailable:
+            return Response({"status": "state store unavailable"}, status_code=HTTP_503_SERVICE_UNAVAILABLE)
+        return Response({"status": "ready"})
+
+    @get("/metrics", media_type="text/plain")
+    async def metrics_route() -> Response[bytes]:
+        """Prometheus text format."""
+        return Response(generate_latest(series.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @delete("/v1/loopwarden/sessions/{session_id:str}", status_code=200, media_type=MediaType.JSON)
+    async def reset_session(request: Request[Any, Any, Any], session_id: FromPath[str]) -> dict[str, object]:
+        """Forget a session (its budgets, strikes and ending); only the caller's tenant's own."""
+        credentials = directory.authenticate(
+            request.headers.get("authorization"), request.headers.get("x-loopwarden-key")
+        )
+        try:
+            existed = await state_store.reset(session_key(credentials.tenant.name, session_id))
+        except StoreUnavailable:
+            raise ServiceUnavailable("Session state is unavailable; try again shortly.") from None
+        return {"id": session_id, "object": "loopwarden.session.deleted", "deleted": existed}
 
     async def on_startup() -> None:
         ready.started = True
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+            loop.add_signal_handler(signal.SIGHUP, registry.reload)  # only possible in the main thread
+        if settings.policy_reload_interval > 0:
+            background.append(asyncio.create_task(registry.watch(settings.policy_reload_interval)))
 
     async def on_shutdown() -> None:
         ready.draining = True
+        for task in background:
+            task.cancel()
         await client.aclose()
+        await state_store.aclose()
 
     return Litestar(
-        route_handlers=[chat_completions, passthrough, healthz, readyz],
+        route_handlers=[chat_completions, passthrough, healthz, readyz, metrics_route, reset_session],
         exception_handlers={
             NotFoundException: _not_found,
             MethodNotAllowedException: _method_not_allowed,
+            ProxyError: _proxy_error,
             HTTPException: _http_exception,
             500: _internal_error,
         },

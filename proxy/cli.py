@@ -1,4 +1,4 @@
-"""``loopwarden`` command line: ``serve`` and ``hash-key``.
+"""``loopwarden`` command line: ``serve``, ``check-policies``, ``policy-schema``, ``hash-key``.
 
 Flags are derived from :class:`proxy.settings.Settings`, one per field, so every setting
 has a flag and a ``LOOPWARDEN_*`` variable with the same meaning. Flags win over variables.
@@ -8,19 +8,45 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import json
 import sys
 import types
 import typing
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from proxy.logs import configure_logging, log_event
+from proxy.policy.loader import PolicyError, load_policies
+from proxy.policy.models import Policy
 from proxy.settings import Settings
 from proxy.tenants import TenantsFileError, hash_key
 
-__all__ = ["build_parser", "main", "settings_from_args"]
+__all__ = ["build_parser", "main", "policy_schema_json", "settings_from_args"]
+
+
+def policy_schema_json() -> str:
+    """The JSON Schema of a policy file (``name`` comes from the file name, so it is left out)."""
+    schema = Policy.model_json_schema()
+    schema["properties"].pop("name", None)
+    schema["title"] = "LoopWarden policy"
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+def _check_policies(directory: Path) -> int:
+    if not directory.is_dir():
+        print(f"loopwarden: {directory}: not a directory", file=sys.stderr)
+        return 2
+    try:
+        policies = load_policies(directory)
+    except PolicyError as exc:
+        print(f"loopwarden: {exc}", file=sys.stderr)
+        return 1
+    for name, policy in sorted(policies.items()):
+        print(f"ok  {name}  mode={policy.mode} state_fail_mode={policy.state_fail_mode}")
+    return 0
 
 
 def _flag(name: str) -> str:
@@ -51,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_settings_flags(serve)
     hashing = commands.add_parser("hash-key", help="Print the SHA-256 of a proxy key for the tenants file.")
     hashing.add_argument("key", nargs="?", help="The key (read from a prompt when omitted).")
+    check = commands.add_parser("check-policies", help="Validate the policy files of a directory, then exit.")
+    check.add_argument("directory", nargs="?", default="policies", help="Policy directory (default: policies).")
+    commands.add_parser("policy-schema", help="Print the JSON Schema of policy files.")
     return parser
 
 
@@ -68,6 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         key = args.key or getpass.getpass("proxy key: ")
         print(hash_key(key))
         return 0
+    if args.command == "check-policies":
+        return _check_policies(Path(args.directory))
+    if args.command == "policy-schema":
+        print(policy_schema_json())
+        return 0
     try:
         settings = settings_from_args(args)
     except ValidationError as exc:
@@ -78,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         server = build_server(settings)
-    except (TenantsFileError, ValueError) as exc:
+    except (TenantsFileError, PolicyError, ValueError) as exc:
         print(f"loopwarden: {exc}", file=sys.stderr)
         return 2
     log_event("serving", {"host": settings.host, "port": settings.port})

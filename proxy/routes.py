@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import httpx
@@ -22,6 +22,7 @@ from proxy.errors import (
     InvalidRequest,
     MalformedJSON,
     MethodNotAllowed,
+    PermissionDenied,
     ProxyError,
     UpstreamDisconnected,
     error_body,
@@ -37,10 +38,15 @@ from proxy.http import (
     upstream_request_headers,
 )
 from proxy.logs import log_event
+from proxy.pipeline import ChatCall, Outcome, Pipeline
+from proxy.policy.loader import PolicyRegistry
+from proxy.policy.models import Policy
 from proxy.retry import RETRYABLE_STATUSES
+from proxy.session.identity import identify
 from proxy.settings import Settings
-from proxy.tenants import Credentials, TenantDirectory
+from proxy.tenants import Credentials, Tenant, TenantDirectory
 from proxy.upstream import UpstreamClient, UpstreamReply
+from proxy.wire.chat_completions import parse_conversation
 
 __all__ = ["ProxyRoutes", "Readiness"]
 
@@ -67,11 +73,15 @@ class ProxyRoutes:
         tenants: TenantDirectory,
         upstream: UpstreamClient,
         readiness: Readiness,
+        pipeline: Pipeline,
+        policies: PolicyRegistry,
     ) -> None:
         self._settings = settings
         self._tenants = tenants
         self._upstream = upstream
         self._readiness = readiness
+        self._pipeline = pipeline
+        self._policies = policies
 
     # -- entry points ---------------------------------------------------------------
 
@@ -87,20 +97,62 @@ class ProxyRoutes:
         if scope["method"] != "POST":
             raise MethodNotAllowed(f"Method {scope['method']} is not allowed on /v1/chat/completions; use POST.")
         credentials = self._authenticate(scope)
+        policy = self.policy_for(credentials.tenant, header(scope, b"x-loopwarden-policy"))
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         payload = _parse_object(body)
-        stream = payload.get("stream") is True
-        headers = upstream_request_headers(
-            client_headers(scope), credentials.upstream_authorization, identity_encoding=True
+        conversation = parse_conversation(payload)
+        session = identify(
+            credentials.tenant.name, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id")
         )
-        url = credentials.tenant.upstream_url + "/chat/completions"
-        reply = await self._upstream.send("POST", url, headers, body, stream=stream)
-        facts: dict[str, object] = {"tenant": credentials.tenant.name, "stream": stream}
-        if stream:
-            await self._relay(reply, send, receive, facts, sse=True)
-        else:
-            await self._answer(reply, send, facts)
+        call = ChatCall(
+            tenant=credentials.tenant.name,
+            policy=policy,
+            session=session,
+            payload=payload,
+            body=body,
+            conversation=conversation,
+            url=credentials.tenant.upstream_url + "/chat/completions",
+            headers=upstream_request_headers(
+                client_headers(scope), credentials.upstream_authorization, identity_encoding=True
+            ),
+            stream=payload.get("stream") is True,
+        )
+        facts: dict[str, object] = {
+            "tenant": call.tenant,
+            "policy": policy.name,
+            "session": session.id,
+            "stream": call.stream,
+        }
+        outcome = await self._pipeline.run(call)
+        await self._deliver(outcome, send, receive, facts, sse=call.stream)
         return facts
+
+    def policy_for(self, tenant: Tenant, requested: str | None) -> Policy:
+        """The tenant's policy for this request; 403 for one it may not use."""
+        name = tenant.choose_policy(requested.strip() if requested else None)
+        policy = self._policies.get(name)
+        if policy is None:
+            raise PermissionDenied(f"Policy {name!r} does not exist.", param="policy")
+        return policy
+
+    async def _deliver(
+        self, outcome: Outcome, send: Send, receive: Receive, facts: dict[str, object], *, sse: bool
+    ) -> None:
+        """Send what the pipeline decided: its own body, or the upstream's reply copied or relayed."""
+        if outcome.body is not None:
+            headers = [(b"content-type", outcome.content_type), *outcome.headers]
+            facts["upstream_status"] = None
+            await send_reply(send, outcome.status, headers, outcome.body)
+            return
+        assert outcome.upstream is not None
+        try:
+            if sse:
+                await self._relay(outcome.upstream, send, receive, facts, sse=True, own=outcome.headers)
+            else:
+                await self._answer(outcome.upstream, send, facts, own=outcome.headers)
+        finally:
+            if outcome.after_relay is not None:
+                await asyncio.shield(outcome.after_relay())
 
     async def _passthrough(self, scope: HTTPScope, receive: Receive, send: Send) -> dict[str, object]:
         credentials = self._authenticate(scope)
@@ -152,17 +204,26 @@ class ProxyRoutes:
         )
         log_event("request", facts)
 
-    async def _answer(self, reply: UpstreamReply, send: Send, facts: dict[str, object]) -> None:
+    async def _answer(
+        self, reply: UpstreamReply, send: Send, facts: dict[str, object], own: Sequence[tuple[bytes, bytes]] = ()
+    ) -> None:
         response = reply.response
         body = response.content
-        headers = reply_headers(response.headers.raw, _own_headers(reply))
+        headers = reply_headers(response.headers.raw, [*_own_headers(reply), *own])
         if response.status_code >= 400:
             body, headers = _openai_error_shape(response.status_code, body, headers)
         facts.update(upstream_status=response.status_code, attempts=reply.attempts)
         await send_reply(send, response.status_code, headers, body)
 
     async def _relay(
-        self, reply: UpstreamReply, send: Send, receive: Receive, facts: dict[str, object], *, sse: bool
+        self,
+        reply: UpstreamReply,
+        send: Send,
+        receive: Receive,
+        facts: dict[str, object],
+        *,
+        sse: bool,
+        own: Sequence[tuple[bytes, bytes]] = (),
     ) -> None:
         """Copy the upstream's body to the client chunk by chunk, as it arrives."""
         response = reply.response
@@ -172,9 +233,9 @@ class ProxyRoutes:
                 await response.aread()
             finally:
                 await response.aclose()
-            await self._answer(reply, send, facts)
+            await self._answer(reply, send, facts, list(own))
             return
-        headers = reply_headers(response.headers.raw, _own_headers(reply))
+        headers = reply_headers(response.headers.raw, [*_own_headers(reply), *own])
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
         relay = asyncio.ensure_future(_copy_body(response, send))
         watcher = asyncio.ensure_future(_wait_for_disconnect(receive))

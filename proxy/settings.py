@@ -32,6 +32,19 @@ class Settings(BaseSettings):
     tenants_file: Path | None = Field(
         None, description="YAML tenants file; without it one tenant, `default`, forwards the client's key."
     )
+    policies_dir: Path = Field(
+        Path("policies"), description="Directory of policy YAML files (built-in defaults when absent)."
+    )
+    policy_reload_interval: float = Field(
+        2.0, ge=0, description="Seconds between checks for changed policy files (0 = only on SIGHUP)."
+    )
+    redis_url: str | None = Field(
+        None, description="Redis URL for session state shared by replicas; in-process memory when unset."
+    )
+    redis_timeout: float = Field(
+        1.0, gt=0, description="Seconds for a Redis connect, command, or wait for a pooled connection."
+    )
+    redis_max_connections: int = Field(128, gt=0, description="Redis connection pool size per process.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
     connect_timeout: float = Field(10.0, gt=0, description="Seconds to open a connection upstream.")
     read_timeout: float = Field(

@@ -82,6 +82,8 @@ class SessionDelta:
     assignments: dict[str, str] = field(default_factory=dict)
     defaults: dict[str, str] = field(default_factory=dict)
     """Set only where the field is absent (e.g. ``first_seen``)."""
+    replace: bool = False
+    """Drop the stored state first: the request starts the session afresh."""
 
     def incr(self, name: str, by: int = 1) -> None:
         self.increments[name] = self.increments.get(name, 0) + by
@@ -95,7 +97,7 @@ class SessionDelta:
 
     def applied_to(self, state: SessionState) -> SessionState:
         """The state as it will be after commit, if no one else writes meanwhile."""
-        values = dict(state.values)
+        values = {} if self.replace else dict(state.values)
         for name, value in self.defaults.items():
             values.setdefault(name, value)
         for name, value in self.assignments.items():
@@ -105,7 +107,7 @@ class SessionDelta:
         return SessionState(values)
 
     def __bool__(self) -> bool:
-        return bool(self.increments or self.assignments or self.defaults)
+        return bool(self.increments or self.assignments or self.defaults or self.replace)
 
 
 class SessionStore(Protocol):

@@ -39,6 +39,8 @@ class MemoryStore:
 
     async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> SessionState:
         values = self._live(key) or {}
+        if delta.replace:
+            values = {}
         state = delta.applied_to(SessionState(values))
         self._data[key] = (self._clock() + ttl_seconds, dict(state.values))
         self._writes += 1

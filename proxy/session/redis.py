@@ -19,10 +19,11 @@ from proxy.session.base import SessionDelta, SessionState, StoreUnavailable
 
 __all__ = ["RedisStore"]
 
-# KEYS[1] = session hash. ARGV = ttl_ms, n_defaults, n_assignments, n_increments, then pairs.
+# KEYS[1] = session hash. ARGV = ttl_ms, n_defaults, n_assignments, n_increments, replace, then pairs.
 _COMMIT = """
 local key = KEYS[1]
-local i = 5
+if ARGV[5] == '1' then redis.call('DEL', key) end
+local i = 6
 for _ = 1, tonumber(ARGV[2]) do
   redis.call('HSETNX', key, ARGV[i], ARGV[i + 1]); i = i + 2
 end
@@ -71,6 +72,7 @@ class RedisStore:
             len(delta.defaults),
             len(delta.assignments),
             len(delta.increments),
+            1 if delta.replace else 0,
         ]
         for mapping in (delta.defaults, delta.assignments, delta.increments):
             for name, value in mapping.items():

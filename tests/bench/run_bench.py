@@ -291,7 +291,9 @@ def wrk_generator(script_dir: Path) -> LoadGenerator:
             str(script),
             f"http://{HOST}:{port}{REQUEST_PATH}",
         ]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 30, check=False)
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=duration + 30, check=False, preexec_fn=_die_with_parent
+        )
         line = next((ln for ln in done.stdout.splitlines() if ln.startswith(_WRK_MARKER)), None)
         if done.returncode != 0 or line is None:
             raise BenchError(f"wrk failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
@@ -435,6 +437,9 @@ def measure(
     before = {p.name: cpu_seconds(p.pid) for p in watched}
     load = generator(port, concurrency, duration)
     spent = {p.name: cpu_seconds(p.pid) - before[p.name] for p in watched}
+    for process in watched:  # a server that died mid-run would otherwise show up only as socket errors
+        if process.process.poll() is not None:
+            raise BenchError(f"{process.name} died during the run:\n{process.log_tail()}")
 
     def per_request(name: str) -> float:
         return spent[name] / load.requests * 1e6 if load.requests else float("nan")

@@ -183,3 +183,13 @@ async def test_redis_store_reloads_its_script_after_script_flush(redis_url, key)
     assert state.steps == 2
     await store.reset(key)
     await store.aclose()
+
+
+async def test_replace_starts_the_session_afresh(store, key):
+    await store.commit(key, _delta(steps=7, **{"strike:empty": 2}), 60)
+    delta = _delta(steps=1)
+    delta.replace = True
+
+    state = await store.commit(key, delta, 60)
+
+    assert state == SessionState({"steps": "1"})

@@ -1,0 +1,38 @@
+"""The guard contract: read the exchange and the session, return a verdict, touch nothing.
+
+A guard never calls upstream, never mutates the request or the state, and never raises
+to signal a decision. Request guards run before the upstream call; response guards run on
+each reply, in order, and the first verdict that is not a Pass wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from proxy.exchange import Conversation, Reply
+from proxy.policy.models import Policy
+from proxy.session.base import SessionState
+from proxy.verdict import Verdict
+
+__all__ = ["GuardContext", "RequestGuard", "ResponseGuard"]
+
+
+@dataclass(frozen=True, slots=True)
+class GuardContext:
+    policy: Policy
+    state: SessionState
+    """The session as it stands, including this request's own attempts so far."""
+    conversation: Conversation
+
+
+class RequestGuard(Protocol):
+    name: str
+
+    def check_request(self, context: GuardContext) -> Verdict: ...
+
+
+class ResponseGuard(Protocol):
+    name: str
+
+    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict: ...

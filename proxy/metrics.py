@@ -1,0 +1,47 @@
+"""Every Prometheus object of the proxy, in one place.
+
+Labels are bounded: tenant, policy, kind or reason, never session ids or free text.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter
+
+__all__ = ["Metrics"]
+
+
+class Metrics:
+    """The proxy's series, on a registry of their own (so tests and apps do not collide)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        self.interventions = Counter(
+            "loopwarden_interventions",
+            "Guard interventions that changed traffic, by kind.",
+            ["tenant", "policy", "kind"],
+            registry=self.registry,
+        )
+        self.terminations = Counter(
+            "loopwarden_terminations",
+            "Sessions ended gracefully, by reason.",
+            ["tenant", "policy", "reason"],
+            registry=self.registry,
+        )
+        self.shadow_decisions = Counter(
+            "loopwarden_shadow_decisions",
+            "Decisions taken in shadow mode (counted, not enforced), by kind.",
+            ["tenant", "policy", "kind"],
+            registry=self.registry,
+        )
+        self.state_errors = Counter(
+            "loopwarden_state_errors",
+            "State store failures, by operation and how the policy handled them.",
+            ["operation", "fail_mode"],
+            registry=self.registry,
+        )
+        self.upstream_calls = Counter(
+            "loopwarden_upstream_calls",
+            "Upstream model calls made by the pipeline, by purpose.",
+            ["tenant", "policy", "purpose"],
+            registry=self.registry,
+        )

@@ -1,0 +1,344 @@
+"""The guard loop: load the session, ask the guards, act on their verdicts, commit once.
+
+Guards decide, the pipeline acts. Per request: one store load (none for a fresh session),
+request guards, then at most ``policy.max_attempts`` upstream calls; each reply goes
+through the response guards, and the first verdict that is not a Pass wins: a Nudge
+appends messages and calls again (the agent only ever sees the final reply), a Rewrite
+replaces the reply, a Finalize ends the session with a summary. Then one atomic commit.
+In shadow mode every decision is counted and logged and the traffic is left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from proxy.errors import ServiceUnavailable
+from proxy.exchange import Conversation, Usage
+from proxy.finalize import Finalizer
+from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
+from proxy.logs import log_event
+from proxy.metrics import Metrics
+from proxy.policy.models import Policy
+from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore, StoreUnavailable
+from proxy.session.identity import SessionRef
+from proxy.upstream import UpstreamClient, UpstreamReply
+from proxy.verdict import Finalize, Nudge, Pass, Rewrite, Verdict
+from proxy.wire.chat_completions import completion_as_sse, parse_reply, render_request
+
+__all__ = ["ChatCall", "Outcome", "Pipeline"]
+
+_encode = msgspec.json.Encoder().encode
+_JSON = b"application/json"
+_SSE = b"text/event-stream"
+
+
+@dataclass(slots=True)
+class ChatCall:
+    """One agent request, authenticated and parsed."""
+
+    tenant: str
+    policy: Policy
+    session: SessionRef
+    payload: dict[str, Any]
+    body: bytes
+    conversation: Conversation
+    url: str
+    headers: list[tuple[str, str]]
+    stream: bool
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What goes back to the agent: a complete body, or an upstream reply to relay or copy."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes | None = None
+    content_type: bytes = _JSON
+    upstream: UpstreamReply | None = None
+    after_relay: Callable[[], Awaitable[None]] | None = None
+
+
+@dataclass(slots=True)
+class _Notes:
+    """What happened on this request, for headers, metrics and logs."""
+
+    interventions: list[str] = field(default_factory=list)
+    shadow: list[str] = field(default_factory=list)
+    degraded: bool = False
+    terminated: str | None = None
+
+
+class Pipeline:
+    def __init__(
+        self,
+        upstream: UpstreamClient,
+        store: SessionStore,
+        metrics: Metrics,
+        request_guards: Sequence[RequestGuard],
+        response_guards: Sequence[ResponseGuard],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._upstream = upstream
+        self._store = store
+        self._metrics = metrics
+        self._request_guards = tuple(request_guards)
+        self._response_guards = tuple(response_guards)
+        self._finalizer = Finalizer(upstream)
+        self._clock = clock
+
+    async def run(self, call: ChatCall) -> Outcome:
+        notes = _Notes()
+        state = await self._load(call, notes)
+        delta = SessionDelta(replace=call.session.fresh)
+        now = int(self._clock())
+        delta.incr(FIELDS.TURNS)
+        delta.default(FIELDS.FIRST_SEEN, now)
+        delta.assign(FIELDS.LAST_SEEN, now)
+        enforce = call.policy.mode == "enforce"
+
+        if state.termination and state.ending and enforce:
+            notes.terminated = state.termination
+            await self._commit(call, delta, notes)
+            return self._ending_outcome(call, msgspec.json.decode(state.ending), state, notes)
+
+        verdict = _first_decision(
+            g.check_request(GuardContext(call.policy, state, call.conversation)) for g in self._request_guards
+        )
+        if isinstance(verdict, Finalize):
+            if enforce:
+                return await self._finalize(call, verdict, state, delta, notes, [])
+            self._record_shadow(call, verdict.reason, verdict.detail, notes)
+
+        if call.stream:
+            return await self._relay(call, state, delta, notes)
+
+        extra: list[Mapping[str, Any]] = []
+        for attempt in range(1, call.policy.max_attempts + 1):
+            body = render_request(call.payload, extra) if extra else call.body
+            reply = await self._upstream.send("POST", call.url, call.headers, body)
+            self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "agent").inc()
+            if reply.response.status_code != 200:
+                await self._commit(call, delta, notes)
+                return self._copy(reply, state, delta, call, notes)
+            delta.incr(FIELDS.STEPS)
+            parsed = parse_reply(reply.response.content)
+            if parsed is None:
+                await self._commit(call, delta, notes)
+                return self._copy(reply, state, delta, call, notes)
+            _count_usage(delta, parsed.usage)
+            current = delta.applied_to(state)
+            context = GuardContext(call.policy, current, call.conversation)
+            verdict = self._check_reply(parsed, context, delta)
+
+            if isinstance(verdict, Pass):
+                break
+            if not enforce:
+                if isinstance(verdict, Nudge | Finalize) and verdict.strike:
+                    delta.incr(FIELDS.STRIKE_PREFIX + verdict.strike)
+                self._record_shadow(call, _kind(verdict), _reason(verdict), notes)
+                break
+            if isinstance(verdict, Rewrite):
+                self._record_intervention(call, verdict.kind, verdict.reason, notes, attempt)
+                await self._commit(call, delta, notes)
+                return self._complete(200, _encode(dict(verdict.body)), call, delta.applied_to(state), notes)
+            if isinstance(verdict, Nudge):
+                if verdict.strike:
+                    delta.incr(FIELDS.STRIKE_PREFIX + verdict.strike)
+                if attempt == call.policy.max_attempts:
+                    verdict = Finalize(verdict.strike or verdict.kind, f"the model kept failing: {verdict.reason}")
+                else:
+                    self._record_intervention(call, verdict.kind, verdict.reason, notes, attempt)
+                    extra.extend(verdict.messages)
+                    limit = _first_decision(
+                        g.check_request(GuardContext(call.policy, delta.applied_to(state), call.conversation))
+                        for g in self._request_guards
+                    )
+                    if isinstance(limit, Finalize):
+                        verdict = limit
+                    else:
+                        continue
+            assert isinstance(verdict, Finalize)
+            if verdict.strike:
+                delta.incr(FIELDS.STRIKE_PREFIX + verdict.strike)
+            return await self._finalize(call, verdict, state, delta, notes, extra)
+
+        await self._commit(call, delta, notes)
+        return self._copy(reply, state, delta, call, notes)
+
+    # -- steps ----------------------------------------------------------------------
+
+    def _check_reply(self, reply: Any, context: GuardContext, delta: SessionDelta) -> Verdict:
+        for guard in self._response_guards:
+            verdict = guard.check_reply(reply, context)
+            if isinstance(verdict, Pass):
+                for strike in verdict.clear_strikes:
+                    delta.assign(FIELDS.STRIKE_PREFIX + strike, 0)
+                continue
+            return verdict
+        return Pass()
+
+    async def _load(self, call: ChatCall, notes: _Notes) -> SessionState:
+        if call.session.fresh:
+            return SessionState()
+        try:
+            return await self._store.load(call.session.key)
+        except StoreUnavailable as exc:
+            self._metrics.state_errors.labels("load", call.policy.state_fail_mode).inc()
+            log_event("state_store_error", {"operation": "load", "error": str(exc)}, logging.WARNING)
+            if call.policy.state_fail_mode == "closed":
+                raise ServiceUnavailable(
+                    "Session state is unavailable and this policy fails closed; try again shortly."
+                ) from None
+            notes.degraded = True
+            return SessionState()
+
+    async def _commit(self, call: ChatCall, delta: SessionDelta, notes: _Notes) -> None:
+        try:
+            # Shielded: a client that disconnects must not cancel the bookkeeping of what it spent.
+            await asyncio.shield(self._store.commit(call.session.key, delta, call.policy.session_ttl_secs))
+        except StoreUnavailable as exc:
+            self._metrics.state_errors.labels("commit", call.policy.state_fail_mode).inc()
+            log_event("state_store_error", {"operation": "commit", "error": str(exc)}, logging.WARNING)
+            notes.degraded = True
+
+    async def _finalize(
+        self,
+        call: ChatCall,
+        verdict: Finalize,
+        state: SessionState,
+        delta: SessionDelta,
+        notes: _Notes,
+        extra: list[Mapping[str, Any]],
+    ) -> Outcome:
+        ending = await self._finalizer.end(
+            verdict, call.policy, call.payload, extra, call.conversation, call.url, call.headers
+        )
+        if ending.upstream_called:
+            delta.incr(FIELDS.STEPS)
+            _count_usage(delta, ending.usage)
+            self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "finalize").inc()
+        delta.assign(FIELDS.TERMINATION, verdict.reason)
+        delta.assign(FIELDS.ENDING, _encode(ending.body).decode())
+        notes.terminated = verdict.reason
+        self._metrics.terminations.labels(call.tenant, call.policy.name, verdict.reason).inc()
+        log_event(
+            "termination",
+            {
+                "tenant": call.tenant,
+                "policy": call.policy.name,
+                "session": call.session.id,
+                "reason": verdict.reason,
+                "summary_via": ending.via,
+            },
+        )
+        await self._commit(call, delta, notes)
+        return self._ending_outcome(call, ending.body, delta.applied_to(state), notes)
+
+    async def _relay(self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: _Notes) -> Outcome:
+        reply = await self._upstream.send("POST", call.url, call.headers, call.body, stream=True)
+        self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "agent").inc()
+        if reply.response.status_code == 200:
+            delta.incr(FIELDS.STEPS)
+
+        async def after_relay() -> None:
+            await self._commit(call, delta, notes)
+
+        outcome = self._copy(reply, state, delta, call, notes)
+        outcome.after_relay = after_relay
+        return outcome
+
+    # -- outcomes -------------------------------------------------------------------
+
+    def _copy(
+        self, reply: UpstreamReply, state: SessionState, delta: SessionDelta, call: ChatCall, notes: _Notes
+    ) -> Outcome:
+        return Outcome(reply.response.status_code, self._headers(call, delta.applied_to(state), notes), upstream=reply)
+
+    def _complete(self, status: int, body: bytes, call: ChatCall, state: SessionState, notes: _Notes) -> Outcome:
+        return Outcome(status, self._headers(call, state, notes), body=body)
+
+    def _ending_outcome(self, call: ChatCall, body: dict[str, Any], state: SessionState, notes: _Notes) -> Outcome:
+        headers = self._headers(call, state, notes)
+        if call.stream:
+            options = call.payload.get("stream_options")
+            include_usage = isinstance(options, dict) and options.get("include_usage") is True
+            return Outcome(200, headers, completion_as_sse(body, include_usage=include_usage), _SSE)
+        return Outcome(200, headers, _encode(body))
+
+    def _headers(self, call: ChatCall, state: SessionState, notes: _Notes) -> list[tuple[bytes, bytes]]:
+        headers = [
+            (b"x-loopwarden-session", call.session.id.encode()),
+            (b"x-loopwarden-policy", call.policy.name.encode()),
+            (b"x-loopwarden-step", str(state.steps).encode()),
+            (b"x-loopwarden-interventions", (",".join(notes.interventions) or "none").encode()),
+        ]
+        if notes.terminated:
+            headers.append((b"x-loopwarden-terminated", notes.terminated.encode()))
+        if notes.shadow:
+            headers.append((b"x-loopwarden-shadow", ",".join(notes.shadow).encode()))
+        if notes.degraded:
+            headers.append((b"x-loopwarden-degraded", b"state-store"))
+        return headers
+
+    # -- records --------------------------------------------------------------------
+
+    def _record_intervention(self, call: ChatCall, kind: str, reason: str, notes: _Notes, attempt: int) -> None:
+        notes.interventions.append(kind)
+        self._metrics.interventions.labels(call.tenant, call.policy.name, kind).inc()
+        log_event(
+            "intervention",
+            {
+                "tenant": call.tenant,
+                "policy": call.policy.name,
+                "session": call.session.id,
+                "kind": kind,
+                "reason": reason,
+                "attempt": attempt,
+            },
+        )
+
+    def _record_shadow(self, call: ChatCall, kind: str, reason: str, notes: _Notes) -> None:
+        notes.shadow.append(kind)
+        self._metrics.shadow_decisions.labels(call.tenant, call.policy.name, kind).inc()
+        log_event(
+            "shadow_decision",
+            {
+                "tenant": call.tenant,
+                "policy": call.policy.name,
+                "session": call.session.id,
+                "kind": kind,
+                "reason": reason,
+            },
+        )
+
+
+def _first_decision(verdicts: Any) -> Verdict | None:
+    for verdict in verdicts:
+        if not isinstance(verdict, Pass):
+            return verdict  # type: ignore[no-any-return]
+    return None
+
+
+def _count_usage(delta: SessionDelta, usage: Usage) -> None:
+    if usage.prompt_tokens:
+        delta.incr(FIELDS.TOKENS_IN, usage.prompt_tokens)
+    if usage.completion_tokens:
+        delta.incr(FIELDS.TOKENS_OUT, usage.completion_tokens)
+
+
+def _kind(verdict: Verdict) -> str:
+    if isinstance(verdict, Finalize):
+        return "finalize_" + verdict.reason
+    return verdict.kind if isinstance(verdict, Nudge | Rewrite) else "pass"
+
+
+def _reason(verdict: Verdict) -> str:
+    return verdict.detail if isinstance(verdict, Finalize) else getattr(verdict, "reason", "")

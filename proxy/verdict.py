@@ -1,0 +1,51 @@
+"""What a guard decides. Guards return one of these; only the pipeline acts on them.
+
+- :class:`Pass`: the reply may go to the agent (optionally clearing strike counters, since
+  strikes count *consecutive* misbehaviour);
+- :class:`Nudge`: send the reply back to the model with these messages appended;
+- :class:`Rewrite`: replace the reply the agent receives;
+- :class:`Finalize`: end the session gracefully, for this reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["PASS", "Finalize", "Nudge", "Pass", "Rewrite", "Verdict"]
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    clear_strikes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Nudge:
+    kind: str
+    """Intervention kind for headers, metrics and logs (e.g. ``empty_nudge``)."""
+    reason: str
+    messages: tuple[Mapping[str, Any], ...]
+    strike: str | None = None
+    """The strike counter this nudge adds one to, if any."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    kind: str
+    reason: str
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Finalize:
+    reason: str
+    """Termination reason (``empty_response``, ``budget_steps``, …): header, metric, log."""
+    detail: str
+    """One sentence for the summary: why the session is ending."""
+    strike: str | None = None
+
+
+Verdict = Pass | Nudge | Rewrite | Finalize
+PASS = Pass()

@@ -1,0 +1,160 @@
+"""OpenAI chat completions: parse requests and replies, render nudged requests and endings.
+
+Decoding is msgspec into plain dicts (no validation pass on the hot path); rendering
+changes only what it must, so every field the proxy does not understand survives.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from proxy.exchange import Conversation, Reply, ToolCall, Usage, content_text
+
+__all__ = [
+    "completion",
+    "completion_as_sse",
+    "parse_conversation",
+    "parse_reply",
+    "render_request",
+]
+
+_decode = msgspec.json.decode
+_encode = msgspec.json.Encoder().encode
+
+
+def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
+    messages = payload.get("messages")
+    if not isinstance(messages, list):
+        messages = []
+    model = payload.get("model")
+    tools = payload.get("tools")
+    return Conversation(
+        messages=[m for m in messages if isinstance(m, dict)],
+        model=model if isinstance(model, str) else None,
+        tools_offered=bool(tools) and isinstance(tools, list),
+    )
+
+
+def parse_reply(body: bytes) -> Reply | None:
+    """The first choice of a chat.completion body; None when it is not one."""
+    try:
+        payload = _decode(body)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(payload, dict):
+        return None
+    choices = payload.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        return None
+    return Reply(
+        content=_text_or_none(message.get("content")),
+        reasoning=_text_or_none(message.get("reasoning_content")) or _text_or_none(message.get("reasoning")),
+        tool_calls=_tool_calls(message.get("tool_calls")),
+        finish_reason=choices[0].get("finish_reason"),
+        usage=_usage(payload.get("usage")),
+        model=payload.get("model") if isinstance(payload.get("model"), str) else None,
+    )
+
+
+def _text_or_none(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return content_text(value)
+    return None
+
+
+def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
+    if not isinstance(raw, list):
+        return ()
+    calls = []
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        function = item.get("function")
+        if not isinstance(function, dict):
+            function = {}
+        arguments = function.get("arguments")
+        calls.append(
+            ToolCall(
+                id=str(item.get("id", "")),
+                name=str(function.get("name", "")),
+                arguments=arguments if isinstance(arguments, str) else "",
+            )
+        )
+    return tuple(calls)
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage()
+    prompt = raw.get("prompt_tokens")
+    completion_tokens = raw.get("completion_tokens")
+    return Usage(
+        prompt_tokens=prompt if isinstance(prompt, int) else 0,
+        completion_tokens=completion_tokens if isinstance(completion_tokens, int) else 0,
+    )
+
+
+def render_request(payload: Mapping[str, Any], extra_messages: Sequence[Mapping[str, Any]], **overrides: Any) -> bytes:
+    """The request with ``extra_messages`` appended and top-level ``overrides`` applied."""
+    rendered = dict(payload)
+    if extra_messages:
+        rendered["messages"] = [*payload.get("messages", []), *extra_messages]
+    for name, value in overrides.items():
+        if value is None:
+            rendered.pop(name, None)
+        else:
+            rendered[name] = value
+    return _encode(rendered)
+
+
+def completion(content: str, *, model: str | None, usage: Usage | None = None) -> dict[str, Any]:
+    """A complete, ordinary chat.completion carrying ``content`` (used for endings)."""
+    used = usage or Usage()
+    return {
+        "id": "chatcmpl-lw-" + secrets.token_hex(12),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model or "loopwarden",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": used.prompt_tokens,
+            "completion_tokens": used.completion_tokens,
+            "total_tokens": used.prompt_tokens + used.completion_tokens,
+        },
+    }
+
+
+def completion_as_sse(body: Mapping[str, Any], *, include_usage: bool = False) -> bytes:
+    """Replay a chat.completion as a well-formed SSE stream, for clients that asked to stream."""
+    base = {
+        "id": body["id"],
+        "object": "chat.completion.chunk",
+        "created": body["created"],
+        "model": body["model"],
+    }
+    message = body["choices"][0]["message"]
+    events = [
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {"content": message.get("content") or ""}, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": body["choices"][0]["finish_reason"]}]},
+    ]
+    if include_usage:
+        events.append({**base, "choices": [], "usage": body.get("usage")})
+    return b"".join(b"data: " + _encode(event) + b"\n\n" for event in events) + b"data: [DONE]\n\n"
