@@ -54,3 +54,17 @@ def redis_url() -> str:
     from tests.support.redis import REDIS_URL
 
     return REDIS_URL
+
+
+@pytest.fixture
+def write_policies(tmp_path):
+    """Write policy files into a fresh directory: ``write_policies(name=yaml_text, ...)`` → its path."""
+    directory = tmp_path / "policies"
+    directory.mkdir()
+
+    def write(**files: str):
+        for name, text in files.items():
+            (directory / f"{name}.yaml").write_text(text)
+        return directory
+
+    return write

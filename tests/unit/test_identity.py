@@ -1,0 +1,98 @@
+"""Session identity: derived from the opening, stable across turns, namespaced by tenant."""
+
+from __future__ import annotations
+
+from proxy.session.identity import identify
+from proxy.wire.chat_completions import parse_conversation
+
+SYSTEM = {"role": "system", "content": "You are a travel agent."}
+USER = {"role": "user", "content": "Book me a flight to Paris."}
+ASSISTANT_CALL = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "search", "arguments": '{"to":"PAR"}'}}],
+}
+TOOL = {"role": "tool", "tool_call_id": "call_1", "content": "3 flights"}
+
+
+def conv(*messages):
+    return parse_conversation({"messages": list(messages)})
+
+
+def test_opening_only_request_derives_a_fresh_session():
+    ref = identify("acme", conv(SYSTEM, USER), None, None)
+
+    assert ref.derived
+    assert ref.fresh
+    assert ref.id.startswith("d-")
+
+
+def test_later_turns_keep_the_id_and_are_not_fresh():
+    first = identify("acme", conv(SYSTEM, USER), None, None)
+    later = identify("acme", conv(SYSTEM, USER, ASSISTANT_CALL, TOOL), None, None)
+
+    assert later.id == first.id
+    assert not later.fresh
+
+
+def test_reserialized_assistant_turns_and_inserted_messages_do_not_move_the_id():
+    compact = {
+        **ASSISTANT_CALL,
+        "tool_calls": [
+            {**ASSISTANT_CALL["tool_calls"][0], "function": {"name": "search", "arguments": '{"to": "PAR"}'}}
+        ],
+    }
+    inserted = {"role": "user", "content": "Also a hotel."}
+
+    one = identify("acme", conv(SYSTEM, USER, ASSISTANT_CALL, TOOL), None, None)
+    two = identify("acme", conv(SYSTEM, USER, inserted, compact, TOOL), None, None)
+
+    assert one.id == two.id
+
+
+def test_whitespace_and_content_parts_canonicalize_to_the_same_id():
+    parts = {"role": "user", "content": [{"type": "text", "text": "Book me a flight   to Paris. "}]}
+
+    assert identify("a", conv(SYSTEM, USER), None, None).id == identify("a", conv(SYSTEM, parts), None, None).id
+
+
+def test_different_openings_get_different_ids():
+    other = {"role": "user", "content": "Book me a flight to Rome."}
+
+    assert identify("a", conv(SYSTEM, USER), None, None).id != identify("a", conv(SYSTEM, other), None, None).id
+
+
+def test_developer_role_counts_as_system():
+    developer = {"role": "developer", "content": "You are a travel agent."}
+
+    assert identify("a", conv(SYSTEM, USER), None, None).id == identify("a", conv(developer, USER), None, None).id
+
+
+def test_header_session_wins_and_is_never_fresh():
+    ref = identify("acme", conv(SYSTEM, USER), "run-42", None)
+
+    assert (ref.id, ref.derived, ref.fresh) == ("run-42", False, False)
+
+
+def test_agent_id_separates_sub_agents():
+    parent = identify("acme", conv(SYSTEM, USER), "run-42", None)
+    child = identify("acme", conv(SYSTEM, USER), "run-42", "researcher")
+
+    assert child.id == "run-42@researcher"
+    assert child.key != parent.key
+
+
+def test_same_session_id_in_two_tenants_is_two_keys():
+    assert identify("acme", conv(USER), "s1", None).key != identify("other", conv(USER), "s1", None).key
+
+
+def test_keys_carry_a_cluster_hash_tag():
+    assert identify("acme", conv(USER), "s1", None).key == "lw:{acme:s1}"
+
+
+def test_unsafe_header_ids_are_hashed():
+    ref = identify("acme", conv(USER), "evil}:{other:s1", None)
+
+    assert ref.id.startswith("h-")
+    assert ref.key.count("{") == 1
+    assert ref.key.count("}") == 1
