@@ -68,3 +68,13 @@ def write_policies(tmp_path):
         return directory
 
     return write
+
+
+@pytest.fixture
+def private_redis():
+    """A redis-server only this test uses (to freeze or restart it)."""
+    from tests.support.redis import PrivateRedis
+
+    server = PrivateRedis().start()
+    yield server
+    server.stop()

@@ -10,9 +10,13 @@ script after a ``SCRIPT FLUSH`` or a restart (NOSCRIPT), invisibly.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import redis.asyncio as redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from proxy.session.base import SessionDelta, SessionState, StoreUnavailable
@@ -38,6 +42,20 @@ return redis.call('HGETALL', key)
 """
 
 
+async def _once_more(command: Callable[[], Awaitable[Any]]) -> Any:
+    """Run a command; on a dead connection (a restarted server) run it once more, at once.
+
+    A pooled connection to a server that restarted fails on first use; the second try gets a
+    fresh connection. Timeouts are not retried: a frozen server costs one timeout, not several.
+    If a connection broke after a commit ran but before its reply arrived, the retry applies
+    it twice: counters then over-count one step, the safe direction for budgets.
+    """
+    try:
+        return await command()
+    except RedisConnectionError:
+        return await command()
+
+
 class RedisStore:
     """Sessions in Redis (standalone or Cluster), shared by every replica."""
 
@@ -56,12 +74,15 @@ class RedisStore:
             socket_connect_timeout=timeout,
             health_check_interval=30,
             decode_responses=True,
+            # redis-py retries timeouts 3 times by default: a frozen server would cost four
+            # timeouts per command. Retries here are explicit instead (see _once_more).
+            retry=Retry(NoBackoff(), 0),
         )
         return cls(redis.Redis(connection_pool=pool))
 
     async def load(self, key: str) -> SessionState:
         try:
-            values: dict[str, str] = await self._client.hgetall(key)  # type: ignore[assignment]
+            values: dict[str, str] = await _once_more(lambda: self._client.hgetall(key))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"load failed: {type(exc).__name__}") from exc
         return SessionState(values)
@@ -78,7 +99,7 @@ class RedisStore:
             for name, value in mapping.items():
                 args.extend((name, value))
         try:
-            flat = await self._commit(keys=[key], args=args)
+            flat = await _once_more(lambda: self._commit(keys=[key], args=args))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"commit failed: {type(exc).__name__}") from exc
         return SessionState(dict(zip(flat[::2], flat[1::2], strict=True)))
