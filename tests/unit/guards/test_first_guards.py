@@ -1,4 +1,4 @@
-"""The first guards, as tables: reply × strikes so far → verdict."""
+"""The first guards, as tables: reply and strikes so far → verdict."""
 
 from __future__ import annotations
 
