@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check-policies":
         return _check_policies(Path(args.directory))
     if args.command == "policy-schema":
-        print(policy_schema_json())
+        sys.stdout.write(policy_schema_json())
         return 0
     try:
         settings = settings_from_args(args)

@@ -19,6 +19,7 @@ __all__ = ["JsonFormatter", "configure_logging", "log_event", "logger"]
 
 logger = logging.getLogger("loopwarden")
 _encode = msgspec.json.Encoder().encode
+_HANDLER_NAME = "loopwarden-json"
 
 
 class JsonFormatter(logging.Formatter):
@@ -42,7 +43,9 @@ def configure_logging(level: str) -> None:
     """Route the proxy's log to stderr as JSON and quiet libraries that log request lines."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
-    logger.handlers[:] = [handler]
+    handler.set_name(_HANDLER_NAME)
+    # Replace only our own handler, so calling this twice does not log twice.
+    logger.handlers[:] = [h for h in logger.handlers if h.get_name() != _HANDLER_NAME] + [handler]
     logger.setLevel(level.upper())
     logger.propagate = False
     for noisy in ("httpx", "httpcore", "aiohttp", "litestar", "uvicorn.access"):

@@ -105,13 +105,12 @@ def test_passthrough_routes_require_a_tenant_key_too(tenant_proxy, upstream):
     assert upstream.requests[0].header_values("authorization") == ["Bearer sk-acme-provider"]
 
 
-def test_proxy_key_never_appears_in_the_log(tenant_proxy, upstream, caplog):
-    caplog.set_level("DEBUG", logger="loopwarden")
+def test_proxy_key_never_appears_in_the_log(tenant_proxy, upstream, log_records):
     client = openai.OpenAI(base_url=tenant_proxy.base_url, api_key=ACME_KEY)
     client.chat.completions.create(model="m", messages=MESSAGES)
     httpx.post(f"{tenant_proxy.base_url}/chat/completions", json={}, headers={"Authorization": "Bearer lw-bad"})
 
-    logged = "\n".join(JsonFormatter().format(record) for record in caplog.records)
+    logged = "\n".join(JsonFormatter().format(record) for record in log_records)
 
     assert '"tenant":"acme"' in logged
     assert ACME_KEY not in logged
