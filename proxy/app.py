@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 from typing import Any
 
@@ -149,6 +150,11 @@ def create_app(
 
     async def on_startup() -> None:
         ready.started = True
+        # Everything built so far (the app, routes, policies, imported modules) lives for the
+        # whole process: move it out of the cyclic GC's generations so collections triggered
+        # by per-request garbage do not traverse it again and again.
+        gc.collect()
+        gc.freeze()
         loop = asyncio.get_running_loop()
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
             loop.add_signal_handler(signal.SIGHUP, registry.reload)  # only possible in the main thread

@@ -10,7 +10,6 @@ In shadow mode every decision is counted and logged and the traffic is left alon
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -107,7 +106,7 @@ class Pipeline:
         if state.termination and state.ending and enforce:
             notes.terminated = state.termination
             await self._commit(call, delta, notes)
-            return self._ending_outcome(call, msgspec.json.decode(state.ending), state, notes)
+            return self._ending_outcome(call, msgspec.json.decode(state.ending), state.steps, notes)
 
         verdict = _first_decision(
             g.check_request(GuardContext(call.policy, state, call.conversation)) for g in self._request_guards
@@ -148,7 +147,7 @@ class Pipeline:
             if isinstance(verdict, Rewrite):
                 self._record_intervention(call, verdict.kind, verdict.reason, notes, attempt)
                 await self._commit(call, delta, notes)
-                return self._complete(200, _encode(dict(verdict.body)), call, delta.applied_to(state), notes)
+                return self._complete(200, _encode(dict(verdict.body)), call, _steps_after(state, delta), notes)
             if isinstance(verdict, Nudge):
                 if verdict.strike:
                     delta.incr(FIELDS.STRIKE_PREFIX + verdict.strike)
@@ -202,8 +201,9 @@ class Pipeline:
 
     async def _commit(self, call: ChatCall, delta: SessionDelta, notes: _Notes) -> None:
         try:
-            # Shielded: a client that disconnects must not cancel the bookkeeping of what it spent.
-            await asyncio.shield(self._store.commit(call.session.key, delta, call.policy.session_ttl_secs))
+            # Not shielded here: the servers do not cancel a handler when its client leaves; the
+            # one path that cancels (a stream relay) shields its own after-relay commit.
+            await self._store.commit(call.session.key, delta, call.policy.session_ttl_secs)
         except StoreUnavailable as exc:
             self._metrics.state_errors.labels("commit", call.policy.state_fail_mode).inc()
             log_event("state_store_error", {"operation": "commit", "error": str(exc)}, logging.WARNING)
@@ -240,7 +240,7 @@ class Pipeline:
             },
         )
         await self._commit(call, delta, notes)
-        return self._ending_outcome(call, ending.body, delta.applied_to(state), notes)
+        return self._ending_outcome(call, ending.body, _steps_after(state, delta), notes)
 
     async def _relay(self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: _Notes) -> Outcome:
         reply = await self._upstream.send("POST", call.url, call.headers, call.body, stream=True)
@@ -260,24 +260,26 @@ class Pipeline:
     def _copy(
         self, reply: UpstreamReply, state: SessionState, delta: SessionDelta, call: ChatCall, notes: _Notes
     ) -> Outcome:
-        return Outcome(reply.response.status_code, self._headers(call, delta.applied_to(state), notes), upstream=reply)
+        return Outcome(
+            reply.response.status_code, self._headers(call, _steps_after(state, delta), notes), upstream=reply
+        )
 
-    def _complete(self, status: int, body: bytes, call: ChatCall, state: SessionState, notes: _Notes) -> Outcome:
-        return Outcome(status, self._headers(call, state, notes), body=body)
+    def _complete(self, status: int, body: bytes, call: ChatCall, steps: int, notes: _Notes) -> Outcome:
+        return Outcome(status, self._headers(call, steps, notes), body=body)
 
-    def _ending_outcome(self, call: ChatCall, body: dict[str, Any], state: SessionState, notes: _Notes) -> Outcome:
-        headers = self._headers(call, state, notes)
+    def _ending_outcome(self, call: ChatCall, body: dict[str, Any], steps: int, notes: _Notes) -> Outcome:
+        headers = self._headers(call, steps, notes)
         if call.stream:
             options = call.payload.get("stream_options")
             include_usage = isinstance(options, dict) and options.get("include_usage") is True
             return Outcome(200, headers, completion_as_sse(body, include_usage=include_usage), _SSE)
         return Outcome(200, headers, _encode(body))
 
-    def _headers(self, call: ChatCall, state: SessionState, notes: _Notes) -> list[tuple[bytes, bytes]]:
+    def _headers(self, call: ChatCall, steps: int, notes: _Notes) -> list[tuple[bytes, bytes]]:
         headers = [
             (b"x-loopwarden-session", call.session.id.encode()),
             (b"x-loopwarden-policy", call.policy.name.encode()),
-            (b"x-loopwarden-step", str(state.steps).encode()),
+            (b"x-loopwarden-step", str(steps).encode()),
             (b"x-loopwarden-interventions", (",".join(notes.interventions) or "none").encode()),
         ]
         if notes.terminated:
@@ -318,6 +320,14 @@ class Pipeline:
                 "reason": reason,
             },
         )
+
+
+def _steps_after(state: SessionState, delta: SessionDelta) -> int:
+    """Steps once ``delta`` is committed (without building the whole new state)."""
+    base = 0 if delta.replace else state.steps
+    if FIELDS.STEPS in delta.assignments:
+        base = int(delta.assignments[FIELDS.STEPS])
+    return base + delta.increments.get(FIELDS.STEPS, 0)
 
 
 def _first_decision(verdicts: Any) -> Verdict | None:

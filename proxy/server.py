@@ -50,6 +50,7 @@ def build_server(settings: Settings, readiness: Readiness | None = None) -> Drai
         access_log=False,
         log_config=None,
         server_header=False,
+        proxy_headers=False,
         date_header=False,
         timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout),
         timeout_keep_alive=75,

@@ -21,9 +21,14 @@ from collections.abc import AsyncIterator, Iterator
 
 import aiohttp
 import httpx
+import yarl
 from multidict import CIMultiDict
 
-__all__ = ["AiohttpTransport"]
+__all__ = ["READ_BODY", "AiohttpTransport"]
+
+READ_BODY = "loopwarden.read_body"
+"""Request extension: read the whole response body before returning (not for streams)."""
+_CACHE_LIMIT = 1024
 
 _SKIP_AUTO_HEADERS = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
 
@@ -86,6 +91,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._keepalive_expiry = keepalive_expiry
         self._ssl_context = ssl_context or ssl.create_default_context()
         self._session: aiohttp.ClientSession | None = None
+        self._urls: dict[str, yarl.URL] = {}
+        self._timeouts: dict[tuple[float | None, float | None, float | None], aiohttp.ClientTimeout] = {}
 
     def _get_session(self) -> aiohttp.ClientSession:
         # Created lazily: an aiohttp session binds to the running event loop.
@@ -107,25 +114,33 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         session = self._get_session()
-        timeout = request.extensions.get("timeout", {})
         headers = CIMultiDict(request.headers.multi_items())
         headers.popall("content-length", None)
         body = request.content if request.method not in ("GET", "HEAD") or request.content else None
         with _mapped_errors(request):
             response = await session.request(
                 request.method,
-                str(request.url),
+                self._yarl(request.url),
                 headers=headers,
                 data=body,
                 allow_redirects=False,
                 compress=None,
-                timeout=aiohttp.ClientTimeout(
-                    total=None,
-                    connect=timeout.get("pool"),
-                    sock_connect=timeout.get("connect"),
-                    sock_read=timeout.get("read"),
-                ),
+                timeout=self._timeout(request.extensions.get("timeout", {})),
             )
+            if request.extensions.get(READ_BODY):
+                # The caller wants the whole body: read it here in one go instead of
+                # through httpx's chunk iterator and decoders.
+                try:
+                    content = await response.read()
+                finally:
+                    response.release()
+                return httpx.Response(
+                    status_code=response.status,
+                    headers=response.raw_headers,
+                    content=content,
+                    request=request,
+                    extensions={"reason_phrase": (response.reason or "").encode()},
+                )
         return httpx.Response(
             status_code=response.status,
             headers=response.raw_headers,
@@ -133,6 +148,27 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             request=request,
             extensions={"reason_phrase": (response.reason or "").encode()},
         )
+
+    def _yarl(self, url: httpx.URL) -> yarl.URL:
+        """httpx already parsed the URL; keep its exact encoding and parse it once per URL."""
+        text = str(url)
+        parsed = self._urls.get(text)
+        if parsed is None:
+            if len(self._urls) >= _CACHE_LIMIT:
+                self._urls.clear()
+            parsed = self._urls[text] = yarl.URL(text, encoded=True)
+        return parsed
+
+    def _timeout(self, timeout: dict[str, float | None]) -> aiohttp.ClientTimeout:
+        key = (timeout.get("pool"), timeout.get("connect"), timeout.get("read"))
+        cached = self._timeouts.get(key)
+        if cached is None:
+            if len(self._timeouts) >= _CACHE_LIMIT:
+                self._timeouts.clear()
+            cached = self._timeouts[key] = aiohttp.ClientTimeout(
+                total=None, connect=key[0], sock_connect=key[1], sock_read=key[2]
+            )
+        return cached
 
     async def aclose(self) -> None:
         if self._session is not None:

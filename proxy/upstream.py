@@ -27,7 +27,7 @@ from proxy.errors import (
 )
 from proxy.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
 from proxy.settings import Settings
-from proxy.transport import AiohttpTransport
+from proxy.transport import READ_BODY, AiohttpTransport
 
 __all__ = ["UpstreamClient", "UpstreamReply"]
 
@@ -70,6 +70,7 @@ class UpstreamClient:
         }
         self._sleep = sleep
         self._draw = draw
+        self._urls: dict[str, httpx.URL] = {}
 
     async def aclose(self) -> None:
         await self._transport.aclose()
@@ -97,13 +98,16 @@ class UpstreamClient:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise UpstreamTimeout("The upstream model API did not answer before the deadline.")
+            # stream= skips httpx's body encoding and auto headers (the transport frames
+            # the body itself); read() then makes ``request.content`` available at no cost.
             request = httpx.Request(
                 method,
-                url,
-                headers=list(headers),
-                content=body,
-                extensions={"timeout": self._attempt_timeouts(remaining)},
+                self._url(url),
+                headers=headers,
+                stream=httpx.ByteStream(body),
+                extensions={"timeout": self._attempt_timeouts(remaining), READ_BODY: not stream},
             )
+            request.read()
             try:
                 async with asyncio.timeout(remaining):
                     response = await self._transport.handle_async_request(request)
@@ -129,6 +133,15 @@ class UpstreamClient:
             await response.aclose()
             await self._sleep(delay)
             waited += delay
+
+    def _url(self, url: str) -> httpx.URL:
+        """Parse each distinct upstream URL once; chat completions reuse a handful of them."""
+        parsed = self._urls.get(url)
+        if parsed is None:
+            if len(self._urls) >= 1024:
+                self._urls.clear()
+            parsed = self._urls[url] = httpx.URL(url)
+        return parsed
 
     def _attempt_timeouts(self, remaining: float) -> dict[str, float]:
         return {name: min(value, remaining) for name, value in self._timeouts.items()}

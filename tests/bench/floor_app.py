@@ -4,8 +4,9 @@ A bare ASGI callable (no framework, no auth, no parsing, no logging) served by u
 exactly as ``proxy.server.build_server`` configures it (uvloop, httptools, no access log,
 no date/server headers), forwarding each request body upstream with the proxy's client
 stack: an ``httpx.Request`` sent through ``proxy.transport.AiohttpTransport`` and read with
-``response.aread()``. The gap between this and the proxy is what the proxy's own code
-costs; the gap between this and "direct" is what any Python hop on this stack costs.
+``response.aread()`` (the body read in one go, as the proxy does). The gap between this
+and the proxy is what the proxy's own code costs; the gap between this and "direct" is
+what any Python hop on this stack costs.
 
 Run: ``python tests/bench/floor_app.py --upstream http://127.0.0.1:9000/v1 --port 9001``
 """
@@ -18,7 +19,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from proxy.transport import AiohttpTransport
+from proxy.transport import READ_BODY, AiohttpTransport
 
 # The proxy's default per-attempt timeouts (Settings: connect 10, read 300, pool 10), so the
 # transport arms the same aiohttp timers the proxy's does.
@@ -34,7 +35,7 @@ class FloorApp:
     """ASGI app: ``GET /healthz`` answers locally, anything else goes to ``{upstream}/chat/completions``."""
 
     def __init__(self, upstream: str, max_connections: int = 256) -> None:
-        self._url = upstream.rstrip("/") + "/chat/completions"
+        self._url = httpx.URL(upstream.rstrip("/") + "/chat/completions")  # parsed once
         # Same pool size as the proxy's default --max-upstream-connections.
         self._transport = AiohttpTransport(max_connections=max_connections)
 
@@ -58,7 +59,11 @@ class FloorApp:
                 break
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"] if k in _FORWARDED]
         request = httpx.Request(
-            "POST", self._url, headers=headers, content=b"".join(chunks), extensions={"timeout": _TIMEOUTS}
+            "POST",
+            self._url,
+            headers=headers,
+            content=b"".join(chunks),
+            extensions={"timeout": _TIMEOUTS, READ_BODY: True},
         )
         try:
             response = await self._transport.handle_async_request(request)
@@ -106,6 +111,7 @@ def main() -> None:
         log_config=None,
         log_level="warning",
         server_header=False,
+        proxy_headers=False,
         date_header=False,
         timeout_keep_alive=75,
     )

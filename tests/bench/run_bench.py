@@ -93,13 +93,18 @@ def _floor_command(upstream: str, port: int) -> list[str]:
 
 
 # Add targets here; ``--targets`` picks from these names, in the order given.
-# e.g. proxy_target("proxy-redis", "proxy, redis state", "--state-url", "redis://127.0.0.1:6379/0")
 TARGETS: dict[str, Target] = {
     target.name: target
     for target in (
         Target("direct", "load generator -> fake upstream"),
         Target("floor", "-> bare ASGI pass-through (uvicorn + AiohttpTransport) -> upstream", _floor_command),
-        proxy_target("proxy", "-> loopwarden serve -> upstream"),
+        proxy_target("proxy", "-> loopwarden serve (guard pipeline, memory state) -> upstream"),
+        proxy_target(
+            "proxy-redis",
+            "-> loopwarden serve (guard pipeline, Redis state) -> upstream",
+            "--redis-url",
+            os.environ.get("LOOPWARDEN_BENCH_REDIS_URL", "redis://127.0.0.1:6379/15"),
+        ),
     )
 }
 
