@@ -114,7 +114,7 @@ class Pipeline:
         if isinstance(verdict, Finalize):
             if enforce:
                 return await self._finalize(call, verdict, state, delta, notes, [])
-            self._record_shadow(call, verdict.reason, verdict.detail, notes)
+            self._record_shadow(call, _kind(verdict), verdict.detail, notes)
 
         if call.stream:
             return await self._relay(call, state, delta, notes)
