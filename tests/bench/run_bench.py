@@ -88,6 +88,10 @@ def proxy_target(name: str, description: str, *extra_flags: str, env: Mapping[st
     return Target(name, description, command, env or {})
 
 
+def _reference_command(upstream: str, port: int) -> list[str]:
+    return [PYTHON, str(BENCH_DIR / "reference_app.py"), "--upstream", upstream, "--port", str(port)]
+
+
 def _floor_command(upstream: str, port: int) -> list[str]:
     return [PYTHON, str(BENCH_DIR / "floor_app.py"), "--upstream", upstream, "--port", str(port)]
 
@@ -97,6 +101,11 @@ TARGETS: dict[str, Target] = {
     target.name: target
     for target in (
         Target("direct", "load generator -> fake upstream"),
+        Target(
+            "reference",
+            "-> the issue's reference: bare ASGI + httpx.AsyncClient on httpx-aiohttp -> upstream",
+            _reference_command,
+        ),
         Target("floor", "-> bare ASGI pass-through (uvicorn + AiohttpTransport) -> upstream", _floor_command),
         proxy_target("proxy", "-> loopwarden serve (guard pipeline, memory state) -> upstream"),
         proxy_target(
