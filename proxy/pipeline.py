@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+from prometheus_client import Counter
 
 from proxy.errors import ServiceUnavailable
 from proxy.exchange import Conversation, Usage
@@ -294,32 +295,17 @@ class Pipeline:
 
     def _record_intervention(self, call: ChatCall, kind: str, reason: str, notes: _Notes, attempt: int) -> None:
         notes.interventions.append(kind)
-        self._metrics.interventions.labels(call.tenant, call.policy.name, kind).inc()
-        log_event(
-            "intervention",
-            {
-                "tenant": call.tenant,
-                "policy": call.policy.name,
-                "session": call.session.id,
-                "kind": kind,
-                "reason": reason,
-                "attempt": attempt,
-            },
-        )
+        self._record(self._metrics.interventions, "intervention", call, kind, reason, attempt=attempt)
 
     def _record_shadow(self, call: ChatCall, kind: str, reason: str, notes: _Notes) -> None:
         notes.shadow.append(kind)
-        self._metrics.shadow_decisions.labels(call.tenant, call.policy.name, kind).inc()
-        log_event(
-            "shadow_decision",
-            {
-                "tenant": call.tenant,
-                "policy": call.policy.name,
-                "session": call.session.id,
-                "kind": kind,
-                "reason": reason,
-            },
-        )
+        self._record(self._metrics.shadow_decisions, "shadow_decision", call, kind, reason)
+
+    def _record(self, counter: Counter, event: str, call: ChatCall, kind: str, reason: str, **extra: object) -> None:
+        """One decision: a metric sample (bounded labels) and a log line (with the session)."""
+        counter.labels(call.tenant, call.policy.name, kind).inc()
+        fields = {"tenant": call.tenant, "policy": call.policy.name, "session": call.session.id}
+        log_event(event, {**fields, "kind": kind, "reason": reason, **extra})
 
 
 def _steps_after(state: SessionState, delta: SessionDelta) -> int:

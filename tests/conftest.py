@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -101,3 +102,14 @@ def log_records():
     yield handler.records
     logger.removeHandler(handler)
     logger.setLevel(previous)
+
+
+@pytest.fixture
+def processes():
+    """Processes a test starts (``loopwarden serve`` …); killed after the test."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)

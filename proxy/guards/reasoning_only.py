@@ -5,29 +5,22 @@ from __future__ import annotations
 
 from proxy.exchange import Reply
 from proxy.guards.base import GuardContext
-from proxy.verdict import PASS, Finalize, Nudge, Pass, Verdict
+from proxy.guards.strikes import strike_verdict
+from proxy.verdict import Verdict
 
 __all__ = ["ReasoningOnlyGuard"]
-
-STRIKE = "reasoning_only"
 
 
 class ReasoningOnlyGuard:
     name = "reasoning_only"
 
     def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
-        strikes = context.state.strikes(STRIKE)
-        if not reply.is_reasoning_only:
-            return Pass(clear_strikes=(STRIKE,)) if strikes else PASS
-        if strikes + 1 >= context.policy.reasoning_only_max_strikes:
-            return Finalize(
-                reason=STRIKE,
-                detail=f"the model only reasoned without acting {strikes + 1} times in a row",
-                strike=STRIKE,
-            )
-        return Nudge(
-            kind="reasoning_nudge",
-            reason=f"reasoning-only reply (strike {strikes + 1} of {context.policy.reasoning_only_max_strikes})",
-            messages=({"role": "user", "content": context.policy.nudges.reasoning_only},),
-            strike=STRIKE,
+        return strike_verdict(
+            reply.is_reasoning_only,
+            context,
+            strike="reasoning_only",
+            max_strikes=context.policy.reasoning_only_max_strikes,
+            nudge_kind="reasoning_nudge",
+            nudge_text=context.policy.nudges.reasoning_only,
+            miss="reasoning-only replies (thinking without acting)",
         )

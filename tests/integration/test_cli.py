@@ -16,16 +16,6 @@ from tests.support.fake_upstream import Json, chat_completion
 from tests.support.processes import free_port, spawn, wait_healthy
 
 
-@pytest.fixture
-def processes():
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(10)
-
-
 def test_serve_with_flags_proxies_for_the_openai_sdk(upstream, processes):
     port = free_port()
     process = spawn(["serve", "--upstream", upstream.url, "--port", str(port)])

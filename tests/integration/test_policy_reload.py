@@ -8,7 +8,6 @@ import sys
 import time
 
 import httpx
-import pytest
 
 from tests.support.fake_upstream import Json, chat_completion
 from tests.support.processes import free_port, spawn, wait_healthy
@@ -55,17 +54,8 @@ def test_invalid_new_version_is_refused_and_the_old_one_stays(make_proxy, upstre
     assert [r.headers.get("x-loopwarden-terminated") for r in responses] == [None, None, "budget_steps"]
 
 
-@pytest.fixture
-def process():
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-        p.wait(10)
 
-
-def test_sighup_reloads_policies(upstream, write_policies, process):
+def test_sighup_reloads_policies(upstream, write_policies, processes):
     directory = write_policies(default="max_steps: 50\n")
     port = free_port()
     proc = spawn(
@@ -81,7 +71,7 @@ def test_sighup_reloads_policies(upstream, write_policies, process):
             "0",
         ]
     )
-    process.append(proc)
+    processes.append(proc)
     url = f"http://127.0.0.1:{port}"
     wait_healthy(url, proc)
     assert "x-loopwarden-terminated" not in policy_of(url, "h").headers

@@ -1,0 +1,36 @@
+"""The strike pattern shared by guards that tolerate a few misses in a row, then end.
+
+A miss is nudged and counted; the miss that reaches ``max_strikes`` ends the session;
+a good reply clears the count (strikes are consecutive).
+"""
+
+from __future__ import annotations
+
+from proxy.guards.base import GuardContext
+from proxy.verdict import PASS, Finalize, Nudge, Pass, Verdict
+
+__all__ = ["strike_verdict"]
+
+
+def strike_verdict(
+    missed: bool,
+    context: GuardContext,
+    *,
+    strike: str,
+    max_strikes: int,
+    nudge_kind: str,
+    nudge_text: str,
+    miss: str,
+) -> Verdict:
+    """Pass (clearing old strikes), Nudge, or Finalize once ``max_strikes`` misses in a row."""
+    strikes = context.state.strikes(strike)
+    if not missed:
+        return Pass(clear_strikes=(strike,)) if strikes else PASS
+    if strikes + 1 >= max_strikes:
+        return Finalize(reason=strike, detail=f"the model returned {strikes + 1} {miss} in a row", strike=strike)
+    return Nudge(
+        kind=nudge_kind,
+        reason=f"{miss} (strike {strikes + 1} of {max_strikes})",
+        messages=({"role": "user", "content": nudge_text},),
+        strike=strike,
+    )
