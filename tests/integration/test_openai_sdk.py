@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import openai
 import pytest
@@ -132,3 +133,15 @@ def test_client_key_is_forwarded_without_tenants_file(proxy, upstream, stream):
         list(result)
 
     assert upstream.requests[0].header_values("authorization") == ["Bearer sk-my-provider-key"]
+
+
+def test_stream_chunks_reach_the_client_before_the_upstream_finishes(proxy, upstream):
+    upstream.script(Sse(stream_chunks("one two three four", pieces=4), delay=0.4))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-provider")
+
+    started = time.monotonic()
+    stream = client.chat.completions.create(model="fake-model", messages=MESSAGES, stream=True)
+    arrivals = [time.monotonic() - started for chunk in stream if chunk.choices and chunk.choices[0].delta.content]
+
+    assert arrivals[0] < 0.5  # the first words arrive while the upstream is still writing
+    assert arrivals[-1] - arrivals[0] >= 0.8  # and the rest follow as they are produced
