@@ -63,8 +63,69 @@ class Conversation:
 
     messages: Sequence[Mapping[str, Any]]
     model: str | None = None
-    tools_offered: bool = False
+    tools: Sequence[Mapping[str, Any]] = ()
+    """The request's ``tools`` (function definitions), as sent."""
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def tools_offered(self) -> bool:
+        return bool(self.tools)
+
+    def tool_parameters(self) -> dict[str, Any]:
+        """Offered function name → its parameters schema (``{}`` when it declares none)."""
+        offered: dict[str, Any] = {}
+        for tool in self.tools:
+            function = tool.get("function")
+            if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+                parameters = function.get("parameters")
+                offered[function["name"]] = parameters if isinstance(parameters, Mapping) else {}
+        return offered
+
+    def calls_by_id(self) -> dict[str, ToolCall]:
+        """Every tool call the history's assistant turns made, by call id."""
+        calls: dict[str, ToolCall] = {}
+        for message in self.messages:
+            if message.get("role") != "assistant":
+                continue
+            for raw in message.get("tool_calls") or ():
+                if isinstance(raw, Mapping) and isinstance(raw.get("function"), Mapping):
+                    function = raw["function"]
+                    arguments = function.get("arguments")
+                    call = ToolCall(
+                        str(raw.get("id", "")),
+                        str(function.get("name", "")),
+                        arguments if isinstance(arguments, str) else "",
+                    )
+                    calls[call.id] = call
+        return calls
+
+    def tool_results(self) -> list[Mapping[str, Any]]:
+        """Tool results in order: ``tool`` messages, and the ``Observation:`` user turns of
+        clients that flatten tools into text (smolagents)."""
+        results = []
+        first_user_seen = False
+        for message in self.messages:
+            role = message.get("role")
+            if role == "tool":
+                results.append(message)
+            elif role == "user":
+                if first_user_seen and content_text(message.get("content")).lstrip().startswith("Observation:"):
+                    results.append(message)
+                first_user_seen = True
+        return results
+
+    def trailing_tool_messages(self) -> list[Mapping[str, Any]]:
+        """The tool results sent after the last assistant turn (this request's new results)."""
+        trailing: list[Mapping[str, Any]] = []
+        for message in reversed(self.messages):
+            if message.get("role") != "tool":
+                break
+            trailing.append(message)
+        return trailing[::-1]
+
+    def assistant_texts(self) -> list[str]:
+        """Text of each assistant turn, in order (empty string for pure tool-call turns)."""
+        return [content_text(m.get("content")) for m in self.messages if m.get("role") == "assistant"]
 
     @property
     def has_assistant_turn(self) -> bool:

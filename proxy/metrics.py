@@ -33,6 +33,12 @@ class Metrics:
             ["tenant", "policy", "kind"],
             registry=self.registry,
         )
+        self.flags = Counter(
+            "loopwarden_flags",
+            "Replies that passed despite a problem the guards could not fix (e.g. tool_args_invalid).",
+            ["tenant", "policy", "kind"],
+            registry=self.registry,
+        )
         self.state_errors = Counter(
             "loopwarden_state_errors",
             "State store failures, by operation and how the policy handled them.",

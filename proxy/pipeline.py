@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from prometheus_client import Counter
+from prometheus_client import Counter as MetricCounter
 
 from proxy.errors import ServiceUnavailable
-from proxy.exchange import Conversation, Usage
+from proxy.exchange import Conversation, Reply, Usage
 from proxy.finalize import Finalizer
 from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
 from proxy.logs import log_event
@@ -29,7 +30,7 @@ from proxy.policy.models import Policy
 from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore, StoreUnavailable
 from proxy.session.identity import SessionRef
 from proxy.upstream import UpstreamClient, UpstreamReply
-from proxy.verdict import Finalize, Nudge, Pass, Rewrite, Verdict
+from proxy.verdict import Amend, Finalize, Nudge, Pass, Rewrite, Verdict
 from proxy.wire.chat_completions import completion_as_sse, parse_reply, render_request
 
 __all__ = ["ChatCall", "Outcome", "Pipeline"]
@@ -72,6 +73,7 @@ class _Notes:
 
     interventions: list[str] = field(default_factory=list)
     shadow: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
     degraded: bool = False
     terminated: str | None = None
 
@@ -109,20 +111,33 @@ class Pipeline:
             await self._commit(call, delta, notes)
             return self._ending_outcome(call, msgspec.json.decode(state.ending), state.steps, notes)
 
-        verdict = _first_decision(
-            g.check_request(GuardContext(call.policy, state, call.conversation)) for g in self._request_guards
-        )
-        if isinstance(verdict, Finalize):
-            if enforce:
-                return await self._finalize(call, verdict, state, delta, notes, [])
-            self._record_shadow(call, _kind(verdict), verdict.detail, notes)
+        payload: Mapping[str, Any] = call.payload
+        extra: list[Mapping[str, Any]] = []
+        retries: Counter[str] = Counter()
+        context = GuardContext(call.policy, state, call.conversation, retries)
+        for verdict in (guard.check_request(context) for guard in self._request_guards):
+            if isinstance(verdict, Pass):
+                self._apply(verdict, call, delta, notes)
+            elif not enforce:
+                self._shadow(verdict, call, delta, notes)
+            elif isinstance(verdict, Amend):
+                self._record_intervention(call, verdict.kind, verdict.reason, notes, 0)
+                payload = _amend(payload, verdict.tool_notes)
+            elif isinstance(verdict, Nudge):
+                self._strike(verdict.strike, delta)
+                self._record_intervention(call, verdict.kind, verdict.reason, notes, 0)
+                extra.extend(verdict.messages)
+                break
+            elif isinstance(verdict, Finalize):
+                self._strike(verdict.strike, delta)
+                return await self._finalize(call, verdict, state, delta, notes, extra)
 
         if call.stream:
-            return await self._relay(call, state, delta, notes)
+            body = call.body if payload is call.payload and not extra else render_request(payload, extra)
+            return await self._relay(call, body, state, delta, notes)
 
-        extra: list[Mapping[str, Any]] = []
         for attempt in range(1, call.policy.max_attempts + 1):
-            body = render_request(call.payload, extra) if extra else call.body
+            body = call.body if payload is call.payload and not extra else render_request(payload, extra)
             reply = await self._upstream.send("POST", call.url, call.headers, body)
             self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "agent").inc()
             if reply.response.status_code != 200:
@@ -134,40 +149,39 @@ class Pipeline:
                 await self._commit(call, delta, notes)
                 return self._copy(reply, state, delta, call, notes)
             _count_usage(delta, parsed.usage)
-            current = delta.applied_to(state)
-            context = GuardContext(call.policy, current, call.conversation)
-            verdict = self._check_reply(parsed, context, delta)
-
-            if isinstance(verdict, Pass):
-                break
+            context = GuardContext(call.policy, delta.applied_to(state), call.conversation, retries)
             if not enforce:
-                if isinstance(verdict, Nudge | Finalize) and verdict.strike:
-                    delta.incr(FIELDS.STRIKE_PREFIX + verdict.strike)
-                self._record_shadow(call, _kind(verdict), _reason(verdict), notes)
+                for verdict in (guard.check_reply(parsed, context) for guard in self._response_guards):
+                    if isinstance(verdict, Pass):
+                        self._apply(verdict, call, delta, notes)
+                    else:
+                        self._shadow(verdict, call, delta, notes)
                 break
+            passes, decision = self._first_decision(parsed, context)
+            if decision is None:
+                for passed in passes:
+                    self._apply(passed, call, delta, notes)
+                break
+            verdict = decision
             if isinstance(verdict, Rewrite):
                 self._record_intervention(call, verdict.kind, verdict.reason, notes, attempt)
                 await self._commit(call, delta, notes)
                 return self._complete(200, _encode(dict(verdict.body)), call, _steps_after(state, delta), notes)
             if isinstance(verdict, Nudge):
-                if verdict.strike:
-                    delta.incr(FIELDS.STRIKE_PREFIX + verdict.strike)
+                self._strike(verdict.strike, delta)
                 if attempt == call.policy.max_attempts:
                     verdict = Finalize(verdict.strike or verdict.kind, f"the model kept failing: {verdict.reason}")
                 else:
                     self._record_intervention(call, verdict.kind, verdict.reason, notes, attempt)
+                    retries[verdict.kind] += 1
                     extra.extend(verdict.messages)
-                    limit = _first_decision(
-                        g.check_request(GuardContext(call.policy, delta.applied_to(state), call.conversation))
-                        for g in self._request_guards
-                    )
-                    if isinstance(limit, Finalize):
-                        verdict = limit
-                    else:
+                    limit = self._request_limit(call, delta.applied_to(state))
+                    if limit is None:
                         continue
+                    verdict = limit
+            elif isinstance(verdict, Finalize):
+                self._strike(verdict.strike, delta)
             assert isinstance(verdict, Finalize)
-            if verdict.strike:
-                delta.incr(FIELDS.STRIKE_PREFIX + verdict.strike)
             return await self._finalize(call, verdict, state, delta, notes, extra)
 
         await self._commit(call, delta, notes)
@@ -175,15 +189,47 @@ class Pipeline:
 
     # -- steps ----------------------------------------------------------------------
 
-    def _check_reply(self, reply: Any, context: GuardContext, delta: SessionDelta) -> Verdict:
+    def _first_decision(self, reply: Reply, context: GuardContext) -> tuple[list[Pass], Verdict | None]:
+        """Run the response guards in order; the first verdict that is not a Pass wins."""
+        passes: list[Pass] = []
         for guard in self._response_guards:
             verdict = guard.check_reply(reply, context)
-            if isinstance(verdict, Pass):
-                for strike in verdict.clear_strikes:
-                    delta.assign(FIELDS.STRIKE_PREFIX + strike, 0)
-                continue
-            return verdict
-        return Pass()
+            if not isinstance(verdict, Pass):
+                return passes, verdict
+            passes.append(verdict)
+        return passes, None
+
+    def _request_limit(self, call: ChatCall, state: SessionState) -> Finalize | None:
+        """Before another attempt: would a request guard end the session now (e.g. steps)?"""
+        context = GuardContext(call.policy, state, call.conversation)
+        for guard in self._request_guards:
+            verdict = guard.check_request(context)
+            if isinstance(verdict, Finalize):
+                return verdict
+        return None
+
+    def _apply(self, verdict: Pass, call: ChatCall, delta: SessionDelta, notes: _Notes) -> None:
+        """The bookkeeping of a reply that reaches the agent."""
+        for strike in verdict.clear_strikes:
+            delta.assign(FIELDS.STRIKE_PREFIX + strike, 0)
+        for name in verdict.counts:
+            delta.incr(name)
+        for name, item, keep in verdict.appends:
+            delta.append(name, item, keep)
+        for flag in verdict.flags:
+            notes.flags.append(flag)
+            self._record(self._metrics.flags, "flag", call, flag, "passed despite a problem")
+
+    def _shadow(self, verdict: Verdict, call: ChatCall, delta: SessionDelta, notes: _Notes) -> None:
+        """Shadow mode: count and log the decision, keep strikes as enforce would, change nothing."""
+        if isinstance(verdict, Nudge | Finalize):
+            self._strike(verdict.strike, delta)
+        self._record_shadow(call, _kind(verdict), _reason(verdict), notes)
+
+    @staticmethod
+    def _strike(strike: str | None, delta: SessionDelta) -> None:
+        if strike:
+            delta.incr(FIELDS.STRIKE_PREFIX + strike)
 
     async def _load(self, call: ChatCall, notes: _Notes) -> SessionState:
         if call.session.fresh:
@@ -243,8 +289,10 @@ class Pipeline:
         await self._commit(call, delta, notes)
         return self._ending_outcome(call, ending.body, _steps_after(state, delta), notes)
 
-    async def _relay(self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: _Notes) -> Outcome:
-        reply = await self._upstream.send("POST", call.url, call.headers, call.body, stream=True)
+    async def _relay(
+        self, call: ChatCall, body: bytes, state: SessionState, delta: SessionDelta, notes: _Notes
+    ) -> Outcome:
+        reply = await self._upstream.send("POST", call.url, call.headers, body, stream=True)
         self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "agent").inc()
         if reply.response.status_code == 200:
             delta.incr(FIELDS.STEPS)
@@ -287,6 +335,8 @@ class Pipeline:
             headers.append((b"x-loopwarden-terminated", notes.terminated.encode()))
         if notes.shadow:
             headers.append((b"x-loopwarden-shadow", ",".join(notes.shadow).encode()))
+        if notes.flags:
+            headers.append((b"x-loopwarden-flags", ",".join(notes.flags).encode()))
         if notes.degraded:
             headers.append((b"x-loopwarden-degraded", b"state-store"))
         return headers
@@ -301,7 +351,9 @@ class Pipeline:
         notes.shadow.append(kind)
         self._record(self._metrics.shadow_decisions, "shadow_decision", call, kind, reason)
 
-    def _record(self, counter: Counter, event: str, call: ChatCall, kind: str, reason: str, **extra: object) -> None:
+    def _record(
+        self, counter: MetricCounter, event: str, call: ChatCall, kind: str, reason: str, **extra: object
+    ) -> None:
         """One decision: a metric sample (bounded labels) and a log line (with the session)."""
         counter.labels(call.tenant, call.policy.name, kind).inc()
         fields = {"tenant": call.tenant, "policy": call.policy.name, "session": call.session.id}
@@ -316,11 +368,23 @@ def _steps_after(state: SessionState, delta: SessionDelta) -> int:
     return base + delta.increments.get(FIELDS.STEPS, 0)
 
 
-def _first_decision(verdicts: Any) -> Verdict | None:
-    for verdict in verdicts:
-        if not isinstance(verdict, Pass):
-            return verdict  # type: ignore[no-any-return]
-    return None
+def _amend(payload: Mapping[str, Any], notes: Mapping[str, str]) -> dict[str, Any]:
+    """The payload with ``notes`` appended to the matching tool results (the client's own
+    transcript is untouched: only what goes upstream changes)."""
+    messages = []
+    for message in payload.get("messages", []):
+        note = notes.get(str(message.get("tool_call_id"))) if message.get("role") == "tool" else None
+        if note is None:
+            messages.append(message)
+            continue
+        content = message.get("content")
+        addition = f"\n\n[LoopWarden] {note}"
+        if isinstance(content, list):
+            content = [*content, {"type": "text", "text": addition.strip()}]
+        else:
+            content = f"{content or ''}{addition}"
+        messages.append({**message, "content": content})
+    return {**payload, "messages": messages}
 
 
 def _count_usage(delta: SessionDelta, usage: Usage) -> None:

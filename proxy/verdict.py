@@ -1,7 +1,9 @@
 """What a guard decides. Guards return one of these; only the pipeline acts on them.
 
-- :class:`Pass`: the reply may go to the agent (optionally clearing strike counters, since
-  strikes count *consecutive* misbehaviour);
+- :class:`Pass`: the reply may go to the agent, with the bookkeeping to do if it does
+  (clear strikes, since strikes count *consecutive* misbehaviour; count and remember tool
+  calls; flag what passed despite a problem);
+- :class:`Amend`: (request side) append notes to tool results on their way upstream;
 - :class:`Nudge`: send the reply back to the model with these messages appended;
 - :class:`Rewrite`: replace the reply the agent receives;
 - :class:`Finalize`: end the session gracefully, for this reason.
@@ -13,12 +15,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PASS", "Finalize", "Nudge", "Pass", "Rewrite", "Verdict"]
+__all__ = ["PASS", "Amend", "Finalize", "Nudge", "Pass", "Rewrite", "Verdict"]
 
 
 @dataclass(frozen=True, slots=True)
 class Pass:
     clear_strikes: tuple[str, ...] = ()
+    counts: tuple[str, ...] = ()
+    """Session counters to add one to when the reply is delivered."""
+    appends: tuple[tuple[str, str, int], ...] = ()
+    """(list field, item, items to keep) to remember when the reply is delivered."""
+    flags: tuple[str, ...] = ()
+    """What passed despite a problem (headers and metrics), e.g. ``tool_args_invalid``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Amend:
+    kind: str
+    reason: str
+    tool_notes: Mapping[str, str]
+    """tool_call_id → text appended to that tool result before it goes upstream."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,5 +63,5 @@ class Finalize:
     strike: str | None = None
 
 
-Verdict = Pass | Nudge | Rewrite | Finalize
+Verdict = Pass | Amend | Nudge | Rewrite | Finalize
 PASS = Pass()

@@ -2,24 +2,34 @@
 
 from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
 from proxy.guards.empty_reply import EmptyReplyGuard
+from proxy.guards.no_progress import NoProgressGuard
 from proxy.guards.reasoning_only import ReasoningOnlyGuard
 from proxy.guards.step_limit import StepLimitGuard
+from proxy.guards.tool_args import ToolArgsGuard
+from proxy.guards.tool_failures import ToolFailuresGuard
+from proxy.guards.tool_loop import ToolLoopGuard
 
 __all__ = [
     "EmptyReplyGuard",
     "GuardContext",
+    "NoProgressGuard",
     "ReasoningOnlyGuard",
     "RequestGuard",
     "ResponseGuard",
     "StepLimitGuard",
+    "ToolArgsGuard",
+    "ToolFailuresGuard",
+    "ToolLoopGuard",
     "default_request_guards",
     "default_response_guards",
 ]
 
 
 def default_request_guards() -> list[RequestGuard]:
-    return [StepLimitGuard()]
+    """In order: endings first (steps, failing tools), then nudges, then amendments."""
+    return [StepLimitGuard(), ToolFailuresGuard(), NoProgressGuard(), ToolLoopGuard()]
 
 
 def default_response_guards() -> list[ResponseGuard]:
-    return [EmptyReplyGuard(), ReasoningOnlyGuard()]
+    """In order: say something, say it validly, then do not repeat yourself."""
+    return [EmptyReplyGuard(), ReasoningOnlyGuard(), ToolArgsGuard(), ToolLoopGuard(), NoProgressGuard()]

@@ -7,7 +7,8 @@ each reply, in order, and the first verdict that is not a Pass wins.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from proxy.exchange import Conversation, Reply
@@ -24,6 +25,8 @@ class GuardContext:
     state: SessionState
     """The session as it stands, including this request's own attempts so far."""
     conversation: Conversation
+    retries: Mapping[str, int] = field(default_factory=dict)
+    """Nudges of each kind already sent upstream for this request (bounds per-request retries)."""
 
 
 class RequestGuard(Protocol):

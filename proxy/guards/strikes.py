@@ -21,13 +21,19 @@ def strike_verdict(
     nudge_kind: str,
     nudge_text: str,
     miss: str,
+    reason: str | None = None,
 ) -> Verdict:
-    """Pass (clearing old strikes), Nudge, or Finalize once ``max_strikes`` misses in a row."""
+    """Pass (clearing old strikes), Nudge, or Finalize once ``max_strikes`` misses in a row.
+
+    ``reason`` names the ending when it differs from the strike counter's name.
+    """
     strikes = context.state.strikes(strike)
     if not missed:
         return Pass(clear_strikes=(strike,)) if strikes else PASS
     if strikes + 1 >= max_strikes:
-        return Finalize(reason=strike, detail=f"the model returned {strikes + 1} {miss} in a row", strike=strike)
+        return Finalize(
+            reason=reason or strike, detail=f"the model returned {strikes + 1} {miss} in a row", strike=strike
+        )
     return Nudge(
         kind=nudge_kind,
         reason=f"{miss} (strike {strikes + 1} of {max_strikes})",

@@ -7,11 +7,20 @@ from these models (``loopwarden policy-schema``) and a test keeps it current.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["FinalizeSettings", "NudgeTexts", "Policy"]
+__all__ = [
+    "FinalizeSettings",
+    "LoopSettings",
+    "NoProgressSettings",
+    "NudgeTexts",
+    "Policy",
+    "ToolArgsSettings",
+    "ToolFailureSettings",
+]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -31,6 +40,88 @@ class NudgeTexts(BaseModel):
         "or write your final answer to the user.",
         min_length=1,
     )
+    loop_warning: str = Field(
+        "You have already called {call} {count} times with exactly these arguments; the result will "
+        "not change. Change the arguments, use another tool, or answer from what you already have.",
+        min_length=1,
+        description="Placeholders: {call} (tool and arguments, or the repeating cycle), {count}.",
+    )
+    no_progress: str = Field(
+        "The last {count} steps added nothing new ({what}). Change your approach, or give your best "
+        "answer now from what you have.",
+        min_length=1,
+        description="Placeholders: {count}, {what}.",
+    )
+    tool_args: str = Field(
+        "Your tool call was not executed because its arguments are invalid:\n{errors}\n"
+        "Call the tool again with corrected arguments.",
+        min_length=1,
+        description="Placeholder: {errors} (one line per error, path-level).",
+    )
+
+
+class LoopSettings(BaseModel):
+    """Repeated identical tool calls (and cycles of them): warn, then end with ``loop``."""
+
+    model_config = _FROZEN
+
+    enabled: bool = True
+    warn_at: int = Field(3, ge=2, description="Repetitions at which the model is warned.")
+    block_at: int = Field(5, ge=2, description="Repetitions at which the session ends (reason: loop).")
+    max_period: int = Field(3, ge=1, le=10, description="Longest cycle (A-B-A-B is 2) counted as repetition.")
+    history: int = Field(60, ge=4, le=500, description="Recent tool calls remembered per session.")
+
+    @model_validator(mode="after")
+    def _warn_before_block(self) -> LoopSettings:
+        if self.block_at < self.warn_at:
+            raise ValueError("block_at must be at least warn_at")
+        return self
+
+
+class NoProgressSettings(BaseModel):
+    """Steps that add nothing: identical tool results, or the same assistant text again."""
+
+    model_config = _FROZEN
+
+    enabled: bool = True
+    repeats: int = Field(3, ge=2, description="Consecutive identical tool results (or texts) that mean no progress.")
+    max_strikes: int = Field(2, ge=1, description="Detections before the session ends (the first ones nudge).")
+
+
+class ToolArgsSettings(BaseModel):
+    """Tool calls checked against the request's ``tools`` before the agent sees them."""
+
+    model_config = _FROZEN
+
+    enabled: bool = True
+    max_retries: int = Field(2, ge=0, le=10, description="Times the model is asked to fix a call, per request.")
+
+
+class ToolFailureSettings(BaseModel):
+    """A circuit breaker for tools that keep failing."""
+
+    model_config = _FROZEN
+
+    enabled: bool = True
+    max_consecutive: int = Field(3, ge=1, description="Consecutive failed tool results that end the session.")
+    patterns: tuple[str, ...] = Field(
+        (
+            r"(?i)^\s*(error|exception|failed|failure)\b",
+            r"Traceback \(most recent call last\)",
+            r'^\s*\{\s*"error"\s*:',
+        ),
+        description="Regexes (searched in the first 2,000 characters of a tool result) that mark a failure.",
+    )
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        for index, pattern in enumerate(patterns):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"patterns[{index}] is not a valid regex: {exc}") from exc
+        return patterns
 
 
 class FinalizeSettings(BaseModel):
@@ -68,5 +159,9 @@ class Policy(BaseModel):
     empty_response_max_strikes: int = Field(3, ge=1, le=100)
     reasoning_only_max_strikes: int = Field(3, ge=1, le=100)
     max_steps: int = Field(50, ge=1, description="Upstream calls per session before the graceful ending.")
+    loop: LoopSettings = Field(default_factory=LoopSettings)
+    no_progress: NoProgressSettings = Field(default_factory=NoProgressSettings)
+    tool_args: ToolArgsSettings = Field(default_factory=ToolArgsSettings)
+    tool_failures: ToolFailureSettings = Field(default_factory=ToolFailureSettings)
     nudges: NudgeTexts = Field(default_factory=NudgeTexts)
     finalize: FinalizeSettings = Field(default_factory=FinalizeSettings)

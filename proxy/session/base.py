@@ -56,6 +56,11 @@ class SessionState:
         """Requests the agent sent in this session."""
         return self.counter(FIELDS.TURNS)
 
+    def items(self, name: str) -> list[str]:
+        """A bounded list field (see :meth:`SessionDelta.append`)."""
+        raw = self.values.get(name)
+        return raw.split(",") if raw else []
+
     def strikes(self, kind: str) -> int:
         return self.counter(FIELDS.STRIKE_PREFIX + kind)
 
@@ -84,6 +89,8 @@ class SessionDelta:
     """Set only where the field is absent (e.g. ``first_seen``)."""
     replace: bool = False
     """Drop the stored state first: the request starts the session afresh."""
+    appends: dict[str, tuple[list[str], int]] = field(default_factory=dict)
+    """Bounded lists kept as comma-separated fields: name → (items to add, items to keep)."""
 
     def incr(self, name: str, by: int = 1) -> None:
         self.increments[name] = self.increments.get(name, 0) + by
@@ -95,6 +102,12 @@ class SessionDelta:
     def default(self, name: str, value: str | int | float) -> None:
         self.defaults[name] = str(value)
 
+    def append(self, name: str, item: str, keep: int) -> None:
+        """Add ``item`` (no commas) to the list ``name``, keeping its last ``keep`` items."""
+        items, _ = self.appends.get(name, ([], keep))
+        items.append(item)
+        self.appends[name] = (items, keep)
+
     def applied_to(self, state: SessionState) -> SessionState:
         """The state as it will be after commit, if no one else writes meanwhile."""
         values = {} if self.replace else dict(state.values)
@@ -104,10 +117,12 @@ class SessionDelta:
             values[name] = value
         for name, by in self.increments.items():
             values[name] = str(SessionState(values).counter(name) + by)
+        for name, (items, keep) in self.appends.items():
+            values[name] = ",".join([*SessionState(values).items(name), *items][-keep:])
         return SessionState(values)
 
     def __bool__(self) -> bool:
-        return bool(self.increments or self.assignments or self.defaults or self.replace)
+        return bool(self.increments or self.assignments or self.defaults or self.replace or self.appends)
 
 
 class SessionStore(Protocol):

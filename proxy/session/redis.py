@@ -23,11 +23,12 @@ from proxy.session.base import SessionDelta, SessionState, StoreUnavailable
 
 __all__ = ["RedisStore"]
 
-# KEYS[1] = session hash. ARGV = ttl_ms, n_defaults, n_assignments, n_increments, replace, then pairs.
+# KEYS[1] = session hash. ARGV = ttl_ms, n_defaults, n_assignments, n_increments, replace, n_appends,
+# then the pairs of each group, then for each append: field, keep, items (comma-joined).
 _COMMIT = """
 local key = KEYS[1]
 if ARGV[5] == '1' then redis.call('DEL', key) end
-local i = 6
+local i = 7
 for _ = 1, tonumber(ARGV[2]) do
   redis.call('HSETNX', key, ARGV[i], ARGV[i + 1]); i = i + 2
 end
@@ -36,6 +37,16 @@ for _ = 1, tonumber(ARGV[3]) do
 end
 for _ = 1, tonumber(ARGV[4]) do
   redis.call('HINCRBY', key, ARGV[i], ARGV[i + 1]); i = i + 2
+end
+for _ = 1, tonumber(ARGV[6]) do
+  local field, keep, added = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]; i = i + 3
+  local old = redis.call('HGET', key, field)
+  local list = (old and old ~= '') and (old .. ',' .. added) or added
+  local _, commas = string.gsub(list, ',', '')
+  while commas >= keep do
+    list = string.sub(list, string.find(list, ',', 1, true) + 1); commas = commas - 1
+  end
+  redis.call('HSET', key, field, list)
 end
 redis.call('PEXPIRE', key, ARGV[1])
 return redis.call('HGETALL', key)
@@ -94,10 +105,13 @@ class RedisStore:
             len(delta.assignments),
             len(delta.increments),
             1 if delta.replace else 0,
+            len(delta.appends),
         ]
         for mapping in (delta.defaults, delta.assignments, delta.increments):
             for name, value in mapping.items():
                 args.extend((name, value))
+        for name, (items, keep) in delta.appends.items():
+            args.extend((name, keep, ",".join(items)))
         try:
             flat = await _once_more(lambda: self._commit(keys=[key], args=args))
         except (RedisError, OSError) as exc:

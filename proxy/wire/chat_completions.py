@@ -36,7 +36,7 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
     return Conversation(
         messages=[m for m in messages if isinstance(m, dict)],
         model=model if isinstance(model, str) else None,
-        tools_offered=bool(tools) and isinstance(tools, list),
+        tools=[t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else (),
     )
 
 

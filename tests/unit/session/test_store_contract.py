@@ -193,3 +193,29 @@ async def test_replace_starts_the_session_afresh(store, key):
     state = await store.commit(key, delta, 60)
 
     assert state == SessionState({"steps": "1"})
+
+
+async def test_appends_keep_the_last_items(store, key):
+    first = SessionDelta()
+    for item in ("a", "b", "c"):
+        first.append("seq", item, keep=4)
+    await store.commit(key, first, 60)
+    second = SessionDelta()
+    second.append("seq", "d", keep=4)
+    second.append("seq", "e", keep=4)
+
+    state = await store.commit(key, second, 60)
+
+    assert state.items("seq") == ["b", "c", "d", "e"]
+    assert second.applied_to(SessionState({"seq": "a,b,c"})).items("seq") == ["b", "c", "d", "e"]
+
+
+async def test_concurrent_appends_lose_nothing_within_the_bound(store, key):
+    async def add(item: str) -> None:
+        delta = SessionDelta()
+        delta.append("seq", item, keep=500)
+        await store.commit(key, delta, 60)
+
+    await asyncio.gather(*(add(str(n)) for n in range(200)))
+
+    assert sorted(int(x) for x in (await store.load(key)).items("seq")) == list(range(200))

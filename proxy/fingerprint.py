@@ -1,0 +1,50 @@
+"""Fingerprints of tool calls and digests of tool results: what "the same again" means.
+
+Two calls are the same when the tool name and the *meaning* of the arguments match: JSON
+is parsed and re-serialized with sorted keys, integral floats become integers (``1.0`` is
+``1``), and whitespace inside strings is collapsed, so re-serialized or re-spaced arguments
+(pydantic-ai sends them compact, others pretty) do not look new. Arguments that are not
+JSON are fingerprinted as their whitespace-collapsed text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+__all__ = ["canonical_arguments", "digest", "fingerprint"]
+
+_SPACE = re.compile(r"\s+")
+
+
+def _normalize(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _normalize(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalize(v) for v in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, str):
+        return _SPACE.sub(" ", value).strip()
+    return value
+
+
+def canonical_arguments(arguments: str) -> str:
+    """The arguments' canonical text: sorted-key compact JSON, or collapsed raw text."""
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return _SPACE.sub(" ", arguments).strip()
+    return json.dumps(_normalize(parsed), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def fingerprint(name: str, arguments: str) -> str:
+    """A short stable id of (tool name, canonical arguments)."""
+    return digest(name + "\x00" + canonical_arguments(arguments))
+
+
+def digest(text: str) -> str:
+    """16 hex chars of SHA-256: enough to tell results apart, small enough to keep many."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,73 @@
+"""No progress: the last K tool results are identical, or the model says the same thing again.
+
+Detected from what the request shows (the client resends its history); the first
+detections nudge, the ``max_strikes``-th ends the session with reason ``no_progress``.
+Results and texts are compared by digest after whitespace is collapsed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from proxy.exchange import Reply, content_text
+from proxy.fingerprint import digest
+from proxy.guards.base import GuardContext
+from proxy.guards.strikes import strike_verdict
+from proxy.verdict import PASS, Verdict
+
+__all__ = ["NoProgressGuard", "trailing_run"]
+
+_SPACE = re.compile(r"\s+")
+
+
+def trailing_run(items: Sequence[str]) -> int:
+    """How many items at the end are equal to the last one."""
+    if not items:
+        return 0
+    run = 1
+    while run < len(items) and items[-run - 1] == items[-1]:
+        run += 1
+    return run
+
+
+def _digest(text: str) -> str:
+    return digest(_SPACE.sub(" ", text).strip())
+
+
+class NoProgressGuard:
+    name = "no_progress"
+
+    def check_request(self, context: GuardContext) -> Verdict:
+        settings = context.policy.no_progress
+        if not settings.enabled or not context.conversation.trailing_tool_messages():
+            return PASS
+        results = [_digest(content_text(m.get("content"))) for m in context.conversation.tool_results()]
+        run = trailing_run(results)
+        return strike_verdict(
+            run >= settings.repeats,
+            context,
+            strike="no_progress_results",
+            reason="no_progress",
+            max_strikes=settings.max_strikes,
+            nudge_kind="no_progress_nudge",
+            nudge_text=context.policy.nudges.no_progress.format(count=run, what="the tool results were identical"),
+            miss="rounds of identical tool results",
+        )
+
+    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
+        settings = context.policy.no_progress
+        if not settings.enabled or not reply.has_text or reply.tool_calls:
+            return PASS
+        texts = [_digest(t) for t in context.conversation.assistant_texts() if t.strip()]
+        run = trailing_run([*texts, _digest(reply.content or "")])
+        return strike_verdict(
+            run >= settings.repeats,
+            context,
+            strike="no_progress_text",
+            reason="no_progress",
+            max_strikes=settings.max_strikes,
+            nudge_kind="no_progress_nudge",
+            nudge_text=context.policy.nudges.no_progress.format(count=run, what="you repeated the same reply"),
+            miss="identical replies",
+        )

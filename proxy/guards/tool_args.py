@@ -1,0 +1,100 @@
+"""Tool-argument contract: every tool call must name an offered tool and carry arguments
+that parse as JSON and satisfy that tool's ``parameters`` schema.
+
+A bad call never reaches the agent while retries remain: the model gets its own call back
+with one tool result per call listing the exact, path-level errors (``$.city: 'city' is a
+required property``) and calls again. After ``max_retries`` the reply passes through,
+flagged ``tool_args_invalid`` in headers and metrics. (Without this, LangGraph ends
+silently with an empty answer and smolagents runs the tool with the raw string.)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import exceptions as schema_errors
+from jsonschema import validators
+
+from proxy.exchange import Reply, ToolCall
+from proxy.guards.base import GuardContext
+from proxy.verdict import PASS, Nudge, Pass, Verdict
+
+__all__ = ["ToolArgsGuard", "argument_errors"]
+
+_NOT_RUN = "Not executed: another call in this reply had invalid arguments. Send all the calls again."
+
+
+@lru_cache(maxsize=512)
+def _validator(schema_json: str) -> Any | None:
+    """A compiled validator per distinct schema (requests resend the same tools every turn)."""
+    schema = json.loads(schema_json)
+    cls = validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except schema_errors.SchemaError:
+        return None  # the upstream accepted it; not ours to police
+    return cls(schema)
+
+
+def _path(error: schema_errors.ValidationError) -> str:
+    path = error.json_path
+    if error.validator == "required" and isinstance(error.message, str) and error.message.startswith("'"):
+        path += "." + error.message.split("'")[1]
+    return path
+
+
+def argument_errors(call: ToolCall, offered: Mapping[str, Any]) -> list[str]:
+    """Everything wrong with one call, one line each; empty when the call is fine."""
+    if call.name not in offered:
+        names = ", ".join(sorted(offered)) or "none"
+        return [f"tool {call.name!r} does not exist (available: {names})"]
+    try:
+        arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+    except json.JSONDecodeError as exc:
+        return [f"arguments are not valid JSON: {exc.msg} at position {exc.pos}"]
+    schema = offered[call.name]
+    if not schema:
+        return []
+    validator = _validator(json.dumps(schema, sort_keys=True))
+    if validator is None:
+        return []
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: (_path(e), e.message))
+    return [f"{_path(e)}: {e.message}" for e in errors[:20]]
+
+
+class ToolArgsGuard:
+    name = "tool_args"
+
+    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
+        settings = context.policy.tool_args
+        if not settings.enabled or not reply.tool_calls:
+            return PASS
+        offered = context.conversation.tool_parameters()
+        problems = {call.id: argument_errors(call, offered) for call in reply.tool_calls}
+        if not any(problems.values()):
+            return PASS
+        if context.retries.get("tool_args_retry", 0) >= settings.max_retries:
+            return Pass(flags=("tool_args_invalid",))
+        calls = [
+            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            for call in reply.tool_calls
+        ]
+        results = [
+            {
+                "role": "tool",
+                "tool_call_id": call.id,
+                "content": context.policy.nudges.tool_args.format(errors="\n".join(problems[call.id]))
+                if problems[call.id]
+                else _NOT_RUN,
+            }
+            for call in reply.tool_calls
+        ]
+        count = sum(len(p) for p in problems.values())
+        return Nudge(
+            kind="tool_args_retry",
+            reason=f"{count} argument error(s) in {sum(1 for p in problems.values() if p)} call(s)",
+            messages=({"role": "assistant", "content": reply.content, "tool_calls": calls}, *results),
+        )

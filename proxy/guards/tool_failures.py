@@ -1,0 +1,40 @@
+"""Failing tools: N consecutive tool results that the policy's patterns mark as errors end
+the session with reason ``tool_failures`` (a circuit breaker, not a retry)."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from proxy.exchange import content_text
+from proxy.guards.base import GuardContext
+from proxy.verdict import PASS, Finalize, Verdict
+
+__all__ = ["ToolFailuresGuard", "compiled"]
+
+_SCANNED = 2000
+
+
+@lru_cache(maxsize=64)
+def compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    """Patterns are validated at policy load; compile each distinct set once."""
+    return tuple(re.compile(p, re.MULTILINE) for p in patterns)
+
+
+class ToolFailuresGuard:
+    name = "tool_failures"
+
+    def check_request(self, context: GuardContext) -> Verdict:
+        settings = context.policy.tool_failures
+        if not settings.enabled or not context.conversation.trailing_tool_messages():
+            return PASS
+        patterns = compiled(settings.patterns)
+        run = 0
+        for message in reversed(context.conversation.tool_results()):
+            text = content_text(message.get("content"))[:_SCANNED]
+            if not any(p.search(text) for p in patterns):
+                break
+            run += 1
+        if run >= settings.max_consecutive:
+            return Finalize(reason="tool_failures", detail=f"the last {run} tool calls all failed")
+        return PASS
