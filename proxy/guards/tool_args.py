@@ -54,7 +54,7 @@ def argument_errors(call: ToolCall, offered: Mapping[str, Any]) -> list[str]:
     try:
         arguments = json.loads(call.arguments) if call.arguments.strip() else {}
     except json.JSONDecodeError as exc:
-        return [f"arguments are not valid JSON: {exc.msg} at position {exc.pos}"]
+        return [f"arguments are not valid JSON: {exc}"]
     schema = offered[call.name]
     if not schema:
         return []

@@ -54,7 +54,6 @@ def test_invalid_new_version_is_refused_and_the_old_one_stays(make_proxy, upstre
     assert [r.headers.get("x-loopwarden-terminated") for r in responses] == [None, None, "budget_steps"]
 
 
-
 def test_sighup_reloads_policies(upstream, write_policies, processes):
     directory = write_policies(default="max_steps: 50\n")
     port = free_port()
