@@ -12,9 +12,18 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["canonical_arguments", "digest", "fingerprint"]
+from proxy.exchange import ToolCall
+from proxy.session.base import SessionDelta
+
+__all__ = ["CALL_COUNT_PREFIX", "CALL_SEQUENCE", "canonical_arguments", "digest", "fingerprint", "remember_calls"]
+
+CALL_COUNT_PREFIX = "fp:"
+"""Session field per fingerprint: how many times the agent received that call."""
+CALL_SEQUENCE = "fp_seq"
+"""Session list field: the fingerprints of recent delivered calls, in order (for cycles)."""
 
 _SPACE = re.compile(r"\s+")
 
@@ -43,6 +52,18 @@ def canonical_arguments(arguments: str) -> str:
 def fingerprint(name: str, arguments: str) -> str:
     """A short stable id of (tool name, canonical arguments)."""
     return digest(name + "\x00" + canonical_arguments(arguments))
+
+
+def remember_calls(delta: SessionDelta, calls: Sequence[ToolCall], keep: int) -> None:
+    """Count the tool calls of a reply that reaches the agent, and append them to the sequence.
+
+    Counting what the proxy *delivered* (not the history the client resends) works for
+    clients that flatten or re-serialize tool calls.
+    """
+    for call in calls:
+        mark = fingerprint(call.name, call.arguments)
+        delta.incr(CALL_COUNT_PREFIX + mark)
+        delta.append(CALL_SEQUENCE, mark, keep)
 
 
 def digest(text: str) -> str:

@@ -23,6 +23,7 @@ from prometheus_client import Counter as MetricCounter
 from proxy.errors import ServiceUnavailable
 from proxy.exchange import Conversation, Reply, Usage
 from proxy.finalize import Finalizer
+from proxy.fingerprint import remember_calls
 from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
 from proxy.logs import log_event
 from proxy.metrics import Metrics
@@ -156,11 +157,13 @@ class Pipeline:
                         self._apply(verdict, call, delta, notes)
                     else:
                         self._shadow(verdict, call, delta, notes)
+                remember_calls(delta, parsed.tool_calls, call.policy.loop.history)
                 break
             passes, decision = self._first_decision(parsed, context)
             if decision is None:
                 for passed in passes:
                     self._apply(passed, call, delta, notes)
+                remember_calls(delta, parsed.tool_calls, call.policy.loop.history)
                 break
             verdict = decision
             if isinstance(verdict, Rewrite):
@@ -212,10 +215,6 @@ class Pipeline:
         """The bookkeeping of a reply that reaches the agent."""
         for strike in verdict.clear_strikes:
             delta.assign(FIELDS.STRIKE_PREFIX + strike, 0)
-        for name in verdict.counts:
-            delta.incr(name)
-        for name, item, keep in verdict.appends:
-            delta.append(name, item, keep)
         for flag in verdict.flags:
             notes.flags.append(flag)
             self._record(self._metrics.flags, "flag", call, flag, "passed despite a problem")

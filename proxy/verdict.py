@@ -1,8 +1,8 @@
 """What a guard decides. Guards return one of these; only the pipeline acts on them.
 
 - :class:`Pass`: the reply may go to the agent, with the bookkeeping to do if it does
-  (clear strikes, since strikes count *consecutive* misbehaviour; count and remember tool
-  calls; flag what passed despite a problem);
+  (clear strikes, since strikes count *consecutive* misbehaviour; flag what passed
+  despite a problem);
 - :class:`Amend`: (request side) append notes to tool results on their way upstream;
 - :class:`Nudge`: send the reply back to the model with these messages appended;
 - :class:`Rewrite`: replace the reply the agent receives;
@@ -21,10 +21,6 @@ __all__ = ["PASS", "Amend", "Finalize", "Nudge", "Pass", "Rewrite", "Verdict"]
 @dataclass(frozen=True, slots=True)
 class Pass:
     clear_strikes: tuple[str, ...] = ()
-    counts: tuple[str, ...] = ()
-    """Session counters to add one to when the reply is delivered."""
-    appends: tuple[tuple[str, str, int], ...] = ()
-    """(list field, item, items to keep) to remember when the reply is delivered."""
     flags: tuple[str, ...] = ()
     """What passed despite a problem (headers and metrics), e.g. ``tool_args_invalid``."""
 

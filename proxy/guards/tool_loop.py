@@ -1,7 +1,8 @@
 """Repeated tool calls: the same call (tool + canonical arguments), or a cycle of calls.
 
-Calls are counted per session from the replies the proxy delivered, not from the history
-the client resends (smolagents flattens calls into text; pydantic-ai re-serializes them).
+Calls are counted per session by the pipeline from the replies it delivered
+(:func:`proxy.fingerprint.remember_calls`), not from the history the client resends
+(smolagents flattens calls into text; pydantic-ai re-serializes them).
 At ``warn_at`` repetitions the model is asked once more, told the result will not change;
 when the agent then sends that call's result, the same warning rides along on it
 upstream. At ``block_at`` the session ends with reason ``loop``. A cycle (A-B-A-B, up to
@@ -14,14 +15,12 @@ from collections import Counter
 from collections.abc import Sequence
 
 from proxy.exchange import Reply, ToolCall
-from proxy.fingerprint import canonical_arguments, fingerprint
+from proxy.fingerprint import CALL_COUNT_PREFIX, CALL_SEQUENCE, canonical_arguments, fingerprint
 from proxy.guards.base import GuardContext
-from proxy.verdict import PASS, Amend, Finalize, Nudge, Pass, Verdict
+from proxy.verdict import PASS, Amend, Finalize, Nudge, Verdict
 
-__all__ = ["SEQUENCE", "ToolLoopGuard", "cycle_repetitions"]
+__all__ = ["ToolLoopGuard", "cycle_repetitions"]
 
-SEQUENCE = "fp_seq"
-COUNT_PREFIX = "fp:"
 _SHOWN_ARGS = 160
 
 
@@ -57,7 +56,7 @@ class ToolLoopGuard:
         settings = context.policy.loop
         if not settings.enabled or not reply.tool_calls:
             return PASS
-        sequence = context.state.items(SEQUENCE)
+        sequence = context.state.items(CALL_SEQUENCE)
         in_reply: Counter[str] = Counter()
         worst = (0, reply.tool_calls[0], 0)  # repetitions, call, cycle period
         new: list[str] = []
@@ -65,7 +64,7 @@ class ToolLoopGuard:
             mark = fingerprint(call.name, call.arguments)
             in_reply[mark] += 1
             new.append(mark)
-            repeats = context.state.counter(COUNT_PREFIX + mark) + in_reply[mark]
+            repeats = context.state.counter(CALL_COUNT_PREFIX + mark) + in_reply[mark]
             cycle, period = cycle_repetitions([*sequence, *new], settings.max_period)
             count, cycle_period = (cycle, period) if cycle > repeats else (repeats, 0)
             if count > worst[0]:
@@ -81,10 +80,7 @@ class ToolLoopGuard:
                 reason=f"{what} repeated {count} times",
                 messages=({"role": "user", "content": text},),
             )
-        return Pass(
-            counts=tuple(COUNT_PREFIX + mark for mark in new),
-            appends=tuple((SEQUENCE, mark, settings.history) for mark in new),
-        )
+        return PASS
 
     def check_request(self, context: GuardContext) -> Verdict:
         """Attach the warning to results of calls that reached ``warn_at``."""
@@ -98,7 +94,7 @@ class ToolLoopGuard:
             call = calls.get(str(message.get("tool_call_id")))
             if call is None:
                 continue
-            count = context.state.counter(COUNT_PREFIX + fingerprint(call.name, call.arguments))
+            count = context.state.counter(CALL_COUNT_PREFIX + fingerprint(call.name, call.arguments))
             if count >= settings.warn_at:
                 notes[call.id] = context.policy.nudges.loop_warning.format(call=_describe(call), count=count)
         if not notes:

@@ -7,13 +7,13 @@ import json
 import pytest
 
 from proxy.exchange import Reply, ToolCall, Usage
-from proxy.fingerprint import canonical_arguments, fingerprint
+from proxy.fingerprint import canonical_arguments, fingerprint, remember_calls
 from proxy.guards import GuardContext, NoProgressGuard, ToolArgsGuard, ToolFailuresGuard, ToolLoopGuard
 from proxy.guards.no_progress import trailing_run
 from proxy.guards.tool_args import argument_errors
 from proxy.guards.tool_loop import cycle_repetitions
 from proxy.policy.models import Policy
-from proxy.session.base import SessionState
+from proxy.session.base import SessionDelta, SessionState
 from proxy.verdict import Amend, Finalize, Nudge, Pass
 from proxy.wire.chat_completions import parse_conversation
 
@@ -116,11 +116,15 @@ def test_tool_loop_thresholds(delivered, retried, expected):
         assert verdict.reason == "loop"
 
 
-def test_passing_call_is_counted_and_remembered():
-    verdict = ToolLoopGuard().check_reply(reply_with(CALL), context())
+def test_delivered_calls_are_counted_and_remembered_in_order():
+    delta = SessionDelta()
+    other = ToolCall("c2", "fetch", '{"url": "x"}')
 
-    assert verdict.counts == (f"fp:{MARK}",)
-    assert verdict.appends == (("fp_seq", MARK, POLICY.loop.history),)
+    remember_calls(delta, [CALL, other, CALL], keep=60)
+    state = delta.applied_to(SessionState())
+
+    assert state.counter(f"fp:{MARK}") == 2
+    assert state.items("fp_seq") == [MARK, fingerprint("fetch", '{"url": "x"}'), MARK]
 
 
 def test_loop_warning_names_the_call_and_the_count():
