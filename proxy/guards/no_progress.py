@@ -21,12 +21,13 @@ __all__ = ["NoProgressGuard", "trailing_run"]
 _SPACE = re.compile(r"\s+")
 
 
-def trailing_run(items: Sequence[str]) -> int:
-    """How many items at the end are equal to the last one."""
+def trailing_run(items: Sequence[str], limit: int | None = None) -> int:
+    """How many items at the end equal the last one (digested lazily, newest first, up to ``limit``)."""
     if not items:
         return 0
+    last = _digest(items[-1])
     run = 1
-    while run < len(items) and items[-run - 1] == items[-1]:
+    while run < len(items) and (limit is None or run < limit) and _digest(items[-run - 1]) == last:
         run += 1
     return run
 
@@ -42,8 +43,8 @@ class NoProgressGuard:
         settings = context.policy.no_progress
         if not settings.enabled or not context.conversation.trailing_tool_messages():
             return PASS
-        results = [_digest(content_text(m.get("content"))) for m in context.conversation.tool_results()]
-        run = trailing_run(results)
+        results = [content_text(m.get("content")) for m in context.conversation.tool_results()]
+        run = trailing_run(results, settings.repeats)
         return strike_verdict(
             run >= settings.repeats,
             context,
@@ -59,8 +60,8 @@ class NoProgressGuard:
         settings = context.policy.no_progress
         if not settings.enabled or not reply.has_text or reply.tool_calls:
             return PASS
-        texts = [_digest(t) for t in context.conversation.assistant_texts() if t.strip()]
-        run = trailing_run([*texts, _digest(reply.content or "")])
+        texts = [t for t in context.conversation.assistant_texts() if t.strip()]
+        run = trailing_run([*texts, reply.content or ""], settings.repeats)
         return strike_verdict(
             run >= settings.repeats,
             context,

@@ -75,7 +75,7 @@ def test_cycle_repetitions(sequence, max_period, expected):
     assert cycle_repetitions(sequence, max_period) == expected
 
 
-@pytest.mark.parametrize(("items", "run"), [([], 0), (["a"], 1), (["a", "b", "b"], 2), (["b", "b", "b"], 3)])
+@pytest.mark.parametrize(("items", "run"), [([], 0), (["a"], 1), (["a", "b", "b"], 2), (["b", "b", "b"], 3), (["b ", " b"], 2)])
 def test_trailing_run(items, run):
     assert trailing_run(items) == run
 
@@ -321,3 +321,7 @@ def test_consecutive_failing_tools_end_the_session(results, ends):
     verdict = ToolFailuresGuard().check_request(context(messages=_results(*results)))
 
     assert isinstance(verdict, Finalize) is ends
+
+
+def test_trailing_run_stops_at_the_limit():
+    assert trailing_run(["same"] * 500, limit=3) == 3
