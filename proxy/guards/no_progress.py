@@ -61,7 +61,7 @@ class NoProgressGuard:
         if not settings.enabled or not reply.has_text or reply.tool_calls:
             return PASS
         texts = [t for t in context.conversation.assistant_texts() if t.strip()]
-        run = trailing_run([*texts, reply.content or ""], settings.repeats)
+        run = trailing_run([*texts, reply.content or ""], settings.repeats) if len(texts) + 1 >= settings.repeats else 1
         return strike_verdict(
             run >= settings.repeats,
             context,
