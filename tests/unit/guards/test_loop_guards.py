@@ -75,7 +75,9 @@ def test_cycle_repetitions(sequence, max_period, expected):
     assert cycle_repetitions(sequence, max_period) == expected
 
 
-@pytest.mark.parametrize(("items", "run"), [([], 0), (["a"], 1), (["a", "b", "b"], 2), (["b", "b", "b"], 3), (["b ", " b"], 2)])
+@pytest.mark.parametrize(
+    ("items", "run"), [([], 0), (["a"], 1), (["a", "b", "b"], 2), (["b", "b", "b"], 3), (["b ", " b"], 2)]
+)
 def test_trailing_run(items, run):
     assert trailing_run(items) == run
 
