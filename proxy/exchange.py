@@ -25,6 +25,12 @@ class ToolCall:
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    """Prompt tokens served from the provider's cache (``prompt_tokens_details.cached_tokens``)."""
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,11 +8,20 @@ session lose no update. Field names are the schema; :class:`SessionState` gives 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-__all__ = ["FIELDS", "SessionDelta", "SessionState", "SessionStore", "StoreUnavailable"]
+__all__ = [
+    "FIELDS",
+    "Admission",
+    "Limit",
+    "SessionDelta",
+    "SessionState",
+    "SessionStore",
+    "StoreUnavailable",
+    "WindowLimit",
+]
 
 
 class FIELDS:
@@ -27,10 +36,53 @@ class FIELDS:
     TERMINATION = "termination"
     ENDING = "ending"
     STRIKE_PREFIX = "strike:"
+    COST_MICROS = "cost_micros"
+    ACTIVE_MS = "active_ms"
+    RESERVED_TOKENS = "reserved_tokens"
+    RESERVED_COST = "reserved_cost_micros"
+    UNPRICED = "unpriced_calls"
 
 
 class StoreUnavailable(Exception):
     """The state store did not answer in time or at all."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """Admit ``amount`` only if the sum of ``used`` fields, plus ``reserved``, plus it, fits ``limit``.
+
+    Admission adds ``amount`` to ``reserved`` in the same atomic step; the commit that
+    follows takes it back and adds what was really used. Parallel calls therefore cannot
+    overshoot: each sees the others' reservations.
+    """
+
+    name: str
+    used: tuple[str, ...]
+    reserved: str
+    amount: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class WindowLimit:
+    """A rolling-window limit over hourly buckets ``{prefix}{hour}`` (e.g. a tenant's day)."""
+
+    name: str
+    prefix: str
+    reserved: str
+    amount: int
+    limit: int
+    window_secs: int = 86_400
+    bucket_secs: int = 3_600
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    state: SessionState
+    refused: str | None = None
+    """The name of the limit that did not fit, or None when admitted."""
+    retry_after: float | None = None
+    """For window limits: seconds until enough of the window has passed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +190,17 @@ class SessionStore(Protocol):
 
     async def reset(self, key: str) -> bool:
         """Forget the session; True when there was something to forget."""
+        ...
+
+    async def admit(self, key: str, limits: Sequence[Limit], ttl_seconds: int, *, replace: bool) -> Admission:
+        """Atomically check every limit and reserve all amounts, or none; returns the state too.
+
+        ``replace`` first drops the stored state (a fresh session), as a commit would.
+        """
+        ...
+
+    async def admit_window(self, key: str, limits: Sequence[WindowLimit], now: float) -> Admission:
+        """Like :meth:`admit` over rolling windows of hourly buckets; drops expired buckets."""
         ...
 
     async def ping(self) -> None:

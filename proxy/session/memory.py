@@ -10,7 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from proxy.session.base import SessionDelta, SessionState
+from collections.abc import Sequence
+
+from proxy.session.base import Admission, Limit, SessionDelta, SessionState, WindowLimit
+from proxy.session.limits import admit_in_place, admit_window_in_place
 
 __all__ = ["MemoryStore"]
 
@@ -47,6 +50,20 @@ class MemoryStore:
         if self._writes % self._sweep_every == 0:
             self._sweep()
         return state
+
+    async def admit(self, key: str, limits: Sequence[Limit], ttl_seconds: int, *, replace: bool) -> Admission:
+        values = {} if replace else dict(self._live(key) or {})
+        refused = admit_in_place(values, limits)
+        if refused is None or replace:
+            self._data[key] = (self._clock() + ttl_seconds, values)
+        return Admission(SessionState(dict(values)), refused)
+
+    async def admit_window(self, key: str, limits: Sequence[WindowLimit], now: float) -> Admission:
+        values = dict(self._live(key) or {})
+        refused, retry_after = admit_window_in_place(values, limits, now)
+        ttl = max(limit.window_secs + limit.bucket_secs for limit in limits) if limits else 60
+        self._data[key] = (self._clock() + ttl, values)
+        return Admission(SessionState(dict(values)), refused, retry_after)
 
     async def reset(self, key: str) -> bool:
         return self._data.pop(key, None) is not None

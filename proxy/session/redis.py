@@ -10,7 +10,7 @@ script after a ``SCRIPT FLUSH`` or a restart (NOSCRIPT), invisibly.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis.asyncio as redis
@@ -19,7 +19,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
-from proxy.session.base import SessionDelta, SessionState, StoreUnavailable
+from proxy.session.base import Admission, Limit, SessionDelta, SessionState, StoreUnavailable, WindowLimit
 
 __all__ = ["RedisStore"]
 
@@ -67,12 +67,90 @@ async def _once_more(command: Callable[[], Awaitable[Any]]) -> Any:
         return await command()
 
 
+# KEYS[1] = session hash. ARGV = ttl_ms, replace, n_limits, then per limit:
+# name, reserved field, amount, limit, n_used, used fields... Reserves all or nothing.
+_ADMIT = """
+local key = KEYS[1]
+if ARGV[2] == '1' then redis.call('DEL', key) end
+local function num(field) return tonumber(redis.call('HGET', key, field) or '0') or 0 end
+local i, taken = 4, {}
+for _ = 1, tonumber(ARGV[3]) do
+  local name, reserved, amount, limit, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]),
+    tonumber(ARGV[i + 4])
+  i = i + 5
+  local used = num(reserved)
+  for _ = 1, n do used = used + num(ARGV[i]); i = i + 1 end
+  if used + amount > limit then return {name, redis.call('HGETALL', key)} end
+  taken[#taken + 1] = {reserved, amount}
+end
+for _, t in ipairs(taken) do redis.call('HINCRBY', key, t[1], t[2]) end
+redis.call('PEXPIRE', key, ARGV[1])
+return {'', redis.call('HGETALL', key)}
+"""
+
+# KEYS[1] = window hash. ARGV = now, n_limits, then per limit:
+# name, prefix, reserved field, amount, limit, window_secs, bucket_secs.
+# Returns {refused name or '', retry_after seconds or '', HGETALL}.
+_ADMIT_WINDOW = """
+local key = KEYS[1]
+local now = tonumber(ARGV[1])
+local i, taken, longest = 3, {}, 60
+for _ = 1, tonumber(ARGV[2]) do
+  local name, prefix, reserved = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local amount, limit = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+  local window, bucket_secs = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
+  i = i + 7
+  if window + bucket_secs > longest then longest = window + bucket_secs end
+  local slots = math.floor(window / bucket_secs)
+  local oldest = math.floor(now / bucket_secs) - slots + 1
+  local used = tonumber(redis.call('HGET', key, reserved) or '0') or 0
+  local buckets = {}
+  local all = redis.call('HGETALL', key)
+  for j = 1, #all, 2 do
+    if string.sub(all[j], 1, #prefix) == prefix then
+      local b = tonumber(string.sub(all[j], #prefix + 1))
+      if b ~= nil then
+        if b < oldest then redis.call('HDEL', key, all[j])
+        else
+          local v = tonumber(all[j + 1]) or 0
+          used = used + v
+          buckets[#buckets + 1] = {b, v}
+        end
+      end
+    end
+  end
+  if used + amount > limit then
+    table.sort(buckets, function(x, y) return x[1] < y[1] end)
+    local freed = 0
+    for _, bv in ipairs(buckets) do
+      freed = freed + bv[2]
+      if used - freed + amount <= limit then
+        local wait = math.max(1, math.ceil((bv[1] + slots) * bucket_secs - now))
+        return {name, tostring(wait), redis.call('HGETALL', key)}
+      end
+    end
+    return {name, tostring(window), redis.call('HGETALL', key)}
+  end
+  taken[#taken + 1] = {reserved, amount}
+end
+for _, t in ipairs(taken) do redis.call('HINCRBY', key, t[1], t[2]) end
+redis.call('EXPIRE', key, longest)
+return {'', '', redis.call('HGETALL', key)}
+"""
+
+
+def _state(flat: list[str]) -> SessionState:
+    return SessionState(dict(zip(flat[::2], flat[1::2], strict=True)))
+
+
 class RedisStore:
     """Sessions in Redis (standalone or Cluster), shared by every replica."""
 
     def __init__(self, client: redis.Redis | Any) -> None:
         self._client = client
         self._commit = client.register_script(_COMMIT)
+        self._admit = client.register_script(_ADMIT)
+        self._admit_window = client.register_script(_ADMIT_WINDOW)
 
     @classmethod
     def from_url(cls, url: str, *, timeout: float = 1.0, max_connections: int = 128) -> RedisStore:
@@ -116,7 +194,37 @@ class RedisStore:
             flat = await _once_more(lambda: self._commit(keys=[key], args=args))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"commit failed: {type(exc).__name__}") from exc
-        return SessionState(dict(zip(flat[::2], flat[1::2], strict=True)))
+        return _state(flat)
+
+    async def admit(self, key: str, limits: Sequence[Limit], ttl_seconds: int, *, replace: bool) -> Admission:
+        args: list[str | int] = [ttl_seconds * 1000, 1 if replace else 0, len(limits)]
+        for limit in limits:
+            args.extend((limit.name, limit.reserved, limit.amount, limit.limit, len(limit.used), *limit.used))
+        try:
+            refused, flat = await _once_more(lambda: self._admit(keys=[key], args=args))
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"admit failed: {type(exc).__name__}") from exc
+        return Admission(_state(flat), refused or None)
+
+    async def admit_window(self, key: str, limits: Sequence[WindowLimit], now: float) -> Admission:
+        args: list[str | int | float] = [now, len(limits)]
+        for limit in limits:
+            args.extend(
+                (
+                    limit.name,
+                    limit.prefix,
+                    limit.reserved,
+                    limit.amount,
+                    limit.limit,
+                    limit.window_secs,
+                    limit.bucket_secs,
+                )
+            )
+        try:
+            refused, retry_after, flat = await _once_more(lambda: self._admit_window(keys=[key], args=args))
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"admit failed: {type(exc).__name__}") from exc
+        return Admission(_state(flat), refused or None, float(retry_after) if retry_after else None)
 
     async def reset(self, key: str) -> bool:
         try:

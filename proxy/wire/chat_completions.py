@@ -20,6 +20,7 @@ __all__ = [
     "completion_as_sse",
     "parse_conversation",
     "parse_reply",
+    "parse_usage",
     "render_request",
 ]
 
@@ -59,7 +60,7 @@ def parse_reply(body: bytes) -> Reply | None:
         reasoning=_text_or_none(message.get("reasoning_content")) or _text_or_none(message.get("reasoning")),
         tool_calls=_tool_calls(message.get("tool_calls")),
         finish_reason=choices[0].get("finish_reason"),
-        usage=_usage(payload.get("usage")),
+        usage=parse_usage(payload.get("usage")),
         model=payload.get("model") if isinstance(payload.get("model"), str) else None,
     )
 
@@ -93,14 +94,18 @@ def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-def _usage(raw: Any) -> Usage:
+def parse_usage(raw: Any) -> Usage:
+    """A ``usage`` object (from a completion or the last chunk of a stream)."""
     if not isinstance(raw, dict):
         return Usage()
     prompt = raw.get("prompt_tokens")
     completion_tokens = raw.get("completion_tokens")
+    details = raw.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return Usage(
         prompt_tokens=prompt if isinstance(prompt, int) else 0,
         completion_tokens=completion_tokens if isinstance(completion_tokens, int) else 0,
+        cached_tokens=cached if isinstance(cached, int) else 0,
     )
 
 

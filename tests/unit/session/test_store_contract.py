@@ -8,7 +8,7 @@ import uuid
 import pytest
 import redis.asyncio as redis
 
-from proxy.session.base import SessionDelta, SessionState
+from proxy.session.base import Limit, SessionDelta, SessionState, WindowLimit
 from proxy.session.memory import MemoryStore
 from proxy.session.redis import RedisStore
 
@@ -219,3 +219,94 @@ async def test_concurrent_appends_lose_nothing_within_the_bound(store, key):
     await asyncio.gather(*(add(str(n)) for n in range(200)))
 
     assert sorted(int(x) for x in (await store.load(key)).items("seq")) == list(range(200))
+
+
+# -- admission: reserve before the call, settle after ----------------------------------
+
+
+def _tokens(amount: int, limit: int = 1000) -> Limit:
+    return Limit("tokens", ("tokens_in", "tokens_out"), "reserved_tokens", amount, limit)
+
+
+async def test_admit_reserves_within_the_limit(store, key):
+    admission = await store.admit(key, [_tokens(400)], 60, replace=False)
+
+    assert admission.refused is None
+    assert admission.state.counter("reserved_tokens") == 400
+
+
+async def test_admit_counts_used_and_reserved(store, key):
+    await store.commit(key, _delta(tokens_in=300, tokens_out=200), 60)
+    await store.admit(key, [_tokens(300)], 60, replace=False)
+
+    refused = await store.admit(key, [_tokens(300)], 60, replace=False)
+
+    assert refused.refused == "tokens"
+    assert refused.state.counter("reserved_tokens") == 300  # nothing reserved by the refusal
+
+
+async def test_admit_is_all_or_nothing(store, key):
+    cost = Limit("cost", ("cost_micros",), "reserved_cost_micros", 50, 10)
+
+    admission = await store.admit(key, [_tokens(100), cost], 60, replace=False)
+
+    assert admission.refused == "cost"
+    assert admission.state.counter("reserved_tokens") == 0
+
+
+async def test_admit_with_replace_starts_afresh(store, key):
+    await store.commit(key, _delta(tokens_in=999), 60)
+
+    admission = await store.admit(key, [_tokens(500)], 60, replace=True)
+
+    assert admission.refused is None
+    assert admission.state.counter("tokens_in") == 0
+
+
+async def test_settling_returns_the_reservation_and_adds_the_usage(store, key):
+    await store.admit(key, [_tokens(500)], 60, replace=False)
+    settle = _delta(reserved_tokens=-500, tokens_in=120, tokens_out=80)
+
+    state = await store.commit(key, settle, 60)
+
+    assert (state.counter("reserved_tokens"), state.counter("tokens_in") + state.counter("tokens_out")) == (0, 200)
+
+
+async def test_fifty_parallel_reservations_never_overshoot(store, key):
+    admissions = await asyncio.gather(
+        *(store.admit(key, [_tokens(500, limit=10_000)], 60, replace=False) for _ in range(50))
+    )
+
+    admitted = sum(1 for a in admissions if a.refused is None)
+    assert admitted == 20
+    assert (await store.load(key)).counter("reserved_tokens") == 10_000
+
+
+HOUR = 3600.0
+NOW = 1_800_000_000.0
+
+
+def _daily(amount: int, limit: int = 1000) -> WindowLimit:
+    return WindowLimit("daily_tokens", "t:", "reserved_t", amount, limit)
+
+
+async def test_window_admits_then_refuses_with_retry_after(store, key):
+    bucket = int(NOW // HOUR)
+    await store.admit_window(key, [_daily(0)], NOW)
+    await store.commit(key, _delta(**{f"t:{bucket - 5}": 600, f"t:{bucket}": 300}), 60)
+
+    admission = await store.admit_window(key, [_daily(200)], NOW)
+
+    assert admission.refused == "daily_tokens"
+    expires = (bucket - 5 + 24) * HOUR
+    assert admission.retry_after == pytest.approx(expires - NOW, abs=1)
+
+
+async def test_window_forgets_buckets_older_than_the_window(store, key):
+    bucket = int(NOW // HOUR)
+    await store.commit(key, _delta(**{f"t:{bucket - 30}": 900}), 60)
+
+    admission = await store.admit_window(key, [_daily(500)], NOW)
+
+    assert admission.refused is None
+    assert f"t:{bucket - 30}" not in admission.state.values

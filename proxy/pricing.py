@@ -1,0 +1,84 @@
+"""What a model call cost, from ``policies/pricing.yaml``.
+
+Costs are kept as integer micro-dollars so Redis can add them atomically (HINCRBY) and
+no float rounding accumulates over a long session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from proxy.exchange import Usage
+
+__all__ = ["MICROS", "Price", "PriceTable", "PricingError", "load_pricing"]
+
+MICROS = 1_000_000
+
+
+class PricingError(ValueError):
+    """The pricing file cannot be used; the message names the file and the field."""
+
+
+class Price(BaseModel):
+    """USD per million tokens."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prompt: float = Field(ge=0)
+    completion: float = Field(ge=0)
+    cached_prompt: float | None = Field(None, ge=0, description="Defaults to the prompt price.")
+
+    def cost_micros(self, usage: Usage) -> int:
+        """Micro-dollars for one call's usage (cached prompt tokens at their own price)."""
+        cached = min(usage.cached_tokens, usage.prompt_tokens)
+        cached_price = self.prompt if self.cached_prompt is None else self.cached_prompt
+        dollars_per_m = (
+            (usage.prompt_tokens - cached) * self.prompt
+            + cached * cached_price
+            + usage.completion_tokens * self.completion
+        )
+        return round(dollars_per_m)  # (tokens × USD per 1M tokens) is micro-dollars
+
+
+class _PricingFile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    models: dict[str, Price] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PriceTable:
+    prices: Mapping[str, Price]
+
+    def price(self, model: str | None) -> Price | None:
+        """Exact match, else the longest listed name the model starts with; None when unknown."""
+        if not model:
+            return None
+        exact = self.prices.get(model)
+        if exact is not None:
+            return exact
+        matches = [name for name in self.prices if model.startswith(name)]
+        return self.prices[max(matches, key=len)] if matches else None
+
+    def cost_micros(self, model: str | None, usage: Usage) -> int | None:
+        price = self.price(model)
+        return None if price is None else price.cost_micros(usage)
+
+
+def load_pricing(path: Path) -> PriceTable:
+    """The price table; an absent file is an empty table (every model unpriced)."""
+    if not path.exists():
+        return PriceTable({})
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+        return PriceTable(_PricingFile.model_validate(raw).models)
+    except (OSError, yaml.YAMLError) as exc:
+        raise PricingError(f"{path}: cannot read pricing: {exc}") from exc
+    except ValidationError as exc:
+        details = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise PricingError(f"{path}: {details}") from exc
