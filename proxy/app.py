@@ -19,6 +19,7 @@ from proxy.guards import default_request_guards, default_response_guards
 from proxy.metrics import Metrics
 from proxy.pipeline import Pipeline
 from proxy.policy.loader import PolicyError, PolicyRegistry
+from proxy.pricing import load_pricing
 from proxy.routes import ProxyRoutes, Readiness
 from proxy.session.base import SessionStore, StoreUnavailable
 from proxy.session.identity import session_key
@@ -102,7 +103,8 @@ def create_app(
     state_store = store or build_store(settings)
     series = metrics or Metrics()
     ready = readiness or Readiness()
-    pipeline = Pipeline(client, state_store, series, default_request_guards(), default_response_guards())
+    prices = load_pricing(settings.policies_dir / "pricing.yaml")
+    pipeline = Pipeline(client, state_store, series, default_request_guards(), default_response_guards(), prices=prices)
     routes = ProxyRoutes(settings, directory, client, ready, pipeline, registry)
     background: list[asyncio.Task[None]] = []
 

@@ -13,6 +13,7 @@ the upstream sent them.
     ├── RouteNotFound               404 invalid_request_error / not_found
     ├── MethodNotAllowed            405 invalid_request_error / method_not_allowed
     ├── PayloadTooLarge             413 invalid_request_error / payload_too_large
+    ├── RateLimited                 429 rate_limit_error / tenant_budget_exceeded
     ├── ServiceUnavailable          503 server_error / service_unavailable
     └── UpstreamError               502 upstream_error
         ├── UpstreamUnreachable     502 upstream_error / upstream_unreachable
@@ -34,6 +35,7 @@ __all__ = [
     "PayloadTooLarge",
     "PermissionDenied",
     "ProxyError",
+    "RateLimited",
     "RouteNotFound",
     "ServiceUnavailable",
     "UpstreamDisconnected",
@@ -111,6 +113,12 @@ class PayloadTooLarge(ProxyError):
     status = 413
     type = "invalid_request_error"
     code = "payload_too_large"
+
+
+class RateLimited(ProxyError):
+    status = 429
+    type = "rate_limit_error"
+    code = "tenant_budget_exceeded"
 
 
 class ServiceUnavailable(ProxyError):

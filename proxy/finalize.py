@@ -61,11 +61,11 @@ def local_summary(conversation: Conversation, detail: str) -> str:
     return "\n".join(lines)
 
 
-def _capped_output(payload: Mapping[str, Any], cap: int | None) -> dict[str, Any]:
+def _capped_output(payload: Mapping[str, Any], cap: int | None, *, force: bool = False) -> dict[str, Any]:
     """Cap the summary's length with whichever output-limit field the client already uses.
 
     Adding ``max_tokens`` where the client sent none could break models that accept only
-    ``max_completion_tokens``, so a request with neither is left uncapped.
+    ``max_completion_tokens``, so a request with neither is left uncapped unless ``force``.
     """
     if cap is None:
         return {}
@@ -73,7 +73,7 @@ def _capped_output(payload: Mapping[str, Any], cap: int | None) -> dict[str, Any
         current = payload.get(name)
         if isinstance(current, int):
             return {name: min(current, cap)}
-    return {}
+    return {"max_tokens": cap} if force else {}
 
 
 class Finalizer:
@@ -89,10 +89,17 @@ class Finalizer:
         conversation: Conversation,
         url: str,
         headers: Sequence[tuple[str, str]],
+        *,
+        local_only: bool = False,
+        cap_output: bool = False,
     ) -> Ending:
-        """The ending reply for ``verdict``, from the model if it can, else built here."""
+        """The ending reply for ``verdict``, from the model if it can, else built here.
+
+        ``local_only`` forbids the last call (a hard cost cap); ``cap_output`` bounds it even
+        when the client set no output limit (a budget ending may overshoot by one capped call).
+        """
         model = conversation.model
-        if policy.finalize.use_upstream:
+        if policy.finalize.use_upstream and not local_only:
             instruction = f"{policy.finalize.instruction} (The session is ending because {verdict.detail}.)"
             body = render_request(
                 payload,
@@ -101,7 +108,7 @@ class Finalizer:
                 stream=None,
                 stream_options=None,
                 parallel_tool_calls=None,
-                **_capped_output(payload, policy.finalize.max_tokens),
+                **_capped_output(payload, policy.finalize.max_tokens, force=cap_output),
             )
             try:
                 reply = await self._upstream.send("POST", url, headers, body)

@@ -39,6 +39,12 @@ class Metrics:
             ["tenant", "policy", "kind"],
             registry=self.registry,
         )
+        self.unpriced_calls = Counter(
+            "loopwarden_unpriced_calls",
+            "Calls to a model missing from pricing.yaml (counted at cost 0).",
+            ["tenant", "policy"],
+            registry=self.registry,
+        )
         self.state_errors = Counter(
             "loopwarden_state_errors",
             "State store failures, by operation and how the policy handled them.",

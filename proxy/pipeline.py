@@ -20,7 +20,8 @@ from typing import Any
 import msgspec
 from prometheus_client import Counter as MetricCounter
 
-from proxy.errors import ServiceUnavailable
+from proxy.budgets import active_ms, estimate_tokens, remaining, session_limits
+from proxy.errors import RateLimited, ServiceUnavailable
 from proxy.exchange import Conversation, Reply, Usage
 from proxy.finalize import Finalizer
 from proxy.fingerprint import remember_calls
@@ -28,8 +29,10 @@ from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
 from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.policy.models import Policy
-from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore, StoreUnavailable
+from proxy.pricing import MICROS, PriceTable
+from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, SessionStore, StoreUnavailable, WindowLimit
 from proxy.session.identity import SessionRef
+from proxy.streaming import UsageTap
 from proxy.upstream import UpstreamClient, UpstreamReply
 from proxy.verdict import Amend, Finalize, Nudge, Pass, Rewrite, Verdict
 from proxy.wire.chat_completions import completion_as_sse, parse_reply, render_request
@@ -54,6 +57,9 @@ class ChatCall:
     url: str
     headers: list[tuple[str, str]]
     stream: bool
+    daily_tokens: int | None = None
+    """The tenant's rolling-day token cap, if any."""
+    daily_cost_usd: float | None = None
 
 
 @dataclass(slots=True)
@@ -65,18 +71,26 @@ class Outcome:
     body: bytes | None = None
     content_type: bytes = _JSON
     upstream: UpstreamReply | None = None
+    tap: UsageTap | None = None
+    """For relayed streams: watches (and hides, if the client did not ask) the usage chunk."""
     after_relay: Callable[[], Awaitable[None]] | None = None
 
 
 @dataclass(slots=True)
 class _Notes:
-    """What happened on this request, for headers, metrics and logs."""
+    """What happened on this request, for headers, metrics and logs, and what to settle."""
 
+    started: float
     interventions: list[str] = field(default_factory=list)
     shadow: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
     degraded: bool = False
     terminated: str | None = None
+    refused: str | None = None
+    """A session budget the call did not fit in (its reservation was refused)."""
+    daily: list[WindowLimit] = field(default_factory=list)
+    """Tenant window reservations to settle."""
+    committed: bool = False
 
 
 class Pipeline:
@@ -88,6 +102,7 @@ class Pipeline:
         request_guards: Sequence[RequestGuard],
         response_guards: Sequence[ResponseGuard],
         clock: Callable[[], float] = time.time,
+        prices: PriceTable | None = None,
     ) -> None:
         self._upstream = upstream
         self._store = store
@@ -96,26 +111,37 @@ class Pipeline:
         self._response_guards = tuple(response_guards)
         self._finalizer = Finalizer(upstream)
         self._clock = clock
+        self._prices = prices or PriceTable({})
 
     async def run(self, call: ChatCall) -> Outcome:
-        notes = _Notes()
-        state = await self._load(call, notes)
-        delta = SessionDelta(replace=call.session.fresh)
-        now = int(self._clock())
-        delta.incr(FIELDS.TURNS)
-        delta.default(FIELDS.FIRST_SEEN, now)
-        delta.assign(FIELDS.LAST_SEEN, now)
+        """One agent request. Whatever happens, what it reserved and spent is committed once."""
+        notes = _Notes(started=self._clock())
         enforce = call.policy.mode == "enforce"
+        limits = session_limits(call.payload, len(call.body), call.policy, self._prices) if enforce else []
+        state, delta = await self._open(call, limits, notes)
+        try:
+            return await self._run(call, state, delta, notes, enforce)
+        finally:
+            if not notes.committed and not call.stream:
+                await self._commit(call, delta, notes)
 
+    async def _run(
+        self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: _Notes, enforce: bool
+    ) -> Outcome:
+        now = notes.started
         if state.termination and state.ending and enforce:
             notes.terminated = state.termination
             await self._commit(call, delta, notes)
-            return self._ending_outcome(call, msgspec.json.decode(state.ending), state.steps, notes)
+            return self._ending_outcome(call, msgspec.json.decode(state.ending), state, delta, notes)
+        if notes.refused:
+            detail = f"the next call would not fit in the session's {notes.refused.removeprefix('budget_')} budget"
+            return await self._finalize(call, Finalize(notes.refused, detail), state, delta, notes, [])
+        await self._admit_tenant(call, delta, notes)
 
         payload: Mapping[str, Any] = call.payload
         extra: list[Mapping[str, Any]] = []
         retries: Counter[str] = Counter()
-        context = GuardContext(call.policy, state, call.conversation, retries)
+        context = GuardContext(call.policy, state, call.conversation, retries, now)
         for verdict in (guard.check_request(context) for guard in self._request_guards):
             if isinstance(verdict, Pass):
                 self._apply(verdict, call, delta, notes)
@@ -128,14 +154,12 @@ class Pipeline:
                 self._strike(verdict.strike, delta)
                 self._record_intervention(call, verdict.kind, verdict.reason, notes, 0)
                 extra.extend(verdict.messages)
-                break
             elif isinstance(verdict, Finalize):
                 self._strike(verdict.strike, delta)
                 return await self._finalize(call, verdict, state, delta, notes, extra)
 
         if call.stream:
-            body = call.body if payload is call.payload and not extra else render_request(payload, extra)
-            return await self._relay(call, body, state, delta, notes)
+            return await self._relay(call, payload, extra, state, delta, notes)
 
         for attempt in range(1, call.policy.max_attempts + 1):
             body = call.body if payload is call.payload and not extra else render_request(payload, extra)
@@ -149,8 +173,8 @@ class Pipeline:
             if parsed is None:
                 await self._commit(call, delta, notes)
                 return self._copy(reply, state, delta, call, notes)
-            _count_usage(delta, parsed.usage)
-            context = GuardContext(call.policy, delta.applied_to(state), call.conversation, retries)
+            self._charge(call, delta, parsed.usage, parsed.model)
+            context = GuardContext(call.policy, delta.applied_to(state), call.conversation, retries, now)
             if not enforce:
                 for verdict in (guard.check_reply(parsed, context) for guard in self._response_guards):
                     if isinstance(verdict, Pass):
@@ -169,7 +193,7 @@ class Pipeline:
             if isinstance(verdict, Rewrite):
                 self._record_intervention(call, verdict.kind, verdict.reason, notes, attempt)
                 await self._commit(call, delta, notes)
-                return self._complete(200, _encode(dict(verdict.body)), call, _steps_after(state, delta), notes)
+                return self._complete(200, _encode(dict(verdict.body)), call, state, delta, notes)
             if isinstance(verdict, Nudge):
                 self._strike(verdict.strike, delta)
                 if attempt == call.policy.max_attempts:
@@ -178,7 +202,7 @@ class Pipeline:
                     self._record_intervention(call, verdict.kind, verdict.reason, notes, attempt)
                     retries[verdict.kind] += 1
                     extra.extend(verdict.messages)
-                    limit = self._request_limit(call, delta.applied_to(state))
+                    limit = self._request_limit(call, delta.applied_to(state), now)
                     if limit is None:
                         continue
                     verdict = limit
@@ -202,9 +226,9 @@ class Pipeline:
             passes.append(verdict)
         return passes, None
 
-    def _request_limit(self, call: ChatCall, state: SessionState) -> Finalize | None:
+    def _request_limit(self, call: ChatCall, state: SessionState, now: float) -> Finalize | None:
         """Before another attempt: would a request guard end the session now (e.g. steps)?"""
-        context = GuardContext(call.policy, state, call.conversation)
+        context = GuardContext(call.policy, state, call.conversation, now=now)
         for guard in self._request_guards:
             verdict = guard.check_request(context)
             if isinstance(verdict, Finalize):
@@ -230,11 +254,20 @@ class Pipeline:
         if strike:
             delta.incr(FIELDS.STRIKE_PREFIX + strike)
 
-    async def _load(self, call: ChatCall, notes: _Notes) -> SessionState:
-        if call.session.fresh:
-            return SessionState()
+    async def _open(self, call: ChatCall, limits: Sequence[Limit], notes: _Notes) -> tuple[SessionState, SessionDelta]:
+        """Load the session (reserving this call's budget share in the same round trip)."""
+        fresh = call.session.fresh
         try:
-            return await self._store.load(call.session.key)
+            if limits:
+                admission = await self._store.admit(
+                    call.session.key, limits, call.policy.session_ttl_secs, replace=fresh
+                )
+                state, notes.refused = admission.state, admission.refused
+                reserved = [] if admission.refused else list(limits)
+                fresh = False  # the admission already started a fresh session afresh
+            else:
+                state = SessionState() if fresh else await self._store.load(call.session.key)
+                reserved = []
         except StoreUnavailable as exc:
             self._metrics.state_errors.labels("load", call.policy.state_fail_mode).inc()
             log_event("state_store_error", {"operation": "load", "error": str(exc)}, logging.WARNING)
@@ -243,13 +276,79 @@ class Pipeline:
                     "Session state is unavailable and this policy fails closed; try again shortly."
                 ) from None
             notes.degraded = True
-            return SessionState()
+            state, reserved = SessionState(), []
+        delta = SessionDelta(replace=fresh)
+        for limit in reserved:
+            delta.incr(limit.reserved, -limit.amount)  # settled with the real usage at commit
+        now_ms = int(notes.started * 1000)
+        delta.incr(FIELDS.TURNS)
+        delta.default(FIELDS.FIRST_SEEN, int(notes.started))
+        delta.assign(FIELDS.LAST_SEEN, int(notes.started))
+        idle = call.policy.budgets.idle_gap_secs
+        delta.incr(FIELDS.ACTIVE_MS, active_ms(state, notes.started, idle) - state.counter(FIELDS.ACTIVE_MS))
+        delta.assign(FIELDS.LAST_SEEN_MS, now_ms)
+        return state, delta
+
+    async def _admit_tenant(self, call: ChatCall, delta: SessionDelta, notes: _Notes) -> None:
+        """The tenant's rolling-day caps: a call that does not fit gets a 429 with Retry-After."""
+        limits = []
+        estimate = estimate_tokens(call.payload, len(call.body), call.policy)
+        if call.daily_tokens is not None:
+            limits.append(WindowLimit("daily_tokens", _DAILY_TOKENS, "reserved_tokens", estimate, call.daily_tokens))
+        if call.daily_cost_usd is not None:
+            price = self._prices.price(call.conversation.model)
+            worst = 0 if price is None else round(estimate * max(price.prompt, price.completion))
+            limits.append(
+                WindowLimit("daily_cost", _DAILY_COST, "reserved_cost", worst, round(call.daily_cost_usd * MICROS))
+            )
+        if not limits:
+            return
+        try:
+            admission = await self._store.admit_window(_tenant_key(call.tenant), limits, notes.started)
+        except StoreUnavailable as exc:
+            self._metrics.state_errors.labels("admit_tenant", call.policy.state_fail_mode).inc()
+            log_event("state_store_error", {"operation": "admit_tenant", "error": str(exc)}, logging.WARNING)
+            if call.policy.state_fail_mode == "closed":
+                raise ServiceUnavailable("Tenant budget state is unavailable; try again shortly.") from None
+            notes.degraded = True
+            return
+        if admission.refused is not None:
+            retry_after = str(int(admission.retry_after or 60))
+            log_event("tenant_budget_refused", {"tenant": call.tenant, "limit": admission.refused})
+            self._metrics.terminations.labels(call.tenant, call.policy.name, "tenant_" + admission.refused).inc()
+            raise RateLimited(
+                f"This API key's {admission.refused.replace('_', ' ')} budget is used up for now; "
+                f"capacity frees up in {retry_after} seconds.",
+                headers={"Retry-After": retry_after, "x-should-retry": "false"},
+            )
+        notes.daily = limits
+
+    def _charge(self, call: ChatCall, delta: SessionDelta, usage: Usage, model: str | None) -> None:
+        """Count a call's tokens and cost (an unpriced model is counted, not guessed)."""
+        if usage.prompt_tokens:
+            delta.incr(FIELDS.TOKENS_IN, usage.prompt_tokens)
+        if usage.completion_tokens:
+            delta.incr(FIELDS.TOKENS_OUT, usage.completion_tokens)
+        if not usage.total:
+            return
+        cost = self._prices.cost_micros(model or call.conversation.model, usage)
+        if cost is None:
+            delta.incr(FIELDS.UNPRICED)
+            self._metrics.unpriced_calls.labels(call.tenant, call.policy.name).inc()
+        elif cost:
+            delta.incr(FIELDS.COST_MICROS, cost)
 
     async def _commit(self, call: ChatCall, delta: SessionDelta, notes: _Notes) -> None:
+        notes.committed = True
+        ended = self._clock()
+        delta.incr(FIELDS.ACTIVE_MS, max(0, int((ended - notes.started) * 1000)))
+        delta.assign(FIELDS.LAST_SEEN_MS, int(ended * 1000))
         try:
             # Not shielded here: the servers do not cancel a handler when its client leaves; the
             # one path that cancels (a stream relay) shields its own after-relay commit.
             await self._store.commit(call.session.key, delta, call.policy.session_ttl_secs)
+            if notes.daily:
+                await self._store.commit(_tenant_key(call.tenant), _settle_daily(delta, notes), _DAY + 3600)
         except StoreUnavailable as exc:
             self._metrics.state_errors.labels("commit", call.policy.state_fail_mode).inc()
             log_event("state_store_error", {"operation": "commit", "error": str(exc)}, logging.WARNING)
@@ -264,12 +363,21 @@ class Pipeline:
         notes: _Notes,
         extra: list[Mapping[str, Any]],
     ) -> Outcome:
+        local_only = verdict.reason == "budget_cost" and call.policy.budgets.hard_cost_cap
         ending = await self._finalizer.end(
-            verdict, call.policy, call.payload, extra, call.conversation, call.url, call.headers
+            verdict,
+            call.policy,
+            call.payload,
+            extra,
+            call.conversation,
+            call.url,
+            call.headers,
+            local_only=local_only,
+            cap_output=verdict.reason.startswith("budget_"),
         )
         if ending.upstream_called:
             delta.incr(FIELDS.STEPS)
-            _count_usage(delta, ending.usage)
+            self._charge(call, delta, ending.usage, ending.body.get("model"))
             self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "finalize").inc()
         delta.assign(FIELDS.TERMINATION, verdict.reason)
         delta.assign(FIELDS.ENDING, _encode(ending.body).decode())
@@ -286,20 +394,38 @@ class Pipeline:
             },
         )
         await self._commit(call, delta, notes)
-        return self._ending_outcome(call, ending.body, _steps_after(state, delta), notes)
+        return self._ending_outcome(call, ending.body, state, delta, notes)
 
     async def _relay(
-        self, call: ChatCall, body: bytes, state: SessionState, delta: SessionDelta, notes: _Notes
+        self,
+        call: ChatCall,
+        payload: Mapping[str, Any],
+        extra: list[Mapping[str, Any]],
+        state: SessionState,
+        delta: SessionDelta,
+        notes: _Notes,
     ) -> Outcome:
+        """Relay a stream; ask the upstream for usage so streamed tokens are metered too."""
+        options = payload.get("stream_options")
+        client_asked = isinstance(options, dict) and options.get("include_usage") is True
+        if client_asked and payload is call.payload and not extra:
+            body = call.body
+        else:
+            with_usage = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+            body = render_request(payload, extra, stream_options=with_usage)
         reply = await self._upstream.send("POST", call.url, call.headers, body, stream=True)
         self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "agent").inc()
         if reply.response.status_code == 200:
             delta.incr(FIELDS.STEPS)
+        tap = UsageTap(strip_usage=not client_asked)
 
         async def after_relay() -> None:
+            if tap.usage is not None:
+                self._charge(call, delta, tap.usage, call.conversation.model)
             await self._commit(call, delta, notes)
 
         outcome = self._copy(reply, state, delta, call, notes)
+        outcome.tap = tap
         outcome.after_relay = after_relay
         return outcome
 
@@ -308,27 +434,33 @@ class Pipeline:
     def _copy(
         self, reply: UpstreamReply, state: SessionState, delta: SessionDelta, call: ChatCall, notes: _Notes
     ) -> Outcome:
-        return Outcome(
-            reply.response.status_code, self._headers(call, _steps_after(state, delta), notes), upstream=reply
-        )
+        return Outcome(reply.response.status_code, self._headers(call, state, delta, notes), upstream=reply)
 
-    def _complete(self, status: int, body: bytes, call: ChatCall, steps: int, notes: _Notes) -> Outcome:
-        return Outcome(status, self._headers(call, steps, notes), body=body)
+    def _complete(
+        self, status: int, body: bytes, call: ChatCall, state: SessionState, delta: SessionDelta, notes: _Notes
+    ) -> Outcome:
+        return Outcome(status, self._headers(call, state, delta, notes), body=body)
 
-    def _ending_outcome(self, call: ChatCall, body: dict[str, Any], steps: int, notes: _Notes) -> Outcome:
-        headers = self._headers(call, steps, notes)
+    def _ending_outcome(
+        self, call: ChatCall, body: dict[str, Any], state: SessionState, delta: SessionDelta, notes: _Notes
+    ) -> Outcome:
+        headers = self._headers(call, state, delta, notes)
         if call.stream:
             options = call.payload.get("stream_options")
             include_usage = isinstance(options, dict) and options.get("include_usage") is True
             return Outcome(200, headers, completion_as_sse(body, include_usage=include_usage), _SSE)
         return Outcome(200, headers, _encode(body))
 
-    def _headers(self, call: ChatCall, steps: int, notes: _Notes) -> list[tuple[bytes, bytes]]:
+    def _headers(
+        self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: _Notes
+    ) -> list[tuple[bytes, bytes]]:
+        after = delta.applied_to(state)
         headers = [
             (b"x-loopwarden-session", call.session.id.encode()),
             (b"x-loopwarden-policy", call.policy.name.encode()),
-            (b"x-loopwarden-step", str(steps).encode()),
+            (b"x-loopwarden-step", str(after.steps).encode()),
             (b"x-loopwarden-interventions", (",".join(notes.interventions) or "none").encode()),
+            (b"x-loopwarden-budget-remaining", remaining(after, call.policy, self._clock()).header().encode()),
         ]
         if notes.terminated:
             headers.append((b"x-loopwarden-terminated", notes.terminated.encode()))
@@ -359,14 +491,6 @@ class Pipeline:
         log_event(event, {**fields, "kind": kind, "reason": reason, **extra})
 
 
-def _steps_after(state: SessionState, delta: SessionDelta) -> int:
-    """Steps once ``delta`` is committed (without building the whole new state)."""
-    base = 0 if delta.replace else state.steps
-    if FIELDS.STEPS in delta.assignments:
-        base = int(delta.assignments[FIELDS.STEPS])
-    return base + delta.increments.get(FIELDS.STEPS, 0)
-
-
 def _amend(payload: Mapping[str, Any], notes: Mapping[str, str]) -> dict[str, Any]:
     """The payload with ``notes`` appended to the matching tool results (the client's own
     transcript is untouched: only what goes upstream changes)."""
@@ -386,11 +510,29 @@ def _amend(payload: Mapping[str, Any], notes: Mapping[str, str]) -> dict[str, An
     return {**payload, "messages": messages}
 
 
-def _count_usage(delta: SessionDelta, usage: Usage) -> None:
-    if usage.prompt_tokens:
-        delta.incr(FIELDS.TOKENS_IN, usage.prompt_tokens)
-    if usage.completion_tokens:
-        delta.incr(FIELDS.TOKENS_OUT, usage.completion_tokens)
+_DAY = 86_400
+_DAILY_TOKENS = "t:"
+_DAILY_COST = "c:"
+
+
+def _tenant_key(tenant: str) -> str:
+    """The tenant's rolling-day budget hash (its own hash tag; never a session's key)."""
+    return f"lw:{{{tenant}}}:daily"
+
+
+def _settle_daily(delta: SessionDelta, notes: _Notes) -> SessionDelta:
+    """Give back the tenant reservations and book what this request really used, this hour."""
+    settle = SessionDelta()
+    hour = int(notes.started // 3600)
+    for limit in notes.daily:
+        settle.incr(limit.reserved, -limit.amount)
+        if limit.prefix == _DAILY_TOKENS:
+            used = delta.increments.get(FIELDS.TOKENS_IN, 0) + delta.increments.get(FIELDS.TOKENS_OUT, 0)
+        else:
+            used = delta.increments.get(FIELDS.COST_MICROS, 0)
+        if used:
+            settle.incr(f"{limit.prefix}{hour}", used)
+    return settle
 
 
 def _kind(verdict: Verdict) -> str:

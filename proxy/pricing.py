@@ -42,7 +42,7 @@ class Price(BaseModel):
             + cached * cached_price
             + usage.completion_tokens * self.completion
         )
-        return round(dollars_per_m)  # (tokens × USD per 1M tokens) is micro-dollars
+        return round(dollars_per_m)  # tokens times USD-per-million is micro-dollars
 
 
 class _PricingFile(BaseModel):

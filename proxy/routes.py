@@ -44,6 +44,7 @@ from proxy.policy.models import Policy
 from proxy.retry import RETRYABLE_STATUSES
 from proxy.session.identity import identify
 from proxy.settings import Settings
+from proxy.streaming import UsageTap
 from proxy.tenants import Credentials, Tenant, TenantDirectory
 from proxy.upstream import UpstreamClient, UpstreamReply
 from proxy.wire.chat_completions import parse_conversation
@@ -116,6 +117,8 @@ class ProxyRoutes:
                 client_headers(scope), credentials.upstream_authorization, identity_encoding=True
             ),
             stream=payload.get("stream") is True,
+            daily_tokens=credentials.tenant.daily_tokens,
+            daily_cost_usd=credentials.tenant.daily_cost_usd,
         )
         facts: dict[str, object] = {
             "tenant": call.tenant,
@@ -147,7 +150,9 @@ class ProxyRoutes:
         assert outcome.upstream is not None
         try:
             if sse:
-                await self._relay(outcome.upstream, send, receive, facts, sse=True, own=outcome.headers)
+                await self._relay(
+                    outcome.upstream, send, receive, facts, sse=True, own=outcome.headers, tap=outcome.tap
+                )
             else:
                 await self._answer(outcome.upstream, send, facts, own=outcome.headers)
         finally:
@@ -224,6 +229,7 @@ class ProxyRoutes:
         *,
         sse: bool,
         own: Sequence[tuple[bytes, bytes]] = (),
+        tap: UsageTap | None = None,
     ) -> None:
         """Copy the upstream's body to the client chunk by chunk, as it arrives."""
         response = reply.response
@@ -237,7 +243,7 @@ class ProxyRoutes:
             return
         headers = reply_headers(response.headers.raw, [*_own_headers(reply), *own])
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-        relay = asyncio.ensure_future(_copy_body(response, send))
+        relay = asyncio.ensure_future(_copy_body(response, send, tap))
         watcher = asyncio.ensure_future(_wait_for_disconnect(receive))
         try:
             await asyncio.wait((relay, watcher), return_when=asyncio.FIRST_COMPLETED)
@@ -265,11 +271,15 @@ class ProxyRoutes:
         await send({"type": "http.response.body", "body": tail, "more_body": False})
 
 
-async def _copy_body(response: httpx.Response, send: Send) -> None:
+async def _copy_body(response: httpx.Response, send: Send, tap: UsageTap | None) -> None:
     try:
         async for chunk in response.aiter_raw():
+            if tap is not None:
+                chunk = tap.feed(chunk)
             if chunk:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if tap is not None and (rest := tap.flush()):
+            await send({"type": "http.response.body", "body": rest, "more_body": True})
     except httpx.TimeoutException as exc:
         raise UpstreamDisconnected("The upstream model API stopped sending (read timeout).") from exc
     except httpx.TransportError as exc:

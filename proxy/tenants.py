@@ -92,6 +92,8 @@ class TenantSpec(BaseModel):
     upstream: UpstreamSpec
     policies: list[str] = Field(default_factory=lambda: ["default"], min_length=1)
     default_policy: str | None = None
+    daily_tokens: int | None = Field(None, ge=1, description="Tokens per rolling day, all sessions together.")
+    daily_cost_usd: float | None = Field(None, gt=0, description="Cost per rolling day, all sessions together.")
 
     @field_validator("key_sha256")
     @classmethod
@@ -125,6 +127,8 @@ class Tenant:
     forward_client_key: bool
     policies: tuple[str, ...]
     default_policy: str
+    daily_tokens: int | None = None
+    daily_cost_usd: float | None = None
 
     def choose_policy(self, requested: str | None) -> str:
         """The policy for one request: the tenant's default unless it asked for an allowed one."""
@@ -248,6 +252,8 @@ def load_tenants(path: Path, default_upstream: str | None, environ: Mapping[str,
             forward_client_key=spec.upstream.forward_client_key,
             policies=tuple(spec.policies),
             default_policy=spec.default_policy or spec.policies[0],
+            daily_tokens=spec.daily_tokens,
+            daily_cost_usd=spec.daily_cost_usd,
         )
         for digest in spec.key_sha256:
             if digest in by_digest:

@@ -1,22 +1,22 @@
 """Guards: one module each, all following :mod:`proxy.guards.base`."""
 
 from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
+from proxy.guards.budget import BudgetGuard
 from proxy.guards.empty_reply import EmptyReplyGuard
 from proxy.guards.no_progress import NoProgressGuard
 from proxy.guards.reasoning_only import ReasoningOnlyGuard
-from proxy.guards.step_limit import StepLimitGuard
 from proxy.guards.tool_args import ToolArgsGuard
 from proxy.guards.tool_failures import ToolFailuresGuard
 from proxy.guards.tool_loop import ToolLoopGuard
 
 __all__ = [
+    "BudgetGuard",
     "EmptyReplyGuard",
     "GuardContext",
     "NoProgressGuard",
     "ReasoningOnlyGuard",
     "RequestGuard",
     "ResponseGuard",
-    "StepLimitGuard",
     "ToolArgsGuard",
     "ToolFailuresGuard",
     "ToolLoopGuard",
@@ -26,8 +26,8 @@ __all__ = [
 
 
 def default_request_guards() -> list[RequestGuard]:
-    """In order: endings first (steps, failing tools), then nudges, then amendments."""
-    return [StepLimitGuard(), ToolFailuresGuard(), NoProgressGuard(), ToolLoopGuard()]
+    """In order: endings first (budgets, failing tools), then nudges, then amendments."""
+    return [BudgetGuard(), ToolFailuresGuard(), NoProgressGuard(), ToolLoopGuard()]
 
 
 def default_response_guards() -> list[ResponseGuard]:

@@ -27,6 +27,8 @@ class GuardContext:
     conversation: Conversation
     retries: Mapping[str, int] = field(default_factory=dict)
     """Nudges of each kind already sent upstream for this request (bounds per-request retries)."""
+    now: float = 0.0
+    """Wall-clock seconds (the pipeline's injectable clock), for time budgets."""
 
 
 class RequestGuard(Protocol):

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
+    "BudgetSettings",
     "FinalizeSettings",
     "LoopSettings",
     "NoProgressSettings",
@@ -46,6 +47,11 @@ class NudgeTexts(BaseModel):
         min_length=1,
         description="Placeholders: {call} (tool and arguments, or the repeating cycle), {count}.",
     )
+    budget_note: str = Field(
+        "Budget note: {remaining}. Converge now: finish the task with what you have, or say clearly what is missing.",
+        min_length=1,
+        description="Placeholder: {remaining} (what is left of each budget running low).",
+    )
     no_progress: str = Field(
         "The last {count} steps added nothing new ({what}). Change your approach, or give your best "
         "answer now from what you have.",
@@ -57,6 +63,30 @@ class NudgeTexts(BaseModel):
         "Call the tool again with corrected arguments.",
         min_length=1,
         description="Placeholder: {errors} (one line per error, path-level).",
+    )
+
+
+class BudgetSettings(BaseModel):
+    """Per-session budgets beyond steps; unset means unlimited. Ending reasons: budget_*."""
+
+    model_config = _FROZEN
+
+    max_tokens: int | None = Field(None, ge=1, description="Prompt + completion tokens per session.")
+    max_cost_usd: float | None = Field(None, gt=0, description="Cost per session, priced by pricing.yaml.")
+    max_active_secs: float | None = Field(
+        None, gt=0, description="Active time per session: wall time minus gaps longer than idle_gap_secs."
+    )
+    idle_gap_secs: float = Field(
+        120.0, gt=0, description="A pause longer than this (a human approving) is not counted."
+    )
+    reserve_tokens: int = Field(
+        4096, ge=1, description="Output tokens reserved per call when the request sets no max_tokens."
+    )
+    converge_share: float = Field(
+        0.2, ge=0, le=1, description="Below this share of any budget left, the model is asked to converge."
+    )
+    hard_cost_cap: bool = Field(
+        False, description="When the cost budget ends a session, build the summary locally (no last call)."
     )
 
 
@@ -159,6 +189,7 @@ class Policy(BaseModel):
     empty_response_max_strikes: int = Field(3, ge=1, le=100)
     reasoning_only_max_strikes: int = Field(3, ge=1, le=100)
     max_steps: int = Field(50, ge=1, description="Upstream calls per session before the graceful ending.")
+    budgets: BudgetSettings = Field(default_factory=BudgetSettings)
     loop: LoopSettings = Field(default_factory=LoopSettings)
     no_progress: NoProgressSettings = Field(default_factory=NoProgressSettings)
     tool_args: ToolArgsSettings = Field(default_factory=ToolArgsSettings)

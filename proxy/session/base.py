@@ -37,6 +37,7 @@ class FIELDS:
     ENDING = "ending"
     STRIKE_PREFIX = "strike:"
     COST_MICROS = "cost_micros"
+    LAST_SEEN_MS = "last_seen_ms"
     ACTIVE_MS = "active_ms"
     RESERVED_TOKENS = "reserved_tokens"
     RESERVED_COST = "reserved_cost_micros"

@@ -8,9 +8,7 @@ periodically, so memory stays bounded by the live sessions.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from proxy.session.base import Admission, Limit, SessionDelta, SessionState, WindowLimit
 from proxy.session.limits import admit_in_place, admit_window_in_place

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.exchange import Conversation, Reply, ToolCall, Usage
-from proxy.guards import EmptyReplyGuard, GuardContext, ReasoningOnlyGuard, StepLimitGuard
+from proxy.guards import BudgetGuard, EmptyReplyGuard, GuardContext, ReasoningOnlyGuard
 from proxy.policy.models import Policy
 from proxy.session.base import SessionState
 from proxy.verdict import PASS, Finalize, Nudge, Pass
@@ -74,9 +74,9 @@ def test_reasoning_only_guard(given, strikes, kind):
     assert isinstance(verdict, kind)
 
 
-@pytest.mark.parametrize(("steps", "ends"), [(0, False), (4, False), (5, True), (9, True)])
+@pytest.mark.parametrize(("steps", "ends"), [(0, False), (3, False), (5, True), (9, True)])
 def test_step_limit_guard(steps, ends):
-    verdict = StepLimitGuard().check_request(context(steps=steps))
+    verdict = BudgetGuard().check_request(context(steps=steps))
 
     assert isinstance(verdict, Finalize) is ends
     if ends:

@@ -1,0 +1,103 @@
+"""Budgets: what a session has used and has left, and what a call may reserve.
+
+Steps, tokens (prompt + completion), cost (micro-dollars, priced per model) and active time
+(wall time since the first call, minus pauses longer than ``idle_gap_secs`` so a human
+approving a step is not billed as agent time). The pipeline accounts; the budget guard
+decides; both read the same numbers from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.policy.models import Policy
+from proxy.pricing import MICROS, PriceTable
+from proxy.session.base import FIELDS, Limit, SessionState
+
+__all__ = ["Remaining", "active_ms", "estimate_tokens", "remaining", "session_limits"]
+
+
+@dataclass(frozen=True, slots=True)
+class Remaining:
+    """What is left of each configured budget (None: that budget is not set)."""
+
+    steps: int
+    tokens: int | None
+    cost_usd: float | None
+    seconds: float | None
+
+    def header(self) -> str:
+        """Compact form for ``X-LoopWarden-Budget-Remaining``."""
+        parts = [f"steps={self.steps}"]
+        if self.tokens is not None:
+            parts.append(f"tokens={self.tokens}")
+        if self.cost_usd is not None:
+            parts.append(f"cost={self.cost_usd:.4f}")
+        if self.seconds is not None:
+            parts.append(f"seconds={self.seconds:.0f}")
+        return ";".join(parts)
+
+
+def tokens_used(state: SessionState) -> int:
+    return state.counter(FIELDS.TOKENS_IN) + state.counter(FIELDS.TOKENS_OUT)
+
+
+def active_ms(state: SessionState, now: float, idle_gap_secs: float) -> int:
+    """Active time so far, counting the pause since the last call only if it was short."""
+    last = state.counter(FIELDS.LAST_SEEN_MS)
+    gap = int(now * 1000) - last if last else 0
+    return state.counter(FIELDS.ACTIVE_MS) + (gap if 0 < gap <= idle_gap_secs * 1000 else 0)
+
+
+def remaining(state: SessionState, policy: Policy, now: float) -> Remaining:
+    budgets = policy.budgets
+    return Remaining(
+        steps=policy.max_steps - state.steps,
+        tokens=None if budgets.max_tokens is None else budgets.max_tokens - tokens_used(state),
+        cost_usd=None
+        if budgets.max_cost_usd is None
+        else budgets.max_cost_usd - state.counter(FIELDS.COST_MICROS) / MICROS,
+        seconds=None
+        if budgets.max_active_secs is None
+        else budgets.max_active_secs - active_ms(state, now, budgets.idle_gap_secs) / 1000,
+    )
+
+
+def estimate_tokens(payload: Mapping[str, Any], body_size: int, policy: Policy) -> int:
+    """A call's worst case: its prompt (about 4 bytes a token) plus its output cap."""
+    output = payload.get("max_completion_tokens") or payload.get("max_tokens")
+    if not isinstance(output, int) or output <= 0:
+        output = policy.budgets.reserve_tokens
+    return body_size // 4 + output
+
+
+def session_limits(payload: Mapping[str, Any], body_size: int, policy: Policy, prices: PriceTable) -> list[Limit]:
+    """The reservations one call makes against the session's token and cost budgets."""
+    budgets = policy.budgets
+    limits: list[Limit] = []
+    estimate = estimate_tokens(payload, body_size, policy)
+    if budgets.max_tokens is not None:
+        limits.append(
+            Limit(
+                "budget_tokens",
+                (FIELDS.TOKENS_IN, FIELDS.TOKENS_OUT),
+                FIELDS.RESERVED_TOKENS,
+                estimate,
+                budgets.max_tokens,
+            )
+        )
+    if budgets.max_cost_usd is not None:
+        price = prices.price(payload.get("model") if isinstance(payload.get("model"), str) else None)
+        worst = 0 if price is None else round(estimate * max(price.prompt, price.completion))
+        limits.append(
+            Limit(
+                "budget_cost",
+                (FIELDS.COST_MICROS,),
+                FIELDS.RESERVED_COST,
+                worst,
+                round(budgets.max_cost_usd * MICROS),
+            )
+        )
+    return limits
