@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import signal
+import time
 from typing import Any
 
 from litestar import Litestar, MediaType, Request, Response, asgi, delete, get
@@ -23,6 +24,7 @@ from proxy.pricing import load_pricing
 from proxy.routes import ProxyRoutes, Readiness
 from proxy.session.base import SessionStore, StoreUnavailable
 from proxy.session.identity import session_key
+from proxy.session.inspect import describe
 from proxy.session.memory import MemoryStore
 from proxy.session.redis import RedisStore
 from proxy.settings import Settings
@@ -138,6 +140,21 @@ def create_app(
         """Prometheus text format."""
         return Response(generate_latest(series.registry), media_type=CONTENT_TYPE_LATEST)
 
+    @get("/v1/loopwarden/sessions/{session_id:str}", media_type=MediaType.JSON)
+    async def inspect_session(request: Request[Any, Any, Any], session_id: FromPath[str]) -> dict[str, object]:
+        """A session's counters, budgets left and ending; only the caller's tenant's own (else 404)."""
+        credentials = directory.authenticate(
+            request.headers.get("authorization"), request.headers.get("x-loopwarden-key")
+        )
+        policy = routes.policy_for(credentials.tenant, request.headers.get("x-loopwarden-policy"))
+        try:
+            state = await state_store.load(session_key(credentials.tenant.name, session_id))
+        except StoreUnavailable:
+            raise ServiceUnavailable("Session state is unavailable; try again shortly.") from None
+        if state.is_new:
+            raise RouteNotFound(f"No session {session_id!r} for this API key.", param="session_id")
+        return describe(session_id, state, policy, time.time())
+
     @delete("/v1/loopwarden/sessions/{session_id:str}", status_code=200, media_type=MediaType.JSON)
     async def reset_session(request: Request[Any, Any, Any], session_id: FromPath[str]) -> dict[str, object]:
         """Forget a session (its budgets, strikes and ending); only the caller's tenant's own."""
@@ -171,7 +188,7 @@ def create_app(
         await state_store.aclose()
 
     return Litestar(
-        route_handlers=[chat_completions, passthrough, healthz, readyz, metrics_route, reset_session],
+        route_handlers=[chat_completions, passthrough, healthz, readyz, metrics_route, inspect_session, reset_session],
         exception_handlers={
             NotFoundException: _not_found,
             MethodNotAllowedException: _method_not_allowed,

@@ -12,6 +12,7 @@ from proxy.guards import default_request_guards, default_response_guards
 from proxy.metrics import Metrics
 from proxy.pipeline import ChatCall, Pipeline
 from proxy.policy.models import Policy
+from proxy.pricing import Price, PriceTable
 from proxy.session.identity import identify
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
@@ -35,10 +36,18 @@ class Script:
         return httpx.Response(status, content=body if isinstance(body, bytes) else json.dumps(body).encode())
 
 
-def make(script: Script, policy: Policy | None = None, session: str | None = "s1"):
+def make(script: Script, policy: Policy | None = None, session: str | None = "s1", clock=None, prices=None):
     store = MemoryStore()
     upstream = UpstreamClient(Settings(upstream="http://up/v1", retry_attempts=1), httpx.MockTransport(script))
-    pipeline = Pipeline(upstream, store, Metrics(), default_request_guards(), default_response_guards())
+    pipeline = Pipeline(
+        upstream,
+        store,
+        Metrics(),
+        default_request_guards(),
+        default_response_guards(),
+        clock=clock or (lambda: 1_800_000_000.0),
+        prices=prices,
+    )
     policy = policy or Policy()
     conversation = parse_conversation(PAYLOAD)
 
@@ -148,3 +157,121 @@ async def test_step_limit_is_checked_before_each_nudge(steps):
 
     assert header(outcome, "x-loopwarden-terminated") == "budget_steps"
     assert len(script.bodies) == steps + 1
+
+
+# -- budgets -------------------------------------------------------------------------------
+
+
+class Clock:
+    """An injectable clock: tests move time, nothing sleeps."""
+
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def reply_using(prompt: int, completion: int, text: str = "Working on it.", model: str = "gpt-4o"):
+    body = chat_completion(text, model=model)
+    body["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return (200, body)
+
+
+async def test_token_budget_ends_the_session_gracefully():
+    script = Script(reply_using(600, 400), reply_using(0, 0, "Summary of what was found."))
+    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 1000, "reserve_tokens": 50}))
+
+    first = await pipeline.run(call({**PAYLOAD, "max_tokens": 50}))
+    second = await pipeline.run(call({**PAYLOAD, "max_tokens": 50}))
+
+    assert header(first, "x-loopwarden-budget-remaining") == "steps=49;tokens=0"
+    assert header(second, "x-loopwarden-terminated") == "budget_tokens"
+    assert json.loads(second.body)["choices"][0]["message"]["content"] == "Summary of what was found."
+
+
+async def test_a_call_that_would_not_fit_is_not_made():
+    script = Script(reply_using(100, 100), reply_using(0, 0, "Summary."))
+    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 1000}))
+    await pipeline.run(call({**PAYLOAD, "max_tokens": 100}))
+
+    outcome = await pipeline.run(call({**PAYLOAD, "max_tokens": 900}))  # 800 left, 900 + prompt needed
+
+    assert header(outcome, "x-loopwarden-terminated") == "budget_tokens"
+    assert len(script.bodies) == 2  # the refused call never went upstream: only the summary did
+    assert script.bodies[-1]["max_tokens"] == 900  # the summary call stays within one capped call
+
+
+async def test_reservations_are_settled_whatever_the_outcome():
+    script = Script(reply_using(10, 10))
+    pipeline, store, call = make(script, Policy(budgets={"max_tokens": 10_000}))
+
+    await pipeline.run(call())
+
+    assert (await store.load(call().session.key)).counter("reserved_tokens") == 0
+
+
+async def test_cost_budget_uses_the_price_table_and_a_hard_cap_summarizes_locally():
+    prices = PriceTable({"gpt-4o": Price(prompt=2.5, completion=10.0)})
+    policy = Policy(budgets={"max_cost_usd": 0.01, "hard_cost_cap": True})
+    script = Script(reply_using(2000, 600))  # 2000*2.5 + 600*10 = 11,000 micro-dollars
+    pipeline, store, call = make(script, policy, prices=prices)
+    payload = {**PAYLOAD, "model": "gpt-4o", "max_tokens": 10}
+
+    await pipeline.run(call(payload))
+    ending = await pipeline.run(call(payload))
+
+    assert (await store.load(call().session.key)).counter("cost_micros") == 11_000
+    assert header(ending, "x-loopwarden-terminated") == "budget_cost"
+    assert len(script.bodies) == 1  # the hard cap forbade even the summary call
+    assert "What was found" in json.loads(ending.body)["choices"][0]["message"]["content"]
+
+
+async def test_unpriced_model_is_counted_as_unknown():
+    pipeline, store, call = make(Script(reply_using(10, 10, model="my-llama")), prices=PriceTable({}))
+
+    await pipeline.run(call())
+
+    state = await store.load(call().session.key)
+    assert (state.counter("unpriced_calls"), state.counter("cost_micros")) == (1, 0)
+
+
+async def test_active_time_does_not_count_a_human_pause():
+    clock = Clock()
+    policy = Policy(budgets={"max_active_secs": 100, "idle_gap_secs": 120})
+    script = Script(reply_using(1, 1), reply_using(1, 1), reply_using(1, 1), reply_using(0, 0, "Time is up."))
+    pipeline, store, call = make(script, policy, clock=clock)
+
+    await pipeline.run(call())
+    clock.now += 60  # the agent thinks for a minute: counted
+    await pipeline.run(call())
+    clock.now += 3600  # a human approves after an hour: not counted
+    third = await pipeline.run(call())
+    clock.now += 50  # 60 + 50 > 100: over
+    fourth = await pipeline.run(call())
+
+    assert header(third, "x-loopwarden-budget-remaining") == "steps=47;seconds=40"
+    assert header(fourth, "x-loopwarden-terminated") == "budget_time"
+
+
+async def test_low_budget_adds_a_converge_note_to_the_request():
+    script = Script(reply_using(850, 0), reply_using(10, 10, "Final answer."))
+    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 1000, "reserve_tokens": 10}))
+    await pipeline.run(call({**PAYLOAD, "max_tokens": 10}))
+
+    outcome = await pipeline.run(call({**PAYLOAD, "max_tokens": 10}))
+
+    assert header(outcome, "x-loopwarden-interventions") == "budget_note"
+    note = script.bodies[1]["messages"][-1]
+    assert note["role"] == "user"
+    assert "150 of 1000 tokens left" in note["content"]
+
+
+async def test_a_budget_ending_caps_the_summary_call_even_without_a_client_limit():
+    script = Script(reply_using(900, 100), reply_using(0, 0, "Summary."))
+    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 1000, "reserve_tokens": 10}))
+    await pipeline.run(call())
+
+    await pipeline.run(call())
+
+    assert script.bodies[-1]["max_tokens"] == Policy().finalize.max_tokens

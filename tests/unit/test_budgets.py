@@ -1,0 +1,216 @@
+"""Pricing, budget arithmetic, the budget guard and the usage tap, as tables."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from proxy.budgets import active_ms, estimate_tokens, remaining
+from proxy.exchange import Usage
+from proxy.guards import BudgetGuard, GuardContext
+from proxy.policy.models import Policy
+from proxy.pricing import Price, PriceTable, PricingError, load_pricing
+from proxy.session.base import SessionState
+from proxy.streaming import UsageTap
+from proxy.wire.chat_completions import parse_conversation
+
+PRICES = PriceTable(
+    {
+        "gpt-4o": Price(prompt=2.5, completion=10.0, cached_prompt=1.25),
+        "gpt-4o-mini": Price(prompt=0.15, completion=0.6),
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        ("gpt-4o", "gpt-4o"),
+        ("gpt-4o-2024-08-06", "gpt-4o"),
+        ("gpt-4o-mini-2024", "gpt-4o-mini"),
+        ("llama", None),
+        (None, None),
+    ],
+)
+def test_price_lookup_exact_then_longest_prefix(model, expected):
+    price = PRICES.price(model)
+
+    assert price == (PRICES.prices[expected] if expected else None)
+
+
+@pytest.mark.parametrize(
+    ("usage", "micros"),
+    [
+        (Usage(1_000_000, 0), 2_500_000),
+        (Usage(0, 1000), 10_000),
+        (Usage(1000, 1000, cached_tokens=400), 600 * 2.5 + 400 * 1.25 + 1000 * 10),
+        (Usage(100, 0, cached_tokens=500), 100 * 1.25),  # more cached than prompt: capped
+    ],
+)
+def test_cost_in_micro_dollars_with_cached_prompt_tokens(usage, micros):
+    assert PRICES.cost_micros("gpt-4o", usage) == round(micros)
+
+
+def test_cached_price_defaults_to_the_prompt_price():
+    assert PRICES.cost_micros("gpt-4o-mini", Usage(1000, 0, cached_tokens=1000)) == 150
+
+
+def test_unknown_model_has_no_cost():
+    assert PRICES.cost_micros("my-local-llama", Usage(1000, 1000)) is None
+
+
+def test_shipped_pricing_file_loads():
+    table = load_pricing(__import__("pathlib").Path(__file__).parents[2] / "policies" / "pricing.yaml")
+
+    assert table.price("gpt-4o-mini") is not None
+
+
+def test_bad_pricing_file_names_the_field(tmp_path):
+    path = tmp_path / "pricing.yaml"
+    path.write_text("models: {m: {prompt: -1, completion: 1}}\n")
+
+    with pytest.raises(PricingError, match=r"models.m.prompt"):
+        load_pricing(path)
+
+
+POLICY = Policy(
+    max_steps=10,
+    budgets={"max_tokens": 1000, "max_cost_usd": 1.0, "max_active_secs": 100, "idle_gap_secs": 60},
+)
+T0 = 1_800_000_000.0
+
+
+def state(**values) -> SessionState:
+    return SessionState({k: str(v) for k, v in values.items()})
+
+
+@pytest.mark.parametrize(
+    ("last_seen_offset", "active_before", "now_offset", "expected_ms"),
+    [
+        (0, 0, 0, 0),
+        (0, 5_000, 30, 35_000),  # a 30 s pause counts
+        (0, 5_000, 61, 5_000),  # a 61 s pause (a human approving) does not
+        (0, 5_000, 3600, 5_000),
+    ],
+)
+def test_active_time_skips_idle_gaps(last_seen_offset, active_before, now_offset, expected_ms):
+    session = state(last_seen_ms=int((T0 + last_seen_offset) * 1000), active_ms=active_before)
+
+    assert active_ms(session, T0 + now_offset, idle_gap_secs=60) == expected_ms
+
+
+def test_remaining_reports_every_configured_budget():
+    left = remaining(state(steps=4, tokens_in=300, tokens_out=100, cost_micros=250_000, active_ms=40_000), POLICY, T0)
+
+    assert (left.steps, left.tokens, left.cost_usd, left.seconds) == (6, 600, 0.75, 60.0)
+    assert left.header() == "steps=6;tokens=600;cost=0.7500;seconds=60"
+
+
+def test_remaining_leaves_out_unset_budgets():
+    assert remaining(state(steps=1), Policy(), T0).header() == "steps=49"
+
+
+@pytest.mark.parametrize(
+    ("payload", "body_size", "expected"),
+    [
+        ({"max_tokens": 200}, 400, 300),
+        ({"max_completion_tokens": 50, "max_tokens": 999}, 40, 60),
+        ({}, 4000, 1000 + 4096),
+    ],
+)
+def test_estimate_is_prompt_bytes_over_four_plus_the_output_cap(payload, body_size, expected):
+    assert estimate_tokens(payload, body_size, Policy()) == expected
+
+
+def guard(session: SessionState, now: float = T0):
+    return BudgetGuard().check_request(GuardContext(POLICY, session, parse_conversation({"messages": []}), now=now))
+
+
+@pytest.mark.parametrize(
+    ("session", "reason"),
+    [
+        (state(steps=10), "budget_steps"),
+        (state(tokens_in=900, tokens_out=100), "budget_tokens"),
+        (state(cost_micros=1_000_000), "budget_cost"),
+        (state(active_ms=100_000), "budget_time"),
+    ],
+)
+def test_exhausted_budget_ends_the_session(session, reason):
+    verdict = guard(session)
+
+    assert verdict.reason == reason
+
+
+@pytest.mark.parametrize(
+    ("session", "mentions"),
+    [
+        (state(steps=9), "1 of 10 steps left"),
+        (state(tokens_in=850), "150 of 1000 tokens left"),
+        (state(cost_micros=900_000), "$0.1000 of $1.00 left"),
+        (state(active_ms=85_000), "15 of 100 seconds left"),
+    ],
+)
+def test_low_budget_asks_the_model_to_converge(session, mentions):
+    verdict = guard(session)
+
+    assert verdict.kind == "budget_note"
+    assert mentions in verdict.messages[0]["content"]
+
+
+def test_plenty_left_changes_nothing():
+    assert type(guard(state(steps=2, tokens_in=100))).__name__ == "Pass"
+
+
+# -- the usage tap -----------------------------------------------------------------------
+
+CHUNK = b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
+USAGE = b'data: {"id":"c","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}\n\n'
+DONE = b"data: [DONE]\n\n"
+STREAM = CHUNK + CHUNK + USAGE + DONE
+
+
+def _run(tap: UsageTap, data: bytes, step: int) -> bytes:
+    out = b"".join(tap.feed(data[i : i + step]) for i in range(0, len(data), step))
+    return out + tap.flush()
+
+
+@pytest.mark.parametrize("step", [1, 2, 7, 64, len(STREAM)])
+def test_tap_hides_the_usage_chunk_it_asked_for_at_any_split(step):
+    tap = UsageTap(strip_usage=True)
+
+    assert _run(tap, STREAM, step) == CHUNK + CHUNK + DONE
+    assert tap.usage == Usage(12, 3)
+
+
+@pytest.mark.parametrize("step", [1, 5, len(STREAM)])
+def test_tap_keeps_the_usage_chunk_the_client_asked_for(step):
+    tap = UsageTap(strip_usage=False)
+
+    assert _run(tap, STREAM, step) == STREAM
+    assert tap.usage == Usage(12, 3)
+
+
+def test_tap_handles_crlf_events_and_comments():
+    data = b": keep-alive\r\n\r\n" + USAGE.replace(b"\n", b"\r\n") + DONE
+
+    tap = UsageTap(strip_usage=True)
+
+    assert _run(tap, data, 3) == b": keep-alive\r\n\r\n" + DONE
+    assert tap.usage == Usage(12, 3)
+
+
+def test_tap_passes_malformed_events_through():
+    bad = b'data: {"usage": broken\n\n'
+
+    assert _run(UsageTap(strip_usage=True), bad, 4) == bad
+
+
+def test_usage_on_a_chunk_with_choices_is_never_hidden():
+    mixed = (
+        b"data: "
+        + json.dumps({"choices": [{"index": 0, "delta": {}}], "usage": {"prompt_tokens": 1}}).encode()
+        + b"\n\n"
+    )
+
+    assert _run(UsageTap(strip_usage=True), mixed, 5) == mixed
