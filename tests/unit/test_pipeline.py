@@ -240,7 +240,7 @@ async def test_active_time_does_not_count_a_human_pause():
     clock = Clock()
     policy = Policy(budgets={"max_active_secs": 100, "idle_gap_secs": 120})
     script = Script(reply_using(1, 1), reply_using(1, 1), reply_using(1, 1), reply_using(0, 0, "Time is up."))
-    pipeline, store, call = make(script, policy, clock=clock)
+    pipeline, _store, call = make(script, policy, clock=clock)
 
     await pipeline.run(call())
     clock.now += 60  # the agent thinks for a minute: counted

@@ -1,0 +1,156 @@
+"""Budgets over real HTTP: tenant day caps, the inspect API, metered streams, the budget header."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+
+from proxy.tenants import hash_key
+from tests.support.assertions import assert_openai_error
+from tests.support.fake_upstream import Json, Sse, chat_completion, stream_chunks
+
+MESSAGES = [{"role": "user", "content": "Summarize the quarterly report."}]
+
+
+def costly(total: int, text: str = "Part of the answer."):
+    body = chat_completion(text)
+    body["usage"] = {"prompt_tokens": total // 2, "completion_tokens": total - total // 2, "total_tokens": total}
+    return Json(body)
+
+
+@pytest.fixture
+def tenants(make_proxy, upstream, tmp_path, monkeypatch):
+    monkeypatch.setenv("PROVIDER_KEY", "sk-provider")
+    path = tmp_path / "tenants.yaml"
+    path.write_text(
+        f"""
+tenants:
+  - name: capped
+    key_sha256: ["{hash_key("lw-capped")}"]
+    upstream: {{api_key_env: PROVIDER_KEY}}
+    daily_tokens: 1000
+  - name: other
+    key_sha256: ["{hash_key("lw-other")}"]
+    upstream: {{api_key_env: PROVIDER_KEY}}
+"""
+    )
+    return make_proxy(tenants_file=str(path))
+
+
+def post(proxy, key, session, **extra):
+    return httpx.post(
+        f"{proxy.base_url}/chat/completions",
+        json={"model": "m", "messages": MESSAGES, "max_tokens": 100, **extra},
+        headers={"Authorization": f"Bearer {key}", "X-Session-Id": session},
+    )
+
+
+def test_tenant_day_cap_answers_429_with_retry_after(tenants, upstream):
+    upstream.script(costly(500), costly(500))
+    assert post(tenants, "lw-capped", "a").status_code == 200
+    assert post(tenants, "lw-capped", "b").status_code == 200  # other sessions share the tenant's day
+
+    refused = post(tenants, "lw-capped", "c")
+
+    assert_openai_error(refused, 429, "tenant_budget_exceeded")
+    assert 0 < int(refused.headers["retry-after"]) <= 86_400
+    assert refused.headers["x-should-retry"] == "false"
+    assert len(upstream.requests) == 2
+
+
+def test_one_tenants_cap_does_not_touch_another(tenants, upstream):
+    upstream.script(costly(1000), costly(10))
+    post(tenants, "lw-capped", "a")
+
+    assert post(tenants, "lw-other", "a").status_code == 200
+
+
+def test_inspect_shows_the_sessions_counters(tenants, upstream):
+    upstream.script(costly(300))
+    post(tenants, "lw-other", "inspect-me")
+
+    response = httpx.get(
+        f"{tenants.base_url}/loopwarden/sessions/inspect-me", headers={"Authorization": "Bearer lw-other"}
+    )
+
+    view = response.json()
+    assert response.status_code == 200
+    assert (view["object"], view["steps"], view["turns"]) == ("loopwarden.session", 1, 1)
+    assert view["tokens"] == {"prompt": 150, "completion": 150, "total": 300}
+    assert view["termination"] is None
+    assert view["budget_remaining"] == "steps=49"
+
+
+def test_inspect_of_another_tenants_session_is_404(tenants, upstream):
+    post(tenants, "lw-other", "private")
+
+    response = httpx.get(
+        f"{tenants.base_url}/loopwarden/sessions/private", headers={"Authorization": "Bearer lw-capped"}
+    )
+
+    assert_openai_error(response, 404, "not_found")
+
+
+def test_inspect_needs_a_key(tenants):
+    assert_openai_error(httpx.get(f"{tenants.base_url}/loopwarden/sessions/x"), 401)
+
+
+def _usage_event():
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "fake-model",
+        "choices": [],
+        "usage": {"prompt_tokens": 40, "completion_tokens": 8, "total_tokens": 48},
+    }
+
+
+def test_streamed_tokens_are_metered_without_showing_the_client_a_usage_chunk(proxy, upstream):
+    upstream.script(Sse([*stream_chunks("streamed answer"), _usage_event()]))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", default_headers={"X-Session-Id": "metered"})
+
+    chunks = list(client.chat.completions.create(model="m", messages=MESSAGES, stream=True))
+    view = httpx.get(f"{proxy.base_url}/loopwarden/sessions/metered", headers={"Authorization": "Bearer sk-p"}).json()
+
+    assert upstream.requests[0].json()["stream_options"] == {"include_usage": True}
+    assert all(chunk.choices for chunk in chunks)
+    assert all(chunk.usage is None for chunk in chunks)
+    assert view["tokens"]["total"] == 48
+
+
+def test_a_client_that_asked_for_usage_still_gets_it(proxy, upstream):
+    upstream.script(Sse([*stream_chunks("streamed answer"), _usage_event()]))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p")
+
+    chunks = list(
+        client.chat.completions.create(
+            model="m", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        )
+    )
+
+    assert chunks[-1].usage.total_tokens == 48
+
+
+def test_every_reply_says_what_budget_is_left(make_proxy, upstream, write_policies):
+    proxy = make_proxy(policies_dir=str(write_policies(default="budgets: {max_tokens: 5000}\n")))
+    upstream.script(costly(1000))
+
+    response = post(proxy, "sk-p", "header")
+
+    assert response.headers["x-loopwarden-budget-remaining"] == "steps=49;tokens=4000"
+
+
+def test_token_budget_ends_a_real_session_with_a_summary(make_proxy, upstream, write_policies):
+    proxy = make_proxy(policies_dir=str(write_policies(default="budgets: {max_tokens: 1200}\n")))
+    upstream.script(costly(1000), costly(600), Json(chat_completion("Found most of it; missing Q4.")))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", default_headers={"X-Session-Id": "spend"})
+
+    replies = [
+        client.chat.completions.with_raw_response.create(model="m", messages=MESSAGES, max_tokens=100) for _ in range(3)
+    ]
+
+    assert [r.headers.get("x-loopwarden-terminated") for r in replies] == [None, None, "budget_tokens"]
+    assert replies[2].parse().choices[0].message.content == "Found most of it; missing Q4."
+    assert replies[1].headers["x-loopwarden-interventions"] == "budget_note"
