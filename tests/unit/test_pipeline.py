@@ -8,6 +8,7 @@ import httpx
 import msgspec
 import pytest
 
+from proxy.errors import RateLimited
 from proxy.guards import default_request_guards, default_response_guards
 from proxy.metrics import Metrics
 from proxy.pipeline import ChatCall, Pipeline
@@ -51,17 +52,18 @@ def make(script: Script, policy: Policy | None = None, session: str | None = "s1
     policy = policy or Policy()
     conversation = parse_conversation(PAYLOAD)
 
-    def call(payload=PAYLOAD):
+    def call(payload=PAYLOAD, **extra):
         return ChatCall(
             tenant="t",
             policy=policy,
             session=identify("t", conversation, session, None),
             payload=payload,
             body=msgspec.json.encode(payload),
-            conversation=conversation,
+            conversation=parse_conversation(payload),
             url="http://up/v1/chat/completions",
             headers=[],
             stream=False,
+            **extra,
         )
 
     return pipeline, store, call
@@ -275,3 +277,18 @@ async def test_a_budget_ending_caps_the_summary_call_even_without_a_client_limit
     await pipeline.run(call())
 
     assert script.bodies[-1]["max_tokens"] == Policy().finalize.max_tokens
+
+
+async def test_tenant_cost_cap_refuses_with_a_retry_after_and_releases_the_session_reservation():
+    prices = PriceTable({"gpt-4o": Price(prompt=2.5, completion=10.0)})
+    script = Script(reply_using(2000, 600))  # 11,000 micro-dollars
+    pipeline, store, call = make(script, Policy(budgets={"max_tokens": 100_000}), prices=prices)
+    payload = {**PAYLOAD, "model": "gpt-4o", "max_tokens": 100}
+
+    await pipeline.run(call(payload, daily_cost_usd=0.012))
+    with pytest.raises(RateLimited) as refused:
+        await pipeline.run(call(payload, daily_cost_usd=0.012))
+
+    assert 0 < int(refused.value.headers["Retry-After"]) <= 86_400
+    assert (await store.load(call().session.key)).counter("reserved_tokens") == 0
+    assert len(script.bodies) == 1
