@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from proxy.errors import MethodNotAllowed, ProxyError, RouteNotFound, ServiceUnavailable
 from proxy.guards import default_request_guards, default_response_guards
+from proxy.judge import Judge
 from proxy.metrics import Metrics
 from proxy.pipeline import Pipeline
 from proxy.policy.loader import PolicyError, PolicyRegistry
@@ -106,7 +107,14 @@ def create_app(
     series = metrics or Metrics()
     ready = readiness or Readiness()
     prices = load_pricing(settings.policies_dir / "pricing.yaml")
-    pipeline = Pipeline(client, state_store, series, default_request_guards(), default_response_guards(), prices=prices)
+    pipeline = Pipeline(
+        client,
+        state_store,
+        series,
+        default_request_guards(),
+        default_response_guards(Judge(client), series),
+        prices=prices,
+    )
     routes = ProxyRoutes(settings, directory, client, ready, pipeline, registry)
     background: list[asyncio.Task[None]] = []
 

@@ -71,6 +71,8 @@ class Conversation:
     model: str | None = None
     tools: Sequence[Mapping[str, Any]] = ()
     """The request's ``tools`` (function definitions), as sent."""
+    output_schema: Mapping[str, Any] | None = None
+    """The JSON Schema of ``response_format: {"type": "json_schema"}``, when the request has one."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property

@@ -5,7 +5,7 @@ Labels are bounded: tenant, policy, kind or reason, never session ids or free te
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 __all__ = ["Metrics"]
 
@@ -36,6 +36,25 @@ class Metrics:
         self.flags = Counter(
             "loopwarden_flags",
             "Replies that passed despite a problem the guards could not fix (e.g. tool_args_invalid).",
+            ["tenant", "policy", "kind"],
+            registry=self.registry,
+        )
+        self.judge_verdicts = Counter(
+            "loopwarden_judge_verdicts",
+            "Completion-judge outcomes: done, not_done, error, skipped.",
+            ["policy", "verdict"],
+            registry=self.registry,
+        )
+        self.judge_latency = Histogram(
+            "loopwarden_judge_latency_seconds",
+            "Time the completion judge took to answer.",
+            ["policy"],
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
+        self.tokens = Counter(
+            "loopwarden_tokens",
+            "Tokens used, by whose call: agent (the model's own), judge, finalize.",
             ["tenant", "policy", "kind"],
             registry=self.registry,
         )

@@ -10,7 +10,9 @@ In shadow mode every decision is counted and logged and the traffic is left alon
 
 from __future__ import annotations
 
+import inspect
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -26,6 +28,7 @@ from proxy.exchange import Conversation, Reply, Usage
 from proxy.finalize import Finalizer
 from proxy.fingerprint import remember_calls
 from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
+from proxy.judge import JudgeTarget
 from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.policy.models import Policy
@@ -174,16 +177,22 @@ class Pipeline:
                 await self._commit(call, delta, notes)
                 return self._copy(reply, state, delta, call, notes)
             self._charge(call, delta, parsed.usage, parsed.model)
-            context = GuardContext(call.policy, delta.applied_to(state), call.conversation, retries, now)
+            context = GuardContext(
+                call.policy, delta.applied_to(state), call.conversation, retries, now, self._judge_target(call)
+            )
             if not enforce:
-                for verdict in (guard.check_reply(parsed, context) for guard in self._response_guards):
+                for guard in self._response_guards:
+                    verdict = await _decided(guard.check_reply(parsed, context))
+                    self._charge_guard(call, delta, verdict)
                     if isinstance(verdict, Pass):
                         self._apply(verdict, call, delta, notes)
                     else:
                         self._shadow(verdict, call, delta, notes)
                 remember_calls(delta, parsed.tool_calls, call.policy.loop.history)
                 break
-            passes, decision = self._first_decision(parsed, context)
+            passes, decision = await self._first_decision(parsed, context)
+            for decided in (*passes, decision):
+                self._charge_guard(call, delta, decided)
             if decision is None:
                 for passed in passes:
                     self._apply(passed, call, delta, notes)
@@ -216,11 +225,11 @@ class Pipeline:
 
     # -- steps ----------------------------------------------------------------------
 
-    def _first_decision(self, reply: Reply, context: GuardContext) -> tuple[list[Pass], Verdict | None]:
+    async def _first_decision(self, reply: Reply, context: GuardContext) -> tuple[list[Pass], Verdict | None]:
         """Run the response guards in order; the first verdict that is not a Pass wins."""
         passes: list[Pass] = []
         for guard in self._response_guards:
-            verdict = guard.check_reply(reply, context)
+            verdict = await _decided(guard.check_reply(reply, context))
             if not isinstance(verdict, Pass):
                 return passes, verdict
             passes.append(verdict)
@@ -323,8 +332,32 @@ class Pipeline:
             )
         notes.daily = limits
 
-    def _charge(self, call: ChatCall, delta: SessionDelta, usage: Usage, model: str | None) -> None:
+    def _judge_target(self, call: ChatCall) -> JudgeTarget | None:
+        """The judge's endpoint: the policy's own, or the agent's upstream with the agent's key."""
+        settings = call.policy.judge
+        if not settings.use_llm_judge:
+            return None
+        url = (settings.base_url.rstrip("/") + "/chat/completions") if settings.base_url else call.url
+        headers: Sequence[tuple[str, str]] = call.headers
+        if settings.api_key_env:
+            key = os.environ.get(settings.api_key_env)
+            if not key:
+                return None
+            headers = [("content-type", "application/json"), ("authorization", f"Bearer {key}")]
+        return JudgeTarget(url, headers, settings.model or call.conversation.model)
+
+    def _charge_guard(self, call: ChatCall, delta: SessionDelta, verdict: Verdict | None) -> None:
+        """Tokens a guard spent deciding (the judge) count in the session, metered apart."""
+        spent = getattr(verdict, "spent", None)
+        if spent is not None and spent.total:
+            self._charge(call, delta, spent, call.policy.judge.model or call.conversation.model, kind="judge")
+
+    def _charge(
+        self, call: ChatCall, delta: SessionDelta, usage: Usage, model: str | None, kind: str = "agent"
+    ) -> None:
         """Count a call's tokens and cost (an unpriced model is counted, not guessed)."""
+        if usage.total:
+            self._metrics.tokens.labels(call.tenant, call.policy.name, kind).inc(usage.total)
         if usage.prompt_tokens:
             delta.incr(FIELDS.TOKENS_IN, usage.prompt_tokens)
         if usage.completion_tokens:
@@ -377,7 +410,7 @@ class Pipeline:
         )
         if ending.upstream_called:
             delta.incr(FIELDS.STEPS)
-            self._charge(call, delta, ending.usage, ending.body.get("model"))
+            self._charge(call, delta, ending.usage, ending.body.get("model"), kind="finalize")
             self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "finalize").inc()
         delta.assign(FIELDS.TERMINATION, verdict.reason)
         delta.assign(FIELDS.ENDING, _encode(ending.body).decode())
@@ -489,6 +522,11 @@ class Pipeline:
         counter.labels(call.tenant, call.policy.name, kind).inc()
         fields = {"tenant": call.tenant, "policy": call.policy.name, "session": call.session.id}
         log_event(event, {**fields, "kind": kind, "reason": reason, **extra})
+
+
+async def _decided(verdict: Verdict | Awaitable[Verdict]) -> Verdict:
+    """A guard's verdict, awaited when the guard needed I/O to decide (the judge)."""
+    return await verdict if inspect.isawaitable(verdict) else verdict
 
 
 def _amend(payload: Mapping[str, Any], notes: Mapping[str, str]) -> dict[str, Any]:

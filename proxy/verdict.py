@@ -15,12 +15,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.exchange import Usage
+
 __all__ = ["PASS", "Amend", "Finalize", "Nudge", "Pass", "Rewrite", "Verdict"]
 
 
 @dataclass(frozen=True, slots=True)
 class Pass:
     clear_strikes: tuple[str, ...] = ()
+    spent: Usage | None = None
+    """Tokens the guard itself used to decide (the judge's), charged to the session apart."""
     flags: tuple[str, ...] = ()
     """What passed despite a problem (headers and metrics), e.g. ``tool_args_invalid``."""
 
@@ -41,6 +45,7 @@ class Nudge:
     messages: tuple[Mapping[str, Any], ...]
     strike: str | None = None
     """The strike counter this nudge adds one to, if any."""
+    spent: Usage | None = None
 
 
 @dataclass(frozen=True, slots=True)

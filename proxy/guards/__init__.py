@@ -3,17 +3,23 @@
 from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
 from proxy.guards.budget import BudgetGuard
 from proxy.guards.empty_reply import EmptyReplyGuard
+from proxy.guards.judge import JudgeGuard
 from proxy.guards.no_progress import NoProgressGuard
+from proxy.guards.output_contract import OutputContractGuard
 from proxy.guards.reasoning_only import ReasoningOnlyGuard
 from proxy.guards.tool_args import ToolArgsGuard
 from proxy.guards.tool_failures import ToolFailuresGuard
 from proxy.guards.tool_loop import ToolLoopGuard
+from proxy.judge import Judge
+from proxy.metrics import Metrics
 
 __all__ = [
     "BudgetGuard",
     "EmptyReplyGuard",
     "GuardContext",
+    "JudgeGuard",
     "NoProgressGuard",
+    "OutputContractGuard",
     "ReasoningOnlyGuard",
     "RequestGuard",
     "ResponseGuard",
@@ -30,6 +36,17 @@ def default_request_guards() -> list[RequestGuard]:
     return [BudgetGuard(), ToolFailuresGuard(), NoProgressGuard(), ToolLoopGuard()]
 
 
-def default_response_guards() -> list[ResponseGuard]:
-    """In order: say something, say it validly, then do not repeat yourself."""
-    return [EmptyReplyGuard(), ReasoningOnlyGuard(), ToolArgsGuard(), ToolLoopGuard(), NoProgressGuard()]
+def default_response_guards(judge: Judge | None = None, metrics: Metrics | None = None) -> list[ResponseGuard]:
+    """In order: say something, say it validly, do not repeat yourself, and (last, since it
+    costs a model call) do not stop early."""
+    guards: list[ResponseGuard] = [
+        EmptyReplyGuard(),
+        ReasoningOnlyGuard(),
+        ToolArgsGuard(),
+        ToolLoopGuard(),
+        NoProgressGuard(),
+        OutputContractGuard(),
+    ]
+    if judge is not None and metrics is not None:
+        guards.append(JudgeGuard(judge, metrics))
+    return guards

@@ -7,11 +7,12 @@ each reply, in order, and the first verdict that is not a Pass wins.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from proxy.exchange import Conversation, Reply
+from proxy.judge import JudgeTarget
 from proxy.policy.models import Policy
 from proxy.session.base import SessionState
 from proxy.verdict import Verdict
@@ -29,6 +30,8 @@ class GuardContext:
     """Nudges of each kind already sent upstream for this request (bounds per-request retries)."""
     now: float = 0.0
     """Wall-clock seconds (the pipeline's injectable clock), for time budgets."""
+    judge_target: JudgeTarget | None = None
+    """Where a judge call for this request goes (None: no judge available)."""
 
 
 class RequestGuard(Protocol):
@@ -40,4 +43,6 @@ class RequestGuard(Protocol):
 class ResponseGuard(Protocol):
     name: str
 
-    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict: ...
+    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict | Awaitable[Verdict]:
+        """A verdict, or (for guards with an injected client, like the judge) an awaitable one."""
+        ...

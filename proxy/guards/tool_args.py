@@ -12,38 +12,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
-
-from jsonschema import exceptions as schema_errors
-from jsonschema import validators
 
 from proxy.exchange import Reply, ToolCall
 from proxy.guards.base import GuardContext
+from proxy.schemas import schema_errors_of
 from proxy.verdict import PASS, Nudge, Pass, Verdict
 
 __all__ = ["ToolArgsGuard", "argument_errors"]
 
 _NOT_RUN = "Not executed: another call in this reply had invalid arguments. Send all the calls again."
-
-
-@lru_cache(maxsize=512)
-def _validator(schema_json: str) -> Any | None:
-    """A compiled validator per distinct schema (requests resend the same tools every turn)."""
-    schema = json.loads(schema_json)
-    cls = validators.validator_for(schema)
-    try:
-        cls.check_schema(schema)
-    except schema_errors.SchemaError:
-        return None  # the upstream accepted it; not ours to police
-    return cls(schema)
-
-
-def _path(error: schema_errors.ValidationError) -> str:
-    path = error.json_path
-    if error.validator == "required" and isinstance(error.message, str) and error.message.startswith("'"):
-        path += "." + error.message.split("'")[1]
-    return path
 
 
 def argument_errors(call: ToolCall, offered: Mapping[str, Any]) -> list[str]:
@@ -56,13 +34,7 @@ def argument_errors(call: ToolCall, offered: Mapping[str, Any]) -> list[str]:
     except json.JSONDecodeError as exc:
         return [f"arguments are not valid JSON: {exc}"]
     schema = offered[call.name]
-    if not schema:
-        return []
-    validator = _validator(json.dumps(schema, sort_keys=True))
-    if validator is None:
-        return []
-    errors = sorted(validator.iter_errors(arguments), key=lambda e: (_path(e), e.message))
-    return [f"{_path(e)}: {e.message}" for e in errors[:20]]
+    return schema_errors_of(arguments, schema) if schema else []
 
 
 class ToolArgsGuard:

@@ -8,16 +8,20 @@ from these models (``loopwarden policy-schema``) and a test keeps it current.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from proxy.schemas import check_schema
 
 __all__ = [
     "BudgetSettings",
     "FinalizeSettings",
+    "JudgeSettings",
     "LoopSettings",
     "NoProgressSettings",
     "NudgeTexts",
+    "OutputContractSettings",
     "Policy",
     "ToolArgsSettings",
     "ToolFailureSettings",
@@ -58,6 +62,26 @@ class NudgeTexts(BaseModel):
         min_length=1,
         description="Placeholders: {count}, {what}.",
     )
+    judge_not_done: str = Field(
+        "You are not done yet: {reason}. Continue working on the task; use the tools if needed.",
+        min_length=1,
+        description="Placeholder: {reason} (the judge's).",
+    )
+    judge_unavailable: str = Field(
+        "Completion could not be verified. Check that every part of the task is done; if something is "
+        "missing, continue working on it, otherwise give your complete final answer.",
+        min_length=1,
+    )
+    short_response: str = Field(
+        "Your reply is very short for this task. If the task is not fully done, continue working; "
+        "otherwise give your complete final answer.",
+        min_length=1,
+    )
+    output_contract: str = Field(
+        "Your answer does not match the required JSON schema:\n{errors}\nReply again with only the corrected JSON.",
+        min_length=1,
+        description="Placeholder: {errors} (one line per error, path-level).",
+    )
     tool_args: str = Field(
         "Your tool call was not executed because its arguments are invalid:\n{errors}\n"
         "Call the tool again with corrected arguments.",
@@ -88,6 +112,45 @@ class BudgetSettings(BaseModel):
     hard_cost_cap: bool = Field(
         False, description="When the cost budget ends a session, build the summary locally (no last call)."
     )
+
+
+class JudgeSettings(BaseModel):
+    """The completion judge: is a short answer after tool use really the end of the task?"""
+
+    model_config = _FROZEN
+
+    use_llm_judge: bool = True
+    judge_skip_threshold: int = Field(256, ge=0, description="Replies at least this long are not judged.")
+    judge_fail_open: bool = Field(False, description="false: a judge timeout or error counts as not done.")
+    judge_timeout_secs: float = Field(10.0, gt=0)
+    detect_short_response: bool = Field(True, description="Long task + short reply: nudge, even with the judge off.")
+    short_response_chars: int = Field(60, ge=1, description="A reply shorter than this is short.")
+    long_task_chars: int = Field(300, ge=1, description="A task at least this long is long.")
+    judge_max_continues: int = Field(2, ge=0, description="Continuations per session, after which replies pass.")
+    judge_max_input_chars: int = Field(16_000, ge=100, description="Larger judge inputs pass without judging.")
+    completion_tools: tuple[str, ...] = Field(("final_answer",), description="Tools that deliver the answer.")
+    model: str | None = Field(None, description="Judge model (default: the agent's own).")
+    base_url: str | None = Field(None, description="Judge API base URL (default: the tenant's upstream).")
+    api_key_env: str | None = Field(None, description="Variable with the judge API key (default: the agent's).")
+    structured_output: bool = Field(True, description="Ask for a strict json_schema response_format.")
+
+
+class OutputContractSettings(BaseModel):
+    """Structured answers: the final text must be JSON valid against a schema."""
+
+    model_config = _FROZEN
+
+    schema_: dict[str, Any] | None = Field(
+        None, alias="schema", description="A JSON Schema every final answer must satisfy (besides response_format)."
+    )
+    max_retries: int = Field(2, ge=0, le=10, description="Times the model is asked to fix its answer, per request.")
+
+    @field_validator("schema_")
+    @classmethod
+    def _compiles(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is not None:
+            check_schema(schema)
+        return schema
 
 
 class LoopSettings(BaseModel):
@@ -190,6 +253,8 @@ class Policy(BaseModel):
     reasoning_only_max_strikes: int = Field(3, ge=1, le=100)
     max_steps: int = Field(50, ge=1, description="Upstream calls per session before the graceful ending.")
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
+    output_contract: OutputContractSettings = Field(default_factory=OutputContractSettings)
     loop: LoopSettings = Field(default_factory=LoopSettings)
     no_progress: NoProgressSettings = Field(default_factory=NoProgressSettings)
     tool_args: ToolArgsSettings = Field(default_factory=ToolArgsSettings)

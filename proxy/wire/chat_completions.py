@@ -22,6 +22,7 @@ __all__ = [
     "parse_reply",
     "parse_usage",
     "render_request",
+    "requested_schema",
 ]
 
 _decode = msgspec.json.decode
@@ -38,7 +39,18 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
         messages=[m for m in messages if isinstance(m, dict)],
         model=model if isinstance(model, str) else None,
         tools=[t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else (),
+        output_schema=requested_schema(payload),
     )
+
+
+def requested_schema(payload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The schema of ``response_format: {"type": "json_schema", "json_schema": {"schema": …}}``."""
+    response_format = payload.get("response_format")
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return None
+    spec = response_format.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    return schema if isinstance(schema, dict) else None
 
 
 def parse_reply(body: bytes) -> Reply | None:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,13 +120,42 @@ def stream_chunks(text: str, *, model: str = "fake-model", pieces: int = 3) -> l
     return chunks
 
 
+JUDGE_PROMPT = "You are a strict completion judge"
+_NONCE = re.compile(r'"nonce": "([0-9a-f]+)"')
+
+
+def judge_nonce(request: dict[str, Any]) -> str:
+    """The verdict nonce a judge request asks to be echoed (from its system prompt)."""
+    match = _NONCE.search(request["messages"][0]["content"])
+    assert match, "judge request without a verdict nonce"
+    return match.group(1)
+
+
+def verdict(request: dict[str, Any], done: bool, reason: str = "checked") -> Json:
+    """What an honest judge model answers."""
+    content = json.dumps({"nonce": judge_nonce(request), "done": done, "reason": reason})
+    return Json(chat_completion(content, model="judge-model"))
+
+
+def honest_judge(request: dict[str, Any]) -> Reply:
+    """The default judge: everything is done (tests about the judge script their own)."""
+    return verdict(request, True)
+
+
 class FakeUpstream:
-    """The scripted server, running on its own event loop in a background thread."""
+    """The scripted server, running on its own event loop in a background thread.
+
+    Judge calls (recognized by the judge's system prompt) are answered by ``self.judge``, a
+    function of the request JSON, and recorded in ``judge_requests``, so scripts and
+    ``requests`` stay about the agent's own calls.
+    """
 
     def __init__(self) -> None:
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         self.requests: list[Recorded] = []
+        self.judge_requests: list[Recorded] = []
+        self.judge: Callable[[dict[str, Any]], Reply] = honest_judge
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -166,6 +197,8 @@ class FakeUpstream:
         with self._lock:
             self._replies.clear()
             self.requests.clear()
+            self.judge_requests.clear()
+            self.judge = honest_judge
 
     @property
     def pending(self) -> int:
@@ -175,17 +208,17 @@ class FakeUpstream:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
+        recorded = Recorded(
+            request.method, request.rel_url.raw_path, request.rel_url.raw_query_string, _raw_headers(request), body
+        )
+        judged = _is_judge_call(body)
         with self._lock:
-            self.requests.append(
-                Recorded(
-                    request.method,
-                    request.rel_url.raw_path,
-                    request.rel_url.raw_query_string,
-                    _raw_headers(request),
-                    body,
-                )
-            )
-            reply = self._replies.popleft() if self._replies else Json(chat_completion())
+            if judged is not None:
+                self.judge_requests.append(recorded)
+                reply = self.judge(judged)
+            else:
+                self.requests.append(recorded)
+                reply = self._replies.popleft() if self._replies else Json(chat_completion())
         if isinstance(reply, Hang):
             await asyncio.sleep(reply.seconds)
             return web.Response(status=599)
@@ -219,6 +252,16 @@ class FakeUpstream:
             await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+
+def _is_judge_call(body: bytes) -> dict[str, Any] | None:
+    try:
+        payload = json.loads(body)
+        first = payload["messages"][0]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+    content = first.get("content") if isinstance(first, dict) else None
+    return payload if isinstance(content, str) and content.startswith(JUDGE_PROMPT) else None
 
 
 def _raw_headers(request: web.Request) -> list[tuple[str, str]]:

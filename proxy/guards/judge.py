@@ -1,0 +1,115 @@
+"""Premature stop: a short text answer after tool use goes to an LLM judge ("really done?").
+
+Only exits are judged: a text-only reply (or a call to a completion tool such as
+``final_answer``) in a session that has used tools. Long replies (``judge_skip_threshold``)
+and oversized inputs pass unjudged; after ``judge_max_continues`` continuations per session
+replies pass. Not done → the model is told why and continues, transparently. A judge that
+times out, errs or returns anything but a valid verdict with its nonce counts as not done
+unless ``judge_fail_open``. With the judge off, a long task answered in a few words is
+still nudged (``detect_short_response``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from proxy.exchange import Reply
+from proxy.fingerprint import CALL_SEQUENCE
+from proxy.guards.base import GuardContext
+from proxy.judge import Judge, JudgeRequest
+from proxy.metrics import Metrics
+from proxy.verdict import PASS, Nudge, Pass, Verdict
+
+__all__ = ["JudgeGuard"]
+
+STRIKE = "judge_continue"
+
+
+def _answer(reply: Reply, completion_tools: tuple[str, ...]) -> tuple[str | None, str | None]:
+    """(answer text, completion tool call id) of an exit reply; (None, None) when not an exit."""
+    if not reply.tool_calls:
+        return (reply.content or "") if reply.has_text else None, None
+    if len(reply.tool_calls) == 1 and reply.tool_calls[0].name in completion_tools:
+        call = reply.tool_calls[0]
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError:
+            return call.arguments, call.id
+        answer = arguments.get("answer") if isinstance(arguments, dict) else None
+        return (answer if isinstance(answer, str) else call.arguments), call.id
+    return None, None
+
+
+def _continue_messages(reply: Reply, call_id: str | None, text: str) -> tuple[Mapping[str, Any], ...]:
+    if call_id is None:
+        return ({"role": "assistant", "content": reply.content}, {"role": "user", "content": text})
+    call = reply.tool_calls[0]
+    assistant = {
+        "role": "assistant",
+        "content": reply.content,
+        "tool_calls": [
+            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+        ],
+    }
+    return (assistant, {"role": "tool", "tool_call_id": call.id, "content": text})
+
+
+class JudgeGuard:
+    name = "judge"
+
+    def __init__(self, judge: Judge, metrics: Metrics) -> None:
+        self._judge = judge
+        self._metrics = metrics
+
+    async def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
+        settings = context.policy.judge
+        answer, call_id = _answer(reply, settings.completion_tools)
+        if answer is None:
+            return PASS
+        used_tools = context.conversation.used_tools or bool(context.state.items(CALL_SEQUENCE))
+        if not used_tools or context.state.strikes(STRIKE) >= settings.judge_max_continues:
+            return PASS
+        task = context.conversation.first_text("user") or ""
+        if not settings.use_llm_judge or context.judge_target is None:
+            short = len(task) >= settings.long_task_chars and len(answer.strip()) < settings.short_response_chars
+            if settings.detect_short_response and short:
+                text = context.policy.nudges.short_response
+                return Nudge(
+                    "short_response_nudge",
+                    "short reply to a long task",
+                    _continue_messages(reply, call_id, text),
+                    STRIKE,
+                )
+            return PASS
+        if len(answer) >= settings.judge_skip_threshold or len(task) + len(answer) > settings.judge_max_input_chars:
+            self._count(context, "skipped")
+            return PASS
+        outcome = await self._judge.decide(
+            JudgeRequest(task, answer, context.judge_target, settings.judge_timeout_secs, settings.structured_output)
+        )
+        self._metrics.judge_latency.labels(context.policy.name).observe(outcome.latency)
+        if outcome.done is True:
+            self._count(context, "done")
+            return Pass(spent=outcome.usage)
+        if outcome.done is None:
+            self._count(context, "error")
+            if settings.judge_fail_open:
+                return Pass(spent=outcome.usage)
+            text = context.policy.nudges.judge_unavailable
+            return Nudge(
+                "judge_continue", outcome.reason, _continue_messages(reply, call_id, text), STRIKE, outcome.usage
+            )
+        self._count(context, "not_done")
+        text = context.policy.nudges.judge_not_done.format(reason=outcome.reason.rstrip("."))
+        return Nudge(
+            "judge_continue",
+            f"judge: {outcome.reason}",
+            _continue_messages(reply, call_id, text),
+            STRIKE,
+            outcome.usage,
+        )
+
+    def _count(self, context: GuardContext, verdict: str) -> None:
+        self._metrics.judge_verdicts.labels(context.policy.name, verdict).inc()
