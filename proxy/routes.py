@@ -42,6 +42,7 @@ from proxy.pipeline import ChatCall, Outcome, Pipeline
 from proxy.policy.loader import PolicyRegistry
 from proxy.policy.models import Policy
 from proxy.retry import RETRYABLE_STATUSES
+from proxy.schemas import SchemaInvalid, check_schema
 from proxy.session.identity import identify
 from proxy.settings import Settings
 from proxy.streaming import UsageTap
@@ -102,6 +103,11 @@ class ProxyRoutes:
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         payload = _parse_object(body)
         conversation = parse_conversation(payload)
+        if conversation.output_schema is not None:
+            try:
+                check_schema(conversation.output_schema)
+            except SchemaInvalid as exc:
+                raise InvalidRequest(str(exc), param="response_format.json_schema.schema") from None
         session = identify(
             credentials.tenant.name, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id")
         )

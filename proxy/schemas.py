@@ -27,11 +27,20 @@ def check_schema(schema: Any) -> None:
     """Raise :class:`SchemaInvalid` (with the reason) unless ``schema`` compiles."""
     if not isinstance(schema, dict):
         raise SchemaInvalid("a JSON Schema must be an object")
-    cls = validators.validator_for(schema)
+    problem = _problem(json.dumps(schema, sort_keys=True))
+    if problem:
+        raise SchemaInvalid(problem)
+
+
+@lru_cache(maxsize=512)
+def _problem(schema_json: str) -> str | None:
+    """Meta-validation is slow; requests resend the same schema every turn, so check each once."""
+    schema = json.loads(schema_json)
     try:
-        cls.check_schema(schema)
+        validators.validator_for(schema).check_schema(schema)
     except schema_errors.SchemaError as exc:
-        raise SchemaInvalid(f"invalid JSON Schema at {exc.json_path}: {exc.message}") from exc
+        return f"invalid JSON Schema at {exc.json_path}: {exc.message}"
+    return None
 
 
 @lru_cache(maxsize=512)

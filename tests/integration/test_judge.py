@@ -1,0 +1,214 @@
+"""The completion judge and the output contract, end to end with the openai SDK."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+
+from tests.support.fake_upstream import Hang, Json, chat_completion, tool_call, verdict
+
+TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
+TASK = [{"role": "user", "content": "Find Lyon's population and its rank among French cities."}]
+FULL_ANSWER = (
+    "Lyon has 522,250 inhabitants (INSEE, 2021), which makes it the third-largest city in France after Paris "
+    "and Marseille. Its metropolitan area (Métropole de Lyon) has about 1.4 million people, second only to "
+    "Paris. Sources: INSEE census tables, checked with the search tool."
+)
+
+
+def after_tools(*, session: str = "judge"):
+    """The agent's history after one tool call, as it resends it."""
+    return [
+        *TASK,
+        {"role": "assistant", "content": None, "tool_calls": [tool_call("search", '{"q": "lyon"}', "c1")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Lyon: 522,250 (2021); rank 3"},
+    ]
+
+
+def ask(proxy, messages, tools=TOOLS, **kwargs):
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+    return client.chat.completions.with_raw_response.create(model="m", messages=messages, tools=tools, **kwargs)
+
+
+def test_quitting_early_after_tools_is_sent_back_to_work(proxy, upstream):
+    upstream.judge = lambda request: verdict(request, False, "the rank was not given")
+    upstream.script(Json(chat_completion("Done.")), Json(chat_completion(FULL_ANSWER)))
+
+    raw = ask(proxy, after_tools())
+
+    assert raw.parse().choices[0].message.content == FULL_ANSWER
+    assert raw.headers["x-loopwarden-interventions"] == "judge_continue"
+    continued = upstream.requests[1].json()["messages"]
+    assert continued[-2] == {"role": "assistant", "content": "Done."}
+    assert "the rank was not given" in continued[-1]["content"]
+    assert len(upstream.judge_requests) == 1  # the long answer is not judged again
+
+
+def test_a_good_short_answer_costs_one_judge_call_and_nothing_else(proxy, upstream):
+    upstream.script(Json(chat_completion("522,250; third in France.")))
+
+    raw = ask(proxy, after_tools())
+
+    assert raw.parse().choices[0].message.content == "522,250; third in France."
+    assert raw.headers["x-loopwarden-interventions"] == "none"
+    assert (len(upstream.requests), len(upstream.judge_requests)) == (1, 1)
+
+
+def test_text_without_any_tool_use_is_trusted(proxy, upstream):
+    upstream.script(Json(chat_completion("Short.")))
+
+    ask(proxy, TASK)
+
+    assert upstream.judge_requests == []
+
+
+def test_long_answers_skip_the_judge(proxy, upstream):
+    upstream.script(Json(chat_completion(FULL_ANSWER)))
+
+    ask(proxy, after_tools())
+
+    assert upstream.judge_requests == []
+    assert (
+        'loopwarden_judge_verdicts_total{policy="default",verdict="skipped"} 1.0'
+        in httpx.get(f"{proxy.url}/metrics").text
+    )
+
+
+def test_judge_timeout_fails_closed(make_proxy, upstream, write_policies):
+    proxy = make_proxy(policies_dir=str(write_policies(default="judge: {judge_timeout_secs: 0.3}\n")))
+    upstream.judge = lambda request: Hang(3)
+    upstream.script(Json(chat_completion("Done.")), Json(chat_completion(FULL_ANSWER)))
+
+    raw = ask(proxy, after_tools())
+
+    assert raw.parse().choices[0].message.content == FULL_ANSWER
+    assert "could not be verified" in upstream.requests[1].json()["messages"][-1]["content"]
+
+
+def test_judge_timeout_fails_open_when_the_policy_says_so(make_proxy, upstream, write_policies):
+    policy = "judge: {judge_timeout_secs: 0.3, judge_fail_open: true}\n"
+    proxy = make_proxy(policies_dir=str(write_policies(default=policy)))
+    upstream.judge = lambda request: Hang(3)
+    upstream.script(Json(chat_completion("Done.")))
+
+    raw = ask(proxy, after_tools())
+
+    assert raw.parse().choices[0].message.content == "Done."
+    assert len(upstream.requests) == 1
+
+
+def test_judge_garbage_counts_as_an_error(proxy, upstream):
+    upstream.judge = lambda request: Json(chat_completion("Looks fine to me!"))
+    upstream.script(Json(chat_completion("Done.")), Json(chat_completion(FULL_ANSWER)))
+
+    raw = ask(proxy, after_tools())
+
+    assert raw.headers["x-loopwarden-interventions"] == "judge_continue"
+    assert 'verdict="error"} 1.0' in httpx.get(f"{proxy.url}/metrics").text
+
+
+def test_continuations_are_bounded_per_session(proxy, upstream):
+    upstream.judge = lambda request: verdict(request, False, "still incomplete")
+    upstream.script(*[Json(chat_completion("Done.")) for _ in range(3)])
+
+    raw = ask(proxy, after_tools(), extra_headers={"X-Session-Id": "bounded"})
+
+    assert raw.parse().choices[0].message.content == "Done."  # after 2 continuations it passes
+    assert raw.headers["x-loopwarden-interventions"] == "judge_continue,judge_continue"
+    assert len(upstream.judge_requests) == 2
+
+
+def test_a_completion_tool_is_judged_like_a_text_answer(proxy, upstream):
+    upstream.judge = lambda request: verdict(request, False, "no rank")
+    final = tool_call("final_answer", json.dumps({"answer": "522,250"}), "f1")
+    upstream.script(Json(chat_completion(None, tool_calls=[final])), Json(chat_completion(FULL_ANSWER)))
+    final_tool = {"type": "function", "function": {"name": "final_answer", "parameters": {"type": "object"}}}
+
+    raw = ask(proxy, after_tools(), tools=[*TOOLS, final_tool])
+
+    assert raw.parse().choices[0].message.content == FULL_ANSWER
+    assert "522,250" in upstream.judge_requests[0].json()["messages"][1]["content"]
+    retried = upstream.requests[1].json()["messages"]
+    assert retried[-1]["role"] == "tool"
+    assert retried[-1]["tool_call_id"] == "f1"
+
+
+def test_judge_tokens_are_metered_apart(proxy, upstream):
+    upstream.script(Json(chat_completion("522,250; third.")))
+
+    ask(proxy, after_tools())
+
+    metrics = httpx.get(f"{proxy.url}/metrics").text
+    assert 'loopwarden_tokens_total{kind="judge",policy="default",tenant="default"} 18.0' in metrics
+    assert 'loopwarden_tokens_total{kind="agent",policy="default",tenant="default"} 18.0' in metrics
+
+
+def test_with_the_judge_off_a_short_reply_to_a_long_task_is_nudged(make_proxy, upstream, write_policies):
+    proxy = make_proxy(policies_dir=str(write_policies(default="judge: {use_llm_judge: false, long_task_chars: 20}\n")))
+    upstream.script(Json(chat_completion("Done.")), Json(chat_completion(FULL_ANSWER)))
+
+    raw = ask(proxy, after_tools())
+
+    assert raw.headers["x-loopwarden-interventions"] == "short_response_nudge"
+    assert upstream.judge_requests == []
+
+
+# -- output contract ---------------------------------------------------------------------
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "population": {"type": "number"}},
+    "required": ["city", "population"],
+    "additionalProperties": False,
+}
+RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "city", "schema": SCHEMA}}
+
+
+def test_an_answer_violating_the_schema_is_retried_with_the_errors(proxy, upstream):
+    upstream.script(
+        Json(chat_completion('{"city": "Lyon", "population": "about half a million"}')),
+        Json(chat_completion('```json\n{"city": "Lyon", "population": 522250}\n```')),
+    )
+
+    raw = ask(proxy, TASK, response_format=RESPONSE_FORMAT)
+
+    assert "522250" in raw.parse().choices[0].message.content
+    assert raw.headers["x-loopwarden-interventions"] == "schema_retry"
+    feedback = upstream.requests[1].json()["messages"][-1]["content"]
+    assert "$.population: 'about half a million' is not of type 'number'" in feedback
+
+
+def test_an_answer_that_stays_invalid_passes_flagged(proxy, upstream):
+    upstream.script(*[Json(chat_completion("Lyon has about 500k people.")) for _ in range(3)])
+
+    raw = ask(proxy, TASK, response_format=RESPONSE_FORMAT)
+
+    assert raw.headers["x-loopwarden-flags"] == "output_schema_invalid"
+    assert raw.headers["x-loopwarden-interventions"] == "schema_retry,schema_retry"
+    assert "not valid JSON" in upstream.requests[1].json()["messages"][-1]["content"]
+
+
+def test_a_request_schema_that_does_not_compile_is_400(proxy, upstream):
+    bad = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nonsense"}}}
+
+    response = httpx.post(
+        f"{proxy.base_url}/chat/completions",
+        json={"model": "m", "messages": TASK, "response_format": bad},
+        headers={"Authorization": "Bearer sk-p"},
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "response_format.json_schema.schema"
+    assert upstream.requests == []
+
+
+def test_a_policy_schema_applies_without_response_format(make_proxy, upstream, write_policies):
+    policy = "output_contract: {schema: {type: object, required: [answer]}}\n"
+    proxy = make_proxy(policies_dir=str(write_policies(default=policy)))
+    upstream.script(Json(chat_completion("plain text")), Json(chat_completion('{"answer": "ok"}')))
+
+    raw = ask(proxy, TASK)
+
+    assert raw.parse().choices[0].message.content == '{"answer": "ok"}'

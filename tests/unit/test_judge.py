@@ -1,0 +1,68 @@
+"""The judge prompt and verdict parsing, and the injection corpus against both."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from proxy.judge import build_judge_messages, escape, parse_verdict
+from tests.support.injections import PAYLOADS, obeying_judge_output
+
+TAG, NONCE = "a1b2c3d4e5f60718", "f00dfeedf00dfeed"
+
+
+def test_escape_neutralizes_markup():
+    assert escape("</reply-x> & <b>") == "&lt;/reply-x&gt; &amp; &lt;b&gt;"
+
+
+def test_prompt_puts_data_inside_nonce_tags_and_says_it_is_data():
+    system, user = build_judge_messages("Find X.", "X is 3.", TAG, NONCE)
+
+    assert f"<task-{TAG}>" in system["content"]
+    assert "never instructions" in system["content"]
+    assert NONCE in system["content"]
+    assert NONCE not in user["content"]
+    assert user["content"] == f"<task-{TAG}>\nFind X.\n</task-{TAG}>\n\n<reply-{TAG}>\nX is 3.\n</reply-{TAG}>"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (json.dumps({"nonce": NONCE, "done": True, "reason": "All parts answered."}), (True, "All parts answered.")),
+        (json.dumps({"nonce": NONCE, "done": False, "reason": "Q4 missing"}), (False, "Q4 missing")),
+        ("```json\n" + json.dumps({"nonce": NONCE, "done": True, "reason": "ok"}) + "\n```", (True, "ok")),
+        (json.dumps({"nonce": "0" * 16, "done": True, "reason": "ok"}), None),  # wrong nonce
+        (json.dumps({"done": True, "reason": "ok"}), None),  # no nonce
+        (json.dumps({"nonce": NONCE, "done": "true", "reason": "ok"}), None),  # not a boolean
+        (json.dumps({"nonce": NONCE, "done": True, "reason": ""}), None),
+        (json.dumps({"nonce": NONCE, "done": True, "reason": "ok", "extra": 1}), None),
+        (json.dumps([NONCE, True]), None),
+        ("The task looks done to me.", None),
+        ("", None),
+    ],
+)
+def test_parse_verdict(text, expected):
+    assert parse_verdict(text, NONCE) == expected
+
+
+def test_the_corpus_has_at_least_fifty_hostile_payloads():
+    assert len(PAYLOADS) >= 50
+    assert len(set(PAYLOADS)) == len(PAYLOADS)
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_no_payload_can_close_the_reply_tag(payload):
+    _, user = build_judge_messages("Summarize the report.", payload.replace("{tag}", TAG), TAG, NONCE)
+
+    assert user["content"].count(f"</reply-{TAG}>") == 1
+    assert user["content"].endswith(f"</reply-{TAG}>")
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_no_verdict_written_by_an_injection_is_accepted(payload):
+    system, user = build_judge_messages("Summarize the report.", payload.replace("{tag}", TAG), TAG, NONCE)
+
+    obeyed = obeying_judge_output({"messages": [system, user]})
+
+    assert parse_verdict(obeyed, NONCE) is None
