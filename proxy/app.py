@@ -111,7 +111,7 @@ def create_app(
         client,
         state_store,
         series,
-        default_request_guards(),
+        default_request_guards(series),
         default_response_guards(Judge(client), series),
         prices=prices,
     )

@@ -58,6 +58,12 @@ class Metrics:
             ["tenant", "policy", "kind"],
             registry=self.registry,
         )
+        self.permission_decisions = Counter(
+            "loopwarden_permission_decisions",
+            "Tool-permission decisions by rule id and action (allow, deny, deny_session).",
+            ["policy", "rule", "action"],
+            registry=self.registry,
+        )
         self.unpriced_calls = Counter(
             "loopwarden_unpriced_calls",
             "Calls to a model missing from pricing.yaml (counted at cost 0).",

@@ -135,7 +135,7 @@ class Pipeline:
         if state.termination and state.ending and enforce:
             notes.terminated = state.termination
             await self._commit(call, delta, notes)
-            return self._ending_outcome(call, msgspec.json.decode(state.ending), state, delta, notes)
+            return self._rendered(call, msgspec.json.decode(state.ending), state, delta, notes)
         if notes.refused:
             detail = f"the next call would not fit in the session's {notes.refused.removeprefix('budget_')} budget"
             return await self._finalize(call, Finalize(notes.refused, detail), state, delta, notes, [])
@@ -152,7 +152,7 @@ class Pipeline:
                 self._shadow(verdict, call, delta, notes)
             elif isinstance(verdict, Amend):
                 self._record_intervention(call, verdict.kind, verdict.reason, notes, 0)
-                payload = _amend(payload, verdict.tool_notes)
+                payload = _amend(payload, verdict)
             elif isinstance(verdict, Nudge):
                 self._strike(verdict.strike, delta)
                 self._record_intervention(call, verdict.kind, verdict.reason, notes, 0)
@@ -161,11 +161,19 @@ class Pipeline:
                 self._strike(verdict.strike, delta)
                 return await self._finalize(call, verdict, state, delta, notes, extra)
 
-        if call.stream:
+        if call.stream and not call.conversation.tools_offered:
+            # Plain text streams are relayed as they arrive. With tools offered, a guard may
+            # have to take a tool call back, so the reply is fetched whole, guarded, and
+            # replayed to the client as a stream.
             return await self._relay(call, payload, extra, state, delta, notes)
 
         for attempt in range(1, call.policy.max_attempts + 1):
-            body = call.body if payload is call.payload and not extra else render_request(payload, extra)
+            if call.stream:
+                body = render_request(payload, extra, stream=False, stream_options=None)
+            elif payload is call.payload and not extra:
+                body = call.body
+            else:
+                body = render_request(payload, extra)
             reply = await self._upstream.send("POST", call.url, call.headers, body)
             self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "agent").inc()
             if reply.response.status_code != 200:
@@ -221,6 +229,8 @@ class Pipeline:
             return await self._finalize(call, verdict, state, delta, notes, extra)
 
         await self._commit(call, delta, notes)
+        if call.stream:
+            return self._rendered(call, msgspec.json.decode(reply.response.content), state, delta, notes)
         return self._copy(reply, state, delta, call, notes)
 
     # -- steps ----------------------------------------------------------------------
@@ -427,7 +437,7 @@ class Pipeline:
             },
         )
         await self._commit(call, delta, notes)
-        return self._ending_outcome(call, ending.body, state, delta, notes)
+        return self._rendered(call, ending.body, state, delta, notes)
 
     async def _relay(
         self,
@@ -474,7 +484,7 @@ class Pipeline:
     ) -> Outcome:
         return Outcome(status, self._headers(call, state, delta, notes), body=body)
 
-    def _ending_outcome(
+    def _rendered(
         self, call: ChatCall, body: dict[str, Any], state: SessionState, delta: SessionDelta, notes: _Notes
     ) -> Outcome:
         headers = self._headers(call, state, delta, notes)
@@ -529,9 +539,25 @@ async def _decided(verdict: Verdict | Awaitable[Verdict]) -> Verdict:
     return await verdict if inspect.isawaitable(verdict) else verdict
 
 
-def _amend(payload: Mapping[str, Any], notes: Mapping[str, str]) -> dict[str, Any]:
-    """The payload with ``notes`` appended to the matching tool results (the client's own
-    transcript is untouched: only what goes upstream changes)."""
+def _amend(payload: Mapping[str, Any], amend: Amend) -> dict[str, Any]:
+    """The payload with notes appended to tool results and hidden tools removed (the client's
+    own transcript is untouched: only what goes upstream changes)."""
+    notes = amend.tool_notes
+    amended: dict[str, Any] = dict(payload)
+    if amend.drop_tools:
+        dropped = set(amend.drop_tools)
+        kept = [t for t in payload.get("tools", []) if (t.get("function") or {}).get("name") not in dropped]
+        if kept:
+            amended["tools"] = kept
+        else:
+            amended.pop("tools", None)
+            amended.pop("tool_choice", None)
+            amended.pop("parallel_tool_calls", None)
+        choice = payload.get("tool_choice")
+        if isinstance(choice, dict) and (choice.get("function") or {}).get("name") in dropped:
+            amended.pop("tool_choice", None)
+    if not notes:
+        return amended
     messages = []
     for message in payload.get("messages", []):
         note = notes.get(str(message.get("tool_call_id"))) if message.get("role") == "tool" else None
@@ -545,7 +571,8 @@ def _amend(payload: Mapping[str, Any], notes: Mapping[str, str]) -> dict[str, An
         else:
             content = f"{content or ''}{addition}"
         messages.append({**message, "content": content})
-    return {**payload, "messages": messages}
+    amended["messages"] = messages
+    return amended
 
 
 _DAY = 86_400

@@ -35,6 +35,8 @@ class Amend:
     reason: str
     tool_notes: Mapping[str, str]
     """tool_call_id → text appended to that tool result before it goes upstream."""
+    drop_tools: tuple[str, ...] = ()
+    """Tools removed from the request's ``tools`` before it goes upstream."""
 
 
 @dataclass(frozen=True, slots=True)

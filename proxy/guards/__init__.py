@@ -6,6 +6,7 @@ from proxy.guards.empty_reply import EmptyReplyGuard
 from proxy.guards.judge import JudgeGuard
 from proxy.guards.no_progress import NoProgressGuard
 from proxy.guards.output_contract import OutputContractGuard
+from proxy.guards.permissions import PermissionGuard
 from proxy.guards.reasoning_only import ReasoningOnlyGuard
 from proxy.guards.tool_args import ToolArgsGuard
 from proxy.guards.tool_failures import ToolFailuresGuard
@@ -20,6 +21,7 @@ __all__ = [
     "JudgeGuard",
     "NoProgressGuard",
     "OutputContractGuard",
+    "PermissionGuard",
     "ReasoningOnlyGuard",
     "RequestGuard",
     "ResponseGuard",
@@ -31,17 +33,21 @@ __all__ = [
 ]
 
 
-def default_request_guards() -> list[RequestGuard]:
+def default_request_guards(metrics: Metrics | None = None) -> list[RequestGuard]:
     """In order: endings first (budgets, failing tools), then nudges, then amendments."""
-    return [BudgetGuard(), ToolFailuresGuard(), NoProgressGuard(), ToolLoopGuard()]
+    guards: list[RequestGuard] = [BudgetGuard(), ToolFailuresGuard(), NoProgressGuard(), ToolLoopGuard()]
+    if metrics is not None:
+        guards.append(PermissionGuard(metrics))
+    return guards
 
 
 def default_response_guards(judge: Judge | None = None, metrics: Metrics | None = None) -> list[ResponseGuard]:
     """In order: say something, say it validly, do not repeat yourself, and (last, since it
     costs a model call) do not stop early."""
-    guards: list[ResponseGuard] = [
-        EmptyReplyGuard(),
-        ReasoningOnlyGuard(),
+    guards: list[ResponseGuard] = [EmptyReplyGuard(), ReasoningOnlyGuard()]
+    if metrics is not None:
+        guards.append(PermissionGuard(metrics))  # a refused call is not validated or counted
+    guards += [
         ToolArgsGuard(),
         ToolLoopGuard(),
         NoProgressGuard(),

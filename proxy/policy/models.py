@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from proxy.permissions import PermissionSettings
 from proxy.schemas import check_schema
 
 __all__ = [
@@ -255,6 +256,7 @@ class Policy(BaseModel):
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     output_contract: OutputContractSettings = Field(default_factory=OutputContractSettings)
+    permissions: PermissionSettings = Field(default_factory=PermissionSettings)
     loop: LoopSettings = Field(default_factory=LoopSettings)
     no_progress: NoProgressSettings = Field(default_factory=NoProgressSettings)
     tool_args: ToolArgsSettings = Field(default_factory=ToolArgsSettings)

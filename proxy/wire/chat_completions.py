@@ -167,11 +167,26 @@ def completion_as_sse(body: Mapping[str, Any], *, include_usage: bool = False) -
         "model": body["model"],
     }
     message = body["choices"][0]["message"]
-    events = [
-        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
-        {**base, "choices": [{"index": 0, "delta": {"content": message.get("content") or ""}, "finish_reason": None}]},
-        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": body["choices"][0]["finish_reason"]}]},
-    ]
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    for field in ("reasoning_content", "reasoning"):
+        if isinstance(message.get(field), str) and message[field]:
+            events.append(chunk({field: message[field]}))
+    if message.get("content"):
+        events.append(chunk({"content": message["content"]}))
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call.get("function") or {}
+        delta_call = {
+            "index": index,
+            "id": call.get("id"),
+            "type": call.get("type", "function"),
+            "function": {"name": function.get("name"), "arguments": function.get("arguments", "")},
+        }
+        events.append(chunk({"tool_calls": [delta_call]}))
+    events.append(chunk({}, body["choices"][0].get("finish_reason") or "stop"))
     if include_usage:
         events.append({**base, "choices": [], "usage": body.get("usage")})
     return b"".join(b"data: " + _encode(event) + b"\n\n" for event in events) + b"data: [DONE]\n\n"

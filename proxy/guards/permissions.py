@@ -1,0 +1,77 @@
+"""Tool permissions: a refused call never reaches the agent.
+
+The model gets its call back, refused with the rule's message, and chooses another way; if
+it insists past ``max_denials`` in one request, or a ``deny_session`` rule matches, the
+session ends with reason ``permission``. Tools hidden by a rule are removed from the
+request before it goes upstream, so the model is not tempted. Every decision is counted by
+rule id and action.
+"""
+
+from __future__ import annotations
+
+from proxy.exchange import Reply
+from proxy.guards.base import GuardContext
+from proxy.metrics import Metrics
+from proxy.permissions import Decision, decide
+from proxy.verdict import PASS, Amend, Finalize, Nudge, Verdict
+
+__all__ = ["PermissionGuard"]
+
+_NOT_RUN = "Not executed: another call in this reply was refused. Send again the calls you still need."
+
+
+class PermissionGuard:
+    name = "permissions"
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def check_request(self, context: GuardContext) -> Verdict:
+        """Remove hidden tools from what the model is offered."""
+        settings = context.policy.permissions
+        if not any(rule.hide for rule in settings.rules):
+            return PASS
+        hidden = [name for name in context.conversation.tool_parameters() if settings.hidden(name)]
+        if not hidden:
+            return PASS
+        return Amend(
+            kind="tools_hidden", reason=f"hidden: {', '.join(sorted(hidden))}", tool_notes={}, drop_tools=tuple(hidden)
+        )
+
+    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
+        settings = context.policy.permissions
+        if not reply.tool_calls or (not settings.rules and settings.default == "allow"):
+            return PASS
+        decisions: list[Decision] = []
+        for call in reply.tool_calls:
+            decision = decide(call, settings)
+            decisions.append(decision)
+            if decision.rule != "default" or decision.action != "allow":
+                self._metrics.permission_decisions.labels(context.policy.name, decision.rule, decision.action).inc()
+        refused = [(c, d) for c, d in zip(reply.tool_calls, decisions, strict=True) if d.action != "allow"]
+        if not refused:
+            return PASS
+        call, decision = refused[0]
+        if (
+            any(d.action == "deny_session" for _, d in refused)
+            or context.retries.get("permission_denied", 0) >= settings.max_denials
+        ):
+            ending = next((d for _, d in refused if d.action == "deny_session"), decision)
+            return Finalize("permission", f"the model asked for {call.name}, which rule {ending.rule} forbids")
+        results = []
+        for each, verdict in zip(reply.tool_calls, decisions, strict=True):
+            if verdict.action == "allow":
+                content = _NOT_RUN
+            else:
+                reason = verdict.message or "this call is not allowed here"
+                content = f"Refused by policy (rule {verdict.rule}): {reason} Choose another way to continue."
+            results.append({"role": "tool", "tool_call_id": each.id, "content": content})
+        calls = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in reply.tool_calls
+        ]
+        return Nudge(
+            kind="permission_denied",
+            reason=f"{call.name} refused by rule {decision.rule}",
+            messages=({"role": "assistant", "content": reply.content, "tool_calls": calls}, *results),
+        )
