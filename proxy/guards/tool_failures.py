@@ -3,11 +3,13 @@ the session with reason ``tool_failures`` (a circuit breaker, not a retry)."""
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
+
+import regex
 
 from proxy.exchange import content_text
 from proxy.guards.base import GuardContext
+from proxy.permissions import MATCH_TIMEOUT_SECS
 from proxy.verdict import PASS, Finalize, Verdict
 
 __all__ = ["ToolFailuresGuard", "compiled"]
@@ -16,9 +18,20 @@ _SCANNED = 2000
 
 
 @lru_cache(maxsize=64)
-def compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+def compiled(patterns: tuple[str, ...]) -> tuple[regex.Pattern[str], ...]:
     """Patterns are validated at policy load; compile each distinct set once."""
-    return tuple(re.compile(p, re.MULTILINE) for p in patterns)
+    return tuple(regex.compile(p, regex.MULTILINE) for p in patterns)
+
+
+def _fails(text: str, patterns: tuple[regex.Pattern[str], ...]) -> bool:
+    """Tool results are untrusted text: each search is time-bounded (a timeout is no match)."""
+    for pattern in patterns:
+        try:
+            if pattern.search(text, timeout=MATCH_TIMEOUT_SECS):
+                return True
+        except TimeoutError:
+            continue
+    return False
 
 
 class ToolFailuresGuard:
@@ -32,7 +45,7 @@ class ToolFailuresGuard:
         run = 0
         for message in reversed(context.conversation.tool_results()):
             text = content_text(message.get("content"))[:_SCANNED]
-            if not any(p.search(text) for p in patterns):
+            if not _fails(text, patterns):
                 break
             run += 1
         if run >= settings.max_consecutive:

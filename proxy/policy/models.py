@@ -7,9 +7,9 @@ from these models (``loopwarden policy-schema``) and a test keeps it current.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
+import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from proxy.permissions import PermissionSettings
@@ -212,8 +212,8 @@ class ToolFailureSettings(BaseModel):
     def _compiles(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
         for index, pattern in enumerate(patterns):
             try:
-                re.compile(pattern)
-            except re.error as exc:
+                regex.compile(pattern)
+            except regex.error as exc:
                 raise ValueError(f"patterns[{index}] is not a valid regex: {exc}") from exc
         return patterns
 
