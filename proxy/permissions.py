@@ -21,14 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from proxy.exchange import ToolCall
 
-__all__ = ["Decision", "PermissionRule", "PermissionSettings", "decide", "resolve_path"]
+__all__ = ["MISSING", "Decision", "PermissionRule", "PermissionSettings", "decide", "resolve_path"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _PATH = re.compile(r"^\$((\.[A-Za-z_][\w-]*)|(\[\d+\]))*$")
 _STEP = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d+)\]")
 MATCH_TIMEOUT_SECS = 0.05
 _SCANNED = 10_000
-_MISSING = object()
+MISSING = object()
 
 
 class ArgumentCondition(BaseModel):
@@ -129,19 +129,19 @@ def resolve_path(value: Any, path: str) -> Any:
     for name, index in _STEP.findall(path):
         if name:
             if not isinstance(current, dict) or name not in current:
-                return _MISSING
+                return MISSING
             current = current[name]
         else:
             position = int(index)
             if not isinstance(current, list) or position >= len(current):
-                return _MISSING
+                return MISSING
             current = current[position]
     return current
 
 
 def _condition_holds(condition: ArgumentCondition, arguments: Any) -> bool:
     found = resolve_path(arguments, condition.path)
-    if found is _MISSING:
+    if found is MISSING:
         return False
     if condition.regex is None:
         return bool(found == condition.equals and type(found) is type(condition.equals))
@@ -163,8 +163,8 @@ def decide(call: ToolCall, settings: PermissionSettings) -> Decision:
                 try:
                     arguments = json.loads(call.arguments) if call.arguments.strip() else {}
                 except json.JSONDecodeError:
-                    arguments = _MISSING
-            if arguments is _MISSING or not all(_condition_holds(c, arguments) for c in rule.when):
+                    arguments = MISSING
+            if arguments is MISSING or not all(_condition_holds(c, arguments) for c in rule.when):
                 continue
         return Decision(rule.action, rule.id, rule.message)
     return Decision(settings.default, "default")

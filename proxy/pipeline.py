@@ -603,7 +603,7 @@ def _settle_daily(delta: SessionDelta, notes: _Notes) -> SessionDelta:
 def _kind(verdict: Verdict) -> str:
     if isinstance(verdict, Finalize):
         return "finalize_" + verdict.reason
-    return verdict.kind if isinstance(verdict, Nudge | Rewrite) else "pass"
+    return verdict.kind if isinstance(verdict, Nudge | Rewrite | Amend) else "pass"
 
 
 def _reason(verdict: Verdict) -> str:

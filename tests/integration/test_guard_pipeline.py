@@ -273,3 +273,14 @@ def test_deleting_needs_a_valid_key(two_tenants):
 
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_a_stream_with_tools_offered_is_guarded_then_replayed(proxy, upstream):
+    upstream.script(empty(), Json(chat_completion("Lyon has 522,250 inhabitants.")))
+
+    stream = sdk(proxy).chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS, stream=True)
+    chunks = list(stream)
+
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Lyon has 522,250 inhabitants."
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert len(upstream.requests) == 2
