@@ -13,7 +13,7 @@ from litestar import Litestar, MediaType, Request, Response, asgi, delete, get
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 from litestar.params import FromPath
 from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from proxy.errors import MethodNotAllowed, ProxyError, RouteNotFound, ServiceUnavailable
 from proxy.guards import default_request_guards, default_response_guards
@@ -102,9 +102,9 @@ def create_app(
     directory = tenants or load_tenant_directory(settings)
     registry = policies or PolicyRegistry(settings.policies_dir)
     _check_tenant_policies(directory, registry)
-    client = upstream or UpstreamClient(settings)
-    state_store = store or build_store(settings)
     series = metrics or Metrics()
+    client = upstream or UpstreamClient(settings, metrics=series)
+    state_store = store or build_store(settings)
     ready = readiness or Readiness()
     prices = load_pricing(settings.policies_dir / "pricing.yaml")
     pipeline = Pipeline(
@@ -114,8 +114,9 @@ def create_app(
         default_request_guards(series),
         default_response_guards(Judge(client), series),
         prices=prices,
+        log_contents=settings.log_contents,
     )
-    routes = ProxyRoutes(settings, directory, client, ready, pipeline, registry)
+    routes = ProxyRoutes(settings, directory, client, ready, pipeline, registry, series)
     background: list[asyncio.Task[None]] = []
 
     @asgi("/v1/chat/completions", copy_scope=False)
@@ -146,7 +147,7 @@ def create_app(
     @get("/metrics", media_type="text/plain")
     async def metrics_route() -> Response[bytes]:
         """Prometheus text format."""
-        return Response(generate_latest(series.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(series.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     @get("/v1/loopwarden/sessions/{session_id:str}", media_type=MediaType.JSON)
     async def inspect_session(request: Request[Any, Any, Any], session_id: FromPath[str]) -> dict[str, object]:

@@ -8,6 +8,7 @@ URL (httpx, aiohttp, litestar) are turned down so they cannot leak what we keep 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -15,7 +16,26 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["JsonFormatter", "configure_logging", "log_event", "logger"]
+__all__ = ["JsonFormatter", "configure_logging", "log_event", "logger", "redact"]
+
+_SECRETS = re.compile(
+    r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}|\b(sk|lw|rk|pk)-[A-Za-z0-9_-]{8,}|"
+    r"(api[_-]?key|authorization|x-loopwarden-key)([\"']?\s*[:=]\s*[\"']?)[^\s\"',]{6,}"
+)
+
+
+def redact(text: str) -> str:
+    """Mask anything that looks like a key (bearer tokens, sk-/lw- keys, key=value pairs)."""
+
+    def mask(match: re.Match[str]) -> str:
+        if match.group(1):
+            return match.group(1) + "[REDACTED]"
+        if match.group(3):
+            return match.group(3) + match.group(4) + "[REDACTED]"
+        return "[REDACTED]"
+
+    return _SECRETS.sub(mask, text)
+
 
 logger = logging.getLogger("loopwarden")
 _encode = msgspec.json.Encoder().encode

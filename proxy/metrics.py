@@ -5,16 +5,70 @@ Labels are bounded: tenant, policy, kind or reason, never session ids or free te
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+import os
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 
 __all__ = ["Metrics"]
 
 
+_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+_OVERHEAD_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
+
+
 class Metrics:
-    """The proxy's series, on a registry of their own (so tests and apps do not collide)."""
+    """The proxy's series, on a registry of their own (so tests and apps do not collide).
+
+    With ``PROMETHEUS_MULTIPROC_DIR`` set (several worker processes), values go to that
+    directory and :meth:`exposition` merges every process's samples.
+    """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "loopwarden_requests",
+            "Requests answered, by route and status class (2xx, 4xx, 5xx).",
+            ["tenant", "route", "status"],
+            registry=self.registry,
+        )
+        self.upstream_attempts = Counter(
+            "loopwarden_upstream_attempts",
+            "Upstream attempts, by outcome: ok, retried (a transient fault, tried again), failed.",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.upstream_latency = Histogram(
+            "loopwarden_upstream_latency_seconds",
+            "Time from sending a request upstream to its answer (headers, or the whole body).",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.overhead = Histogram(
+            "loopwarden_overhead_seconds",
+            "The proxy's own time per request: wall time minus waiting on upstream and judge.",
+            ["route"],
+            buckets=_OVERHEAD_BUCKETS,
+            registry=self.registry,
+        )
+        self.stream_ttfb = Histogram(
+            "loopwarden_stream_first_byte_seconds",
+            "Time to the first byte of a streamed reply.",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.state_latency = Histogram(
+            "loopwarden_state_latency_seconds",
+            "State store round trips, by operation.",
+            ["operation"],
+            buckets=(*_OVERHEAD_BUCKETS, 0.5, 1.0),
+            registry=self.registry,
+        )
+        self.cost = Counter(
+            "loopwarden_cost_usd",
+            "Cost of model calls in USD (priced models only), all kinds of call.",
+            ["tenant", "policy"],
+            registry=self.registry,
+        )
         self.interventions = Counter(
             "loopwarden_interventions",
             "Guard interventions that changed traffic, by kind.",
@@ -54,7 +108,7 @@ class Metrics:
         )
         self.tokens = Counter(
             "loopwarden_tokens",
-            "Tokens used, by whose call: agent (the model's own), judge, finalize.",
+            "Tokens used, by whose call: agent (first attempt), nudge (retries the guards asked for), judge, finalize.",
             ["tenant", "policy", "kind"],
             registry=self.registry,
         )
@@ -82,3 +136,11 @@ class Metrics:
             ["tenant", "policy", "purpose"],
             registry=self.registry,
         )
+
+    def exposition(self) -> bytes:
+        """The text format for /metrics (every worker's samples in multiprocess mode)."""
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            merged = CollectorRegistry()
+            multiprocess.MultiProcessCollector(merged)  # type: ignore[no-untyped-call]
+            return generate_latest(merged)
+        return generate_latest(self.registry)

@@ -15,7 +15,8 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,12 +25,12 @@ from prometheus_client import Counter as MetricCounter
 
 from proxy.budgets import active_ms, estimate_tokens, remaining, session_limits
 from proxy.errors import RateLimited, ServiceUnavailable
-from proxy.exchange import Conversation, Reply, Usage
+from proxy.exchange import Conversation, Reply, Usage, content_text
 from proxy.finalize import Finalizer
-from proxy.fingerprint import remember_calls
+from proxy.fingerprint import fingerprint, remember_calls
 from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
 from proxy.judge import JudgeTarget
-from proxy.logs import log_event
+from proxy.logs import log_event, logger, redact
 from proxy.metrics import Metrics
 from proxy.policy.models import Policy
 from proxy.pricing import MICROS, PriceTable
@@ -106,7 +107,9 @@ class Pipeline:
         response_guards: Sequence[ResponseGuard],
         clock: Callable[[], float] = time.time,
         prices: PriceTable | None = None,
+        log_contents: bool = False,
     ) -> None:
+        self._log_contents = log_contents
         self._upstream = upstream
         self._store = store
         self._metrics = metrics
@@ -174,7 +177,9 @@ class Pipeline:
                 body = call.body
             else:
                 body = render_request(payload, extra)
+            sent = time.perf_counter()
             reply = await self._upstream.send("POST", call.url, call.headers, body)
+            latency = time.perf_counter() - sent
             self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "agent").inc()
             if reply.response.status_code != 200:
                 await self._commit(call, delta, notes)
@@ -184,7 +189,7 @@ class Pipeline:
             if parsed is None:
                 await self._commit(call, delta, notes)
                 return self._copy(reply, state, delta, call, notes)
-            self._charge(call, delta, parsed.usage, parsed.model)
+            self._charge(call, delta, parsed.usage, parsed.model, kind="agent" if attempt == 1 else "nudge")
             context = GuardContext(
                 call.policy, delta.applied_to(state), call.conversation, retries, now, self._judge_target(call)
             )
@@ -197,10 +202,12 @@ class Pipeline:
                     else:
                         self._shadow(verdict, call, delta, notes)
                 remember_calls(delta, parsed.tool_calls, call.policy.loop.history)
+                self._log_step(call, context, attempt, parsed, None, latency, notes)
                 break
             passes, decision = await self._first_decision(parsed, context)
             for decided in (*passes, decision):
                 self._charge_guard(call, delta, decided)
+            self._log_step(call, context, attempt, parsed, decision, latency, notes)
             if decision is None:
                 for passed in passes:
                     self._apply(passed, call, delta, notes)
@@ -278,14 +285,19 @@ class Pipeline:
         fresh = call.session.fresh
         try:
             if limits:
-                admission = await self._store.admit(
-                    call.session.key, limits, call.policy.session_ttl_secs, replace=fresh
-                )
+                with self._timed("admit"):
+                    admission = await self._store.admit(
+                        call.session.key, limits, call.policy.session_ttl_secs, replace=fresh
+                    )
                 state, notes.refused = admission.state, admission.refused
                 reserved = [] if admission.refused else list(limits)
                 fresh = False  # the admission already started a fresh session afresh
             else:
-                state = SessionState() if fresh else await self._store.load(call.session.key)
+                if fresh:
+                    state = SessionState()
+                else:
+                    with self._timed("load"):
+                        state = await self._store.load(call.session.key)
                 reserved = []
         except StoreUnavailable as exc:
             self._metrics.state_errors.labels("load", call.policy.state_fail_mode).inc()
@@ -380,6 +392,7 @@ class Pipeline:
             self._metrics.unpriced_calls.labels(call.tenant, call.policy.name).inc()
         elif cost:
             delta.incr(FIELDS.COST_MICROS, cost)
+            self._metrics.cost.labels(call.tenant, call.policy.name).inc(cost / MICROS)
 
     async def _commit(self, call: ChatCall, delta: SessionDelta, notes: _Notes) -> None:
         notes.committed = True
@@ -389,7 +402,8 @@ class Pipeline:
         try:
             # Not shielded here: the servers do not cancel a handler when its client leaves; the
             # one path that cancels (a stream relay) shields its own after-relay commit.
-            await self._store.commit(call.session.key, delta, call.policy.session_ttl_secs)
+            with self._timed("commit"):
+                await self._store.commit(call.session.key, delta, call.policy.session_ttl_secs)
             if notes.daily:
                 await self._store.commit(_tenant_key(call.tenant), _settle_daily(delta, notes), _DAY + 3600)
         except StoreUnavailable as exc:
@@ -514,6 +528,49 @@ class Pipeline:
         if notes.degraded:
             headers.append((b"x-loopwarden-degraded", b"state-store"))
         return headers
+
+    @contextmanager
+    def _timed(self, operation: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._metrics.state_latency.labels(operation).observe(time.perf_counter() - started)
+
+    def _log_step(
+        self,
+        call: ChatCall,
+        context: GuardContext,
+        attempt: int,
+        reply: Reply,
+        verdict: Verdict | None,
+        latency: float,
+        notes: _Notes,
+    ) -> None:
+        """One line per upstream step: what was asked and decided, never what was said."""
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        trailing = call.conversation.trailing_tool_messages()
+        fields: dict[str, object] = {
+            "tenant": call.tenant,
+            "policy": call.policy.name,
+            "session": call.session.id,
+            "step": context.state.steps,
+            "attempt": attempt,
+            "model": reply.model,
+            "tools": [c.name for c in reply.tool_calls],
+            "argument_digests": [fingerprint(c.name, c.arguments) for c in reply.tool_calls],
+            "tool_result_sizes": [len(content_text(m.get("content"))) for m in trailing],
+            "latency_ms": round(latency * 1000, 3),
+            "tokens_in": reply.usage.prompt_tokens,
+            "tokens_out": reply.usage.completion_tokens,
+            "verdict": "pass" if verdict is None else _kind(verdict),
+            "shadow": list(notes.shadow),
+        }
+        if self._log_contents:
+            fields["reply"] = redact(reply.content or "")
+            fields["new_messages"] = [redact(content_text(m.get("content"))) for m in trailing]
+        log_event("step", fields)
 
     # -- records --------------------------------------------------------------------
 

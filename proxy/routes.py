@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -38,6 +37,7 @@ from proxy.http import (
     upstream_request_headers,
 )
 from proxy.logs import log_event
+from proxy.metrics import Metrics
 from proxy.pipeline import ChatCall, Outcome, Pipeline
 from proxy.policy.loader import PolicyRegistry
 from proxy.policy.models import Policy
@@ -47,6 +47,7 @@ from proxy.session.identity import identify
 from proxy.settings import Settings
 from proxy.streaming import UsageTap
 from proxy.tenants import Credentials, Tenant, TenantDirectory
+from proxy.timing import RequestTiming, begin
 from proxy.upstream import UpstreamClient, UpstreamReply
 from proxy.wire.chat_completions import parse_conversation
 
@@ -77,7 +78,9 @@ class ProxyRoutes:
         readiness: Readiness,
         pipeline: Pipeline,
         policies: PolicyRegistry,
+        metrics: Metrics,
     ) -> None:
+        self._metrics = metrics
         self._settings = settings
         self._tenants = tenants
         self._upstream = upstream
@@ -184,9 +187,9 @@ class ProxyRoutes:
         return self._tenants.authenticate(header(scope, b"authorization"), header(scope, b"x-loopwarden-key"))
 
     async def _guarded(self, handler: _Handler, scope: Scope, receive: Receive, send: Send, route: str) -> None:
-        """Run a handler; turn every failure into an OpenAI-shaped answer and one log line."""
-        started = time.perf_counter()
-        state = _ResponseTracker(send)
+        """Run a handler; turn every failure into an OpenAI-shaped answer, a metric and one log line."""
+        timing = begin()
+        state = _ResponseTracker(send, timing)
         self._readiness.in_flight += 1
         status: int | str = "error"
         facts: dict[str, object] = {}
@@ -197,21 +200,28 @@ class ProxyRoutes:
             status = exc.status
             facts = {"error": exc.code or exc.type}
             if not state.started:
-                await send_error(send, exc)
+                await send_error(state.send, exc)  # type: ignore[arg-type]
         except ClientDisconnected:
             status = "client_disconnected"
         except Exception as exc:  # the last line of defense: never a stack trace on the wire
             status = 500
             log_event("unhandled_error", {"route": route, "error_type": type(exc).__name__}, logging.ERROR)
             if not state.started:
-                await send_error(send, ProxyError("The proxy failed to handle the request."))
+                await send_error(state.send, ProxyError("The proxy failed to handle the request."))  # type: ignore[arg-type]
         finally:
             self._readiness.in_flight -= 1
+        overhead = timing.overhead()
+        status_class = f"{status // 100}xx" if isinstance(status, int) else status
+        self._metrics.requests.labels(str(facts.get("tenant", "-")), route, status_class).inc()
+        self._metrics.overhead.labels(route).observe(overhead)
+        if timing.first_byte is not None:
+            self._metrics.stream_ttfb.observe(timing.first_byte)
         facts.update(
             route=route,
             method=scope.get("method"),
             status=status,
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            duration_ms=round(timing.elapsed() * 1000, 3),
+            overhead_ms=round(overhead * 1000, 3),
         )
         log_event("request", facts)
 
@@ -300,12 +310,14 @@ async def _wait_for_disconnect(receive: Receive) -> None:
 
 
 class _ResponseTracker:
-    """Wraps ``send`` to know whether the response has started and with which status."""
+    """Wraps ``send``: knows whether the response started and with which status, stamps the
+    proxy's overhead on every reply, and notes when a streamed body's first bytes left."""
 
-    __slots__ = ("_send", "started", "status")
+    __slots__ = ("_send", "_timing", "started", "status")
 
-    def __init__(self, send: Send) -> None:
+    def __init__(self, send: Send, timing: RequestTiming) -> None:
         self._send = send
+        self._timing = timing
         self.started = False
         self.status: int = 0
 
@@ -313,6 +325,10 @@ class _ResponseTracker:
         if message["type"] == "http.response.start":
             self.started = True
             self.status = int(message["status"])  # type: ignore[call-overload]
+            overhead = f"{self._timing.overhead() * 1000:.3f}".encode()
+            message["headers"] = [*message["headers"], (b"x-loopwarden-overhead-ms", overhead)]  # type: ignore[misc]
+        elif self._timing.first_byte is None and message.get("more_body") and message.get("body"):
+            self._timing.first_byte = self._timing.elapsed()
         await self._send(message)  # type: ignore[arg-type]
 
 

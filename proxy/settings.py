@@ -45,6 +45,10 @@ class Settings(BaseSettings):
         1.0, gt=0, description="Seconds for a Redis connect, command, or wait for a pooled connection."
     )
     redis_max_connections: int = Field(128, gt=0, description="Redis connection pool size per process.")
+    log_contents: bool = Field(
+        False,
+        description="Debug only: log message contents in step lines (keys redacted). Off by default.",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
     connect_timeout: float = Field(10.0, gt=0, description="Seconds to open a connection upstream.")
     read_timeout: float = Field(

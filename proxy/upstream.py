@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -25,8 +26,10 @@ from proxy.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
+from proxy.metrics import Metrics
 from proxy.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
 from proxy.settings import Settings
+from proxy.timing import waiting
 from proxy.transport import READ_BODY, AiohttpTransport
 
 __all__ = ["UpstreamClient", "UpstreamReply"]
@@ -52,7 +55,9 @@ class UpstreamClient:
         *,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         draw: Callable[[], float] = random.random,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics
         self._transport = transport or AiohttpTransport(max_connections=settings.max_upstream_connections)
         self._policy = RetryPolicy(
             attempts=settings.retry_attempts,
@@ -87,8 +92,28 @@ class UpstreamClient:
         """Send until a non-retryable answer, the attempts or the deadline run out.
 
         With ``stream=False`` the body is read inside the deadline; with ``stream=True`` the
-        caller reads it and must close the response.
+        caller reads it and must close the response. The time is booked as waiting, not as
+        proxy overhead.
         """
+        started = time.perf_counter()
+        with waiting():
+            try:
+                reply = await self._send(method, url, headers, body, stream)
+            except ProxyError:
+                self._count("failed")
+                raise
+        if self._metrics is not None:
+            self._metrics.upstream_latency.observe(time.perf_counter() - started)
+        self._count("ok")
+        return reply
+
+    def _count(self, outcome: str) -> None:
+        if self._metrics is not None:
+            self._metrics.upstream_attempts.labels(outcome).inc()
+
+    async def _send(
+        self, method: str, url: str, headers: Sequence[tuple[str, str]], body: bytes, stream: bool
+    ) -> UpstreamReply:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._total_timeout
         waited = 0.0
@@ -121,6 +146,7 @@ class UpstreamClient:
                 delay = self._policy.delay(attempt, None, self._draw) if retryable else None
                 if delay is None or loop.time() + delay >= deadline:
                     raise error from None
+                self._count("retried")
                 await self._sleep(delay)
                 waited += delay
                 continue
@@ -130,6 +156,7 @@ class UpstreamClient:
             delay = self._policy.delay(attempt, parse_retry_after(response.headers), self._draw)
             if delay is None or loop.time() + delay >= deadline:
                 return UpstreamReply(response, attempt, waited)
+            self._count("retried")
             await response.aclose()
             await self._sleep(delay)
             waited += delay
