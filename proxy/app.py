@@ -30,6 +30,7 @@ from proxy.session.memory import MemoryStore
 from proxy.session.redis import RedisStore
 from proxy.settings import Settings
 from proxy.tenants import TenantDirectory, load_tenants
+from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient
 
 __all__ = ["build_store", "create_app", "load_tenant_directory"]
@@ -97,6 +98,7 @@ def create_app(
     store: SessionStore | None = None,
     policies: PolicyRegistry | None = None,
     metrics: Metrics | None = None,
+    tracing: Tracing | None = None,
 ) -> Litestar:
     """Assemble the proxy. Every collaborator can be injected; defaults come from ``settings``."""
     directory = tenants or load_tenant_directory(settings)
@@ -115,6 +117,7 @@ def create_app(
         default_response_guards(Judge(client), series),
         prices=prices,
         log_contents=settings.log_contents,
+        tracing=tracing or Tracing.from_endpoint(settings.otel_endpoint),
     )
     routes = ProxyRoutes(settings, directory, client, ready, pipeline, registry, series)
     background: list[asyncio.Task[None]] = []

@@ -37,6 +37,7 @@ from proxy.pricing import MICROS, PriceTable
 from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, SessionStore, StoreUnavailable, WindowLimit
 from proxy.session.identity import SessionRef
 from proxy.streaming import UsageTap
+from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient, UpstreamReply
 from proxy.verdict import Amend, Finalize, Nudge, Pass, Rewrite, Verdict
 from proxy.wire.chat_completions import completion_as_sse, parse_reply, render_request
@@ -108,8 +109,10 @@ class Pipeline:
         clock: Callable[[], float] = time.time,
         prices: PriceTable | None = None,
         log_contents: bool = False,
+        tracing: Tracing | None = None,
     ) -> None:
         self._log_contents = log_contents
+        self._tracing = tracing or Tracing()
         self._upstream = upstream
         self._store = store
         self._metrics = metrics
@@ -124,12 +127,39 @@ class Pipeline:
         notes = _Notes(started=self._clock())
         enforce = call.policy.mode == "enforce"
         limits = session_limits(call.payload, len(call.body), call.policy, self._prices) if enforce else []
-        state, delta = await self._open(call, limits, notes)
-        try:
-            return await self._run(call, state, delta, notes, enforce)
-        finally:
-            if not notes.committed and not call.stream:
-                await self._commit(call, delta, notes)
+        attributes: dict[str, str | int | float | bool] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.conversation.id": call.session.id,
+            "loopwarden.tenant": call.tenant,
+            "loopwarden.policy": call.policy.name,
+        }
+        with self._tracing.span("invoke_agent", attributes) as span:
+            self._trace_tool_results(call)
+            state, delta = await self._open(call, limits, notes)
+            try:
+                outcome = await self._run(call, state, delta, notes, enforce)
+            finally:
+                if not notes.committed and not call.stream:
+                    await self._commit(call, delta, notes)
+            self._tracing.annotate(span, {"loopwarden.terminated": notes.terminated or ""})
+            return outcome
+
+    def _trace_tool_results(self, call: ChatCall) -> None:
+        """The tools the agent ran since its last turn, as ``execute_tool`` spans."""
+        if not self._tracing.enabled:
+            return
+        calls = call.conversation.calls_by_id()
+        for message in call.conversation.trailing_tool_messages():
+            called = calls.get(str(message.get("tool_call_id")))
+            name = called.name if called else "unknown"
+            attributes: dict[str, str | int | float | bool] = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": name,
+                "gen_ai.tool.call.id": str(message.get("tool_call_id")),
+                "loopwarden.result_size": len(content_text(message.get("content"))),
+            }
+            with self._tracing.span(f"execute_tool {name}", attributes):
+                pass
 
     async def _run(
         self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: _Notes, enforce: bool
@@ -178,14 +208,19 @@ class Pipeline:
             else:
                 body = render_request(payload, extra)
             sent = time.perf_counter()
-            reply = await self._upstream.send("POST", call.url, call.headers, body)
+            name = f"chat {call.conversation.model or ''}".strip()
+            with self._tracing.span(name, self._chat_attributes(call, attempt)) as span:
+                reply = await self._upstream.send("POST", call.url, call.headers, body)
+                ok = reply.response.status_code == 200
+                parsed = parse_reply(reply.response.content) if ok else None
+                if parsed is not None:
+                    self._tracing.annotate(span, _usage_attributes(parsed))
             latency = time.perf_counter() - sent
             self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "agent").inc()
-            if reply.response.status_code != 200:
+            if not ok:
                 await self._commit(call, delta, notes)
                 return self._copy(reply, state, delta, call, notes)
             delta.incr(FIELDS.STEPS)
-            parsed = parse_reply(reply.response.content)
             if parsed is None:
                 await self._commit(call, delta, notes)
                 return self._copy(reply, state, delta, call, notes)
@@ -440,6 +475,7 @@ class Pipeline:
         delta.assign(FIELDS.ENDING, _encode(ending.body).decode())
         notes.terminated = verdict.reason
         self._metrics.terminations.labels(call.tenant, call.policy.name, verdict.reason).inc()
+        self._tracing.event("loopwarden.termination", {"reason": verdict.reason, "summary_via": ending.via})
         log_event(
             "termination",
             {
@@ -529,6 +565,14 @@ class Pipeline:
             headers.append((b"x-loopwarden-degraded", b"state-store"))
         return headers
 
+    @staticmethod
+    def _chat_attributes(call: ChatCall, attempt: int) -> dict[str, str | int]:
+        return {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": call.conversation.model or "",
+            "loopwarden.attempt": attempt,
+        }
+
     @contextmanager
     def _timed(self, operation: str) -> Iterator[None]:
         started = time.perf_counter()
@@ -589,6 +633,7 @@ class Pipeline:
         counter.labels(call.tenant, call.policy.name, kind).inc()
         fields = {"tenant": call.tenant, "policy": call.policy.name, "session": call.session.id}
         log_event(event, {**fields, "kind": kind, "reason": reason, **extra})
+        self._tracing.event(f"loopwarden.{event}", {"kind": kind, "reason": reason})
 
 
 async def _decided(verdict: Verdict | Awaitable[Verdict]) -> Verdict:
@@ -655,6 +700,14 @@ def _settle_daily(delta: SessionDelta, notes: _Notes) -> SessionDelta:
         if used:
             settle.incr(f"{limit.prefix}{hour}", used)
     return settle
+
+
+def _usage_attributes(reply: Reply) -> dict[str, str | int | float | bool]:
+    return {
+        "gen_ai.response.model": reply.model or "",
+        "gen_ai.usage.input_tokens": reply.usage.prompt_tokens,
+        "gen_ai.usage.output_tokens": reply.usage.completion_tokens,
+    }
 
 
 def _kind(verdict: Verdict) -> str:

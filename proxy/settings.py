@@ -45,6 +45,11 @@ class Settings(BaseSettings):
         1.0, gt=0, description="Seconds for a Redis connect, command, or wait for a pooled connection."
     )
     redis_max_connections: int = Field(128, gt=0, description="Redis connection pool size per process.")
+    otel_endpoint: str | None = Field(
+        None,
+        description="OTLP/HTTP traces endpoint (e.g. http://collector:4318/v1/traces); tracing is off without it. "
+        "Needs pip install 'loopwarden[otel]'.",
+    )
     log_contents: bool = Field(
         False,
         description="Debug only: log message contents in step lines (keys redacted). Off by default.",
