@@ -20,7 +20,7 @@ __all__ = ["JsonFormatter", "configure_logging", "log_event", "logger", "redact"
 
 _SECRETS = re.compile(
     r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}|\b(sk|lw|rk|pk)-[A-Za-z0-9_-]{8,}|"
-    r"(api[_-]?key|authorization|x-loopwarden-key)([\"']?\s*[:=]\s*[\"']?)[^\s\"',]{6,}"
+    r"(api[_-]?key|authorization|x-loopwarden-key)([\"']?\s*[:=]\s*[\"']?)(?!bearer\b|basic\b)[^\s\"',]{6,}"
 )
 
 

@@ -108,8 +108,9 @@ class Metrics:
         )
         self.tokens = Counter(
             "loopwarden_tokens",
-            "Tokens used, by whose call: agent (first attempt), nudge (retries the guards asked for), judge, finalize.",
-            ["tenant", "policy", "kind"],
+            "Tokens used, by direction (prompt, completion) and whose call: agent (first attempt), "
+            "nudge (retries the guards asked for), judge, finalize.",
+            ["tenant", "policy", "kind", "direction"],
             registry=self.registry,
         )
         self.permission_decisions = Counter(

@@ -413,8 +413,10 @@ class Pipeline:
         self, call: ChatCall, delta: SessionDelta, usage: Usage, model: str | None, kind: str = "agent"
     ) -> None:
         """Count a call's tokens and cost (an unpriced model is counted, not guessed)."""
-        if usage.total:
-            self._metrics.tokens.labels(call.tenant, call.policy.name, kind).inc(usage.total)
+        if usage.prompt_tokens:
+            self._metrics.tokens.labels(call.tenant, call.policy.name, kind, "prompt").inc(usage.prompt_tokens)
+        if usage.completion_tokens:
+            self._metrics.tokens.labels(call.tenant, call.policy.name, kind, "completion").inc(usage.completion_tokens)
         if usage.prompt_tokens:
             delta.incr(FIELDS.TOKENS_IN, usage.prompt_tokens)
         if usage.completion_tokens:

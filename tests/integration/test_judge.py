@@ -141,8 +141,13 @@ def test_judge_tokens_are_metered_apart(proxy, upstream):
     ask(proxy, after_tools())
 
     metrics = httpx.get(f"{proxy.url}/metrics").text
-    assert 'loopwarden_tokens_total{kind="judge",policy="default",tenant="default"} 18.0' in metrics
-    assert 'loopwarden_tokens_total{kind="agent",policy="default",tenant="default"} 18.0' in metrics
+    for kind in ("judge", "agent"):
+        prompt = f'loopwarden_tokens_total{{direction="prompt",kind="{kind}",policy="default",tenant="default"}} 11.0'
+        completion = (
+            f'loopwarden_tokens_total{{direction="completion",kind="{kind}",policy="default",tenant="default"}} 7.0'
+        )
+        assert prompt in metrics
+        assert completion in metrics
 
 
 def test_with_the_judge_off_a_short_reply_to_a_long_task_is_nudged(make_proxy, upstream, write_policies):

@@ -120,7 +120,9 @@ def test_judge_verdicts_and_token_kinds_are_counted(observed):
     assert sample(metrics, "loopwarden_judge_verdicts_total", policy="default", verdict="not_done") == 1.0
     assert sample(metrics, "loopwarden_judge_verdicts_total", policy="default", verdict="skipped") == 1.0
     for kind in ("agent", "nudge", "judge"):
-        assert sample(metrics, "loopwarden_tokens_total", kind=kind, policy="default", tenant="default") > 0
+        for direction in ("prompt", "completion"):
+            labels = {"kind": kind, "direction": direction, "policy": "default", "tenant": "default"}
+            assert sample(metrics, "loopwarden_tokens_total", **labels) > 0
 
 
 def test_permission_decisions_are_counted_by_rule(observed):
@@ -196,3 +198,25 @@ def test_every_metric_the_dashboard_queries_exists(observed):
 
     assert queried
     assert queried <= exposed, queried - exposed
+
+
+def test_endings_and_budget_notes_are_counted_and_logged(make_proxy, upstream, write_policies, log_records):
+    proxy = make_proxy(policies_dir=str(write_policies(default="max_steps: 3\nbudgets: {converge_share: 0.5}\n")))
+    client = openai.OpenAI(
+        base_url=proxy.base_url, api_key="sk-p", max_retries=0, default_headers={"X-Session-Id": "ending"}
+    )
+    upstream.script(*[Json(chat_completion("step")) for _ in range(3)], Json(chat_completion("Summary.")))
+
+    for _ in range(4):
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "go"}])
+
+    metrics = httpx.get(f"{proxy.url}/metrics").text
+    assert (
+        sample(metrics, "loopwarden_terminations_total", policy="default", reason="budget_steps", tenant="default")
+        == 1.0
+    )
+    assert (
+        sample(metrics, "loopwarden_interventions_total", kind="budget_note", policy="default", tenant="default") == 1.0
+    )
+    endings = [r for r in log_records if r.getMessage() == "termination"]
+    assert [r.fields["reason"] for r in endings] == ["budget_steps"]
