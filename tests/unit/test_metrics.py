@@ -1,0 +1,22 @@
+"""Metrics exposition."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_metrics_merge_worker_processes_in_multiprocess_mode(tmp_path):
+    script = (
+        "from proxy.metrics import Metrics\n"
+        "m = Metrics()\n"
+        "m.terminations.labels('t', 'p', 'loop').inc()\n"
+        "print(m.exposition().decode())\n"
+    )
+    env = {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    runs = [
+        subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+        for _ in range(2)
+    ]
+
+    assert 'loopwarden_terminations_total{policy="p",reason="loop",tenant="t"} 2.0' in runs[-1].stdout
