@@ -15,87 +15,33 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
 from prometheus_client import Counter as MetricCounter
 
-from proxy.budgets import active_ms, estimate_tokens, remaining, session_limits
-from proxy.errors import RateLimited, ServiceUnavailable
-from proxy.exchange import Conversation, Reply, Usage, content_text
+from proxy.budgets import remaining, session_limits
+from proxy.call import SSE, ChatCall, Outcome, RequestNotes
+from proxy.exchange import Reply, content_text
 from proxy.finalize import Finalizer
 from proxy.fingerprint import fingerprint, remember_calls
 from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
 from proxy.judge import JudgeTarget
+from proxy.ledger import Ledger
 from proxy.logs import log_event, logger, redact
 from proxy.metrics import Metrics
-from proxy.policy.models import Policy
-from proxy.pricing import MICROS, PriceTable
-from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, SessionStore, StoreUnavailable, WindowLimit
-from proxy.session.identity import SessionRef
+from proxy.pricing import PriceTable
+from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore
 from proxy.streaming import UsageTap
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient, UpstreamReply
 from proxy.verdict import Amend, Finalize, Nudge, Pass, Rewrite, Verdict
-from proxy.wire.chat_completions import completion_as_sse, parse_reply, render_request
+from proxy.wire.chat_completions import amended, completion_as_sse, parse_reply, render_request
 
 __all__ = ["ChatCall", "Outcome", "Pipeline"]
 
 _encode = msgspec.json.Encoder().encode
-_JSON = b"application/json"
-_SSE = b"text/event-stream"
-
-
-@dataclass(slots=True)
-class ChatCall:
-    """One agent request, authenticated and parsed."""
-
-    tenant: str
-    policy: Policy
-    session: SessionRef
-    payload: dict[str, Any]
-    body: bytes
-    conversation: Conversation
-    url: str
-    headers: list[tuple[str, str]]
-    stream: bool
-    daily_tokens: int | None = None
-    """The tenant's rolling-day token cap, if any."""
-    daily_cost_usd: float | None = None
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What goes back to the agent: a complete body, or an upstream reply to relay or copy."""
-
-    status: int
-    headers: list[tuple[bytes, bytes]]
-    body: bytes | None = None
-    content_type: bytes = _JSON
-    upstream: UpstreamReply | None = None
-    tap: UsageTap | None = None
-    """For relayed streams: watches (and hides, if the client did not ask) the usage chunk."""
-    after_relay: Callable[[], Awaitable[None]] | None = None
-
-
-@dataclass(slots=True)
-class _Notes:
-    """What happened on this request, for headers, metrics and logs, and what to settle."""
-
-    started: float
-    interventions: list[str] = field(default_factory=list)
-    shadow: list[str] = field(default_factory=list)
-    flags: list[str] = field(default_factory=list)
-    degraded: bool = False
-    terminated: str | None = None
-    refused: str | None = None
-    """A session budget the call did not fit in (its reservation was refused)."""
-    daily: list[WindowLimit] = field(default_factory=list)
-    """Tenant window reservations to settle."""
-    committed: bool = False
 
 
 class Pipeline:
@@ -121,10 +67,11 @@ class Pipeline:
         self._finalizer = Finalizer(upstream)
         self._clock = clock
         self._prices = prices or PriceTable({})
+        self._ledger = Ledger(store, metrics, self._prices, clock)
 
     async def run(self, call: ChatCall) -> Outcome:
         """One agent request. Whatever happens, what it reserved and spent is committed once."""
-        notes = _Notes(started=self._clock())
+        notes = RequestNotes(started=self._clock())
         enforce = call.policy.mode == "enforce"
         limits = session_limits(call.payload, len(call.body), call.policy, self._prices) if enforce else []
         attributes: dict[str, str | int | float | bool] = {
@@ -135,12 +82,12 @@ class Pipeline:
         }
         with self._tracing.span("invoke_agent", attributes) as span:
             self._trace_tool_results(call)
-            state, delta = await self._open(call, limits, notes)
+            state, delta = await self._ledger.open(call, limits, notes)
             try:
                 outcome = await self._run(call, state, delta, notes, enforce)
             finally:
                 if not notes.committed and not call.stream:
-                    await self._commit(call, delta, notes)
+                    await self._ledger.commit(call, delta, notes)
             self._tracing.annotate(span, {"loopwarden.terminated": notes.terminated or ""})
             return outcome
 
@@ -162,17 +109,17 @@ class Pipeline:
                 pass
 
     async def _run(
-        self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: _Notes, enforce: bool
+        self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: RequestNotes, enforce: bool
     ) -> Outcome:
         now = notes.started
         if state.termination and state.ending and enforce:
             notes.terminated = state.termination
-            await self._commit(call, delta, notes)
+            await self._ledger.commit(call, delta, notes)
             return self._rendered(call, msgspec.json.decode(state.ending), state, delta, notes)
         if notes.refused:
             detail = f"the next call would not fit in the session's {notes.refused.removeprefix('budget_')} budget"
             return await self._finalize(call, Finalize(notes.refused, detail), state, delta, notes, [])
-        await self._admit_tenant(call, delta, notes)
+        await self._ledger.admit_tenant(call, delta, notes)
 
         payload: Mapping[str, Any] = call.payload
         extra: list[Mapping[str, Any]] = []
@@ -185,7 +132,7 @@ class Pipeline:
                 self._shadow(verdict, call, delta, notes)
             elif isinstance(verdict, Amend):
                 self._record_intervention(call, verdict.kind, verdict.reason, notes, 0)
-                payload = _amend(payload, verdict)
+                payload = amended(payload, verdict.tool_notes, verdict.drop_tools)
             elif isinstance(verdict, Nudge):
                 self._strike(verdict.strike, delta)
                 self._record_intervention(call, verdict.kind, verdict.reason, notes, 0)
@@ -218,20 +165,20 @@ class Pipeline:
             latency = time.perf_counter() - sent
             self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "agent").inc()
             if not ok:
-                await self._commit(call, delta, notes)
+                await self._ledger.commit(call, delta, notes)
                 return self._copy(reply, state, delta, call, notes)
             delta.incr(FIELDS.STEPS)
             if parsed is None:
-                await self._commit(call, delta, notes)
+                await self._ledger.commit(call, delta, notes)
                 return self._copy(reply, state, delta, call, notes)
-            self._charge(call, delta, parsed.usage, parsed.model, kind="agent" if attempt == 1 else "nudge")
+            self._ledger.charge(call, delta, parsed.usage, parsed.model, kind="agent" if attempt == 1 else "nudge")
             context = GuardContext(
                 call.policy, delta.applied_to(state), call.conversation, retries, now, self._judge_target(call)
             )
             if not enforce:
                 for guard in self._response_guards:
                     verdict = await _decided(guard.check_reply(parsed, context))
-                    self._charge_guard(call, delta, verdict)
+                    self._ledger.charge_guard(call, delta, verdict)
                     if isinstance(verdict, Pass):
                         self._apply(verdict, call, delta, notes)
                     else:
@@ -241,7 +188,7 @@ class Pipeline:
                 break
             passes, decision = await self._first_decision(parsed, context)
             for decided in (*passes, decision):
-                self._charge_guard(call, delta, decided)
+                self._ledger.charge_guard(call, delta, decided)
             self._log_step(call, context, attempt, parsed, decision, latency, notes)
             if decision is None:
                 for passed in passes:
@@ -251,7 +198,7 @@ class Pipeline:
             verdict = decision
             if isinstance(verdict, Rewrite):
                 self._record_intervention(call, verdict.kind, verdict.reason, notes, attempt)
-                await self._commit(call, delta, notes)
+                await self._ledger.commit(call, delta, notes)
                 return self._complete(200, _encode(dict(verdict.body)), call, state, delta, notes)
             if isinstance(verdict, Nudge):
                 self._strike(verdict.strike, delta)
@@ -270,7 +217,7 @@ class Pipeline:
             assert isinstance(verdict, Finalize)
             return await self._finalize(call, verdict, state, delta, notes, extra)
 
-        await self._commit(call, delta, notes)
+        await self._ledger.commit(call, delta, notes)
         if call.stream:
             return self._rendered(call, msgspec.json.decode(reply.response.content), state, delta, notes)
         return self._copy(reply, state, delta, call, notes)
@@ -296,7 +243,7 @@ class Pipeline:
                 return verdict
         return None
 
-    def _apply(self, verdict: Pass, call: ChatCall, delta: SessionDelta, notes: _Notes) -> None:
+    def _apply(self, verdict: Pass, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
         """The bookkeeping of a reply that reaches the agent."""
         for strike in verdict.clear_strikes:
             delta.assign(FIELDS.STRIKE_PREFIX + strike, 0)
@@ -304,7 +251,7 @@ class Pipeline:
             notes.flags.append(flag)
             self._record(self._metrics.flags, "flag", call, flag, "passed despite a problem")
 
-    def _shadow(self, verdict: Verdict, call: ChatCall, delta: SessionDelta, notes: _Notes) -> None:
+    def _shadow(self, verdict: Verdict, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
         """Shadow mode: count and log the decision, keep strikes as enforce would, change nothing."""
         if isinstance(verdict, Nudge | Finalize):
             self._strike(verdict.strike, delta)
@@ -314,80 +261,6 @@ class Pipeline:
     def _strike(strike: str | None, delta: SessionDelta) -> None:
         if strike:
             delta.incr(FIELDS.STRIKE_PREFIX + strike)
-
-    async def _open(self, call: ChatCall, limits: Sequence[Limit], notes: _Notes) -> tuple[SessionState, SessionDelta]:
-        """Load the session (reserving this call's budget share in the same round trip)."""
-        fresh = call.session.fresh
-        try:
-            if limits:
-                with self._timed("admit"):
-                    admission = await self._store.admit(
-                        call.session.key, limits, call.policy.session_ttl_secs, replace=fresh
-                    )
-                state, notes.refused = admission.state, admission.refused
-                reserved = [] if admission.refused else list(limits)
-                fresh = False  # the admission already started a fresh session afresh
-            else:
-                if fresh:
-                    state = SessionState()
-                else:
-                    with self._timed("load"):
-                        state = await self._store.load(call.session.key)
-                reserved = []
-        except StoreUnavailable as exc:
-            self._metrics.state_errors.labels("load", call.policy.state_fail_mode).inc()
-            log_event("state_store_error", {"operation": "load", "error": str(exc)}, logging.WARNING)
-            if call.policy.state_fail_mode == "closed":
-                raise ServiceUnavailable(
-                    "Session state is unavailable and this policy fails closed; try again shortly."
-                ) from None
-            notes.degraded = True
-            state, reserved = SessionState(), []
-        delta = SessionDelta(replace=fresh)
-        for limit in reserved:
-            delta.incr(limit.reserved, -limit.amount)  # settled with the real usage at commit
-        now_ms = int(notes.started * 1000)
-        delta.incr(FIELDS.TURNS)
-        delta.default(FIELDS.FIRST_SEEN, int(notes.started))
-        delta.assign(FIELDS.LAST_SEEN, int(notes.started))
-        idle = call.policy.budgets.idle_gap_secs
-        delta.incr(FIELDS.ACTIVE_MS, active_ms(state, notes.started, idle) - state.counter(FIELDS.ACTIVE_MS))
-        delta.assign(FIELDS.LAST_SEEN_MS, now_ms)
-        return state, delta
-
-    async def _admit_tenant(self, call: ChatCall, delta: SessionDelta, notes: _Notes) -> None:
-        """The tenant's rolling-day caps: a call that does not fit gets a 429 with Retry-After."""
-        limits = []
-        estimate = estimate_tokens(call.payload, len(call.body), call.policy)
-        if call.daily_tokens is not None:
-            limits.append(WindowLimit("daily_tokens", _DAILY_TOKENS, "reserved_tokens", estimate, call.daily_tokens))
-        if call.daily_cost_usd is not None:
-            price = self._prices.price(call.conversation.model)
-            worst = 0 if price is None else round(estimate * max(price.prompt, price.completion))
-            limits.append(
-                WindowLimit("daily_cost", _DAILY_COST, "reserved_cost", worst, round(call.daily_cost_usd * MICROS))
-            )
-        if not limits:
-            return
-        try:
-            admission = await self._store.admit_window(_tenant_key(call.tenant), limits, notes.started)
-        except StoreUnavailable as exc:
-            self._metrics.state_errors.labels("admit_tenant", call.policy.state_fail_mode).inc()
-            log_event("state_store_error", {"operation": "admit_tenant", "error": str(exc)}, logging.WARNING)
-            if call.policy.state_fail_mode == "closed":
-                raise ServiceUnavailable("Tenant budget state is unavailable; try again shortly.") from None
-            notes.degraded = True
-            return
-        if admission.refused is not None:
-            retry_after = str(int(admission.retry_after or 60))
-            log_event("tenant_budget_refused", {"tenant": call.tenant, "limit": admission.refused})
-            self._metrics.terminations.labels(call.tenant, call.policy.name, "tenant_" + admission.refused).inc()
-            raise RateLimited(
-                f"This API key's {admission.refused.replace('_', ' ')} budget is used up for now; "
-                f"capacity frees up in {retry_after} seconds.",
-                headers={"Retry-After": retry_after, "x-should-retry": "false"},
-            )
-        notes.daily = limits
 
     def _judge_target(self, call: ChatCall) -> JudgeTarget | None:
         """The judge's endpoint: the policy's own, or the agent's upstream with the agent's key."""
@@ -403,58 +276,13 @@ class Pipeline:
             headers = [("content-type", "application/json"), ("authorization", f"Bearer {key}")]
         return JudgeTarget(url, headers, settings.model or call.conversation.model)
 
-    def _charge_guard(self, call: ChatCall, delta: SessionDelta, verdict: Verdict | None) -> None:
-        """Tokens a guard spent deciding (the judge) count in the session, metered apart."""
-        spent = getattr(verdict, "spent", None)
-        if spent is not None and spent.total:
-            self._charge(call, delta, spent, call.policy.judge.model or call.conversation.model, kind="judge")
-
-    def _charge(
-        self, call: ChatCall, delta: SessionDelta, usage: Usage, model: str | None, kind: str = "agent"
-    ) -> None:
-        """Count a call's tokens and cost (an unpriced model is counted, not guessed)."""
-        if usage.prompt_tokens:
-            self._metrics.tokens.labels(call.tenant, call.policy.name, kind, "prompt").inc(usage.prompt_tokens)
-        if usage.completion_tokens:
-            self._metrics.tokens.labels(call.tenant, call.policy.name, kind, "completion").inc(usage.completion_tokens)
-        if usage.prompt_tokens:
-            delta.incr(FIELDS.TOKENS_IN, usage.prompt_tokens)
-        if usage.completion_tokens:
-            delta.incr(FIELDS.TOKENS_OUT, usage.completion_tokens)
-        if not usage.total:
-            return
-        cost = self._prices.cost_micros(model or call.conversation.model, usage)
-        if cost is None:
-            delta.incr(FIELDS.UNPRICED)
-            self._metrics.unpriced_calls.labels(call.tenant, call.policy.name).inc()
-        elif cost:
-            delta.incr(FIELDS.COST_MICROS, cost)
-            self._metrics.cost.labels(call.tenant, call.policy.name).inc(cost / MICROS)
-
-    async def _commit(self, call: ChatCall, delta: SessionDelta, notes: _Notes) -> None:
-        notes.committed = True
-        ended = self._clock()
-        delta.incr(FIELDS.ACTIVE_MS, max(0, int((ended - notes.started) * 1000)))
-        delta.assign(FIELDS.LAST_SEEN_MS, int(ended * 1000))
-        try:
-            # Not shielded here: the servers do not cancel a handler when its client leaves; the
-            # one path that cancels (a stream relay) shields its own after-relay commit.
-            with self._timed("commit"):
-                await self._store.commit(call.session.key, delta, call.policy.session_ttl_secs)
-            if notes.daily:
-                await self._store.commit(_tenant_key(call.tenant), _settle_daily(delta, notes), _DAY + 3600)
-        except StoreUnavailable as exc:
-            self._metrics.state_errors.labels("commit", call.policy.state_fail_mode).inc()
-            log_event("state_store_error", {"operation": "commit", "error": str(exc)}, logging.WARNING)
-            notes.degraded = True
-
     async def _finalize(
         self,
         call: ChatCall,
         verdict: Finalize,
         state: SessionState,
         delta: SessionDelta,
-        notes: _Notes,
+        notes: RequestNotes,
         extra: list[Mapping[str, Any]],
     ) -> Outcome:
         local_only = verdict.reason == "budget_cost" and call.policy.budgets.hard_cost_cap
@@ -471,7 +299,7 @@ class Pipeline:
         )
         if ending.upstream_called:
             delta.incr(FIELDS.STEPS)
-            self._charge(call, delta, ending.usage, ending.body.get("model"), kind="finalize")
+            self._ledger.charge(call, delta, ending.usage, ending.body.get("model"), kind="finalize")
             self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "finalize").inc()
         delta.assign(FIELDS.TERMINATION, verdict.reason)
         delta.assign(FIELDS.ENDING, _encode(ending.body).decode())
@@ -488,7 +316,7 @@ class Pipeline:
                 "summary_via": ending.via,
             },
         )
-        await self._commit(call, delta, notes)
+        await self._ledger.commit(call, delta, notes)
         return self._rendered(call, ending.body, state, delta, notes)
 
     async def _relay(
@@ -498,7 +326,7 @@ class Pipeline:
         extra: list[Mapping[str, Any]],
         state: SessionState,
         delta: SessionDelta,
-        notes: _Notes,
+        notes: RequestNotes,
     ) -> Outcome:
         """Relay a stream; ask the upstream for usage so streamed tokens are metered too."""
         options = payload.get("stream_options")
@@ -516,8 +344,8 @@ class Pipeline:
 
         async def after_relay() -> None:
             if tap.usage is not None:
-                self._charge(call, delta, tap.usage, call.conversation.model)
-            await self._commit(call, delta, notes)
+                self._ledger.charge(call, delta, tap.usage, call.conversation.model)
+            await self._ledger.commit(call, delta, notes)
 
         outcome = self._copy(reply, state, delta, call, notes)
         outcome.tap = tap
@@ -527,27 +355,27 @@ class Pipeline:
     # -- outcomes -------------------------------------------------------------------
 
     def _copy(
-        self, reply: UpstreamReply, state: SessionState, delta: SessionDelta, call: ChatCall, notes: _Notes
+        self, reply: UpstreamReply, state: SessionState, delta: SessionDelta, call: ChatCall, notes: RequestNotes
     ) -> Outcome:
         return Outcome(reply.response.status_code, self._headers(call, state, delta, notes), upstream=reply)
 
     def _complete(
-        self, status: int, body: bytes, call: ChatCall, state: SessionState, delta: SessionDelta, notes: _Notes
+        self, status: int, body: bytes, call: ChatCall, state: SessionState, delta: SessionDelta, notes: RequestNotes
     ) -> Outcome:
         return Outcome(status, self._headers(call, state, delta, notes), body=body)
 
     def _rendered(
-        self, call: ChatCall, body: dict[str, Any], state: SessionState, delta: SessionDelta, notes: _Notes
+        self, call: ChatCall, body: dict[str, Any], state: SessionState, delta: SessionDelta, notes: RequestNotes
     ) -> Outcome:
         headers = self._headers(call, state, delta, notes)
         if call.stream:
             options = call.payload.get("stream_options")
             include_usage = isinstance(options, dict) and options.get("include_usage") is True
-            return Outcome(200, headers, completion_as_sse(body, include_usage=include_usage), _SSE)
+            return Outcome(200, headers, completion_as_sse(body, include_usage=include_usage), SSE)
         return Outcome(200, headers, _encode(body))
 
     def _headers(
-        self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: _Notes
+        self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: RequestNotes
     ) -> list[tuple[bytes, bytes]]:
         after = delta.applied_to(state)
         headers = [
@@ -575,14 +403,6 @@ class Pipeline:
             "loopwarden.attempt": attempt,
         }
 
-    @contextmanager
-    def _timed(self, operation: str) -> Iterator[None]:
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self._metrics.state_latency.labels(operation).observe(time.perf_counter() - started)
-
     def _log_step(
         self,
         call: ChatCall,
@@ -591,7 +411,7 @@ class Pipeline:
         reply: Reply,
         verdict: Verdict | None,
         latency: float,
-        notes: _Notes,
+        notes: RequestNotes,
     ) -> None:
         """One line per upstream step: what was asked and decided, never what was said."""
         if not logger.isEnabledFor(logging.INFO):
@@ -620,11 +440,11 @@ class Pipeline:
 
     # -- records --------------------------------------------------------------------
 
-    def _record_intervention(self, call: ChatCall, kind: str, reason: str, notes: _Notes, attempt: int) -> None:
+    def _record_intervention(self, call: ChatCall, kind: str, reason: str, notes: RequestNotes, attempt: int) -> None:
         notes.interventions.append(kind)
         self._record(self._metrics.interventions, "intervention", call, kind, reason, attempt=attempt)
 
-    def _record_shadow(self, call: ChatCall, kind: str, reason: str, notes: _Notes) -> None:
+    def _record_shadow(self, call: ChatCall, kind: str, reason: str, notes: RequestNotes) -> None:
         notes.shadow.append(kind)
         self._record(self._metrics.shadow_decisions, "shadow_decision", call, kind, reason)
 
@@ -641,67 +461,6 @@ class Pipeline:
 async def _decided(verdict: Verdict | Awaitable[Verdict]) -> Verdict:
     """A guard's verdict, awaited when the guard needed I/O to decide (the judge)."""
     return await verdict if inspect.isawaitable(verdict) else verdict
-
-
-def _amend(payload: Mapping[str, Any], amend: Amend) -> dict[str, Any]:
-    """The payload with notes appended to tool results and hidden tools removed (the client's
-    own transcript is untouched: only what goes upstream changes)."""
-    notes = amend.tool_notes
-    amended: dict[str, Any] = dict(payload)
-    if amend.drop_tools:
-        dropped = set(amend.drop_tools)
-        kept = [t for t in payload.get("tools", []) if (t.get("function") or {}).get("name") not in dropped]
-        if kept:
-            amended["tools"] = kept
-        else:
-            amended.pop("tools", None)
-            amended.pop("tool_choice", None)
-            amended.pop("parallel_tool_calls", None)
-        choice = payload.get("tool_choice")
-        if isinstance(choice, dict) and (choice.get("function") or {}).get("name") in dropped:
-            amended.pop("tool_choice", None)
-    if not notes:
-        return amended
-    messages = []
-    for message in payload.get("messages", []):
-        note = notes.get(str(message.get("tool_call_id"))) if message.get("role") == "tool" else None
-        if note is None:
-            messages.append(message)
-            continue
-        content = message.get("content")
-        addition = f"\n\n[LoopWarden] {note}"
-        if isinstance(content, list):
-            content = [*content, {"type": "text", "text": addition.strip()}]
-        else:
-            content = f"{content or ''}{addition}"
-        messages.append({**message, "content": content})
-    amended["messages"] = messages
-    return amended
-
-
-_DAY = 86_400
-_DAILY_TOKENS = "t:"
-_DAILY_COST = "c:"
-
-
-def _tenant_key(tenant: str) -> str:
-    """The tenant's rolling-day budget hash (its own hash tag; never a session's key)."""
-    return f"lw:{{{tenant}}}:daily"
-
-
-def _settle_daily(delta: SessionDelta, notes: _Notes) -> SessionDelta:
-    """Give back the tenant reservations and book what this request really used, this hour."""
-    settle = SessionDelta()
-    hour = int(notes.started // 3600)
-    for limit in notes.daily:
-        settle.incr(limit.reserved, -limit.amount)
-        if limit.prefix == _DAILY_TOKENS:
-            used = delta.increments.get(FIELDS.TOKENS_IN, 0) + delta.increments.get(FIELDS.TOKENS_OUT, 0)
-        else:
-            used = delta.increments.get(FIELDS.COST_MICROS, 0)
-        if used:
-            settle.incr(f"{limit.prefix}{hour}", used)
-    return settle
 
 
 def _usage_attributes(reply: Reply) -> dict[str, str | int | float | bool]:

@@ -21,6 +21,7 @@ from proxy.guards.base import GuardContext
 from proxy.judge import Judge, JudgeRequest
 from proxy.metrics import Metrics
 from proxy.verdict import PASS, Nudge, Pass, Verdict
+from proxy.wire.chat_completions import calls_returned
 
 __all__ = ["JudgeGuard"]
 
@@ -45,15 +46,7 @@ def _answer(reply: Reply, completion_tools: tuple[str, ...]) -> tuple[str | None
 def _continue_messages(reply: Reply, call_id: str | None, text: str) -> tuple[Mapping[str, Any], ...]:
     if call_id is None:
         return ({"role": "assistant", "content": reply.content}, {"role": "user", "content": text})
-    call = reply.tool_calls[0]
-    assistant = {
-        "role": "assistant",
-        "content": reply.content,
-        "tool_calls": [
-            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
-        ],
-    }
-    return (assistant, {"role": "tool", "tool_call_id": call.id, "content": text})
+    return calls_returned(reply, {call_id: text})
 
 
 class JudgeGuard:

@@ -14,6 +14,7 @@ from proxy.guards.base import GuardContext
 from proxy.metrics import Metrics
 from proxy.permissions import Decision, decide
 from proxy.verdict import PASS, Amend, Finalize, Nudge, Verdict
+from proxy.wire.chat_completions import calls_returned
 
 __all__ = ["PermissionGuard"]
 
@@ -58,20 +59,16 @@ class PermissionGuard:
         ):
             ending = next((d for _, d in refused if d.action == "deny_session"), decision)
             return Finalize("permission", f"the model asked for {call.name}, which rule {ending.rule} forbids")
-        results = []
+        results = {}
         for each, verdict in zip(reply.tool_calls, decisions, strict=True):
-            if verdict.action == "allow":
-                content = _NOT_RUN
-            else:
-                reason = verdict.message or "this call is not allowed here"
-                content = f"Refused by policy (rule {verdict.rule}): {reason} Choose another way to continue."
-            results.append({"role": "tool", "tool_call_id": each.id, "content": content})
-        calls = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in reply.tool_calls
-        ]
+            reason = verdict.message or "this call is not allowed here"
+            results[each.id] = (
+                _NOT_RUN
+                if verdict.action == "allow"
+                else f"Refused by policy (rule {verdict.rule}): {reason} Choose another way to continue."
+            )
         return Nudge(
             kind="permission_denied",
             reason=f"{call.name} refused by rule {decision.rule}",
-            messages=({"role": "assistant", "content": reply.content, "tool_calls": calls}, *results),
+            messages=calls_returned(reply, results),
         )

@@ -18,6 +18,7 @@ from proxy.exchange import Reply, ToolCall
 from proxy.guards.base import GuardContext
 from proxy.schemas import schema_errors_of
 from proxy.verdict import PASS, Nudge, Pass, Verdict
+from proxy.wire.chat_completions import calls_returned
 
 __all__ = ["ToolArgsGuard", "argument_errors"]
 
@@ -50,23 +51,13 @@ class ToolArgsGuard:
             return PASS
         if context.retries.get("tool_args_retry", 0) >= settings.max_retries:
             return Pass(flags=("tool_args_invalid",))
-        calls = [
-            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
-            for call in reply.tool_calls
-        ]
-        results = [
-            {
-                "role": "tool",
-                "tool_call_id": call.id,
-                "content": context.policy.nudges.tool_args.format(errors="\n".join(problems[call.id]))
-                if problems[call.id]
-                else _NOT_RUN,
-            }
-            for call in reply.tool_calls
-        ]
+        results = {
+            call_id: context.policy.nudges.tool_args.format(errors="\n".join(errors)) if errors else _NOT_RUN
+            for call_id, errors in problems.items()
+        }
         count = sum(len(p) for p in problems.values())
         return Nudge(
             kind="tool_args_retry",
             reason=f"{count} argument error(s) in {sum(1 for p in problems.values() if p)} call(s)",
-            messages=({"role": "assistant", "content": reply.content, "tool_calls": calls}, *results),
+            messages=calls_returned(reply, results),
         )

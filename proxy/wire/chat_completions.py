@@ -16,6 +16,8 @@ import msgspec
 from proxy.exchange import Conversation, Reply, ToolCall, Usage, content_text
 
 __all__ = [
+    "amended",
+    "calls_returned",
     "completion",
     "completion_as_sse",
     "parse_conversation",
@@ -119,6 +121,58 @@ def parse_usage(raw: Any) -> Usage:
         completion_tokens=completion_tokens if isinstance(completion_tokens, int) else 0,
         cached_tokens=cached if isinstance(cached, int) else 0,
     )
+
+
+def calls_returned(reply: Reply, results: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
+    """The reply as an assistant turn, then one tool result per call (by call id, in order).
+
+    How a guard hands the model its own tool calls back, unexecuted, with the reason: the
+    transcript stays protocol-valid (every call answered by its id).
+    """
+    calls = [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        for c in reply.tool_calls
+    ]
+    assistant = {"role": "assistant", "content": reply.content, "tool_calls": calls}
+    return (assistant, *({"role": "tool", "tool_call_id": c.id, "content": results[c.id]} for c in reply.tool_calls))
+
+
+def amended(
+    payload: Mapping[str, Any], tool_notes: Mapping[str, str], drop_tools: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The payload with notes appended to tool results and hidden tools removed (the client's
+    own transcript is untouched: only what goes upstream changes)."""
+    notes = tool_notes
+    amended: dict[str, Any] = dict(payload)
+    if drop_tools:
+        dropped = set(drop_tools)
+        kept = [t for t in payload.get("tools", []) if (t.get("function") or {}).get("name") not in dropped]
+        if kept:
+            amended["tools"] = kept
+        else:
+            amended.pop("tools", None)
+            amended.pop("tool_choice", None)
+            amended.pop("parallel_tool_calls", None)
+        choice = payload.get("tool_choice")
+        if isinstance(choice, dict) and (choice.get("function") or {}).get("name") in dropped:
+            amended.pop("tool_choice", None)
+    if not notes:
+        return amended
+    messages = []
+    for message in payload.get("messages", []):
+        note = notes.get(str(message.get("tool_call_id"))) if message.get("role") == "tool" else None
+        if note is None:
+            messages.append(message)
+            continue
+        content = message.get("content")
+        addition = f"\n\n[LoopWarden] {note}"
+        if isinstance(content, list):
+            content = [*content, {"type": "text", "text": addition.strip()}]
+        else:
+            content = f"{content or ''}{addition}"
+        messages.append({**message, "content": content})
+    amended["messages"] = messages
+    return amended
 
 
 def render_request(payload: Mapping[str, Any], extra_messages: Sequence[Mapping[str, Any]], **overrides: Any) -> bytes:

@@ -1,0 +1,68 @@
+"""What one agent request is, and what the pipeline hands back for it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.exchange import Conversation
+from proxy.policy.models import Policy
+from proxy.session.base import WindowLimit
+from proxy.session.identity import SessionRef
+from proxy.streaming import UsageTap
+from proxy.upstream import UpstreamReply
+
+__all__ = ["ChatCall", "Outcome", "RequestNotes"]
+
+JSON = b"application/json"
+SSE = b"text/event-stream"
+
+
+@dataclass(slots=True)
+class ChatCall:
+    """One agent request, authenticated and parsed."""
+
+    tenant: str
+    policy: Policy
+    session: SessionRef
+    payload: dict[str, Any]
+    body: bytes
+    conversation: Conversation
+    url: str
+    headers: list[tuple[str, str]]
+    stream: bool
+    daily_tokens: int | None = None
+    """The tenant's rolling-day token cap, if any."""
+    daily_cost_usd: float | None = None
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What goes back to the agent: a complete body, or an upstream reply to relay or copy."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes | None = None
+    content_type: bytes = JSON
+    upstream: UpstreamReply | None = None
+    tap: UsageTap | None = None
+    """For relayed streams: watches (and hides, if the client did not ask) the usage chunk."""
+    after_relay: Callable[[], Awaitable[None]] | None = None
+
+
+@dataclass(slots=True)
+class RequestNotes:
+    """What happened on this request, for headers, metrics and logs, and what to settle."""
+
+    started: float
+    interventions: list[str] = field(default_factory=list)
+    shadow: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    degraded: bool = False
+    terminated: str | None = None
+    refused: str | None = None
+    """A session budget the call did not fit in (its reservation was refused)."""
+    daily: list[WindowLimit] = field(default_factory=list)
+    """Tenant window reservations to settle."""
+    committed: bool = False

@@ -1,0 +1,186 @@
+"""The session's books: load (and reserve) before a request, charge what it used, commit once.
+
+Every store round trip of a request happens here: one load or admission at the start (with
+the tenant's rolling-day admission when the tenant has caps), one commit at the end (and
+the tenant's settlement). What to do when the store fails is the policy's call:
+``state_fail_mode: open`` serves with what the request shows, ``closed`` answers 503.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+from proxy.budgets import active_ms, estimate_tokens
+from proxy.call import ChatCall, RequestNotes
+from proxy.errors import RateLimited, ServiceUnavailable
+from proxy.exchange import Usage
+from proxy.logs import log_event
+from proxy.metrics import Metrics
+from proxy.pricing import MICROS, PriceTable
+from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, SessionStore, StoreUnavailable, WindowLimit
+from proxy.verdict import Verdict
+
+__all__ = ["Ledger"]
+
+
+class Ledger:
+    def __init__(self, store: SessionStore, metrics: Metrics, prices: PriceTable, clock: Callable[[], float]) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._prices = prices
+        self._clock = clock
+
+    async def open(
+        self, call: ChatCall, limits: Sequence[Limit], notes: RequestNotes
+    ) -> tuple[SessionState, SessionDelta]:
+        """Load the session (reserving this call's budget share in the same round trip)."""
+        fresh = call.session.fresh
+        try:
+            if limits:
+                with self._timed("admit"):
+                    admission = await self._store.admit(
+                        call.session.key, limits, call.policy.session_ttl_secs, replace=fresh
+                    )
+                state, notes.refused = admission.state, admission.refused
+                reserved = [] if admission.refused else list(limits)
+                fresh = False  # the admission already started a fresh session afresh
+            else:
+                if fresh:
+                    state = SessionState()
+                else:
+                    with self._timed("load"):
+                        state = await self._store.load(call.session.key)
+                reserved = []
+        except StoreUnavailable as exc:
+            self._metrics.state_errors.labels("load", call.policy.state_fail_mode).inc()
+            log_event("state_store_error", {"operation": "load", "error": str(exc)}, logging.WARNING)
+            if call.policy.state_fail_mode == "closed":
+                raise ServiceUnavailable(
+                    "Session state is unavailable and this policy fails closed; try again shortly."
+                ) from None
+            notes.degraded = True
+            state, reserved = SessionState(), []
+        delta = SessionDelta(replace=fresh)
+        for limit in reserved:
+            delta.incr(limit.reserved, -limit.amount)  # settled with the real usage at commit
+        now_ms = int(notes.started * 1000)
+        delta.incr(FIELDS.TURNS)
+        delta.default(FIELDS.FIRST_SEEN, int(notes.started))
+        delta.assign(FIELDS.LAST_SEEN, int(notes.started))
+        idle = call.policy.budgets.idle_gap_secs
+        delta.incr(FIELDS.ACTIVE_MS, active_ms(state, notes.started, idle) - state.counter(FIELDS.ACTIVE_MS))
+        delta.assign(FIELDS.LAST_SEEN_MS, now_ms)
+        return state, delta
+
+    async def admit_tenant(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
+        """The tenant's rolling-day caps: a call that does not fit gets a 429 with Retry-After."""
+        limits = []
+        estimate = estimate_tokens(call.payload, len(call.body), call.policy)
+        if call.daily_tokens is not None:
+            limits.append(WindowLimit("daily_tokens", _DAILY_TOKENS, "reserved_tokens", estimate, call.daily_tokens))
+        if call.daily_cost_usd is not None:
+            price = self._prices.price(call.conversation.model)
+            worst = 0 if price is None else round(estimate * max(price.prompt, price.completion))
+            limits.append(
+                WindowLimit("daily_cost", _DAILY_COST, "reserved_cost", worst, round(call.daily_cost_usd * MICROS))
+            )
+        if not limits:
+            return
+        try:
+            admission = await self._store.admit_window(_tenant_key(call.tenant), limits, notes.started)
+        except StoreUnavailable as exc:
+            self._metrics.state_errors.labels("admit_tenant", call.policy.state_fail_mode).inc()
+            log_event("state_store_error", {"operation": "admit_tenant", "error": str(exc)}, logging.WARNING)
+            if call.policy.state_fail_mode == "closed":
+                raise ServiceUnavailable("Tenant budget state is unavailable; try again shortly.") from None
+            notes.degraded = True
+            return
+        if admission.refused is not None:
+            retry_after = str(int(admission.retry_after or 60))
+            log_event("tenant_budget_refused", {"tenant": call.tenant, "limit": admission.refused})
+            self._metrics.terminations.labels(call.tenant, call.policy.name, "tenant_" + admission.refused).inc()
+            raise RateLimited(
+                f"This API key's {admission.refused.replace('_', ' ')} budget is used up for now; "
+                f"capacity frees up in {retry_after} seconds.",
+                headers={"Retry-After": retry_after, "x-should-retry": "false"},
+            )
+        notes.daily = limits
+
+    def charge_guard(self, call: ChatCall, delta: SessionDelta, verdict: Verdict | None) -> None:
+        """Tokens a guard spent deciding (the judge) count in the session, metered apart."""
+        spent = getattr(verdict, "spent", None)
+        if spent is not None and spent.total:
+            self.charge(call, delta, spent, call.policy.judge.model or call.conversation.model, kind="judge")
+
+    def charge(self, call: ChatCall, delta: SessionDelta, usage: Usage, model: str | None, kind: str = "agent") -> None:
+        """Count a call's tokens and cost (an unpriced model is counted, not guessed)."""
+        if usage.prompt_tokens:
+            self._metrics.tokens.labels(call.tenant, call.policy.name, kind, "prompt").inc(usage.prompt_tokens)
+        if usage.completion_tokens:
+            self._metrics.tokens.labels(call.tenant, call.policy.name, kind, "completion").inc(usage.completion_tokens)
+        if usage.prompt_tokens:
+            delta.incr(FIELDS.TOKENS_IN, usage.prompt_tokens)
+        if usage.completion_tokens:
+            delta.incr(FIELDS.TOKENS_OUT, usage.completion_tokens)
+        if not usage.total:
+            return
+        cost = self._prices.cost_micros(model or call.conversation.model, usage)
+        if cost is None:
+            delta.incr(FIELDS.UNPRICED)
+            self._metrics.unpriced_calls.labels(call.tenant, call.policy.name).inc()
+        elif cost:
+            delta.incr(FIELDS.COST_MICROS, cost)
+            self._metrics.cost.labels(call.tenant, call.policy.name).inc(cost / MICROS)
+
+    async def commit(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
+        notes.committed = True
+        ended = self._clock()
+        delta.incr(FIELDS.ACTIVE_MS, max(0, int((ended - notes.started) * 1000)))
+        delta.assign(FIELDS.LAST_SEEN_MS, int(ended * 1000))
+        try:
+            # Not shielded here: the servers do not cancel a handler when its client leaves; the
+            # one path that cancels (a stream relay) shields its own after-relay commit.
+            with self._timed("commit"):
+                await self._store.commit(call.session.key, delta, call.policy.session_ttl_secs)
+            if notes.daily:
+                await self._store.commit(_tenant_key(call.tenant), _settle_daily(delta, notes), _DAY + 3600)
+        except StoreUnavailable as exc:
+            self._metrics.state_errors.labels("commit", call.policy.state_fail_mode).inc()
+            log_event("state_store_error", {"operation": "commit", "error": str(exc)}, logging.WARNING)
+            notes.degraded = True
+
+    @contextmanager
+    def _timed(self, operation: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._metrics.state_latency.labels(operation).observe(time.perf_counter() - started)
+
+
+_DAY = 86_400
+_DAILY_TOKENS = "t:"
+_DAILY_COST = "c:"
+
+
+def _tenant_key(tenant: str) -> str:
+    """The tenant's rolling-day budget hash (its own hash tag; never a session's key)."""
+    return f"lw:{{{tenant}}}:daily"
+
+
+def _settle_daily(delta: SessionDelta, notes: RequestNotes) -> SessionDelta:
+    """Give back the tenant reservations and book what this request really used, this hour."""
+    settle = SessionDelta()
+    hour = int(notes.started // 3600)
+    for limit in notes.daily:
+        settle.incr(limit.reserved, -limit.amount)
+        if limit.prefix == _DAILY_TOKENS:
+            used = delta.increments.get(FIELDS.TOKENS_IN, 0) + delta.increments.get(FIELDS.TOKENS_OUT, 0)
+        else:
+            used = delta.increments.get(FIELDS.COST_MICROS, 0)
+        if used:
+            settle.incr(f"{limit.prefix}{hour}", used)
+    return settle
