@@ -40,7 +40,10 @@ def build_store(settings: Settings) -> SessionStore:
     """Redis when a URL is set (shared by replicas), otherwise in-process memory."""
     if settings.redis_url:
         return RedisStore.from_url(
-            settings.redis_url, timeout=settings.redis_timeout, max_connections=settings.redis_max_connections
+            settings.redis_url,
+            timeout=settings.redis_timeout,
+            max_connections=settings.redis_max_connections,
+            cluster=settings.redis_cluster,
         )
     return MemoryStore()
 

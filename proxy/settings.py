@@ -45,6 +45,7 @@ class Settings(BaseSettings):
         1.0, gt=0, description="Seconds for a Redis connect, command, or wait for a pooled connection."
     )
     redis_max_connections: int = Field(128, gt=0, description="Redis connection pool size per process.")
+    redis_cluster: bool = Field(False, description="The Redis URL points at a Redis Cluster node.")
     otel_endpoint: str | None = Field(
         None,
         description="OTLP/HTTP traces endpoint (e.g. http://collector:4318/v1/traces); tracing is off without it. "

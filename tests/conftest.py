@@ -113,3 +113,13 @@ def processes():
         if process.poll() is None:
             process.kill()
         process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster():
+    """A local 3-node Redis Cluster, shared by the tests that need one."""
+    from tests.support.redis import LocalCluster
+
+    cluster = LocalCluster().start()
+    yield cluster
+    cluster.stop()

@@ -10,10 +10,13 @@ script after a ``SCRIPT FLUSH`` or a restart (NOSCRIPT), invisibly.
 
 from __future__ import annotations
 
+import asyncio
+import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis.asyncio as redis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -23,9 +26,19 @@ from proxy.session.base import Admission, Limit, SessionDelta, SessionState, Sto
 
 __all__ = ["RedisStore"]
 
+# Every script is idempotent: KEYS[2] is a short-lived marker for this operation (same hash
+# tag as the data, so the script stays on one Cluster node), set once it changed something.
+# A call retried after a connection broke mid-reply finds its marker and changes nothing
+# twice; a refused admission sets no marker, so its retry is judged afresh.
+_ONCE = "if redis.call('EXISTS', KEYS[2]) == 1 then return {} end\n"
+_DONE = "redis.call('SET', KEYS[2], '1', 'EX', 300)\n"
+
 # KEYS[1] = session hash. ARGV = ttl_ms, n_defaults, n_assignments, n_increments, replace, n_appends,
 # then the pairs of each group, then for each append: field, keep, items (comma-joined).
-_COMMIT = """
+_COMMIT = (
+    _ONCE.replace("{}", "redis.call('HGETALL', KEYS[1])")
+    + _DONE
+    + """
 local key = KEYS[1]
 if ARGV[5] == '1' then redis.call('DEL', key) end
 local i = 7
@@ -51,6 +64,7 @@ end
 redis.call('PEXPIRE', key, ARGV[1])
 return redis.call('HGETALL', key)
 """
+)
 
 
 async def _once_more(command: Callable[[], Awaitable[Any]]) -> Any:
@@ -58,8 +72,8 @@ async def _once_more(command: Callable[[], Awaitable[Any]]) -> Any:
 
     A pooled connection to a server that restarted fails on first use; the second try gets a
     fresh connection. Timeouts are not retried: a frozen server costs one timeout, not several.
-    If a connection broke after a commit ran but before its reply arrived, the retry applies
-    it twice: counters then over-count one step, the safe direction for budgets.
+    A connection that broke after a script ran but before its reply arrived is safe too: the
+    scripts are idempotent (see ``_ONCE``), so the retry changes nothing twice.
     """
     try:
         return await command()
@@ -68,8 +82,10 @@ async def _once_more(command: Callable[[], Awaitable[Any]]) -> Any:
 
 
 # KEYS[1] = session hash. ARGV = ttl_ms, replace, n_limits, then per limit:
-# name, reserved field, amount, limit, n_used, used fields... Reserves all or nothing.
-_ADMIT = """
+# name, reserved field, amount, limit, n_used, used fields..., then op id. Reserves all or nothing.
+_ADMIT = (
+    _ONCE.replace("{}", "{'', redis.call('HGETALL', KEYS[1])}")
+    + """
 local key = KEYS[1]
 if ARGV[2] == '1' then redis.call('DEL', key) end
 local function num(field) return tonumber(redis.call('HGET', key, field) or '0') or 0 end
@@ -84,14 +100,18 @@ for _ = 1, tonumber(ARGV[3]) do
   taken[#taken + 1] = {reserved, amount}
 end
 for _, t in ipairs(taken) do redis.call('HINCRBY', key, t[1], t[2]) end
+redis.call('SET', KEYS[2], '1', 'EX', 300)
 redis.call('PEXPIRE', key, ARGV[1])
 return {'', redis.call('HGETALL', key)}
 """
+)
 
 # KEYS[1] = window hash. ARGV = now, n_limits, then per limit:
 # name, prefix, reserved field, amount, limit, window_secs, bucket_secs.
 # Returns {refused name or '', retry_after seconds or '', HGETALL}.
-_ADMIT_WINDOW = """
+_ADMIT_WINDOW = (
+    _ONCE.replace("{}", "{'', '', redis.call('HGETALL', KEYS[1])}")
+    + """
 local key = KEYS[1]
 local now = tonumber(ARGV[1])
 local i, taken, longest = 3, {}, 60
@@ -134,12 +154,20 @@ for _ = 1, tonumber(ARGV[2]) do
   taken[#taken + 1] = {reserved, amount}
 end
 for _, t in ipairs(taken) do redis.call('HINCRBY', key, t[1], t[2]) end
+redis.call('SET', KEYS[2], '1', 'EX', 300)
 redis.call('EXPIRE', key, longest)
 return {'', '', redis.call('HGETALL', key)}
 """
+)
+
+
+def _op_key(key: str) -> str:
+    """A one-operation marker key in the same hash tag (so on the same Cluster node)."""
+    return f"{key}:op:{secrets.token_hex(8)}"
 
 
 def _state(flat: list[str]) -> SessionState:
+    """The session as the rest of the proxy sees it (without the scripts' bookkeeping)."""
     return SessionState(dict(zip(flat[::2], flat[1::2], strict=True)))
 
 
@@ -148,13 +176,34 @@ class RedisStore:
 
     def __init__(self, client: redis.Redis | Any) -> None:
         self._client = client
+        # A Cluster client learns the slot map on first use; many first uses at once would
+        # each start that discovery and tear down each other's connections. Do it once.
+        self._initialize = getattr(client, "initialize", None) if isinstance(client, RedisCluster) else None
+        self._init_lock = asyncio.Lock()
         self._commit = client.register_script(_COMMIT)
         self._admit = client.register_script(_ADMIT)
         self._admit_window = client.register_script(_ADMIT_WINDOW)
 
     @classmethod
-    def from_url(cls, url: str, *, timeout: float = 1.0, max_connections: int = 128) -> RedisStore:
-        """A store with socket timeouts and a pool that waits for a free connection at its cap."""
+    def from_url(
+        cls, url: str, *, timeout: float = 1.0, max_connections: int = 128, cluster: bool = False
+    ) -> RedisStore:
+        """A store with socket timeouts and a pool that waits for a free connection at its cap.
+
+        ``cluster`` talks to a Redis Cluster: every key of a session (and of a tenant's day)
+        shares one hash tag, so each script runs on one node, atomically.
+        """
+        if cluster:
+            return cls(
+                RedisCluster.from_url(
+                    url,
+                    socket_timeout=timeout,
+                    socket_connect_timeout=timeout,
+                    max_connections=max_connections,
+                    decode_responses=True,
+                    retry=Retry(NoBackoff(), 0),
+                )
+            )
         pool = redis.BlockingConnectionPool.from_url(
             url,
             max_connections=max_connections,
@@ -169,9 +218,17 @@ class RedisStore:
         )
         return cls(redis.Redis(connection_pool=pool))
 
+    async def _run(self, command: Callable[[], Awaitable[Any]]) -> Any:
+        if self._initialize is not None:
+            async with self._init_lock:
+                if self._initialize is not None:
+                    await self._initialize()
+                    self._initialize = None
+        return await _once_more(command)
+
     async def load(self, key: str) -> SessionState:
         try:
-            values: dict[str, str] = await _once_more(lambda: self._client.hgetall(key))
+            values: dict[str, str] = await self._run(lambda: self._client.hgetall(key))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"load failed: {type(exc).__name__}") from exc
         return SessionState(values)
@@ -191,7 +248,8 @@ class RedisStore:
         for name, (items, keep) in delta.appends.items():
             args.extend((name, keep, ",".join(items)))
         try:
-            flat = await _once_more(lambda: self._commit(keys=[key], args=args))
+            keys = [key, _op_key(key)]
+            flat = await self._run(lambda: self._commit(keys=keys, args=args))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"commit failed: {type(exc).__name__}") from exc
         return _state(flat)
@@ -201,7 +259,8 @@ class RedisStore:
         for limit in limits:
             args.extend((limit.name, limit.reserved, limit.amount, limit.limit, len(limit.used), *limit.used))
         try:
-            refused, flat = await _once_more(lambda: self._admit(keys=[key], args=args))
+            keys = [key, _op_key(key)]
+            refused, flat = await self._run(lambda: self._admit(keys=keys, args=args))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"admit failed: {type(exc).__name__}") from exc
         return Admission(_state(flat), refused or None)
@@ -221,20 +280,21 @@ class RedisStore:
                 )
             )
         try:
-            refused, retry_after, flat = await _once_more(lambda: self._admit_window(keys=[key], args=args))
+            keys = [key, _op_key(key)]
+            refused, retry_after, flat = await self._run(lambda: self._admit_window(keys=keys, args=args))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"admit failed: {type(exc).__name__}") from exc
         return Admission(_state(flat), refused or None, float(retry_after) if retry_after else None)
 
     async def reset(self, key: str) -> bool:
         try:
-            return bool(await self._client.delete(key))
+            return bool(await self._run(lambda: self._client.delete(key)))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"reset failed: {type(exc).__name__}") from exc
 
     async def ping(self) -> None:
         try:
-            await self._client.ping()
+            await self._run(self._client.ping)
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"ping failed: {type(exc).__name__}") from exc
 

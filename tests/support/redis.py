@@ -13,12 +13,32 @@ from dataclasses import dataclass, field
 REDIS_URL = os.environ.get("LOOPWARDEN_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
+def _free_port(*, with_bus: bool) -> int:
+    """A free loopback port; a Cluster node also needs port + 10000 (its bus) free and valid."""
+    for _ in range(200):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if not with_bus:
+            return port
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as bus:
+            try:
+                bus.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port pair for a Redis Cluster node")
+
+
 @dataclass
 class PrivateRedis:
     """A redis-server of the test's own, so it can be frozen or restarted without harming others."""
 
     port: int = 0
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    extra_args: list[str] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -29,11 +49,20 @@ class PrivateRedis:
         if binary is None:
             raise RuntimeError("redis-server is required for the state-store tests (apt-get install redis-server)")
         if not self.port:
-            with socket.socket() as sock:
-                sock.bind(("127.0.0.1", 0))
-                self.port = sock.getsockname()[1]
+            self.port = _free_port(with_bus="--cluster-enabled" in self.extra_args)
         self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                *self.extra_args,
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -46,7 +75,9 @@ class PrivateRedis:
                         return self
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError("private redis-server did not start")
+        code = self.process.poll()
+        self.process.kill()
+        raise RuntimeError(f"private redis-server on port {self.port} did not start (exit code {code})")
 
     def freeze(self) -> None:
         assert self.process is not None
@@ -66,3 +97,56 @@ class PrivateRedis:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+
+@dataclass
+class LocalCluster:
+    """A 3-node Redis Cluster on loopback (no replicas), for the cluster tests."""
+
+    nodes: list[PrivateRedis] = field(default_factory=list)
+    workdir: str = ""
+
+    @property
+    def url(self) -> str:
+        return self.nodes[0].url
+
+    def start(self, size: int = 3) -> LocalCluster:
+        import tempfile
+
+        self.workdir = tempfile.mkdtemp(prefix="lw-cluster-")
+        for _ in range(size):
+            node = PrivateRedis(
+                extra_args=[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--dir",
+                    tempfile.mkdtemp(dir=self.workdir),
+                ]
+            )
+            self.nodes.append(node.start())
+        addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
+        subprocess.run(
+            ["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            states = [
+                subprocess.run(
+                    ["redis-cli", "-p", str(node.port), "cluster", "info"], capture_output=True, text=True
+                ).stdout
+                for node in self.nodes
+            ]
+            if all("cluster_state:ok" in state for state in states):
+                return self
+            time.sleep(0.1)
+        raise RuntimeError("the local Redis Cluster did not become ready")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)

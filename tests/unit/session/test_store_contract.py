@@ -13,12 +13,15 @@ from proxy.session.memory import MemoryStore
 from proxy.session.redis import RedisStore
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "cluster"])
 async def store(request, redis_url):
     if request.param == "memory":
         yield MemoryStore()
         return
-    store = RedisStore.from_url(redis_url)
+    if request.param == "cluster":
+        store = RedisStore.from_url(request.getfixturevalue("redis_cluster").url, cluster=True)
+    else:
+        store = RedisStore.from_url(redis_url)
     yield store
     await store.aclose()
 
@@ -310,3 +313,15 @@ async def test_window_forgets_buckets_older_than_the_window(store, key):
 
     assert admission.refused is None
     assert f"t:{bucket - 30}" not in admission.state.values
+
+
+async def test_cluster_loses_no_update_under_2000_concurrent_commits(redis_cluster, key):
+    store = RedisStore.from_url(redis_cluster.url, cluster=True, max_connections=64)
+
+    await asyncio.gather(*(store.commit(key, _delta(steps=1, tokens_in=3), 60) for _ in range(CONCURRENT)))
+    state = await store.load(key)
+
+    assert (state.steps, state.counter("tokens_in")) == (CONCURRENT, 3 * CONCURRENT)
+    assert await store._client.ttl(key) > 0
+    await store.reset(key)
+    await store.aclose()
