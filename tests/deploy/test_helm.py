@@ -1,0 +1,133 @@
+"""The Helm chart: lint, render with several values files, validate against Kubernetes schemas."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import helm_python as helm
+import kubernetes_validate
+import pytest
+import yaml
+
+CHART = Path(__file__).parents[2] / "helm" / "loopwarden"
+KUBE_VERSION = "1.30.0"
+
+VALUES = {
+    "defaults": {},
+    "redis-and-tenants": {
+        "redis": {"url": "redis://redis:6379/0"},
+        "tenants": {
+            "content": "tenants:\n  - name: acme\n    key_sha256: ['"
+            + "a" * 64
+            + "']\n    upstream: {api_key_env: ACME_KEY}\n"
+        },
+        "upstreamKeys": {"ACME_KEY": "sk-acme"},
+        "serviceMonitor": {"enabled": True},
+        "grafanaDashboard": {"enabled": True},
+    },
+    "existing-secrets-cluster": {
+        "redis": {"existingSecret": "redis-creds", "existingSecretKey": "url", "cluster": True},
+        "tenants": {"existingSecret": "lw-tenants"},
+        "upstreamKeysExistingSecret": "provider-keys",
+        "autoscaling": {"enabled": False},
+        "replicaCount": 3,
+        "policies": {"default.yaml": "max_steps: 30\n"},
+        "pricing": "models: {}\n",
+        "otelEndpoint": "http://collector:4318/v1/traces",
+    },
+}
+
+
+def render(values: dict) -> list[dict]:
+    chart = helm.Chart.load(str(CHART))
+    rendered = chart.render(values, name="lw", namespace="agents")
+    return [doc for text in rendered.values() for doc in yaml.safe_load_all(text) if doc]
+
+
+def by_kind(docs: list[dict], kind: str) -> dict:
+    found = [d for d in docs if d["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind}"
+    return found[0]
+
+
+def test_chart_lints_clean():
+    report = helm.lint(str(CHART), strict=True)
+
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+@pytest.mark.parametrize("name", list(VALUES))
+def test_every_manifest_is_valid_kubernetes(name):
+    for doc in render(VALUES[name]):
+        if doc["apiVersion"].startswith("monitoring.coreos.com"):
+            continue  # a CRD: checked by shape below
+        kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
+
+
+def test_deployment_is_hardened_and_probed():
+    deployment = by_kind(render({}), "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["resources"]["limits"]["memory"] == "512Mi"
+    assert pod["terminationGracePeriodSeconds"] > 30
+
+
+def test_a_policy_change_rolls_the_pods():
+    before = by_kind(render({"policies": {"default.yaml": "max_steps: 30\n"}}), "Deployment")
+    after = by_kind(render({"policies": {"default.yaml": "max_steps: 40\n"}}), "Deployment")
+
+    key = "checksum/policies"
+    assert (
+        before["spec"]["template"]["metadata"]["annotations"][key]
+        != after["spec"]["template"]["metadata"]["annotations"][key]
+    )
+
+
+def test_secrets_reach_the_pod_as_references_not_values():
+    docs = render(VALUES["redis-and-tenants"])
+    env = {e["name"]: e for e in by_kind(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+    assert env["LOOPWARDEN_REDIS_URL"]["valueFrom"]["secretKeyRef"]["key"] == "redis-url"
+    assert env["ACME_KEY"]["valueFrom"]["secretKeyRef"]["key"] == "ACME_KEY"
+    assert env["LOOPWARDEN_TENANTS_FILE"]["value"] == "/etc/loopwarden/tenants/tenants.yaml"
+    assert "sk-acme" not in json.dumps(by_kind(docs, "Deployment"))
+    assert by_kind(docs, "Secret")["stringData"]["ACME_KEY"] == "sk-acme"
+
+
+def test_existing_secrets_and_cluster_mode():
+    docs = render(VALUES["existing-secrets-cluster"])
+    container = by_kind(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+
+    assert env["LOOPWARDEN_REDIS_URL"]["valueFrom"]["secretKeyRef"] == {"name": "redis-creds", "key": "url"}
+    assert env["LOOPWARDEN_REDIS_CLUSTER"]["value"] == "true"
+    assert container["envFrom"] == [{"secretRef": {"name": "provider-keys"}}]
+    assert by_kind(docs, "Deployment")["spec"]["replicas"] == 3
+    assert not [d for d in docs if d["kind"] in ("Secret", "HorizontalPodAutoscaler")]
+
+
+def test_hpa_pdb_and_optional_monitoring():
+    docs = render(VALUES["redis-and-tenants"])
+
+    assert by_kind(docs, "HorizontalPodAutoscaler")["spec"]["maxReplicas"] == 10
+    assert by_kind(docs, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    assert by_kind(docs, "ServiceMonitor")["spec"]["endpoints"][0]["path"] == "/metrics"
+    dashboards = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-dashboard")]
+    assert json.loads(dashboards[0]["data"]["loopwarden.json"])["uid"] == "loopwarden"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{"replicaCount": "two"}, {"redis": {"url": "http://not-redis"}}, {"logLevel": "loud"}, {"surprise": 1}],
+)
+def test_values_schema_rejects_bad_values(values):
+    with pytest.raises(helm.HelmError):
+        helm.Chart.load(str(CHART)).validate_schema(values)
