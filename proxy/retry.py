@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["RETRYABLE_STATUSES", "RetryPolicy", "parse_retry_after"]
+__all__ = ["RETRYABLE_STATUSES", "RetryBudget", "RetryPolicy", "parse_retry_after"]
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 
@@ -58,3 +58,26 @@ class RetryPolicy:
         if retry_after is not None:
             return retry_after if retry_after <= self.retry_after_cap else None
         return draw() * min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1))
+
+
+class RetryBudget:
+    """Retries may be at most ``ratio`` of requests, so a failing upstream is not hit harder.
+
+    A token bucket: every request deposits ``ratio`` tokens (up to ``burst``), every retry
+    spends one. Under sustained failure the proxy falls back to about one retry per
+    ``1 / ratio`` requests instead of multiplying the load by its attempt count.
+    """
+
+    def __init__(self, ratio: float, burst: float = 10.0) -> None:
+        self._ratio = ratio
+        self._burst = burst
+        self._tokens = burst
+
+    def deposit(self) -> None:
+        self._tokens = min(self._burst, self._tokens + self._ratio)
+
+    def withdraw(self) -> bool:
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False

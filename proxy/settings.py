@@ -78,6 +78,13 @@ class Settings(BaseSettings):
         ge=0,
         description="Longest upstream Retry-After the proxy waits out itself; a longer one goes to the client.",
     )
+    retry_budget: float = Field(
+        0.2,
+        ge=0,
+        le=10,
+        description="Retries may be at most this share of requests (a token bucket), so a failing upstream "
+        "is not hit harder.",
+    )
     retry_after_send: bool = Field(
         False,
         description="Also retry when the upstream dropped the connection after receiving the request "

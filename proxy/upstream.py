@@ -27,7 +27,7 @@ from proxy.errors import (
     UpstreamUnreachable,
 )
 from proxy.metrics import Metrics
-from proxy.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
+from proxy.retry import RETRYABLE_STATUSES, RetryBudget, RetryPolicy, parse_retry_after
 from proxy.settings import Settings
 from proxy.timing import waiting
 from proxy.transport import READ_BODY, AiohttpTransport
@@ -66,6 +66,7 @@ class UpstreamClient:
             retry_after_cap=settings.retry_after_cap,
         )
         self._retry_after_send = settings.retry_after_send
+        self._budget = RetryBudget(settings.retry_budget)
         self._total_timeout = settings.total_timeout
         self._timeouts = {
             "connect": settings.connect_timeout,
@@ -96,6 +97,7 @@ class UpstreamClient:
         proxy overhead.
         """
         started = time.perf_counter()
+        self._budget.deposit()
         with waiting():
             try:
                 reply = await self._send(method, url, headers, body, stream)
@@ -144,7 +146,7 @@ class UpstreamClient:
                 error = _as_proxy_error(exc)
                 retryable = _never_sent(exc) or self._retry_after_send
                 delay = self._policy.delay(attempt, None, self._draw) if retryable else None
-                if delay is None or loop.time() + delay >= deadline:
+                if delay is None or loop.time() + delay >= deadline or not self._budget.withdraw():
                     raise error from None
                 self._count("retried")
                 await self._sleep(delay)
@@ -154,7 +156,7 @@ class UpstreamClient:
             if response.status_code not in RETRYABLE_STATUSES:
                 return UpstreamReply(response, attempt, waited)
             delay = self._policy.delay(attempt, parse_retry_after(response.headers), self._draw)
-            if delay is None or loop.time() + delay >= deadline:
+            if delay is None or loop.time() + delay >= deadline or not self._budget.withdraw():
                 return UpstreamReply(response, attempt, waited)
             self._count("retried")
             await response.aclose()

@@ -56,3 +56,16 @@ def test_backoff_step_is_capped_at_max_delay():
     policy = RetryPolicy(attempts=10, base_delay=1.0, max_delay=3.0)
 
     assert policy.delay(8, None, lambda: 1.0) == 3.0
+
+
+def test_retry_budget_allows_a_burst_then_a_share_of_requests():
+    from proxy.retry import RetryBudget
+
+    budget = RetryBudget(ratio=0.2, burst=2)
+    granted = []
+    for _ in range(20):
+        budget.deposit()
+        granted.append(budget.withdraw())
+
+    assert granted[:2] == [True, True]  # the burst
+    assert sum(granted[2:]) == 3  # then one per five requests (0.2 x 18 = 3.6)

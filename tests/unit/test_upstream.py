@@ -87,3 +87,13 @@ async def test_no_wait_is_started_that_would_end_past_the_deadline():
 
     assert reply.response.status_code == 503
     assert (len(calls), sleeps) == (1, [])
+
+
+async def test_retries_stop_when_the_retry_budget_is_spent():
+    outcomes = [503] * 100
+    client, calls, _ = _client(outcomes, retry_attempts=3, retry_budget=0.0)
+
+    replies = [await _send(client) for _ in range(10)]
+
+    assert all(r.response.status_code == 503 for r in replies)
+    assert len(calls) == 10 + 10  # the burst of 10 retries, then none at all
