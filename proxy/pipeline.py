@@ -214,7 +214,8 @@ class Pipeline:
                     verdict = limit
             elif isinstance(verdict, Finalize):
                 self._strike(verdict.strike, delta)
-            assert isinstance(verdict, Finalize)
+            if not isinstance(verdict, Finalize):  # every other verdict was handled above
+                raise TypeError(f"unhandled verdict {verdict!r}")
             return await self._finalize(call, verdict, state, delta, notes, extra)
 
         await self._ledger.commit(call, delta, notes)

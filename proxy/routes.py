@@ -156,7 +156,8 @@ class ProxyRoutes:
             facts["upstream_status"] = None
             await send_reply(send, outcome.status, headers, outcome.body)
             return
-        assert outcome.upstream is not None
+        if outcome.upstream is None:  # an outcome carries a body or an upstream reply
+            raise ProxyError("The proxy produced no reply.")
         try:
             if sse:
                 await self._relay(
