@@ -44,9 +44,12 @@ def canonical_arguments(arguments: str) -> str:
     """The arguments' canonical text: sorted-key compact JSON, or collapsed raw text."""
     try:
         parsed = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         return _SPACE.sub(" ", arguments).strip()
-    return json.dumps(_normalize(parsed), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return json.dumps(_normalize(parsed), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except RecursionError:  # a pathologically deep value: its text is canonical enough
+        return _SPACE.sub(" ", arguments).strip()
 
 
 def fingerprint(name: str, arguments: str) -> str:

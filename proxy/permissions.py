@@ -162,7 +162,7 @@ def decide(call: ToolCall, settings: PermissionSettings) -> Decision:
             if arguments is None:
                 try:
                     arguments = json.loads(call.arguments) if call.arguments.strip() else {}
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, RecursionError):
                     arguments = MISSING
             if arguments is MISSING or not all(_condition_holds(c, arguments) for c in rule.when):
                 continue

@@ -341,6 +341,8 @@ def _parse_object(body: bytes) -> dict[str, object]:
         payload = _decode(body)
     except msgspec.DecodeError as exc:
         raise MalformedJSON(f"The request body is not valid JSON: {exc}.") from None
+    except RecursionError:
+        raise MalformedJSON("The request body is nested too deeply.") from None
     if not isinstance(payload, dict):
         raise InvalidRequest("The request body must be a JSON object.")
     return payload
@@ -363,7 +365,7 @@ def _openai_error_shape(
         return body, headers
     try:
         parsed = _decode(body) if body else None
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         parsed = None
     if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
         return body, headers

@@ -65,7 +65,10 @@ def schema_errors_of(instance: Any, schema: Any, limit: int = 20) -> list[str]:
     validator = _validator(json.dumps(schema, sort_keys=True))
     if validator is None:
         return []
-    errors = sorted(validator.iter_errors(instance), key=lambda e: (_path(e), e.message))
+    try:
+        errors = sorted(validator.iter_errors(instance), key=lambda e: (_path(e), e.message))
+    except RecursionError:
+        return ["$: the value is nested too deeply to check"]
     return [f"{_path(e)}: {e.message}" for e in errors[:limit]]
 
 
@@ -88,4 +91,6 @@ def extract_json(text: str) -> tuple[Any, str | None]:
             return json.loads(candidate), None
         except json.JSONDecodeError as exc:
             first_error = first_error or f"the answer is not valid JSON: {exc}"
+        except RecursionError:
+            first_error = first_error or "the answer is nested too deeply"
     return None, first_error or "the answer is empty"

@@ -54,7 +54,7 @@ class UsageTap:
                 continue
             try:
                 payload = msgspec.json.decode(line[5:].strip())
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, RecursionError):
                 return event
             if isinstance(payload, dict) and isinstance(payload.get("usage"), dict):
                 self.usage = parse_usage(payload["usage"])

@@ -36,7 +36,7 @@ def _answer(reply: Reply, completion_tools: tuple[str, ...]) -> tuple[str | None
         call = reply.tool_calls[0]
         try:
             arguments = json.loads(call.arguments or "{}")
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return call.arguments, call.id
         answer = arguments.get("answer") if isinstance(arguments, dict) else None
         return (answer if isinstance(answer, str) else call.arguments), call.id

@@ -34,6 +34,8 @@ def argument_errors(call: ToolCall, offered: Mapping[str, Any]) -> list[str]:
         arguments = json.loads(call.arguments) if call.arguments.strip() else {}
     except json.JSONDecodeError as exc:
         return [f"arguments are not valid JSON: {exc}"]
+    except RecursionError:
+        return ["arguments are nested too deeply"]
     schema = offered[call.name]
     return schema_errors_of(arguments, schema) if schema else []
 

@@ -59,7 +59,7 @@ def parse_reply(body: bytes) -> Reply | None:
     """The first choice of a chat.completion body; None when it is not one."""
     try:
         payload = _decode(body)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     if not isinstance(payload, dict):
         return None
