@@ -1,0 +1,90 @@
+"""Upstream faults and load: bounded retries, fast clear errors, no 5xx of the proxy's own."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+import httpx
+
+from tests.support.fake_upstream import Hang, Json
+from tests.support.processes import free_port, spawn, wait_healthy
+
+BENCH = Path(__file__).parents[1] / "bench"
+
+AUTH = {"Authorization": "Bearer sk-p"}
+BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+DOWN = {"error": {"message": "down", "type": "server_error", "param": None, "code": None}}
+
+
+def test_a_dead_upstream_gets_bounded_jittered_retries_then_a_fast_503(make_proxy, upstream):
+    proxy = make_proxy(retry_attempts=3, retry_budget=0.2)
+    upstream.script(*[Json(DOWN, status=503, headers={"Retry-After": "0"}) for _ in range(500)])
+    requests = 100
+
+    started = time.monotonic()
+    statuses = [
+        httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH).status_code for _ in range(requests)
+    ]
+    elapsed = time.monotonic() - started
+
+    calls_per_request = len(upstream.requests) / requests
+    assert set(statuses) == {503}
+    assert calls_per_request <= 1 + 0.2 + 10 / requests  # the budget's share, plus its initial burst
+    assert elapsed < 30
+
+
+def test_an_upstream_that_never_answers_is_a_504_within_the_deadline(make_proxy, upstream):
+    proxy = make_proxy(total_timeout=1.0)
+    upstream.script(Hang(10))
+
+    started = time.monotonic()
+    response = httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH, timeout=10)
+
+    assert response.status_code == 504
+    assert time.monotonic() - started < 2.0
+
+
+async def test_two_thousand_concurrent_requests_get_no_5xx(processes):
+    """Real processes (the fast benchmark upstream and ``loopwarden serve``), so the load is
+    not throttled by a test process sharing one interpreter with both servers; aiohttp as the
+    load client, since httpx's default transport itself collapses at this concurrency."""
+    upstream_port, proxy_port = free_port(), free_port()
+    fast = subprocess.Popen(
+        [sys.executable, str(BENCH / "fast_upstream.py"), "--port", str(upstream_port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    processes.append(fast)
+    proxy = spawn(
+        [
+            "serve",
+            "--upstream",
+            f"http://127.0.0.1:{upstream_port}/v1",
+            "--port",
+            str(proxy_port),
+            "--log-level",
+            "warning",
+        ]
+    )
+    processes.append(proxy)
+    wait_healthy(f"http://127.0.0.1:{proxy_port}", proxy)
+    url = f"http://127.0.0.1:{proxy_port}/v1/chat/completions"
+    timeout = aiohttp.ClientTimeout(total=120)
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=500), headers=AUTH, timeout=timeout
+    ) as client:
+
+        async def one(n: int) -> int:
+            payload = {"model": "m", "messages": [{"role": "user", "content": f"request {n}"}]}
+            async with client.post(url, json=payload) as response:
+                await response.read()
+                return response.status
+
+        statuses = await asyncio.gather(*(one(n) for n in range(2000)))
+
+    assert statuses.count(200) == 2000

@@ -1,0 +1,114 @@
+"""Tenants never see each other: sessions, the inspect and reset APIs, keys in logs and metrics."""
+
+from __future__ import annotations
+
+import secrets
+
+import httpx
+import pytest
+
+from proxy.logs import JsonFormatter
+from proxy.tenants import hash_key
+from tests.support.fake_upstream import Json, chat_completion
+
+KEYS = {"alpha": "lw-alpha-" + "1" * 24, "beta": "lw-beta-" + "2" * 24}
+MESSAGES = [{"role": "user", "content": "task"}]
+
+
+@pytest.fixture
+def tenants_proxy(make_proxy, tmp_path, monkeypatch):
+    monkeypatch.setenv("PROVIDER_KEY", "sk-provider-" + "9" * 20)
+    path = tmp_path / "tenants.yaml"
+    path.write_text(
+        "tenants:\n"
+        + "".join(
+            f"  - name: {name}\n    key_sha256: ['{hash_key(key)}']\n    upstream: {{api_key_env: PROVIDER_KEY}}\n"
+            for name, key in KEYS.items()
+        )
+    )
+    return make_proxy(tenants_file=str(path))
+
+
+def call(proxy, tenant: str, session: str) -> httpx.Response:
+    return httpx.post(
+        f"{proxy.base_url}/chat/completions",
+        json={"model": "m", "messages": MESSAGES},
+        headers={"Authorization": f"Bearer {KEYS[tenant]}", "X-Session-Id": session},
+    )
+
+
+def test_same_session_id_in_two_tenants_is_two_sessions(tenants_proxy, upstream):
+    for _ in range(3):
+        call(tenants_proxy, "alpha", "s1")
+    beta = call(tenants_proxy, "beta", "s1")
+
+    assert beta.headers["x-loopwarden-step"] == "1"
+
+
+def test_a_thousand_guessed_ids_reveal_nothing_across_tenants(tenants_proxy, upstream):
+    call(tenants_proxy, "alpha", "s1")
+    guesses = ["s1", "S1", "s1 ", "alpha:s1", "lw:{alpha:s1}", "{alpha:s1}", "../s1", "s1@x"]
+    guesses += [secrets.token_hex(4) for _ in range(1000 - len(guesses))]
+    headers = {"Authorization": f"Bearer {KEYS['beta']}"}
+
+    with httpx.Client(base_url=tenants_proxy.base_url, headers=headers) as client:
+        reads = [client.get(f"/loopwarden/sessions/{guess}").status_code for guess in guesses]
+        deletes = [client.delete(f"/loopwarden/sessions/{guess}").json().get("deleted") for guess in guesses[:50]]
+
+    assert set(reads) == {404}
+    assert not any(deletes)
+    alpha_view = httpx.get(
+        f"{tenants_proxy.base_url}/loopwarden/sessions/s1", headers={"Authorization": f"Bearer {KEYS['alpha']}"}
+    )
+    assert alpha_view.json()["steps"] == 1
+
+
+def test_keys_appear_in_no_log_line_metric_or_error_body(tenants_proxy, upstream, log_records):
+    upstream.script(Json({"error": {"message": "bad", "type": "x", "param": None, "code": None}}, status=400))
+    bodies = [
+        call(tenants_proxy, "alpha", "k").text,
+        httpx.post(
+            f"{tenants_proxy.base_url}/chat/completions",
+            content=b"{",
+            headers={"Authorization": f"Bearer {KEYS['beta']}"},
+        ).text,
+        httpx.get(
+            f"{tenants_proxy.base_url}/models", headers={"Authorization": "Bearer " + KEYS["alpha"][:-1] + "x"}
+        ).text,
+    ]
+    metrics = httpx.get(f"{tenants_proxy.url}/metrics").text
+    logged = "\n".join(JsonFormatter().format(record) for record in log_records)
+
+    for secret in (*KEYS.values(), "sk-provider-" + "9" * 20):
+        assert secret not in logged
+        assert secret not in metrics
+        assert all(secret not in body for body in bodies)
+
+
+def test_bad_keys_get_one_uniform_answer(tenants_proxy):
+    answers = {
+        httpx.post(f"{tenants_proxy.base_url}/chat/completions", json={}, headers=headers).text
+        for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "Bearer " + KEYS["alpha"] + "x"})
+    }
+
+    assert len(answers) == 1
+
+
+def test_a_runaway_loop_stops_within_its_budget_plus_one_call(make_proxy, upstream, write_policies):
+    proxy = make_proxy(policies_dir=str(write_policies(default="max_steps: 100\nbudgets: {max_tokens: 2000}\n")))
+    runaway = chat_completion("Still working...")
+    runaway["usage"] = {"prompt_tokens": 40, "completion_tokens": 100, "total_tokens": 140}  # max_tokens: 100
+    upstream.script(*[Json(runaway) for _ in range(100)])
+
+    for _ in range(50):
+        reply = httpx.post(
+            f"{proxy.base_url}/chat/completions",
+            json={"model": "m", "messages": MESSAGES, "max_tokens": 100},
+            headers={"Authorization": "Bearer sk-p", "X-Session-Id": "runaway"},
+        )
+        if "x-loopwarden-terminated" in reply.headers:
+            break
+
+    view = httpx.get(f"{proxy.base_url}/loopwarden/sessions/runaway", headers={"Authorization": "Bearer sk-p"}).json()
+    assert view["termination"] == "budget_tokens"
+    assert view["tokens"]["total"] <= 2000 + 140  # the budget, plus the one (capped) summary call
