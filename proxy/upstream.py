@@ -12,6 +12,7 @@ answered with headers. The deadline covers every attempt and every wait.
 from __future__ import annotations
 
 import asyncio
+import errno
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -197,7 +198,7 @@ def _reason(exc: Exception) -> str:
     os_error = getattr(cause, "os_error", cause)
     if isinstance(os_error, ConnectionRefusedError):
         return "connection refused"
-    if isinstance(os_error, ConnectionResetError):
+    if isinstance(os_error, ConnectionResetError) or getattr(os_error, "errno", None) == errno.ECONNRESET:
         return "connection reset"
     if (isinstance(cause, OSError) and "Name or service not known" in str(cause)) or "DNS" in type(cause).__name__:
         return "host name not resolved"
