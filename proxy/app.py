@@ -22,6 +22,7 @@ from proxy.metrics import Metrics
 from proxy.pipeline import Pipeline
 from proxy.policy.loader import PolicyError, PolicyRegistry
 from proxy.pricing import load_pricing
+from proxy.recording import Recorder
 from proxy.routes import ProxyRoutes, Readiness
 from proxy.session.base import SessionStore, StoreUnavailable
 from proxy.session.identity import session_key
@@ -55,6 +56,14 @@ def _check_tenant_policies(tenants: TenantDirectory, policies: PolicyRegistry) -
             raise PolicyError(
                 f"tenant {tenant.name!r} names policies that do not exist in {policies.directory}: {missing}"
             )
+
+
+def _check_recording(policies: PolicyRegistry, settings: Settings) -> None:
+    """A policy that records to a Redis stream needs the proxy's Redis."""
+    for name in policies.names:
+        policy = policies.get(name)
+        if policy is not None and policy.recording.enabled and policy.recording.redis_stream and not settings.redis_url:
+            raise PolicyError(f"policy {name!r} records to a Redis stream, but no --redis-url is set")
 
 
 def load_tenant_directory(settings: Settings) -> TenantDirectory:
@@ -102,16 +111,19 @@ def create_app(
     policies: PolicyRegistry | None = None,
     metrics: Metrics | None = None,
     tracing: Tracing | None = None,
+    recorder: Recorder | None = None,
 ) -> Litestar:
     """Assemble the proxy. Every collaborator can be injected; defaults come from ``settings``."""
     directory = tenants or load_tenant_directory(settings)
     registry = policies or PolicyRegistry(settings.policies_dir)
     _check_tenant_policies(directory, registry)
+    _check_recording(registry, settings)
     series = metrics or Metrics()
     client = upstream or UpstreamClient(settings, metrics=series)
     state_store = store or build_store(settings)
     ready = readiness or Readiness()
     prices = load_pricing(settings.policies_dir / "pricing.yaml")
+    steps = recorder or Recorder(settings.redis_url, cluster=settings.redis_cluster, timeout=settings.redis_timeout)
     pipeline = Pipeline(
         client,
         state_store,
@@ -121,6 +133,7 @@ def create_app(
         prices=prices,
         log_contents=settings.log_contents,
         tracing=tracing or Tracing.from_endpoint(settings.otel_endpoint),
+        recorder=steps,
     )
     routes = ProxyRoutes(settings, directory, client, ready, pipeline, registry, series)
     background: list[asyncio.Task[None]] = []
@@ -199,6 +212,7 @@ def create_app(
         ready.draining = True
         for task in background:
             task.cancel()
+        await steps.aclose()
         await client.aclose()
         await state_store.aclose()
 

@@ -32,6 +32,7 @@ from proxy.ledger import Ledger
 from proxy.logs import log_event, logger, redact
 from proxy.metrics import Metrics
 from proxy.pricing import PriceTable
+from proxy.recording import StepRecorder
 from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore
 from proxy.streaming import UsageTap
 from proxy.tracing import Tracing
@@ -56,7 +57,9 @@ class Pipeline:
         prices: PriceTable | None = None,
         log_contents: bool = False,
         tracing: Tracing | None = None,
+        recorder: StepRecorder | None = None,
     ) -> None:
+        self._recorder = recorder
         self._log_contents = log_contents
         self._tracing = tracing or Tracing()
         self._upstream = upstream
@@ -415,6 +418,8 @@ class Pipeline:
         notes: RequestNotes,
     ) -> None:
         """One line per upstream step: what was asked and decided, never what was said."""
+        if self._recorder is not None:
+            self._recorder.record(call, context, attempt, reply, verdict, latency, notes)
         if not logger.isEnabledFor(logging.INFO):
             return
         trailing = call.conversation.trailing_tool_messages()

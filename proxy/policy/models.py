@@ -24,6 +24,7 @@ __all__ = [
     "NudgeTexts",
     "OutputContractSettings",
     "Policy",
+    "RecordingSettings",
     "ToolArgsSettings",
     "ToolFailureSettings",
 ]
@@ -233,6 +234,28 @@ class FinalizeSettings(BaseModel):
     max_tokens: int | None = Field(1024, ge=16, description="Cap on the summary call's output tokens.")
 
 
+class RecordingSettings(BaseModel):
+    """Opt-in recording of every upstream step (request, reply, verdict) for ``loopwarden replay``.
+
+    Message contents are recorded (keys redacted), so this is off unless the operator turns it on.
+    """
+
+    model_config = _FROZEN
+
+    enabled: bool = Field(False, description="Record this policy's sessions (message contents included).")
+    jsonl_path: str | None = Field(None, description="Append one JSON line per step to this file.")
+    redis_stream: str | None = Field(
+        None, min_length=1, description="Add one entry per step to this Redis stream (on --redis-url)."
+    )
+    max_len: int = Field(100_000, ge=1, description="Approximate cap on the Redis stream's length.")
+
+    @model_validator(mode="after")
+    def _one_target(self) -> RecordingSettings:
+        if self.enabled and (self.jsonl_path is None) == (self.redis_stream is None):
+            raise ValueError("recording needs exactly one target: jsonl_path or redis_stream")
+        return self
+
+
 class Policy(BaseModel):
     """One policy file. Every threshold of every guard lives here."""
 
@@ -263,3 +286,4 @@ class Policy(BaseModel):
     tool_failures: ToolFailureSettings = Field(default_factory=ToolFailureSettings)
     nudges: NudgeTexts = Field(default_factory=NudgeTexts)
     finalize: FinalizeSettings = Field(default_factory=FinalizeSettings)
+    recording: RecordingSettings = Field(default_factory=RecordingSettings)
