@@ -1,4 +1,4 @@
-"""``loopwarden`` command line: ``serve``, ``check-policies``, ``policy-schema``, ``hash-key``.
+"""``loopwarden`` command line: ``serve``, ``check-policies``, ``policy-schema``, ``hash-key``, ``replay``.
 
 Flags are derived from :class:`proxy.settings.Settings`, one per field, so every setting
 has a flag and a ``LOOPWARDEN_*`` variable with the same meaning. Flags win over variables.
@@ -7,8 +7,10 @@ has a flag and a ``LOOPWARDEN_*`` variable with the same meaning. Flags win over
 from __future__ import annotations
 
 import argparse
+import asyncio
 import getpass
 import json
+import os
 import sys
 import types
 import typing
@@ -17,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from redis.exceptions import RedisError
 
 from proxy.logs import configure_logging, log_event
-from proxy.policy.loader import PolicyError, load_policies
+from proxy.policy.loader import PolicyError, load_policies, load_policy_file
 from proxy.policy.models import Policy
 from proxy.settings import Settings
 from proxy.tenants import TenantsFileError, hash_key
@@ -80,7 +83,62 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check-policies", help="Validate the policy files of a directory, then exit.")
     check.add_argument("directory", nargs="?", default="policies", help="Policy directory (default: policies).")
     commands.add_parser("policy-schema", help="Print the JSON Schema of policy files.")
+    replay = commands.add_parser(
+        "replay", help="Run recorded sessions through a policy's guards offline and show what it would have done."
+    )
+    replay.add_argument("file", nargs="?", help="A JSON Lines recording (omit with --redis-stream).")
+    replay.add_argument("--policy", required=True, help="The policy to replay with (a name, or a .yaml file).")
+    replay.add_argument("--policies-dir", default="policies", help="Where named policies live (default: policies).")
+    replay.add_argument("--session", help="Replay only this session id (default: every session recorded).")
+    replay.add_argument(
+        "--judge",
+        choices=("recorded", "done", "not_done"),
+        default="recorded",
+        help="What the judge says: as recorded (default), always done, or always not done.",
+    )
+    replay.add_argument("--redis-stream", help="Read the recording from this Redis stream instead of a file.")
+    replay.add_argument("--redis-url", help="The Redis holding --redis-stream [env LOOPWARDEN_REDIS_URL].")
     return parser
+
+
+def _replay_policy(name: str, directory: Path) -> Policy:
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return load_policy_file(path)
+    policy = load_policies(directory).get(name)
+    if policy is None:
+        raise PolicyError(f"no policy {name!r} in {directory}")
+    return policy
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from proxy.replay import format_result, read_records, read_stream, replay_session, sessions_of
+
+    try:
+        policy = _replay_policy(args.policy, Path(args.policies_dir))
+        if args.redis_stream:
+            url = args.redis_url or os.environ.get("LOOPWARDEN_REDIS_URL")
+            if not url:
+                raise ValueError("--redis-stream needs --redis-url (or LOOPWARDEN_REDIS_URL)")
+            records = asyncio.run(read_stream(url, args.redis_stream))
+        elif args.file:
+            with Path(args.file).open() as handle:
+                records = read_records(handle)
+        else:
+            raise ValueError("give a recording FILE or --redis-stream")
+    except (OSError, ValueError, RedisError) as exc:
+        print(f"loopwarden: {exc}", file=sys.stderr)
+        return 2
+    sessions = sessions_of(records)
+    if args.session is not None:
+        sessions = {args.session: sessions[args.session]} if args.session in sessions else {}
+    if not sessions:
+        print("loopwarden: no recorded session to replay", file=sys.stderr)
+        return 1
+    for number, (session, requests) in enumerate(sessions.items()):
+        result = asyncio.run(replay_session(session, requests, policy, judge=args.judge))
+        print(("\n" if number else "") + format_result(result))
+    return 0
 
 
 def settings_from_args(namespace: argparse.Namespace) -> Settings:
@@ -102,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "policy-schema":
         sys.stdout.write(policy_schema_json())
         return 0
+    if args.command == "replay":
+        return _replay(args)
     try:
         settings = settings_from_args(args)
     except ValidationError as exc:

@@ -63,6 +63,8 @@ def test_policy_is_named_after_its_file(tmp_path):
         ("output_contract: {schema: {type: nonsense}}\n", "output_contract.schema"),
         ("tool_failures: {patterns: ['(unclosed']}\n", "tool_failures.patterns"),
         ("loop: {warn_at: 5, block_at: 3}\n", "block_at must be at least warn_at"),
+        ("recording: {enabled: true}\n", "exactly one target"),
+        ("recording: {enabled: true, jsonl_path: a, redis_stream: b}\n", "exactly one target"),
         ("- a list\n", "mapping"),
         ("max_steps: [\n", "cannot read"),
     ],

@@ -1,0 +1,126 @@
+"""Opt-in recording: one redacted record per upstream step, to a JSON Lines file or a Redis stream."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from proxy.app import create_app
+from proxy.policy.loader import PolicyError
+from proxy.settings import Settings
+from tests.support.fake_upstream import Json, chat_completion
+
+TASK = {"model": "m", "messages": [{"role": "user", "content": "Say hello."}]}
+
+
+def recorded_lines(path: Path, count: int, timeout: float = 5.0) -> list[dict]:
+    """The file's records once it holds ``count`` of them (the recorder writes in the background)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            if len(lines) >= count:
+                return lines
+        time.sleep(0.02)
+    raise AssertionError(f"{path} did not reach {count} records")
+
+
+def post(proxy, body=TASK, **headers):
+    return httpx.post(
+        f"{proxy.base_url}/chat/completions",
+        json=body,
+        headers={"Authorization": "Bearer sk-client-key-123456", **headers},
+        timeout=10,
+    )
+
+
+@pytest.fixture
+def recording_proxy(make_proxy, write_policies, tmp_path):
+    path = tmp_path / "steps.jsonl"
+    directory = write_policies(default=f"recording: {{enabled: true, jsonl_path: '{path}'}}\n")
+    return make_proxy(policies_dir=directory), path
+
+
+def test_recording_is_off_unless_the_policy_opts_in(make_proxy, upstream, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    proxy = make_proxy(policies_dir=tmp_path)
+    upstream.script(Json(chat_completion("hi")))
+
+    assert post(proxy).status_code == 200
+    time.sleep(0.2)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_each_upstream_step_is_recorded_with_its_verdict(recording_proxy, upstream):
+    proxy, path = recording_proxy
+    upstream.script(Json(chat_completion(None)), Json(chat_completion("Hello.")))
+
+    assert post(proxy, **{"X-Session-Id": "rec-1"}).status_code == 200
+    first, second = recorded_lines(path, 2)
+
+    assert (first["session"], first["attempt"], first["verdict"]) == ("rec-1", 1, "empty_nudge")
+    assert first["request"]["messages"] == TASK["messages"]
+    assert first["messages"][0]["role"] == "user"  # the nudge the model got
+    assert (second["attempt"], second["verdict"], second["reply"]["content"]) == (2, "pass", "Hello.")
+    assert "request" not in second
+    assert first["request_id"] == second["request_id"]
+
+
+def test_keys_are_redacted_and_headers_never_recorded(recording_proxy, upstream):
+    proxy, path = recording_proxy
+    upstream.script(Json(chat_completion("Your key sk-abcdefghijklmnop is noted.")))
+    body = {"model": "m", "messages": [{"role": "user", "content": "my key is sk-live1234567890abcd"}]}
+
+    assert post(proxy, body).status_code == 200
+    (record,) = recorded_lines(path, 1)
+    text = json.dumps(record)
+
+    assert "sk-live1234567890abcd" not in text
+    assert "sk-abcdefghijklmnop" not in text
+    assert "sk-client-key-123456" not in text
+    assert "[REDACTED]" in record["request"]["messages"][0]["content"]
+
+
+def test_shadow_mode_records_what_it_would_have_done(make_proxy, write_policies, upstream, tmp_path):
+    path = tmp_path / "shadow.jsonl"
+    directory = write_policies(default=f"mode: shadow\nrecording: {{enabled: true, jsonl_path: '{path}'}}\n")
+    proxy = make_proxy(policies_dir=directory)
+    upstream.script(Json(chat_completion(None)))
+
+    assert post(proxy).status_code == 200
+    (record,) = recorded_lines(path, 1)
+
+    assert (record["mode"], record["verdict"], record["shadow"]) == ("shadow", "pass", ["empty_nudge"])
+
+
+def test_steps_are_added_to_a_redis_stream(make_proxy, write_policies, upstream, redis_url):
+    stream = f"lw-test-recording-{secrets.token_hex(4)}"
+    directory = write_policies(default=f"recording: {{enabled: true, redis_stream: {stream}}}\n")
+    proxy = make_proxy(policies_dir=directory, redis_url=redis_url)
+    client = redis.Redis.from_url(redis_url)
+    upstream.script(Json(chat_completion("Hello.")))
+    try:
+        assert post(proxy, **{"X-Session-Id": "rec-redis"}).status_code == 200
+        deadline = time.monotonic() + 5
+        while client.xlen(stream) < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        ((_, fields),) = client.xrange(stream)
+        record = json.loads(fields[b"record"])
+    finally:
+        client.delete(stream)
+        client.close()
+
+    assert (record["session"], record["verdict"], record["reply"]["content"]) == ("rec-redis", "pass", "Hello.")
+
+
+def test_a_redis_stream_target_without_redis_fails_at_start(write_policies, upstream):
+    directory = write_policies(default="recording: {enabled: true, redis_stream: steps}\n")
+
+    with pytest.raises(PolicyError, match="no --redis-url"):
+        create_app(Settings(upstream=upstream.url, policies_dir=directory))
