@@ -137,6 +137,11 @@ class Ledger:
 
     async def commit(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
         notes.committed = True
+        if notes.degraded:
+            # A store call of this request already failed (fail-open got it this far): a
+            # frozen store costs one timeout per request, not one per round trip. This
+            # request's usage goes unbooked, as serving without state implies.
+            return
         ended = self._clock()
         delta.incr(FIELDS.ACTIVE_MS, max(0, int((ended - notes.started) * 1000)))
         delta.assign(FIELDS.LAST_SEEN_MS, int(ended * 1000))

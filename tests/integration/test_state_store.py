@@ -63,7 +63,7 @@ def test_frozen_redis_fail_open_serves_marked_and_counted(make_proxy, upstream, 
 
     assert response.status_code == 200
     assert response.headers["x-loopwarden-degraded"] == "state-store"
-    assert elapsed < 0.3 * 2 + 1.0  # a load and a commit timeout at most, plus slack
+    assert elapsed < 0.3 + 1.0  # one timeout per request (no commit after a failed load), plus slack
     metrics = httpx.get(f"{proxy.url}/metrics").text
     assert 'loopwarden_state_errors_total{fail_mode="open",operation="load"} 1.0' in metrics
 

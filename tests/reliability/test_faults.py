@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import aiohttp
 import httpx
 
 from tests.support.fake_upstream import Hang, Json
-from tests.support.processes import free_port, spawn, wait_healthy
-
-BENCH = Path(__file__).parents[1] / "bench"
+from tests.support.processes import serve_over_fast_upstream
 
 AUTH = {"Authorization": "Bearer sk-p"}
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -53,27 +48,7 @@ async def test_two_thousand_concurrent_requests_get_no_5xx(processes):
     """Real processes (the fast benchmark upstream and ``loopwarden serve``), so the load is
     not throttled by a test process sharing one interpreter with both servers; aiohttp as the
     load client, since httpx's default transport itself collapses at this concurrency."""
-    upstream_port, proxy_port = free_port(), free_port()
-    fast = subprocess.Popen(
-        [sys.executable, str(BENCH / "fast_upstream.py"), "--port", str(upstream_port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    processes.append(fast)
-    proxy = spawn(
-        [
-            "serve",
-            "--upstream",
-            f"http://127.0.0.1:{upstream_port}/v1",
-            "--port",
-            str(proxy_port),
-            "--log-level",
-            "warning",
-        ]
-    )
-    processes.append(proxy)
-    wait_healthy(f"http://127.0.0.1:{proxy_port}", proxy)
-    url = f"http://127.0.0.1:{proxy_port}/v1/chat/completions"
+    url = serve_over_fast_upstream(processes) + "/v1/chat/completions"
     timeout = aiohttp.ClientTimeout(total=120)
     async with aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=500), headers=AUTH, timeout=timeout

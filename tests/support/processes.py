@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import httpx
 
@@ -18,22 +19,32 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def spawn(args: Sequence[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """``python -m proxy ARGS`` with the test's interpreter; stderr captured."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "proxy", *args],
-        env={**os.environ, **(env or {})},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def spawn(args: Sequence[str], env: dict[str, str] | None = None, log: Path | None = None) -> subprocess.Popen[str]:
+    """``python -m proxy ARGS`` with the test's interpreter; stderr captured.
+
+    Under load a proxy logs more than a pipe holds, and a full pipe would block it: pass
+    ``log`` to send stderr to that file instead.
+    """
+    stderr = subprocess.PIPE if log is None else log.open("w")
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "proxy", *args],
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    finally:
+        if log is not None:
+            stderr.close()  # type: ignore[union-attr]
 
 
 def wait_healthy(url: str, process: subprocess.Popen[str], timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"proxy exited early: {process.stderr.read() if process.stderr else ''}")
+            output = process.stderr.read() if process.stderr else "(stderr went to the log file)"
+            raise RuntimeError(f"proxy exited early with {process.returncode}: {output}")
         try:
             if httpx.get(f"{url}/healthz", timeout=0.5).status_code == 200:
                 return
@@ -41,3 +52,34 @@ def wait_healthy(url: str, process: subprocess.Popen[str], timeout: float = 15.0
             pass
         time.sleep(0.05)
     raise RuntimeError("proxy did not become healthy")
+
+
+FAST_UPSTREAM = Path(__file__).parents[1] / "bench" / "fast_upstream.py"
+
+
+def serve_over_fast_upstream(
+    processes: list[subprocess.Popen[str]],
+    args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    log: Path | None = None,
+) -> str:
+    """The benchmark's fast upstream and ``loopwarden serve ARGS`` in front of it, as real
+    processes (added to ``processes`` to be killed after the test); returns the proxy's URL."""
+    upstream_port = proxy_port = free_port()
+    while proxy_port == upstream_port:
+        proxy_port = free_port()
+    fast = subprocess.Popen(
+        [sys.executable, str(FAST_UPSTREAM), "--port", str(upstream_port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    processes.append(fast)
+    upstream = f"http://127.0.0.1:{upstream_port}/v1"
+    proxy = spawn(
+        ["serve", "--upstream", upstream, "--port", str(proxy_port), "--log-level", "warning", *args], env, log
+    )
+    processes.append(proxy)
+    url = f"http://127.0.0.1:{proxy_port}"
+    wait_healthy(url, proxy)
+    return url

@@ -1,0 +1,202 @@
+"""Redis faults under load: frozen, scripts flushed, restarted empty.
+
+Each test runs the fast upstream and ``loopwarden serve`` as real processes over a private
+redis-server, and drives them with aiohttp workers (one session each) from this process.
+Two tenants share the proxy: ``careful`` fails closed without state, ``relaxed`` fails
+open. Every request has a client timeout, so a hang fails the test instead of stalling it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import httpx
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from proxy.tenants import hash_key
+from tests.support.processes import serve_over_fast_upstream
+from tests.support.redis import PrivateRedis
+
+KEYS = {"careful": "lw-careful-" + "1" * 24, "relaxed": "lw-relaxed-" + "2" * 24}
+POLICIES = {"careful": "closed", "relaxed": "open"}
+# The issue's figure is a 10 s freeze under the default 1 s timeout; the suite uses shorter
+# ones (the behavior is the same once the first timeouts have passed).
+# LOOPWARDEN_TEST_REDIS_FREEZE_SECS=10 LOOPWARDEN_TEST_REDIS_TIMEOUT=1 runs the figure.
+REDIS_TIMEOUT = float(os.environ.get("LOOPWARDEN_TEST_REDIS_TIMEOUT", "0.5"))
+FREEZE_SECS = float(os.environ.get("LOOPWARDEN_TEST_REDIS_FREEZE_SECS", "3"))
+
+
+@dataclass(frozen=True)
+class Sample:
+    tenant: str
+    started: float
+    ended: float
+    status: int
+    degraded: bool
+    body: bytes
+
+    @property
+    def latency(self) -> float:
+        return self.ended - self.started
+
+
+@dataclass
+class Stack:
+    url: str
+    redis: PrivateRedis
+    log: Path
+
+    def metrics(self) -> str:
+        return httpx.get(f"{self.url}/metrics", timeout=5).text
+
+    def metric(self, sample: str) -> float:
+        """The value of one exposition line (``name{labels}``), 0 when absent."""
+        for line in self.metrics().splitlines():
+            if line.startswith(sample + " "):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+
+@pytest.fixture
+def stack(processes, private_redis, tmp_path) -> Callable[..., Stack]:
+    """Start the fast upstream and a proxy over ``private_redis`` with both tenants."""
+
+    def start(redis_timeout: float = REDIS_TIMEOUT) -> Stack:
+        policies = tmp_path / "policies"
+        policies.mkdir()
+        for name in ("open", "closed"):
+            (policies / f"{name}.yaml").write_text(
+                f"state_fail_mode: {name}\nmax_steps: 1000000\nbudgets: {{max_tokens: 1000000000}}\n"
+            )
+        tenants = tmp_path / "tenants.yaml"
+        tenants.write_text(
+            "tenants:\n"
+            + "".join(
+                f"  - name: {tenant}\n    key_sha256: ['{hash_key(KEYS[tenant])}']\n"
+                f"    upstream: {{api_key_env: PROVIDER_KEY}}\n    policies: [{POLICIES[tenant]}]\n"
+                for tenant in KEYS
+            )
+        )
+        url = serve_over_fast_upstream(
+            processes,
+            [
+                "--redis-url",
+                private_redis.url,
+                "--redis-timeout",
+                str(redis_timeout),
+                "--tenants-file",
+                str(tenants),
+                "--policies-dir",
+                str(policies),
+            ],
+            env={"PROVIDER_KEY": "sk-provider-" + "9" * 20},
+            log=tmp_path / "proxy.log",
+        )
+        return Stack(url, private_redis, tmp_path / "proxy.log")
+
+    return start
+
+
+async def drive(url: str, stop: asyncio.Event, workers: int, timeout: float) -> list[Sample]:
+    """``workers`` sessions per tenant, each sending one request after another until ``stop``."""
+    samples: list[Sample] = []
+    loop = asyncio.get_running_loop()
+    client_timeout = aiohttp.ClientTimeout(total=timeout)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=client_timeout) as client:
+
+        async def worker(tenant: str, n: int) -> None:
+            headers = {"Authorization": f"Bearer {KEYS[tenant]}", "X-Session-Id": f"{tenant}-{n}"}
+            payload = {"model": "m", "messages": [{"role": "user", "content": f"task {n}"}]}
+            while not stop.is_set():
+                started = loop.time()
+                async with client.post(f"{url}/v1/chat/completions", json=payload, headers=headers) as response:
+                    body = await response.read()
+                    degraded = "x-loopwarden-degraded" in response.headers
+                samples.append(Sample(tenant, started, loop.time(), response.status, degraded, body))
+
+        await asyncio.gather(*(worker(tenant, n) for tenant in KEYS for n in range(workers)))
+    return samples
+
+
+def p99(samples: list[Sample]) -> float:
+    latencies = sorted(s.latency for s in samples)
+    return latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+
+
+def is_openai_error(body: bytes, code: str) -> bool:
+    error = json.loads(body).get("error", {})
+    return set(error) == {"message", "type", "param", "code"} and error["code"] == code
+
+
+async def test_a_frozen_redis_under_load_costs_one_timeout_and_each_tenant_gets_its_fail_mode(stack):
+    running = stack()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    load = asyncio.create_task(drive(running.url, stop, workers=8, timeout=REDIS_TIMEOUT * 3 + 5))
+
+    await asyncio.sleep(1.0)
+    running.redis.freeze()
+    frozen_at = loop.time()
+    await asyncio.sleep(FREEZE_SECS)
+    running.redis.thaw()
+    thawed_at = loop.time()
+    await asyncio.sleep(1.5)
+    stop.set()
+    samples = await asyncio.wait_for(load, timeout=REDIS_TIMEOUT * 3 + 10)
+
+    during = [s for s in samples if s.started >= frozen_at and s.ended <= thawed_at]
+    after = [s for s in samples if s.started >= thawed_at + REDIS_TIMEOUT]
+    closed = [s for s in during if s.tenant == "careful"]
+    open_ = [s for s in during if s.tenant == "relaxed"]
+    figure = p99(samples)
+    print(
+        f"\nfreeze {FREEZE_SECS}s: {len(samples)} requests, {len(during)} during the freeze, p99 {figure:.3f}s, "
+        f"max {max(s.latency for s in samples):.3f}s (Redis timeout {REDIS_TIMEOUT}s)"
+    )
+    assert figure <= REDIS_TIMEOUT + 1.0
+    assert closed
+    assert all(s.status == 503 and is_openai_error(s.body, "service_unavailable") for s in closed)
+    assert open_
+    assert all(s.status == 200 and s.degraded for s in open_)
+    assert {s.status for s in samples if s.tenant == "relaxed"} == {200}
+    assert after
+    assert all(s.status == 200 and not s.degraded for s in after)
+    assert running.metric('loopwarden_state_errors_total{fail_mode="open",operation="load"}') >= len(open_)
+    assert running.metric('loopwarden_state_errors_total{fail_mode="closed",operation="load"}') >= len(closed)
+
+
+def noscript_errors(server: PrivateRedis) -> int:
+    """How many times Redis answered NOSCRIPT (a script called after a flush)."""
+    stats = redis.Redis.from_url(server.url).info("errorstats")
+    return int(stats.get("errorstat_NOSCRIPT", {}).get("count", 0))
+
+
+async def test_script_flush_during_load_costs_no_request(stack):
+    running = stack()
+    admin = aioredis.Redis.from_url(running.redis.url)
+    stop = asyncio.Event()
+    load = asyncio.create_task(drive(running.url, stop, workers=8, timeout=10))
+    flushes = 0
+
+    await asyncio.sleep(0.5)
+    for _ in range(40):
+        await admin.script_flush()
+        flushes += 1
+        await asyncio.sleep(0.05)
+    stop.set()
+    samples = await asyncio.wait_for(load, timeout=15)
+    await admin.aclose()
+
+    failed = [s for s in samples if s.status != 200 or s.degraded]
+    print(f"\nSCRIPT FLUSH x{flushes}: {len(samples)} requests, {len(failed)} failed or degraded")
+    assert failed == []
+    assert noscript_errors(running.redis) > 0  # the flushes did hit live traffic
+    assert "loopwarden_state_errors_total{" not in running.metrics()
