@@ -133,6 +133,7 @@ def create_app(
         prices=prices,
         log_contents=settings.log_contents,
         tracing=tracing or Tracing.from_endpoint(settings.otel_endpoint),
+        keepalive_secs=settings.stream_keepalive_secs,
         recorder=steps,
     )
     routes = ProxyRoutes(settings, directory, client, ready, pipeline, registry, series)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from litestar.types import Send
 
 from proxy.exchange import Conversation
 from proxy.policy.models import Policy
 from proxy.session.base import WindowLimit
 from proxy.session.identity import SessionRef
-from proxy.streaming import UsageTap
 from proxy.upstream import UpstreamReply
 
 __all__ = ["ChatCall", "Outcome", "RequestNotes"]
@@ -35,20 +35,22 @@ class ChatCall:
     daily_tokens: int | None = None
     """The tenant's rolling-day token cap, if any."""
     daily_cost_usd: float | None = None
+    respond: Send | None = None
+    """For a stream: where the pipeline writes the client's events as they may go."""
 
 
 @dataclass(slots=True)
 class Outcome:
-    """What goes back to the agent: a complete body, or an upstream reply to relay or copy."""
+    """What goes back to the agent: a complete body, an upstream reply to copy, or nothing
+    more (a stream the pipeline delivered itself)."""
 
     status: int
     headers: list[tuple[bytes, bytes]]
     body: bytes | None = None
     content_type: bytes = JSON
     upstream: UpstreamReply | None = None
-    tap: UsageTap | None = None
-    """For relayed streams: watches (and hides, if the client did not ask) the usage chunk."""
-    after_relay: Callable[[], Awaitable[None]] | None = None
+    delivered: bool = False
+    """The pipeline already wrote the whole response (a guarded stream)."""
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ the upstream sent them.
     └── UpstreamError               502 upstream_error
         ├── UpstreamUnreachable     502 upstream_error / upstream_unreachable
         ├── UpstreamDisconnected    502 upstream_error / upstream_disconnected
+        ├── UpstreamMalformed       502 upstream_error / upstream_malformed
         └── UpstreamTimeout         504 upstream_error / upstream_timeout
 """
 
@@ -40,6 +41,7 @@ __all__ = [
     "ServiceUnavailable",
     "UpstreamDisconnected",
     "UpstreamError",
+    "UpstreamMalformed",
     "UpstreamTimeout",
     "UpstreamUnreachable",
     "error_body",
@@ -144,3 +146,7 @@ class UpstreamDisconnected(UpstreamError):
 class UpstreamTimeout(UpstreamError):
     status = 504
     code = "upstream_timeout"
+
+
+class UpstreamMalformed(UpstreamError):
+    code = "upstream_malformed"

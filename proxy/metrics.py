@@ -137,6 +137,12 @@ class Metrics:
             ["tenant", "policy", "purpose"],
             registry=self.registry,
         )
+        self.stream_failures = Counter(
+            "loopwarden_stream_unfinished",
+            "Streamed replies that did not complete (cut, stalled, malformed, or the client left), by reason.",
+            ["tenant", "policy", "reason"],
+            registry=self.registry,
+        )
 
     def exposition(self) -> bytes:
         """The text format for /metrics (every worker's samples in multiprocess mode)."""

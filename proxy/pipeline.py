@@ -10,6 +10,7 @@ In shadow mode every decision is counted and logged and the traffic is left alon
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import os
@@ -23,10 +24,13 @@ from prometheus_client import Counter as MetricCounter
 
 from proxy.budgets import remaining, session_limits
 from proxy.call import SSE, ChatCall, Outcome, RequestNotes
-from proxy.exchange import Reply, content_text
+from proxy.client_stream import ClientStream
+from proxy.errors import ProxyError, UpstreamError
+from proxy.exchange import Reply, Usage, content_text
 from proxy.finalize import Finalizer
 from proxy.fingerprint import fingerprint, remember_calls
 from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
+from proxy.holdback import held_channels
 from proxy.judge import JudgeTarget
 from proxy.ledger import Ledger
 from proxy.logs import log_event, logger, redact
@@ -34,11 +38,14 @@ from proxy.metrics import Metrics
 from proxy.pricing import PriceTable
 from proxy.recording import StepRecorder
 from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore
-from proxy.streaming import UsageTap
+from proxy.stream_assembly import Channel, ReplyAssembler
+from proxy.streamed_reply import read_streamed_reply
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient, UpstreamReply
 from proxy.verdict import Amend, Finalize, Nudge, Pass, Rewrite, Verdict
 from proxy.wire.chat_completions import amended, completion_as_sse, parse_reply, render_request
+
+_EVENT_STREAM = b"text/event-stream"
 
 __all__ = ["ChatCall", "Outcome", "Pipeline"]
 
@@ -58,7 +65,9 @@ class Pipeline:
         log_contents: bool = False,
         tracing: Tracing | None = None,
         recorder: StepRecorder | None = None,
+        keepalive_secs: float = 15.0,
     ) -> None:
+        self._keepalive = keepalive_secs
         self._recorder = recorder
         self._log_contents = log_contents
         self._tracing = tracing or Tracing()
@@ -86,11 +95,16 @@ class Pipeline:
         with self._tracing.span("invoke_agent", attributes) as span:
             self._trace_tool_results(call)
             state, delta = await self._ledger.open(call, limits, notes)
+            client = self._client_stream(call, state, delta, notes)
             try:
-                outcome = await self._run(call, state, delta, notes, enforce)
+                outcome = await self._run(call, state, delta, notes, enforce, client)
             finally:
-                if not notes.committed and not call.stream:
-                    await self._ledger.commit(call, delta, notes)
+                if client is not None:
+                    client.close()
+                if not notes.committed:
+                    # Shielded: a streamed request is cancelled when its client leaves, and
+                    # what it reserved and spent must still be written.
+                    await asyncio.shield(self._ledger.commit(call, delta, notes))
             self._tracing.annotate(span, {"loopwarden.terminated": notes.terminated or ""})
             return outcome
 
@@ -112,16 +126,22 @@ class Pipeline:
                 pass
 
     async def _run(
-        self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: RequestNotes, enforce: bool
+        self,
+        call: ChatCall,
+        state: SessionState,
+        delta: SessionDelta,
+        notes: RequestNotes,
+        enforce: bool,
+        client: ClientStream | None,
     ) -> Outcome:
         now = notes.started
         if state.termination and state.ending and enforce:
             notes.terminated = state.termination
             await self._ledger.commit(call, delta, notes)
-            return self._rendered(call, msgspec.json.decode(state.ending), state, delta, notes)
+            return await self._rendered(call, msgspec.json.decode(state.ending), state, delta, notes, client)
         if notes.refused:
             detail = f"the next call would not fit in the session's {notes.refused.removeprefix('budget_')} budget"
-            return await self._finalize(call, Finalize(notes.refused, detail), state, delta, notes, [])
+            return await self._finalize(call, Finalize(notes.refused, detail), state, delta, notes, [], client)
         await self._ledger.admit_tenant(call, delta, notes)
 
         payload: Mapping[str, Any] = call.payload
@@ -142,38 +162,41 @@ class Pipeline:
                 extra.extend(verdict.messages)
             elif isinstance(verdict, Finalize):
                 self._strike(verdict.strike, delta)
-                return await self._finalize(call, verdict, state, delta, notes, extra)
-
-        if call.stream and not call.conversation.tools_offered:
-            # Plain text streams are relayed as they arrive. With tools offered, a guard may
-            # have to take a tool call back, so the reply is fetched whole, guarded, and
-            # replayed to the client as a stream.
-            return await self._relay(call, payload, extra, state, delta, notes)
+                return await self._finalize(call, verdict, state, delta, notes, extra, client)
 
         for attempt in range(1, call.policy.max_attempts + 1):
-            if call.stream:
-                body = render_request(payload, extra, stream=False, stream_options=None)
-            elif payload is call.payload and not extra:
-                body = call.body
-            else:
-                body = render_request(payload, extra)
+            context = GuardContext(
+                call.policy, delta.applied_to(state), call.conversation, retries, now, self._judge_target(call)
+            )
             sent = time.perf_counter()
             name = f"chat {call.conversation.model or ''}".strip()
             with self._tracing.span(name, self._chat_attributes(call, attempt)) as span:
-                reply = await self._upstream.send("POST", call.url, call.headers, body)
-                ok = reply.response.status_code == 200
-                parsed = parse_reply(reply.response.content) if ok else None
+                if client is None:
+                    body = call.body if payload is call.payload and not extra else render_request(payload, extra)
+                    reply = await self._upstream.send("POST", call.url, call.headers, body)
+                    ok = reply.response.status_code == 200
+                    parsed = parse_reply(reply.response.content) if ok else None
+                    streamed = False
+                else:
+                    try:
+                        reply, parsed, streamed = await self._streamed(call, payload, extra, client, context, delta)
+                    except ProxyError as error:
+                        if not client.started:
+                            raise
+                        await self._ledger.commit(call, delta, notes)
+                        await client.fail(error)  # the client already has part of the stream
+                        return Outcome(200, [], delivered=True)
+                    ok = reply.response.status_code == 200
                 if parsed is not None:
                     self._tracing.annotate(span, _usage_attributes(parsed))
             latency = time.perf_counter() - sent
             self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "agent").inc()
-            if not ok:
+            if not ok or parsed is None:
+                if ok:
+                    delta.incr(FIELDS.STEPS)
                 await self._ledger.commit(call, delta, notes)
-                return self._copy(reply, state, delta, call, notes)
+                return await self._unusable(reply, call, state, delta, notes, client)
             delta.incr(FIELDS.STEPS)
-            if parsed is None:
-                await self._ledger.commit(call, delta, notes)
-                return self._copy(reply, state, delta, call, notes)
             self._ledger.charge(call, delta, parsed.usage, parsed.model, kind="agent" if attempt == 1 else "nudge")
             context = GuardContext(
                 call.policy, delta.applied_to(state), call.conversation, retries, now, self._judge_target(call)
@@ -202,7 +225,7 @@ class Pipeline:
             if isinstance(verdict, Rewrite):
                 self._record_intervention(call, verdict.kind, verdict.reason, notes, attempt)
                 await self._ledger.commit(call, delta, notes)
-                return self._complete(200, _encode(dict(verdict.body)), call, state, delta, notes)
+                return await self._rendered(call, dict(verdict.body), state, delta, notes, client)
             if isinstance(verdict, Nudge):
                 self._strike(verdict.strike, delta)
                 if attempt == call.policy.max_attempts:
@@ -219,12 +242,104 @@ class Pipeline:
                 self._strike(verdict.strike, delta)
             if not isinstance(verdict, Finalize):  # every other verdict was handled above
                 raise TypeError(f"unhandled verdict {verdict!r}")
-            return await self._finalize(call, verdict, state, delta, notes, extra)
+            return await self._finalize(call, verdict, state, delta, notes, extra, client)
 
         await self._ledger.commit(call, delta, notes)
-        if call.stream:
-            return self._rendered(call, msgspec.json.decode(reply.response.content), state, delta, notes)
-        return self._copy(reply, state, delta, call, notes)
+        if client is None:
+            return self._copy(reply, state, delta, call, notes)
+        if streamed:
+            await client.finish()
+            return Outcome(200, [], delivered=True)
+        return await self._rendered(call, msgspec.json.decode(reply.response.content), state, delta, notes, client)
+
+    # -- streams --------------------------------------------------------------------
+
+    def _client_stream(
+        self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: RequestNotes
+    ) -> ClientStream | None:
+        if not call.stream or call.respond is None:
+            return None
+        options = call.payload.get("stream_options")
+        return ClientStream(
+            call.respond,
+            lambda: self._headers(call, state, delta, notes),
+            include_usage=isinstance(options, dict) and options.get("include_usage") is True,
+            keepalive=self._keepalive,
+        )
+
+    async def _streamed(
+        self,
+        call: ChatCall,
+        payload: Mapping[str, Any],
+        extra: Sequence[Mapping[str, Any]],
+        client: ClientStream,
+        context: GuardContext,
+        delta: SessionDelta,
+    ) -> tuple[UpstreamReply, Reply | None, bool]:
+        """One streamed attempt: (upstream reply, the assembled reply or None, whether it streamed).
+
+        The upstream is always asked for usage, so streamed tokens are metered; a client that
+        did not ask never sees the usage chunk. An upstream that ignores ``stream`` and answers
+        with a whole completion is read as one.
+        """
+        options = payload.get("stream_options")
+        if payload is call.payload and not extra and isinstance(options, dict) and options.get("include_usage"):
+            body = call.body
+        else:
+            with_usage = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+            body = render_request(payload, extra, stream=True, stream_options=with_usage)
+        reply = await self._upstream.send("POST", call.url, call.headers, body, stream=True)
+        response = reply.response
+        if response.status_code != 200 or not response.headers.get("content-type", "").startswith("text/event-stream"):
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+            ok = response.status_code == 200
+            return reply, parse_reply(response.content) if ok else None, False
+        if call.policy.mode == "enforce":
+            guards = self._response_guards
+
+            def held(partial: ReplyAssembler) -> int:
+                return held_channels(guards, partial, context)
+        else:
+
+            def held(partial: ReplyAssembler) -> int:
+                return Channel.NONE  # shadow mode changes nothing, on streams too
+
+        assembler = ReplyAssembler()
+        client.new_attempt()
+        try:
+            failure = await read_streamed_reply(response, assembler, client, held)
+        except asyncio.CancelledError:
+            self._charge_unfinished(call, delta, assembler, len(body), "client_disconnected")
+            raise
+        finally:
+            await response.aclose()
+        if failure is not None:
+            self._charge_unfinished(call, delta, assembler, len(body), failure.code or "upstream_error")
+            raise failure
+        return reply, assembler.reply(), True
+
+    def _charge_unfinished(
+        self, call: ChatCall, delta: SessionDelta, assembler: ReplyAssembler, prompt_bytes: int, reason: str
+    ) -> None:
+        """A stream that did not complete still cost tokens: count what the upstream reported,
+        or an estimate (4 bytes a token), and the step."""
+        usage = assembler.usage or Usage(prompt_bytes // 4, assembler.produced_chars // 4 + 1)
+        delta.incr(FIELDS.STEPS)
+        self._ledger.charge(call, delta, usage, assembler.model, kind="agent")
+        self._metrics.stream_failures.labels(call.tenant, call.policy.name, reason).inc()
+        log_event(
+            "stream_unfinished",
+            {
+                "tenant": call.tenant,
+                "policy": call.policy.name,
+                "session": call.session.id,
+                "reason": reason,
+                "usage_estimated": assembler.usage is None,
+            },
+        )
 
     # -- steps ----------------------------------------------------------------------
 
@@ -288,6 +403,7 @@ class Pipeline:
         delta: SessionDelta,
         notes: RequestNotes,
         extra: list[Mapping[str, Any]],
+        client: ClientStream | None,
     ) -> Outcome:
         local_only = verdict.reason == "budget_cost" and call.policy.budgets.hard_cost_cap
         ending = await self._finalizer.end(
@@ -321,40 +437,7 @@ class Pipeline:
             },
         )
         await self._ledger.commit(call, delta, notes)
-        return self._rendered(call, ending.body, state, delta, notes)
-
-    async def _relay(
-        self,
-        call: ChatCall,
-        payload: Mapping[str, Any],
-        extra: list[Mapping[str, Any]],
-        state: SessionState,
-        delta: SessionDelta,
-        notes: RequestNotes,
-    ) -> Outcome:
-        """Relay a stream; ask the upstream for usage so streamed tokens are metered too."""
-        options = payload.get("stream_options")
-        client_asked = isinstance(options, dict) and options.get("include_usage") is True
-        if client_asked and payload is call.payload and not extra:
-            body = call.body
-        else:
-            with_usage = {**(options if isinstance(options, dict) else {}), "include_usage": True}
-            body = render_request(payload, extra, stream_options=with_usage)
-        reply = await self._upstream.send("POST", call.url, call.headers, body, stream=True)
-        self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "agent").inc()
-        if reply.response.status_code == 200:
-            delta.incr(FIELDS.STEPS)
-        tap = UsageTap(strip_usage=not client_asked)
-
-        async def after_relay() -> None:
-            if tap.usage is not None:
-                self._ledger.charge(call, delta, tap.usage, call.conversation.model)
-            await self._ledger.commit(call, delta, notes)
-
-        outcome = self._copy(reply, state, delta, call, notes)
-        outcome.tap = tap
-        outcome.after_relay = after_relay
-        return outcome
+        return await self._rendered(call, ending.body, state, delta, notes, client)
 
     # -- outcomes -------------------------------------------------------------------
 
@@ -363,16 +446,37 @@ class Pipeline:
     ) -> Outcome:
         return Outcome(reply.response.status_code, self._headers(call, state, delta, notes), upstream=reply)
 
-    def _complete(
-        self, status: int, body: bytes, call: ChatCall, state: SessionState, delta: SessionDelta, notes: RequestNotes
+    async def _unusable(
+        self,
+        reply: UpstreamReply,
+        call: ChatCall,
+        state: SessionState,
+        delta: SessionDelta,
+        notes: RequestNotes,
+        client: ClientStream | None,
     ) -> Outcome:
-        return Outcome(status, self._headers(call, state, delta, notes), body=body)
+        """An upstream error status or a body that is no completion: passed on as it came,
+        unless part of a stream already reached the client (then an error event ends it)."""
+        if client is None or not client.started:
+            return self._copy(reply, state, delta, call, notes)
+        await client.fail(UpstreamError(f"The upstream model API answered {reply.response.status_code}."))
+        return Outcome(200, [], delivered=True)
 
-    def _rendered(
-        self, call: ChatCall, body: dict[str, Any], state: SessionState, delta: SessionDelta, notes: RequestNotes
+    async def _rendered(
+        self,
+        call: ChatCall,
+        body: dict[str, Any],
+        state: SessionState,
+        delta: SessionDelta,
+        notes: RequestNotes,
+        client: ClientStream | None,
     ) -> Outcome:
+        """A reply the proxy wrote (an ending, a replay): JSON, or SSE for a stream."""
+        if client is not None:
+            await client.replace(body)
+            return Outcome(200, [], delivered=True)
         headers = self._headers(call, state, delta, notes)
-        if call.stream:
+        if call.stream:  # no client stream to write to (a caller outside the server)
             options = call.payload.get("stream_options")
             include_usage = isinstance(options, dict) and options.get("include_usage") is True
             return Outcome(200, headers, completion_as_sse(body, include_usage=include_usage), SSE)

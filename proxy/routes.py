@@ -12,6 +12,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import httpx
 import msgspec
@@ -45,7 +46,6 @@ from proxy.retry import RETRYABLE_STATUSES
 from proxy.schemas import SchemaInvalid, check_schema
 from proxy.session.identity import identify
 from proxy.settings import Settings
-from proxy.streaming import UsageTap
 from proxy.tenants import Credentials, Tenant, TenantDirectory
 from proxy.timing import RequestTiming, begin
 from proxy.upstream import UpstreamClient, UpstreamReply
@@ -54,8 +54,8 @@ from proxy.wire.chat_completions import parse_conversation
 __all__ = ["ProxyRoutes", "Readiness"]
 
 _decode = msgspec.json.decode
+_T = TypeVar("_T")
 _Handler = Callable[[HTTPScope, Receive, Send], Awaitable[dict[str, object]]]
-_SSE_ERROR_EVENT = b"data: %s\n\n"
 
 
 @dataclass(slots=True)
@@ -129,14 +129,19 @@ class ProxyRoutes:
             daily_tokens=credentials.tenant.daily_tokens,
             daily_cost_usd=credentials.tenant.daily_cost_usd,
         )
+        if call.stream:
+            call.respond = send
         facts: dict[str, object] = {
             "tenant": call.tenant,
             "policy": policy.name,
             "session": session.id,
             "stream": call.stream,
         }
-        outcome = await self._pipeline.run(call)
-        await self._deliver(outcome, send, receive, facts, sse=call.stream)
+        if call.stream:
+            outcome = await _unless_client_leaves(self._pipeline.run(call), receive, facts)
+        else:
+            outcome = await self._pipeline.run(call)
+        await self._deliver(outcome, send, facts)
         return facts
 
     def policy_for(self, tenant: Tenant, requested: str | None) -> Policy:
@@ -147,10 +152,10 @@ class ProxyRoutes:
             raise PermissionDenied(f"Policy {name!r} does not exist.", param="policy")
         return policy
 
-    async def _deliver(
-        self, outcome: Outcome, send: Send, receive: Receive, facts: dict[str, object], *, sse: bool
-    ) -> None:
-        """Send what the pipeline decided: its own body, or the upstream's reply copied or relayed."""
+    async def _deliver(self, outcome: Outcome, send: Send, facts: dict[str, object]) -> None:
+        """Send what the pipeline decided: its own body, or the upstream's reply copied."""
+        if outcome.delivered:
+            return
         if outcome.body is not None:
             headers = [(b"content-type", outcome.content_type), *outcome.headers]
             facts["upstream_status"] = None
@@ -158,16 +163,7 @@ class ProxyRoutes:
             return
         if outcome.upstream is None:  # an outcome carries a body or an upstream reply
             raise ProxyError("The proxy produced no reply.")
-        try:
-            if sse:
-                await self._relay(
-                    outcome.upstream, send, receive, facts, sse=True, own=outcome.headers, tap=outcome.tap
-                )
-            else:
-                await self._answer(outcome.upstream, send, facts, own=outcome.headers)
-        finally:
-            if outcome.after_relay is not None:
-                await asyncio.shield(outcome.after_relay())
+        await self._answer(outcome.upstream, send, facts, own=outcome.headers)
 
     async def _passthrough(self, scope: HTTPScope, receive: Receive, send: Send) -> dict[str, object]:
         credentials = self._authenticate(scope)
@@ -179,7 +175,7 @@ class ProxyRoutes:
             url += "?" + scope["query_string"].decode("latin-1")
         reply = await self._upstream.send(scope["method"], url, headers, body, stream=True)
         facts: dict[str, object] = {"tenant": credentials.tenant.name}
-        await self._relay(reply, send, receive, facts, sse=False)
+        await self._relay(reply, send, receive, facts)
         return facts
 
     # -- shared steps ---------------------------------------------------------------
@@ -243,10 +239,6 @@ class ProxyRoutes:
         send: Send,
         receive: Receive,
         facts: dict[str, object],
-        *,
-        sse: bool,
-        own: Sequence[tuple[bytes, bytes]] = (),
-        tap: UsageTap | None = None,
     ) -> None:
         """Copy the upstream's body to the client chunk by chunk, as it arrives."""
         response = reply.response
@@ -256,51 +248,45 @@ class ProxyRoutes:
                 await response.aread()
             finally:
                 await response.aclose()
-            await self._answer(reply, send, facts, list(own))
+            await self._answer(reply, send, facts)
             return
-        headers = reply_headers(response.headers.raw, [*_own_headers(reply), *own])
+        headers = reply_headers(response.headers.raw, _own_headers(reply))
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-        relay = asyncio.ensure_future(_copy_body(response, send, tap))
-        watcher = asyncio.ensure_future(_wait_for_disconnect(receive))
         try:
-            await asyncio.wait((relay, watcher), return_when=asyncio.FIRST_COMPLETED)
+            await _unless_client_leaves(_copy_body(response, send), receive, facts)
+        except UpstreamDisconnected:
+            facts["outcome"] = "upstream_cut"  # the status is out: all a client can see is a short body
         finally:
-            watcher.cancel()
-            if not relay.done():
-                relay.cancel()
-                facts["outcome"] = "client_disconnected"
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await relay
             await response.aclose()
-        if relay.cancelled():
-            return
-        error = relay.exception()
-        if error is None:
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            return
-        proxy_error = (
-            error
-            if isinstance(error, ProxyError)
-            else UpstreamDisconnected("The upstream model API broke off the response.")
-        )
-        facts["outcome"] = "upstream_cut"
-        tail = _SSE_ERROR_EVENT % proxy_error.body() if sse else b""
-        await send({"type": "http.response.body", "body": tail, "more_body": False})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-async def _copy_body(response: httpx.Response, send: Send, tap: UsageTap | None) -> None:
+async def _copy_body(response: httpx.Response, send: Send) -> None:
     try:
         async for chunk in response.aiter_raw():
-            if tap is not None:
-                chunk = tap.feed(chunk)
-            if chunk:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        if tap is not None and (rest := tap.flush()):
-            await send({"type": "http.response.body", "body": rest, "more_body": True})
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
     except httpx.TimeoutException as exc:
         raise UpstreamDisconnected("The upstream model API stopped sending (read timeout).") from exc
     except httpx.TransportError as exc:
         raise UpstreamDisconnected("The upstream model API broke off the response.") from exc
+
+
+async def _unless_client_leaves(work: Awaitable[_T], receive: Receive, facts: dict[str, object]) -> _T:
+    """Run streaming work while watching the client: when it leaves, the work (and with it
+    the upstream request) is cancelled at once; the pipeline still commits what it used."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_wait_for_disconnect(receive))
+    try:
+        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if not task.done():
+        task.cancel()
+        facts["outcome"] = "client_disconnected"
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise ClientDisconnected
+    return task.result()
 
 
 async def _wait_for_disconnect(receive: Receive) -> None:

@@ -60,6 +60,12 @@ class Settings(BaseSettings):
     read_timeout: float = Field(
         300.0, gt=0, description="Seconds to wait for the upstream's next bytes (headers or a chunk)."
     )
+    stream_keepalive_secs: float = Field(
+        15.0,
+        ge=0,
+        description="While a guarded stream holds everything back (a tool call being checked, the judge), "
+        "an SSE comment goes to the client this often (0 = never).",
+    )
     pool_timeout: float = Field(
         10.0, gt=0, description="Seconds to wait for a free upstream connection when the pool is full."
     )

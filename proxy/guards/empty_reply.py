@@ -9,6 +9,7 @@ from __future__ import annotations
 from proxy.exchange import Reply
 from proxy.guards.base import GuardContext
 from proxy.guards.strikes import strike_verdict
+from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import Verdict
 
 __all__ = ["EmptyReplyGuard"]
@@ -16,6 +17,10 @@ __all__ = ["EmptyReplyGuard"]
 
 class EmptyReplyGuard:
     name = "empty_reply"
+
+    def holds(self, partial: PartialReply, context: GuardContext) -> int:
+        """Whitespace waits until real text or a tool call shows the reply is not empty."""
+        return Channel.NONE if partial.has_text or partial.has_tool_calls else Channel.TEXT
 
     def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
         return strike_verdict(

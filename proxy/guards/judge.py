@@ -20,6 +20,7 @@ from proxy.fingerprint import CALL_SEQUENCE
 from proxy.guards.base import GuardContext
 from proxy.judge import Judge, JudgeRequest
 from proxy.metrics import Metrics
+from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import PASS, Nudge, Pass, Verdict
 from proxy.wire.chat_completions import calls_returned
 
@@ -103,6 +104,26 @@ class JudgeGuard:
             STRIKE,
             outcome.usage,
         )
+
+    def holds(self, partial: PartialReply, context: GuardContext) -> int:
+        """A text that may end the task waits until it is long enough to pass unjudged (then it
+        streams on); a shorter one is judged whole at the end. A completion tool call waits."""
+        settings = context.policy.judge
+        used_tools = context.conversation.used_tools or bool(context.state.items(CALL_SEQUENCE))
+        if not used_tools or context.state.strikes(STRIKE) >= settings.judge_max_continues:
+            return Channel.NONE
+        tools = Channel.TOOL_CALLS if settings.completion_tools else Channel.NONE
+        if partial.has_tool_calls:
+            return tools
+        if settings.use_llm_judge and context.judge_target is not None:
+            short = partial.text_length < settings.judge_skip_threshold
+        elif settings.detect_short_response:
+            task = context.conversation.first_text("user") or ""
+            answer = partial.content.strip()
+            short = len(task) >= settings.long_task_chars and len(answer) < settings.short_response_chars
+        else:
+            short = False
+        return tools | (Channel.TEXT if short else Channel.NONE)
 
     def _count(self, context: GuardContext, verdict: str) -> None:
         self._metrics.judge_verdicts.labels(context.policy.name, verdict).inc()

@@ -14,6 +14,7 @@ from proxy.exchange import Reply, content_text
 from proxy.fingerprint import digest
 from proxy.guards.base import GuardContext
 from proxy.guards.strikes import strike_verdict
+from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import PASS, Verdict
 
 __all__ = ["NoProgressGuard", "trailing_run"]
@@ -55,6 +56,17 @@ class NoProgressGuard:
             nudge_text=context.policy.nudges.no_progress.format(count=run, what="the tool results were identical"),
             miss="rounds of identical tool results",
         )
+
+    def holds(self, partial: PartialReply, context: GuardContext) -> int:
+        """Text waits only while it could still turn out to repeat the last reply word for word."""
+        settings = context.policy.no_progress
+        if not settings.enabled or partial.has_tool_calls:
+            return Channel.NONE
+        texts = [t for t in context.conversation.assistant_texts() if t.strip()]
+        if len(texts) + 1 < settings.repeats:
+            return Channel.NONE
+        so_far = _SPACE.sub(" ", partial.content).lstrip()
+        return Channel.TEXT if _SPACE.sub(" ", texts[-1]).strip().startswith(so_far.rstrip()) else Channel.NONE
 
     def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
         settings = context.policy.no_progress

@@ -11,6 +11,7 @@ from __future__ import annotations
 from proxy.exchange import Reply
 from proxy.guards.base import GuardContext
 from proxy.schemas import extract_json, schema_errors_of
+from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import PASS, Nudge, Pass, Verdict
 
 __all__ = ["OutputContractGuard"]
@@ -18,6 +19,12 @@ __all__ = ["OutputContractGuard"]
 
 class OutputContractGuard:
     name = "output_contract"
+
+    def holds(self, partial: PartialReply, context: GuardContext) -> int:
+        """A structured answer is valid or not only as a whole."""
+        if context.conversation.output_schema is None and context.policy.output_contract.schema_ is None:
+            return Channel.NONE
+        return Channel.TEXT
 
     def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
         schema = context.conversation.output_schema or context.policy.output_contract.schema_

@@ -13,6 +13,7 @@ from proxy.exchange import Reply
 from proxy.guards.base import GuardContext
 from proxy.metrics import Metrics
 from proxy.permissions import Decision, decide
+from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import PASS, Amend, Finalize, Nudge, Verdict
 from proxy.wire.chat_completions import calls_returned
 
@@ -38,6 +39,11 @@ class PermissionGuard:
         return Amend(
             kind="tools_hidden", reason=f"hidden: {', '.join(sorted(hidden))}", tool_notes={}, drop_tools=tuple(hidden)
         )
+
+    def holds(self, partial: PartialReply, context: GuardContext) -> int:
+        """A refused call must never reach the client, even in part."""
+        settings = context.policy.permissions
+        return Channel.NONE if not settings.rules and settings.default == "allow" else Channel.TOOL_CALLS
 
     def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
         settings = context.policy.permissions

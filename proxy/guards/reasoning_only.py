@@ -6,6 +6,7 @@ from __future__ import annotations
 from proxy.exchange import Reply
 from proxy.guards.base import GuardContext
 from proxy.guards.strikes import strike_verdict
+from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import Verdict
 
 __all__ = ["ReasoningOnlyGuard"]
@@ -13,6 +14,12 @@ __all__ = ["ReasoningOnlyGuard"]
 
 class ReasoningOnlyGuard:
     name = "reasoning_only"
+
+    def holds(self, partial: PartialReply, context: GuardContext) -> int:
+        """Reasoning waits (unless the policy relays it) until text or a tool call follows it."""
+        if context.policy.streaming.reasoning == "relay" or partial.has_text or partial.has_tool_calls:
+            return Channel.NONE
+        return Channel.REASONING
 
     def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
         return strike_verdict(

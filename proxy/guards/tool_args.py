@@ -17,6 +17,7 @@ from typing import Any
 from proxy.exchange import Reply, ToolCall
 from proxy.guards.base import GuardContext
 from proxy.schemas import schema_errors_of
+from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import PASS, Nudge, Pass, Verdict
 from proxy.wire.chat_completions import calls_returned
 
@@ -42,6 +43,10 @@ def argument_errors(call: ToolCall, offered: Mapping[str, Any]) -> list[str]:
 
 class ToolArgsGuard:
     name = "tool_args"
+
+    def holds(self, partial: PartialReply, context: GuardContext) -> int:
+        """Arguments are validated once complete: tool calls wait for the whole reply."""
+        return Channel.TOOL_CALLS if context.policy.tool_args.enabled else Channel.NONE
 
     def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
         settings = context.policy.tool_args

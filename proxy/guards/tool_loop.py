@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from proxy.exchange import Reply, ToolCall
 from proxy.fingerprint import CALL_COUNT_PREFIX, CALL_SEQUENCE, canonical_arguments, fingerprint
 from proxy.guards.base import GuardContext
+from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import PASS, Amend, Finalize, Nudge, Verdict
 
 __all__ = ["ToolLoopGuard", "cycle_repetitions"]
@@ -51,6 +52,10 @@ def _describe(call: ToolCall) -> str:
 
 class ToolLoopGuard:
     name = "tool_loop"
+
+    def holds(self, partial: PartialReply, context: GuardContext) -> int:
+        """A repeated call is known only once its arguments are complete."""
+        return Channel.TOOL_CALLS if context.policy.loop.enabled else Channel.NONE
 
     def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
         settings = context.policy.loop

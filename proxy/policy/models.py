@@ -25,6 +25,7 @@ __all__ = [
     "OutputContractSettings",
     "Policy",
     "RecordingSettings",
+    "StreamingSettings",
     "ToolArgsSettings",
     "ToolFailureSettings",
 ]
@@ -256,6 +257,18 @@ class RecordingSettings(BaseModel):
         return self
 
 
+class StreamingSettings(BaseModel):
+    """How a streamed reply reaches the client while the guards may still intervene."""
+
+    model_config = _FROZEN
+
+    reasoning: Literal["hold", "relay"] = Field(
+        "hold",
+        description="hold: reasoning deltas wait until the reply shows text or a tool call (a reasoning-only "
+        "reply is retried unseen); relay: they stream at once (a retried attempt's reasoning stays visible).",
+    )
+
+
 class Policy(BaseModel):
     """One policy file. Every threshold of every guard lives here."""
 
@@ -286,4 +299,5 @@ class Policy(BaseModel):
     tool_failures: ToolFailureSettings = Field(default_factory=ToolFailureSettings)
     nudges: NudgeTexts = Field(default_factory=NudgeTexts)
     finalize: FinalizeSettings = Field(default_factory=FinalizeSettings)
+    streaming: StreamingSettings = Field(default_factory=StreamingSettings)
     recording: RecordingSettings = Field(default_factory=RecordingSettings)

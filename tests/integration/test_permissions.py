@@ -8,7 +8,7 @@ import httpx
 import openai
 import pytest
 
-from tests.support.fake_upstream import Json, chat_completion, tool_call
+from tests.support.fake_upstream import Json, chat_completion, streamed, tool_call
 
 TOOLS = [
     {"type": "function", "function": {"name": "run_shell", "parameters": {"type": "object"}}},
@@ -93,7 +93,11 @@ def test_hidden_tools_never_reach_the_upstream(guarded, upstream):
 
 
 def test_streaming_clients_never_see_the_refused_call(guarded, upstream):
-    upstream.script(calling("run_shell", {"command": "rm -rf /"}, "c1"), calling("list_files", {"dir": "build"}, "c2"))
+    refused, allowed = (
+        calling("run_shell", {"command": "rm -rf /"}, "c1"),
+        calling("list_files", {"dir": "build"}, "c2"),
+    )
+    upstream.script(streamed(refused.body), streamed(allowed.body))
 
     stream = sdk(guarded).chat.completions.create(model="m", messages=TASK, tools=TOOLS, stream=True)
     names = [
@@ -105,7 +109,7 @@ def test_streaming_clients_never_see_the_refused_call(guarded, upstream):
     ]
 
     assert names == ["list_files"]
-    assert all(r.json().get("stream") is False for r in upstream.requests)
+    assert all(r.json().get("stream") is True for r in upstream.requests)
 
 
 def test_decisions_are_counted_by_rule(guarded, upstream):

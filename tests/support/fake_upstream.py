@@ -120,6 +120,39 @@ def stream_chunks(text: str, *, model: str = "fake-model", pieces: int = 3) -> l
     return chunks
 
 
+def streamed(completion: dict[str, Any], *, pieces: int = 3, usage: bool = True) -> Sse:
+    """A chat.completion as the SSE stream a real API sends: role chunk, then reasoning,
+    content and tool-call arguments each split into ``pieces`` deltas, the finish chunk, and
+    (when ``usage``) the usage chunk."""
+    base = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    message = completion["choices"][0]["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    def split(text: str) -> list[str]:
+        size = max(1, -(-len(text) // pieces))
+        return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    if message.get("reasoning_content"):
+        chunks += [chunk({"reasoning_content": p}) for p in split(message["reasoning_content"])]
+    if message.get("content"):
+        chunks += [chunk({"content": p}) for p in split(message["content"])]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call["function"]
+        head = {"index": index, "id": call["id"], "type": "function", "function": {"name": function["name"]}}
+        chunks.append(chunk({"tool_calls": [{**head, "function": {**head["function"], "arguments": ""}}]}))
+        chunks += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]})
+            for p in split(function["arguments"])
+        ]
+    chunks.append(chunk({}, completion["choices"][0]["finish_reason"]))
+    if usage and "usage" in completion:
+        chunks.append({**base, "choices": [], "usage": completion["usage"]})
+    return Sse(chunks)
+
+
 JUDGE_PROMPT = "You are a strict completion judge"
 _NONCE = re.compile(r'"nonce": "([0-9a-f]+)"')
 
@@ -156,6 +189,8 @@ class FakeUpstream:
         self.requests: list[Recorded] = []
         self.judge_requests: list[Recorded] = []
         self.judge: Callable[[dict[str, Any]], Reply] = honest_judge
+        self.stream_aborts: list[float] = []
+        """``time.monotonic()`` of each stream the proxy hung up on before it was finished."""
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -198,6 +233,7 @@ class FakeUpstream:
             self._replies.clear()
             self.requests.clear()
             self.judge_requests.clear()
+            self.stream_aborts.clear()
             self.judge = honest_judge
 
     @property
@@ -239,18 +275,23 @@ class FakeUpstream:
             status=reply.status, headers={"Content-Type": "text/event-stream", **reply.headers}
         )
         await response.prepare(request)
-        for index, event in enumerate(reply.events):
-            if reply.cut_after is not None and index >= reply.cut_after:
-                assert request.transport is not None
-                request.transport.close()
-                return response
-            data = event if isinstance(event, str) else json.dumps(event)
-            await response.write(f"data: {data}\n\n".encode())
-            if reply.delay:
-                await asyncio.sleep(reply.delay)
-        if reply.done:
-            await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
+        try:
+            for index, event in enumerate(reply.events):
+                if reply.cut_after is not None and index >= reply.cut_after:
+                    assert request.transport is not None
+                    request.transport.close()
+                    return response
+                data = event if isinstance(event, str) else json.dumps(event)
+                await response.write(f"data: {data}\n\n".encode())
+                if reply.delay:
+                    await asyncio.sleep(reply.delay)
+                if request.transport is None or request.transport.is_closing():
+                    raise ConnectionResetError
+            if reply.done:
+                await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        except (ConnectionResetError, ConnectionError):
+            self.stream_aborts.append(time.monotonic())
         return response
 
 

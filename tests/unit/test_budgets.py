@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from proxy.budgets import active_ms, estimate_tokens, remaining
@@ -12,7 +10,6 @@ from proxy.guards import BudgetGuard, GuardContext
 from proxy.policy.models import Policy
 from proxy.pricing import Price, PriceTable, PricingError, load_pricing
 from proxy.session.base import SessionState
-from proxy.streaming import UsageTap
 from proxy.wire.chat_completions import parse_conversation
 
 PRICES = PriceTable(
@@ -160,57 +157,3 @@ def test_low_budget_asks_the_model_to_converge(session, mentions):
 
 def test_plenty_left_changes_nothing():
     assert type(guard(state(steps=2, tokens_in=100))).__name__ == "Pass"
-
-
-# -- the usage tap -----------------------------------------------------------------------
-
-CHUNK = b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
-USAGE = b'data: {"id":"c","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}\n\n'
-DONE = b"data: [DONE]\n\n"
-STREAM = CHUNK + CHUNK + USAGE + DONE
-
-
-def _run(tap: UsageTap, data: bytes, step: int) -> bytes:
-    out = b"".join(tap.feed(data[i : i + step]) for i in range(0, len(data), step))
-    return out + tap.flush()
-
-
-@pytest.mark.parametrize("step", [1, 2, 7, 64, len(STREAM)])
-def test_tap_hides_the_usage_chunk_it_asked_for_at_any_split(step):
-    tap = UsageTap(strip_usage=True)
-
-    assert _run(tap, STREAM, step) == CHUNK + CHUNK + DONE
-    assert tap.usage == Usage(12, 3)
-
-
-@pytest.mark.parametrize("step", [1, 5, len(STREAM)])
-def test_tap_keeps_the_usage_chunk_the_client_asked_for(step):
-    tap = UsageTap(strip_usage=False)
-
-    assert _run(tap, STREAM, step) == STREAM
-    assert tap.usage == Usage(12, 3)
-
-
-def test_tap_handles_crlf_events_and_comments():
-    data = b": keep-alive\r\n\r\n" + USAGE.replace(b"\n", b"\r\n") + DONE
-
-    tap = UsageTap(strip_usage=True)
-
-    assert _run(tap, data, 3) == b": keep-alive\r\n\r\n" + DONE
-    assert tap.usage == Usage(12, 3)
-
-
-def test_tap_passes_malformed_events_through():
-    bad = b'data: {"usage": broken\n\n'
-
-    assert _run(UsageTap(strip_usage=True), bad, 4) == bad
-
-
-def test_usage_on_a_chunk_with_choices_is_never_hidden():
-    mixed = (
-        b"data: "
-        + json.dumps({"choices": [{"index": 0, "delta": {}}], "usage": {"prompt_tokens": 1}}).encode()
-        + b"\n\n"
-    )
-
-    assert _run(UsageTap(strip_usage=True), mixed, 5) == mixed

@@ -1,0 +1,202 @@
+"""The client's side of a guarded stream: pass on what may flow, keep back what a guard holds.
+
+One ``ClientStream`` per streamed request, across all of its upstream attempts. Events
+whose channels are released go out as the upstream framed them; events that carry a held
+channel wait in a queue (split when only part of them may go). The finish chunk and the
+usage chunk always wait for the verdict on the whole reply. After a nudge the held part of
+the failed attempt is dropped and the next attempt streams on; after a finalize the client
+gets the ending as ordinary chunks.
+
+The response starts lazily, with the first byte that has to go: an attempt that is held
+back whole and then replaced is answered as if it had never been streamed (status and
+headers included). While nothing flows, an SSE comment goes out every ``keepalive``
+seconds so proxies and clients do not give up on a long judge or a held tool call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+from litestar.types import Send
+
+from proxy.errors import ProxyError
+from proxy.http import reply_headers
+from proxy.sse import comment, frame
+from proxy.stream_assembly import Channel, split_chunk
+from proxy.wire.chat_completions import completion_as_sse
+
+__all__ = ["ClientStream"]
+
+_encode = msgspec.json.Encoder().encode
+_DONE = b"data: [DONE]\n\n"
+_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+_OWN_HEADERS = {name for name, _ in _SSE_HEADERS}
+_KEEPALIVE = comment(b"keep-alive")
+
+
+class ClientStream:
+    def __init__(
+        self,
+        send: Send,
+        headers: Callable[[], list[tuple[bytes, bytes]]],
+        *,
+        include_usage: bool,
+        keepalive: float,
+    ) -> None:
+        self._send = send
+        self._headers = headers
+        self._include_usage = include_usage
+        self._keepalive = keepalive
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.TimerHandle | None = None
+        self._pinging: asyncio.Future[None] | None = None
+        self._last_write = 0.0
+        self.upstream_headers: list[tuple[bytes, bytes]] = []
+        """The current attempt's response headers (end-to-end ones are passed on)."""
+        self.started = False
+        self.finished = False
+        self.sent_text = False
+        """Text of some attempt reached the client (a later ending is appended to it)."""
+        self.released = Channel.NONE
+        self._queue: list[tuple[bytes | None, Mapping[str, Any], int]] = []
+        self._final: list[bytes] = []
+
+    # -- one attempt ----------------------------------------------------------------
+
+    def new_attempt(self) -> None:
+        """Drop what the last attempt held back; hold everything again."""
+        self._queue.clear()
+        self._final.clear()
+        self.released = Channel.NONE
+
+    @property
+    def holding(self) -> bool:
+        return bool(self._queue)
+
+    async def push(self, raw: bytes, chunk: Mapping[str, Any], channels: int) -> None:
+        """One upstream event: out now if all it carries is released, else into the queue."""
+        if channels & ~self.released or (channels == Channel.NONE and not self.started):
+            self._queue.append((raw, chunk, channels))
+            self._hold()
+            return
+        out = self._drain(self.released, substantive=True) if self._queue else b""
+        await self._write(out + raw, text=bool(channels & Channel.TEXT))
+
+    def defer(self, raw: bytes, *, usage_only: bool) -> None:
+        """The finish chunk or the usage chunk: kept until the verdict."""
+        if not usage_only or self._include_usage:
+            self._final.append(raw)
+        self._hold()
+
+    async def release(self, channels: int) -> None:
+        """These channels may flow from now on: send what the queue holds of them."""
+        self.released |= channels
+        if self._queue:
+            out = self._drain(self.released)
+            if out:
+                await self._write(out, text=bool(channels & Channel.TEXT))
+
+    def _drain(self, released: int, *, substantive: bool = False) -> bytes:
+        """Take the released parts out of the queue (in order), keep the held rest. Events that
+        carry nothing (the role chunk) go only with something that does, so the response does
+        not start before there is something to say."""
+        if not (self.started or substantive) and not any(channels & released for _, _, channels in self._queue):
+            return b""
+        out: list[bytes] = []
+        kept: list[tuple[bytes | None, Mapping[str, Any], int]] = []
+        for raw, chunk, channels in self._queue:
+            if not channels & ~released:
+                out.append(raw if raw is not None else frame(_encode(chunk)))
+                continue
+            if channels & released:
+                going, staying = split_chunk(chunk, released)
+                if going is not None:
+                    out.append(frame(_encode(going)))
+                if staying is not None:
+                    kept.append((None, staying, channels & ~released))
+            else:
+                kept.append((raw, chunk, channels))
+        self._queue = kept
+        return b"".join(out)
+
+    # -- endings --------------------------------------------------------------------
+
+    async def finish(self) -> None:
+        """The verdict passed the reply: everything held, then the finish and usage chunks."""
+        out = self._drain(Channel.ALL, substantive=True) + b"".join(self._final) + _DONE
+        await self._write(out, text=False, last=True)
+
+    async def replace(self, body: Mapping[str, Any]) -> None:
+        """End with ``body`` (an ending or a non-streamed reply) instead of the held attempt."""
+        self.new_attempt()
+        if self.sent_text:
+            body = _appended(body)
+        await self._write(completion_as_sse(body, include_usage=self._include_usage), text=False, last=True)
+
+    async def fail(self, error: ProxyError) -> None:
+        """The stream cannot be completed: an error event the SDKs raise, then the end."""
+        self.new_attempt()
+        await self._write(frame(error.body()), text=False, last=True)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # -- writing --------------------------------------------------------------------
+
+    async def _write(self, data: bytes, *, text: bool, last: bool = False) -> None:
+        async with self._lock:
+            if self.finished:
+                return
+            if not self.started:
+                await self._start()
+            self._last_write = time.monotonic()
+            self.sent_text = self.sent_text or text
+            self.finished = last
+            await self._send({"type": "http.response.body", "body": data, "more_body": not last})
+        if last:
+            self.close()
+
+    async def _start(self) -> None:
+        self.started = True
+        upstream = [(k, v) for k, v in self.upstream_headers if k.lower() not in _OWN_HEADERS]
+        headers = reply_headers(upstream, [*_SSE_HEADERS, *self._headers()])
+        await self._send({"type": "http.response.start", "status": 200, "headers": headers})
+
+    def _hold(self) -> None:
+        """Something waits: make sure the keep-alive clock runs."""
+        if self._timer is None and self._keepalive > 0 and not self.finished:
+            self._last_write = time.monotonic()
+            self._timer = asyncio.get_running_loop().call_later(self._keepalive, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        if self.finished:
+            return
+        idle = time.monotonic() - self._last_write
+        if idle >= self._keepalive * 0.99 and self._pinging is None:
+            self._pinging = asyncio.ensure_future(self._ping())
+            idle = 0.0
+        self._timer = asyncio.get_running_loop().call_later(self._keepalive - idle, self._tick)
+
+    async def _ping(self) -> None:
+        try:
+            await self._write(_KEEPALIVE, text=False)
+        except Exception:  # a ping to a client that already left is nobody's problem
+            return
+        finally:
+            self._pinging = None
+
+
+def _appended(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The ending's text, set apart from text the client already received."""
+    choice = body["choices"][0]
+    message = dict(choice["message"])
+    if isinstance(message.get("content"), str) and message["content"]:
+        message["content"] = "\n\n" + message["content"]
+    return {**body, "choices": [{**choice, "message": message}]}

@@ -1,0 +1,39 @@
+"""The streaming contract of a response guard: what it still needs held back, mid-stream.
+
+A guard decides on the whole reply, but a streamed reply reaches the client piece by
+piece. So while a reply streams, each guard says which channels (text, reasoning, tool
+calls; :class:`~proxy.stream_assembly.Channel`) it may still object to, given what has
+arrived so far. A channel flows to the client once no guard holds it, and never stops
+again. A guard without a ``holds`` method holds everything until the reply is complete:
+a new guard is correct on streams with no streaming code, and fast once it says what it
+needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from proxy.stream_assembly import Channel, PartialReply
+
+if TYPE_CHECKING:  # the guards import this module's neighbours; keep the import one-way
+    from proxy.guards.base import GuardContext, ResponseGuard
+
+__all__ = ["StreamAware", "held_channels"]
+
+
+class StreamAware(Protocol):
+    def holds(self, partial: PartialReply, context: GuardContext) -> int:
+        """The channels this guard may still object to, given the reply so far."""
+        ...
+
+
+def held_channels(guards: Sequence[ResponseGuard], partial: PartialReply, context: GuardContext) -> int:
+    """Every channel some guard still holds."""
+    held = Channel.NONE
+    for guard in guards:
+        holds = getattr(guard, "holds", None)
+        held |= Channel.ALL if holds is None else holds(partial, context)
+        if held == Channel.ALL:
+            break
+    return held

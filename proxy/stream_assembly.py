@@ -1,0 +1,229 @@
+"""Streamed chat completion chunks, assembled into the reply the guards read.
+
+Content and reasoning deltas are appended; tool-call deltas are joined by their ``index``
+(id, type and name from the first delta that has them, arguments concatenated). The guards
+then see a streamed reply exactly as they see a complete one. ``Channel`` names what a
+chunk carries, so the hold-back can pass on some kinds of delta and keep others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from proxy.exchange import Reply, ToolCall, Usage
+from proxy.wire.chat_completions import parse_usage
+
+__all__ = ["Channel", "PartialReply", "ReplyAssembler", "channels_of", "split_chunk"]
+
+
+class Channel:
+    """The kinds of delta a chunk can carry, as bit flags (plain ints: this runs per chunk)."""
+
+    NONE = 0
+    TEXT = 1
+    REASONING = 2
+    TOOL_CALLS = 4
+    ALL = 7
+
+
+class PartialReply(Protocol):
+    """The reply so far (a :class:`ReplyAssembler`)."""
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def text_length(self) -> int: ...
+
+    @property
+    def has_text(self) -> bool: ...
+
+    @property
+    def has_reasoning(self) -> bool: ...
+
+    @property
+    def has_tool_calls(self) -> bool: ...
+
+
+_KEYS: dict[str, int] = {
+    "content": Channel.TEXT,
+    "refusal": Channel.TEXT,
+    "reasoning_content": Channel.REASONING,
+    "reasoning": Channel.REASONING,
+    "tool_calls": Channel.TOOL_CALLS,
+    "function_call": Channel.TOOL_CALLS,
+}
+
+
+def channels_of(chunk: Mapping[str, Any]) -> int:
+    """What the chunk's deltas carry (an empty string carries nothing)."""
+    found = Channel.NONE
+    for choice in chunk.get("choices") or ():
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if not isinstance(delta, dict):
+            continue
+        for key, value in delta.items():
+            channel = _KEYS.get(key)
+            if channel is not None and value:
+                found |= channel
+    return found
+
+
+def split_chunk(chunk: Mapping[str, Any], released: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The chunk cut in two: the deltas of ``released`` channels, and the rest (None when empty)."""
+    out_choices: list[dict[str, Any]] = []
+    kept_choices: list[dict[str, Any]] = []
+    for choice in chunk.get("choices") or ():
+        delta = choice.get("delta") or {}
+        out = {k: v for k, v in delta.items() if k in _KEYS and _KEYS[k] & released}
+        kept = {k: v for k, v in delta.items() if k not in out}
+        if out:
+            out_choices.append({**choice, "delta": out})
+        if any(k in _KEYS and v for k, v in kept.items()):
+            kept_choices.append({**choice, "delta": kept})
+    base = {k: v for k, v in chunk.items() if k != "choices"}
+    return (
+        {**base, "choices": out_choices} if out_choices else None,
+        {**base, "choices": kept_choices} if kept_choices else None,
+    )
+
+
+class _CallParts:
+    __slots__ = ("arguments", "id", "name", "type")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.type = "function"
+        self.name = ""
+        self.arguments: list[str] = []
+
+
+class ReplyAssembler:
+    """Feed it the chunks of one streamed reply; read the reply so far at any time."""
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.created: int | None = None
+        self.model: str | None = None
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self.raw_usage: dict[str, Any] | None = None
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: dict[int, _CallParts] = {}
+        self._joined: str | None = None
+        self.text_length = 0
+        self.produced_chars = 0
+        """Characters of every kind of delta, for estimating the tokens of a stream cut short."""
+        self.has_text = False
+        """Some content that is not whitespace arrived."""
+
+    def add(self, chunk: Mapping[str, Any]) -> None:
+        if self.id is None:
+            self.id = chunk.get("id") if isinstance(chunk.get("id"), str) else None
+            self.created = chunk.get("created") if isinstance(chunk.get("created"), int) else None
+        if self.model is None and isinstance(chunk.get("model"), str):
+            self.model = chunk["model"]
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.raw_usage, self.usage = usage, parse_usage(usage)
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return
+        first = choices[0]  # the guards read the first choice, as for complete replies
+        if first.get("finish_reason"):
+            self.finish_reason = first["finish_reason"]
+        delta = first.get("delta")
+        if not isinstance(delta, dict):
+            return
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self._content.append(content)
+            self._joined = None
+            self.text_length += len(content)
+            self.produced_chars += len(content)
+            self.has_text = self.has_text or not content.isspace()
+        for key in ("reasoning_content", "reasoning"):
+            reasoning = delta.get(key)
+            if isinstance(reasoning, str) and reasoning:
+                self._reasoning.append(reasoning)
+                self.produced_chars += len(reasoning)
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for position, call in enumerate(calls):
+                if isinstance(call, dict):
+                    self._add_call(call, position)
+
+    def _add_call(self, call: Mapping[str, Any], position: int) -> None:
+        index = call.get("index")
+        if not isinstance(index, int):
+            index = max(self._calls, default=-1) + 1 if call.get("id") else max(self._calls, default=position)
+        parts = self._calls.get(index)
+        if parts is None:
+            parts = self._calls[index] = _CallParts()
+        if isinstance(call.get("id"), str) and call["id"] and not parts.id:
+            parts.id = call["id"]
+        if isinstance(call.get("type"), str) and call["type"]:
+            parts.type = call["type"]
+        function = call.get("function")
+        if isinstance(function, dict):
+            if isinstance(function.get("name"), str) and function["name"] and not parts.name:
+                parts.name = function["name"]
+            if isinstance(function.get("arguments"), str):
+                parts.arguments.append(function["arguments"])
+                self.produced_chars += len(function["arguments"])
+
+    # -- reading --------------------------------------------------------------------
+
+    @property
+    def content(self) -> str:
+        if self._joined is None:
+            self._joined = "".join(self._content)
+        return self._joined
+
+    @property
+    def has_reasoning(self) -> bool:
+        return any(not part.isspace() for part in self._reasoning)
+
+    @property
+    def has_tool_calls(self) -> bool:
+        return bool(self._calls)
+
+    def reply(self) -> Reply:
+        calls = tuple(
+            ToolCall(parts.id, parts.name, "".join(parts.arguments)) for _, parts in sorted(self._calls.items())
+        )
+        return Reply(
+            content=self.content if self._content else None,
+            reasoning="".join(self._reasoning) or None,
+            tool_calls=calls,
+            finish_reason=self.finish_reason,
+            usage=self.usage or Usage(),
+            model=self.model,
+        )
+
+    def completion(self) -> dict[str, Any]:
+        """The reply as a complete chat.completion (what a non-streamed call would have returned)."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content if self._content else None}
+        if self._reasoning:
+            message["reasoning_content"] = "".join(self._reasoning)
+        if self._calls:
+            message["tool_calls"] = [
+                {
+                    "id": parts.id,
+                    "type": parts.type,
+                    "function": {"name": parts.name, "arguments": "".join(parts.arguments)},
+                }
+                for _, parts in sorted(self._calls.items())
+            ]
+        body: dict[str, Any] = {
+            "id": self.id or "chatcmpl-lw",
+            "object": "chat.completion",
+            "created": self.created or 0,
+            "model": self.model or "",
+            "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason or "stop"}],
+        }
+        if self.raw_usage is not None:
+            body["usage"] = self.raw_usage
+        return body

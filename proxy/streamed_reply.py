@@ -1,0 +1,104 @@
+"""Read one streamed upstream reply: parse, assemble, and let through what the guards release.
+
+Each event is decoded once; the assembler keeps the reply so far, and whenever an event
+touches a channel that is still held (or something waits in the queue) the guards are
+asked again what they hold. A stream is complete only with ``data: [DONE]``: one that is
+cut, stalls past the read timeout, or carries a chunk that is not a JSON object ends as an
+error, never as a reply.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import msgspec
+
+from proxy.client_stream import ClientStream
+from proxy.errors import ProxyError, UpstreamDisconnected, UpstreamError, UpstreamMalformed
+from proxy.sse import SSEParser, frame
+from proxy.stream_assembly import Channel, ReplyAssembler, channels_of
+from proxy.timing import current
+
+__all__ = ["read_streamed_reply"]
+
+_decode = msgspec.json.decode
+
+
+async def read_streamed_reply(
+    response: httpx.Response,
+    assembler: ReplyAssembler,
+    client: ClientStream,
+    held: Callable[[ReplyAssembler], int],
+) -> ProxyError | None:
+    """Feed the upstream's stream through ``assembler`` into ``client``; the error, if it failed."""
+    client.upstream_headers = list(response.headers.raw)
+    await client.release(Channel.ALL & ~held(assembler))
+    parser = SSEParser()
+    timing = current()
+    waited = 0.0
+    chunks = response.aiter_raw()
+    try:
+        while True:
+            asked = time.perf_counter()
+            try:
+                data = await anext(chunks)
+            except StopAsyncIteration:
+                data = None
+            finally:
+                waited += time.perf_counter() - asked
+            for event in parser.feed(data) if data is not None else parser.close():
+                if event.data == b"[DONE]":
+                    return None
+                error = await _take(event.data, event.name, assembler, client, held)
+                if error is not None:
+                    return error
+            if data is None:
+                return _ended_early(parser)
+    except httpx.TimeoutException:
+        return UpstreamDisconnected("The upstream model API stopped sending (read timeout).")
+    except httpx.TransportError:
+        return UpstreamDisconnected("The upstream model API broke off the stream.")
+    finally:
+        if timing is not None:
+            timing.waited += waited
+
+
+async def _take(
+    data: bytes, name: bytes, assembler: ReplyAssembler, client: ClientStream, held: Callable[[ReplyAssembler], int]
+) -> ProxyError | None:
+    try:
+        chunk: Any = _decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        return UpstreamMalformed("The upstream model API sent a stream chunk that is not valid JSON.")
+    if not isinstance(chunk, dict):
+        return UpstreamMalformed("The upstream model API sent a stream chunk that is not a JSON object.")
+    if name == b"error" or "error" in chunk:
+        return _stream_error(chunk)
+    assembler.add(chunk)
+    choices = chunk.get("choices")
+    if not choices or any(isinstance(c, dict) and c.get("finish_reason") for c in choices):
+        client.defer(frame(data), usage_only=not choices)
+        return None
+    channels = channels_of(chunk)
+    if channels & ~client.released or client.holding:
+        released = Channel.ALL & ~held(assembler) & ~client.released
+        if released:
+            await client.release(released)
+    await client.push(frame(data), chunk, channels)
+    return None
+
+
+def _ended_early(parser: SSEParser) -> ProxyError:
+    if parser.pending:
+        return UpstreamDisconnected("The upstream model API broke off the stream mid-event.")
+    return UpstreamDisconnected("The upstream model API ended the stream without [DONE].")
+
+
+def _stream_error(chunk: dict[str, Any]) -> ProxyError:
+    error = chunk.get("error")
+    message = error.get("message") if isinstance(error, dict) else None
+    text = message if isinstance(message, str) and message else "an error"
+    return UpstreamError(f"The upstream model API ended the stream with an error: {text[:500]}")

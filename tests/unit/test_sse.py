@@ -1,0 +1,138 @@
+"""The SSE parser: the same events whatever the network's splits and line endings."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from proxy.sse import SSEEvent, SSEParser, frame
+
+EVENTS = [
+    b'{"id":"c1","choices":[{"index":0,"delta":{"content":"Hel"}}]}',
+    b'{"id":"c1","choices":[{"index":0,"delta":{"content":"lo \\u00e9"}}]}',
+    b"[DONE]",
+]
+
+
+def wire(events: list[bytes], newline: bytes = b"\n") -> bytes:
+    return b"".join(b"data: " + e + newline + newline for e in events)
+
+
+def parse_in_pieces(data: bytes, cuts: list[int]) -> list[SSEEvent]:
+    parser = SSEParser()
+    events: list[SSEEvent] = []
+    previous = 0
+    for cut in [*sorted(set(cuts)), len(data)]:
+        events += parser.feed(data[previous:cut])
+        previous = cut
+    return events + parser.close()
+
+
+def datas(events: list[SSEEvent]) -> list[bytes]:
+    return [e.data for e in events]
+
+
+def test_split_at_every_byte_gives_the_same_events():
+    data = wire(EVENTS)
+
+    for cut in range(len(data) + 1):
+        assert datas(parse_in_pieces(data, [cut])) == EVENTS
+
+
+def test_one_byte_at_a_time_gives_the_same_events():
+    data = wire(EVENTS, b"\r\n")
+
+    assert datas(parse_in_pieces(data, list(range(len(data))))) == EVENTS
+
+
+@given(
+    newline=st.sampled_from([b"\n", b"\r\n", b"\r"]),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=12),
+)
+def test_any_line_ending_and_any_splits_give_the_same_events(newline, cuts):
+    data = wire(EVENTS, newline)
+
+    assert datas(parse_in_pieces(data, [c for c in cuts if c <= len(data)])) == EVENTS
+
+
+@given(
+    payloads=st.lists(
+        st.dictionaries(st.text(max_size=5), st.text(max_size=20), max_size=3).map(
+            lambda d: json.dumps(d, ensure_ascii=False).encode()
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    newline=st.sampled_from([b"\n", b"\r\n", b"\r"]),
+    cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=10),
+)
+def test_arbitrary_json_payloads_survive_any_split(payloads, newline, cuts):
+    data = wire(payloads, newline)
+
+    assert datas(parse_in_pieces(data, [c for c in cuts if c <= len(data)])) == payloads
+
+
+def test_comment_lines_are_skipped():
+    data = b": keep-alive\n\n" + b": note\ndata: " + EVENTS[0] + b"\n\n"
+
+    assert datas(parse_in_pieces(data, [3])) == [EVENTS[0]]
+
+
+@given(cut=st.integers(min_value=0, max_value=5))
+def test_a_leading_byte_order_mark_is_dropped_even_when_split(cut):
+    data = b"\xef\xbb\xbf" + wire(EVENTS)
+
+    assert datas(parse_in_pieces(data, [cut])) == EVENTS
+
+
+def test_a_byte_order_mark_later_in_the_stream_is_not_stripped():
+    data = wire([b"a"]) + b"\xef\xbb\xbfdata: b\n\n"
+
+    assert datas(parse_in_pieces(data, [])) == [b"a"]  # the BOM makes the field name unknown
+
+
+def test_multi_line_data_is_joined_with_newlines():
+    data = b'data: {"a":\ndata: 1}\n\n'
+
+    assert datas(parse_in_pieces(data, [])) == [b'{"a":\n1}']
+
+
+def test_the_event_name_is_kept():
+    data = b'event: error\ndata: {"error":{"message":"overloaded"}}\n\n'
+
+    (event,) = parse_in_pieces(data, [])
+
+    assert event.name == b"error"
+
+
+def test_invalid_json_is_passed_on_as_data_for_the_reader_to_refuse():
+    data = b"data: {not json\n\n"
+
+    assert datas(parse_in_pieces(data, [4])) == [b"{not json"]
+
+
+def test_an_event_without_its_blank_line_is_pending_not_delivered():
+    parser = SSEParser()
+
+    assert parser.feed(b"data: " + EVENTS[0] + b"\n") == []
+    assert parser.pending
+    assert parser.close() == []
+
+
+def test_a_trailing_carriage_return_completes_at_close():
+    parser = SSEParser()
+
+    assert parser.feed(b"data: x\r\r") == []  # the last CR might be the start of a CRLF
+    assert datas(parser.close()) == [b"x"]
+
+
+def test_field_without_space_after_colon_is_read():
+    assert datas(parse_in_pieces(b"data:x\n\n", [])) == [b"x"]
+
+
+def test_frame_keeps_multi_line_data_one_event():
+    data = b'{"a":\n1}'
+
+    assert datas(parse_in_pieces(frame(data), [])) == [data]
