@@ -1,0 +1,165 @@
+"""Three real agent clients, each running the same small tool-using agent.
+
+- ``openai``: the openai SDK with a hand-written tool loop (at most 15 model calls);
+- ``agents``: the OpenAI Agents SDK, chat-completions model, ``max_turns=10`` (its default);
+- ``langgraph``: LangGraph's prebuilt ReAct agent on ``langchain-openai``, ``recursion_limit=25``.
+
+Each returns the agent's final answer (text, or the structured object) or raises, exactly
+as the library does; the runner classifies the result. Every client gets the run's
+session id in ``X-Session-Id`` and keeps its library's default retries (2).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import openai
+
+from tests.bench.efficacy import scenarios
+
+ClientRun = Callable[[str, str, str, scenarios.Scenario, bool], Awaitable[Any]]
+
+
+class AgentGaveUp(RuntimeError):
+    """The hand-written loop hit its own turn limit."""
+
+
+async def run_openai(base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool) -> Any:
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers={"X-Session-Id": session})
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": scenarios.INSTRUCTIONS},
+        {"role": "user", "content": scenarios.TASK},
+    ]
+    extra: dict[str, Any] = {"response_format": scenarios.RESPONSE_FORMAT} if scenario.schema else {}
+    try:
+        for _ in range(15):
+            if stream:
+                message = await _streamed(client, model, messages, extra)
+            else:
+                completion = await client.chat.completions.create(
+                    model=model, messages=messages, tools=[scenarios.WEATHER_TOOL], **extra
+                )
+                message = completion.choices[0].message.model_dump(exclude_none=True)
+            messages.append(message)
+            calls = message.get("tool_calls") or []
+            if not calls:
+                return message.get("content")
+            for call in calls:
+                arguments = json.loads(call["function"]["arguments"])  # a bad call raises, as most loops do
+                result = scenarios.weather(arguments["city"])
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+        raise AgentGaveUp("no answer after 15 model calls")
+    finally:
+        await client.close()
+
+
+async def _streamed(
+    client: openai.AsyncOpenAI, model: str, messages: list[dict[str, Any]], extra: dict[str, Any]
+) -> dict[str, Any]:
+    """Assemble a streamed reply into an assistant message."""
+    content: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    stream = await client.chat.completions.create(
+        model=model, messages=messages, tools=[scenarios.WEATHER_TOOL], stream=True, **extra
+    )
+    async for chunk in stream:
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        if delta.content:
+            content.append(delta.content)
+        for piece in delta.tool_calls or []:
+            call = calls.setdefault(
+                piece.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+            )
+            if piece.id:
+                call["id"] = piece.id
+            if piece.function and piece.function.name:
+                call["function"]["name"] += piece.function.name
+            if piece.function and piece.function.arguments:
+                call["function"]["arguments"] += piece.function.arguments
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return message
+
+
+async def run_agents_sdk(base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool) -> Any:
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+    from pydantic import BaseModel
+
+    set_tracing_disabled(True)
+
+    class Weather(BaseModel):
+        paris_c: float
+        berlin_c: float
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city: temperature in °C and conditions.
+
+        Args:
+            city: The city's English name.
+        """
+        return scenarios.weather(city)
+
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers={"X-Session-Id": session})
+    agent: Agent[Any] = Agent(
+        name="travel assistant",
+        instructions=scenarios.INSTRUCTIONS,
+        tools=[get_weather],
+        model=OpenAIChatCompletionsModel(model=model, openai_client=client),
+        output_type=Weather if scenario.schema else None,
+    )
+    try:
+        if stream:
+            result = Runner.run_streamed(agent, scenarios.TASK)
+            async for _ in result.stream_events():
+                pass
+        else:
+            result = await Runner.run(agent, scenarios.TASK)  # type: ignore[assignment]
+        output = result.final_output
+        return output.model_dump() if isinstance(output, BaseModel) else output
+    finally:
+        await client.close()
+
+
+async def run_langgraph(base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool) -> Any:
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+    from langgraph.prebuilt import create_react_agent
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city: temperature in °C and conditions.
+
+        Args:
+            city: The city's English name.
+        """
+        return scenarios.weather(city)
+
+    llm = ChatOpenAI(
+        model=model,
+        base_url=base_url,
+        api_key="sk-bench",  # type: ignore[arg-type]
+        default_headers={"X-Session-Id": session},
+        streaming=stream,
+        stream_usage=True,
+    )
+    agent = create_react_agent(
+        llm,
+        [get_weather],
+        prompt=scenarios.INSTRUCTIONS,
+        response_format=scenarios.SCHEMA | {"title": "weather", "description": "Both temperatures."}
+        if scenario.schema
+        else None,
+    )
+    state = await agent.ainvoke({"messages": [("user", scenarios.TASK)]}, config={"recursion_limit": 25})
+    if scenario.schema:
+        return state.get("structured_response")
+    return state["messages"][-1].content
+
+
+CLIENTS: dict[str, ClientRun] = {"openai": run_openai, "agents": run_agents_sdk, "langgraph": run_langgraph}

@@ -1,0 +1,342 @@
+"""Guard efficacy: real agent clients against scripted misbehaving models, with and without the proxy.
+
+    .venv/bin/pip install -e '.[efficacy]'
+    .venv/bin/python -m tests.bench.efficacy.run_efficacy                  # everything, one table
+    .venv/bin/python -m tests.bench.efficacy.run_efficacy --clients openai --streams off --json out.json
+
+Every scenario (see ``scenarios.py``) runs once per client (openai SDK loop, OpenAI Agents
+SDK, LangGraph ReAct), per streaming mode and per path (straight to the scripted model
+API, or through LoopWarden with ``policies/default.yaml`` beside this file). Runs are
+sequential, so the proxy's ``/metrics`` before and after a run tell what the guards did
+in it; the scripted upstream books every model call and token of a run.
+
+Each run ends one of four ways: ``correct`` (the answer holds both temperatures, or the
+schema's object), ``graceful`` (a summary of what was found, what is missing and the next
+step), ``silent`` (an empty or wrong answer, no error) or ``crashed`` (the client raised).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.bench.efficacy import scenarios
+from tests.bench.efficacy.clients import CLIENTS
+from tests.bench.efficacy.scripted_upstream import ScriptedUpstream
+from tests.support.proxy_server import RunningProxy, start_proxy
+
+POLICIES = Path(__file__).parent / "policies"
+RUN_TIMEOUT = 30.0
+OUTCOMES = ("correct", "graceful", "silent", "crashed")
+# The proxy owns the backoff (README, "Retries"): more attempts than the clients' 3.
+PROXY_SETTINGS: dict[str, Any] = {"retry_attempts": 6, "log_level": "warning", "policy_reload_interval": 0}
+
+
+@dataclass
+class RunResult:
+    client: str
+    stream: bool
+    proxy: bool
+    scenario: str
+    behaved: bool
+    outcome: str
+    steps: int
+    tokens: int
+    judge_tokens: int = 0
+    nudge_tokens: int = 0
+    finalize_tokens: int = 0
+    interventions: list[str] = field(default_factory=list)
+    terminated: str | None = None
+    error: str | None = None
+    answer: str = ""
+    seconds: float = 0.0
+
+    @property
+    def guard_tokens(self) -> int:
+        """Tokens the guard itself spent: the judge's calls and the nudged retries."""
+        return self.judge_tokens + self.nudge_tokens
+
+
+def _counters(text: str) -> Counter[tuple[str, str]]:
+    """(series, label value) → value, for the series the runner diffs."""
+    wanted = {
+        "loopwarden_interventions": "kind",
+        "loopwarden_terminations": "reason",
+        "loopwarden_tokens": "kind",
+        "loopwarden_flags": "kind",
+    }
+    values: Counter[tuple[str, str]] = Counter()
+    for family in text_string_to_metric_families(text):
+        label = wanted.get(family.name)
+        if label is None:
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                values[(family.name, sample.labels.get(label, ""))] += int(sample.value)
+    return values
+
+
+async def _scrape(client: httpx.AsyncClient, proxy: RunningProxy | None) -> Counter[tuple[str, str]]:
+    if proxy is None:
+        return Counter()
+    response = await client.get(f"{proxy.url}/metrics")
+    return _counters(response.text)
+
+
+async def run_one(
+    upstream: ScriptedUpstream,
+    proxy: RunningProxy | None,
+    http: httpx.AsyncClient,
+    client: str,
+    scenario: scenarios.Scenario,
+    stream: bool,
+) -> RunResult:
+    run_id = secrets.token_hex(4)
+    model = f"bench/{scenario.name}/{scenario.variant}/{run_id}"
+    base_url = proxy.base_url if proxy is not None else upstream.url
+    before = await _scrape(http, proxy)
+    started = time.perf_counter()
+    answer: Any = None
+    error: BaseException | None = None
+    try:
+        async with asyncio.timeout(RUN_TIMEOUT):
+            answer = await CLIENTS[client](base_url, model, f"bench-{run_id}", scenario, stream)
+    except Exception as exc:  # every way a client can fail is an outcome here
+        error = exc
+    seconds = time.perf_counter() - started
+    after = await _scrape(http, proxy)
+    diff = after - before
+    book = upstream.books[model]
+    text = answer if isinstance(answer, str) else json.dumps(answer, default=str) if answer is not None else ""
+    return RunResult(
+        client=client,
+        stream=stream,
+        proxy=proxy is not None,
+        scenario=scenario.key,
+        behaved=scenario.behaved,
+        outcome=scenarios.outcome_of(answer, error, scenario),
+        steps=book.steps,
+        tokens=book.total_tokens,
+        judge_tokens=book.tokens["judge"],
+        nudge_tokens=diff[("loopwarden_tokens", "nudge")],
+        finalize_tokens=book.tokens["finalize"],
+        interventions=sorted(
+            [kind for (series, kind), n in diff.items() if series == "loopwarden_interventions" for _ in range(n)]
+            + [f"flag:{kind}" for (series, kind), n in diff.items() if series == "loopwarden_flags" and n]
+        ),
+        terminated=next((r for (series, r), n in diff.items() if series == "loopwarden_terminations" and n), None),
+        error=None if error is None else f"{type(error).__name__}: {str(error)[:160]}",
+        answer=text[:200],
+        seconds=round(seconds, 3),
+    )
+
+
+async def run_matrix(
+    clients: Sequence[str],
+    streams: Sequence[bool],
+    paths: Sequence[bool],
+    chosen: Iterable[scenarios.Scenario] | None = None,
+    progress: bool = False,
+) -> list[RunResult]:
+    """Every scenario x client x streaming mode x path (True: through the proxy)."""
+    upstream = ScriptedUpstream().start()
+    proxy = start_proxy(upstream=upstream.url, policies_dir=POLICIES, **PROXY_SETTINGS) if True in paths else None
+    results: list[RunResult] = []
+    try:
+        async with httpx.AsyncClient(timeout=10) as http:
+            for through in paths:
+                for client in clients:
+                    for stream in streams:
+                        for scenario in chosen or scenarios.scenarios():
+                            result = await run_one(upstream, proxy if through else None, http, client, scenario, stream)
+                            results.append(result)
+                            if progress:
+                                print(_progress_line(result), file=sys.stderr, flush=True)
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        upstream.stop()
+    return results
+
+
+def _progress_line(r: RunResult) -> str:
+    path = "proxy" if r.proxy else "direct"
+    stream = "stream" if r.stream else "plain"
+    extra = f" [{r.error}]" if r.error else ""
+    return f"{path:6} {r.client:9} {stream:6} {r.scenario:27} {r.outcome:8} steps={r.steps} tokens={r.tokens}{extra}"
+
+
+# -- the report ------------------------------------------------------------------------
+
+
+@dataclass
+class Summary:
+    misbehaving: int
+    rescued: int
+    silent: int
+    crashed: int
+    behaved: int
+    false_interventions: int
+    tokens: int
+    guard_tokens: int
+    finalize_tokens: int
+
+    @property
+    def rescued_share(self) -> float:
+        return self.rescued / self.misbehaving if self.misbehaving else 1.0
+
+    @property
+    def false_share(self) -> float:
+        return self.false_interventions / self.behaved if self.behaved else 0.0
+
+    @property
+    def guard_share(self) -> float:
+        return self.guard_tokens / self.tokens if self.tokens else 0.0
+
+
+def summarize(results: Sequence[RunResult]) -> Summary:
+    bad = [r for r in results if not r.behaved]
+    good = [r for r in results if r.behaved]
+    return Summary(
+        misbehaving=len(bad),
+        rescued=sum(r.outcome in ("correct", "graceful") for r in bad),
+        silent=sum(r.outcome == "silent" for r in results),
+        crashed=sum(r.outcome == "crashed" for r in results),
+        behaved=len(good),
+        false_interventions=sum(bool(r.interventions or r.terminated) for r in good),
+        tokens=sum(r.tokens for r in results),
+        guard_tokens=sum(r.guard_tokens for r in results),
+        finalize_tokens=sum(r.finalize_tokens for r in results),
+    )
+
+
+def _counts(rows: Sequence[RunResult]) -> str:
+    if not rows:
+        return "-"
+    counted = Counter(r.outcome for r in rows)
+    return " / ".join(str(counted[o]) for o in OUTCOMES)
+
+
+def _mean(values: Iterable[int]) -> str:
+    items = list(values)
+    return f"{sum(items) / len(items):,.0f}" if items else "-"
+
+
+def table(results: Sequence[RunResult]) -> str:
+    """One markdown table: a row per scenario, outcomes without and with the proxy."""
+    by: dict[str, list[RunResult]] = defaultdict(list)
+    for r in results:
+        by[r.scenario].append(r)
+    lines = [
+        "| scenario | runs | without proxy: correct / graceful / silent / crashed | with proxy: correct / graceful / "
+        "silent / crashed | steps (without → with) | tokens (without → with) | guard tokens | interventions |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for scenario in scenarios.scenarios():
+        rows = by.get(scenario.key, [])
+        if not rows:
+            continue
+        direct = [r for r in rows if not r.proxy]
+        guarded = [r for r in rows if r.proxy]
+        kinds = Counter(k for r in guarded for k in r.interventions)
+        ended = Counter(r.terminated for r in guarded if r.terminated)
+        what = ", ".join(f"{k} x{n}" for k, n in kinds.most_common(3))
+        if ended:
+            what += ("; " if what else "") + "ended: " + ", ".join(f"{k} x{n}" for k, n in ended.most_common())
+        label = f"{'✓ ' if scenario.behaved else ''}{scenario.key}"
+        lines.append(
+            f"| {label} | {max(len(direct), len(guarded))} | {_counts(direct)} | {_counts(guarded)} "
+            f"| {_mean(r.steps for r in direct)} → {_mean(r.steps for r in guarded)} "
+            f"| {_mean(r.tokens for r in direct)} → {_mean(r.tokens for r in guarded)} "
+            f"| {_mean(r.guard_tokens for r in guarded)} | {what or 'none'} |"
+        )
+    return "\n".join(lines)
+
+
+def breakdown(results: Sequence[RunResult]) -> str:
+    """Per client and streaming mode, with the proxy and without: the targets' numbers."""
+    lines = [
+        "| client | stream | path | misbehaving runs correct or graceful | silent | crashed "
+        "| well-behaved runs with an intervention | guard tokens |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    keys = sorted(
+        {(r.client, r.stream, r.proxy) for r in results}, key=lambda k: (list(CLIENTS).index(k[0]), k[1], k[2])
+    )
+    for client, stream, through in keys:
+        rows = [r for r in results if (r.client, r.stream, r.proxy) == (client, stream, through)]
+        s = summarize(rows)
+        lines.append(
+            f"| {client} | {'on' if stream else 'off'} | {'proxy' if through else 'direct'} "
+            f"| {s.rescued}/{s.misbehaving} ({s.rescued_share:.0%}) | {s.silent} | {s.crashed} "
+            f"| {s.false_interventions}/{s.behaved} | {s.guard_share:.1%} |"
+        )
+    return "\n".join(lines)
+
+
+def verdict(results: Sequence[RunResult]) -> str:
+    guarded = summarize([r for r in results if r.proxy])
+    direct = summarize([r for r in results if not r.proxy])
+    good_tokens = sum(r.tokens for r in results if r.proxy and r.behaved)
+    good_guard = sum(r.guard_tokens for r in results if r.proxy and r.behaved)
+    return "\n".join(
+        [
+            f"with the proxy: {guarded.rescued}/{guarded.misbehaving} misbehaving runs correct or graceful "
+            f"({guarded.rescued_share:.1%}, target ≥ 95 %); {guarded.silent} silent (target 0); "
+            f"{guarded.crashed} crashed; {guarded.false_interventions}/{guarded.behaved} well-behaved runs "
+            f"with an intervention ({guarded.false_share:.1%}, target ≤ 2 %); guard tokens "
+            f"{guarded.guard_tokens:,}/{guarded.tokens:,} ({guarded.guard_share:.1%}, target ≤ 5 %; "
+            f"{good_guard / good_tokens if good_tokens else 0:.1%} on well-behaved runs); graceful endings' "
+            f"summary calls {guarded.finalize_tokens:,} more",
+            f"without the proxy: {direct.rescued}/{direct.misbehaving} misbehaving runs correct "
+            f"({direct.rescued_share:.1%}); {direct.silent} silent; {direct.crashed} crashed",
+        ]
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--clients", default=",".join(CLIENTS), help="openai,agents,langgraph")
+    parser.add_argument("--streams", default="off,on", help="off,on")
+    parser.add_argument("--paths", default="direct,proxy", help="direct,proxy")
+    parser.add_argument("--scenarios", default="", help="comma-separated scenario names (default: all)")
+    parser.add_argument("--json", type=Path, help="also write every run as JSON here")
+    parser.add_argument("--quiet", action="store_true", help="no line per run on stderr")
+    args = parser.parse_args(argv)
+    names = {n for n in args.scenarios.split(",") if n}
+    chosen = [s for s in scenarios.scenarios() if not names or s.name in names]
+    started = time.perf_counter()
+    results = asyncio.run(
+        run_matrix(
+            [c for c in args.clients.split(",") if c],
+            [s == "on" for s in args.streams.split(",") if s],
+            [p == "proxy" for p in args.paths.split(",") if p],
+            chosen,
+            progress=not args.quiet,
+        )
+    )
+    print(table(results))
+    print()
+    print(breakdown(results))
+    print()
+    print(verdict(results))
+    print(f"\n{len(results)} runs in {time.perf_counter() - started:.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,329 @@
+"""The task, its tools, and the scripted models that play well-behaved and misbehaving agents.
+
+Every run asks one thing: the current temperatures in Paris (18 °C) and Berlin (11 °C),
+found with a ``get_weather`` tool. A scripted model is a pure function of the request it
+receives (plus a per-run counter for the 429 storm): it looks at what the conversation
+already holds (tool results, corrections the proxy appended) and answers as its scenario
+says. The run's model name carries the scenario (``bench/<scenario>/<variant>/<run id>``),
+so the same upstream serves runs with and without the proxy.
+
+Variants of a misbehaviour: ``recovers`` behaves once it is corrected (a nudge, a loop
+warning, a judge's "not done", a schema error or a budget note); ``persistent`` never does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+TASK = "What is the weather in Paris and in Berlin right now? Give me both temperatures in °C."
+INSTRUCTIONS = (
+    "You are a careful travel assistant. You answer questions about current conditions in cities using the "
+    "tools you are given; never guess a value a tool can give you. Call get_weather once per city you need, "
+    "with the city's English name. When every value is known, answer the user in one or two sentences and "
+    "name each city with its temperature. If a tool fails, say so and try once more before giving up. Keep "
+    "answers factual and short; do not add advice the user did not ask for. If the user asks for a "
+    "structured answer, answer with only that JSON object."
+)
+WEATHER = {"paris": (18, "sunny"), "berlin": (11, "light rain")}
+CITIES = ["Paris", "Berlin", "Madrid", "Rome", "Oslo", "Lisbon", "Vienna", "Prague", "Dublin", "Athens", "Warsaw"]
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"paris_c": {"type": "number"}, "berlin_c": {"type": "number"}},
+    "required": ["paris_c", "berlin_c"],
+    "additionalProperties": False,
+}
+RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "weather", "schema": SCHEMA, "strict": True}}
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city: temperature in °C and conditions.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city's English name."}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    },
+}
+JUDGE_PROMPT = "You are a strict completion judge"
+FINALIZE_PROMPT = "Stop working on the task now"
+HOG_COMPLETION_TOKENS = 2_500
+
+
+def weather(city: str) -> str:
+    """What the agent's tool returns: a small JSON document, like a weather API's."""
+    temp, sky = WEATHER.get(city.strip().lower(), (20 + len(city) % 7, "cloudy"))
+    return json.dumps(
+        {
+            "city": city,
+            "temperature_c": temp,
+            "conditions": sky,
+            "humidity_pct": 60 + len(city) % 30,
+            "wind_kmh": 5 + len(city) % 20,
+            "observed": "2026-11-29T12:00:00Z",
+            "source": "station network",
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    variant: str
+    behaved: bool
+    """A well-behaved model: any intervention on its run is a false one."""
+    schema: bool = False
+    """The agent asks for a structured (JSON schema) answer."""
+    description: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}/{self.variant}"
+
+
+MISBEHAVIOURS = {
+    "empty": "empty reply after the first tool result",
+    "reasoning_only": "reasoning but no answer and no call",
+    "invalid_args": "tool arguments that are not JSON",
+    "repeat": "the same call repeated forever",
+    "cycle": "A-B-A-B: Paris, Berlin, Paris, Berlin…",
+    "done_early": 'quits after one tool with "Done."',
+    "schema": "structured answer missing a field",
+    "token_hog": "researches every city, 2,500 tokens a step",
+}
+WELL_BEHAVED = {
+    "short": "two calls, then a short correct answer (judged)",
+    "parallel": "both calls in one reply, then a short answer",
+    "long": "a long final answer (not judged)",
+    "reasoning": "reasoning alongside every reply",
+    "structured": "a correct structured (JSON schema) answer",
+}
+
+
+def scenarios() -> list[Scenario]:
+    out = [Scenario(name, "ok", True, schema=name == "structured", description=d) for name, d in WELL_BEHAVED.items()]
+    for name, description in MISBEHAVIOURS.items():
+        for variant in ("recovers", "persistent"):
+            out.append(Scenario(name, variant, False, schema=name == "schema", description=description))
+    out.append(Scenario("rate_limit", "storm", False, description="4 x 429 in a row mid-run, then fine"))
+    return out
+
+
+# -- reading a request --------------------------------------------------------------
+
+_CORRECTIONS = (
+    "Your last reply was empty",
+    "You reasoned but did not act",
+    "You have already called",
+    "[LoopWarden]",
+    "You are not done yet",
+    "Completion could not be verified",
+    "does not match the required JSON schema",
+    "Your tool call was not executed",
+    "Not executed: another call",
+    "Budget note",
+    "The last ",
+)
+
+
+@dataclass
+class Seen:
+    """What a request shows the model."""
+
+    found: dict[str, str] = field(default_factory=dict)
+    """city (lower case) → tool result."""
+    calls: int = 0
+    """Tool results in the conversation."""
+    corrected: bool = False
+    """The proxy corrected the model in this request (a nudge or note it appended)."""
+    structured: bool = False
+    tools: bool = False
+    finalize: bool = False
+    judge: bool = False
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def read_request(payload: dict[str, Any]) -> Seen:
+    messages = [m for m in payload.get("messages") or [] if isinstance(m, dict)]
+    seen = Seen(structured=payload.get("response_format") is not None, tools=bool(payload.get("tools")))
+    if messages and _text(messages[0].get("content")).startswith(JUDGE_PROMPT):
+        seen.judge = True
+        return seen
+    cities: dict[str, str] = {}
+    users = 0
+    for message in messages:
+        role = message.get("role")
+        text = _text(message.get("content"))
+        for call in message.get("tool_calls") or []:
+            try:
+                arguments = json.loads(call["function"]["arguments"])
+                cities[call["id"]] = str(arguments.get("city", "")).lower()
+            except (ValueError, KeyError, TypeError, AttributeError):
+                cities[call.get("id", "")] = ""
+        if role == "tool":
+            seen.calls += 1
+            city = cities.get(message.get("tool_call_id", ""), "")
+            if city and '"temperature_c"' in text:
+                seen.found[city] = text
+        if role == "user":
+            users += 1
+            if users > 1 and text.startswith(FINALIZE_PROMPT):
+                seen.finalize = True
+        appended = role == "tool" or (role == "user" and users > 1)
+        if appended and any(marker in text for marker in _CORRECTIONS):
+            seen.corrected = True
+    return seen
+
+
+# -- the models ---------------------------------------------------------------------
+
+
+def _call(city: str, index: int, arguments: str | None = None) -> dict[str, Any]:
+    raw = arguments if arguments is not None else json.dumps({"city": city})
+    return {
+        "id": f"call_{index}_{city.lower()}",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": raw},
+    }
+
+
+def _answer(seen: Seen, long: bool = False) -> str:
+    if seen.structured:
+        return json.dumps({"paris_c": WEATHER["paris"][0], "berlin_c": WEATHER["berlin"][0]})
+    text = f"Paris: {WEATHER['paris'][0]} °C and sunny; Berlin: {WEATHER['berlin'][0]} °C with light rain."
+    if long:
+        text += (
+            " Both readings come from the station network and were observed at noon UTC today. Paris has low "
+            "wind and moderate humidity, so it will feel close to the measured value; Berlin is cooler and wet, "
+            "with light rain expected to continue into the evening, so a jacket is a good idea there."
+        )
+    return text
+
+
+def _summary(seen: Seen) -> str:
+    found = [f"{city.title()}: {json.loads(text)['temperature_c']} °C" for city, text in seen.found.items()]
+    missing = [c for c in ("paris", "berlin") if c not in seen.found]
+    return (
+        f"1. What I found: {'; '.join(found) or 'nothing yet'}. "
+        f"2. What is missing: {', '.join(c.title() for c in missing) or 'nothing'}. "
+        "3. Next step: check the missing values with the weather tool, then answer."
+    )
+
+
+@dataclass
+class Reply:
+    content: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    reasoning: str | None = None
+    extra_completion_tokens: int = 0
+    status: int = 200
+
+
+def well_behaved(seen: Seen, variant: str) -> Reply:
+    reasoning = "The user wants two cities; I check each one." if variant == "reasoning" else None
+    missing = [c for c in ("Paris", "Berlin") if c.lower() not in seen.found]
+    if missing and seen.tools and not seen.finalize:
+        if variant == "parallel":
+            return Reply(tool_calls=[_call(c, seen.calls + i) for i, c in enumerate(missing)], reasoning=reasoning)
+        return Reply(tool_calls=[_call(missing[0], seen.calls)], reasoning=reasoning)
+    if missing:
+        return Reply(_summary(seen))
+    return Reply(_answer(seen, long=variant == "long"), reasoning=reasoning)
+
+
+def respond(scenario: Scenario, seen: Seen, request_number: int) -> Reply:
+    """The scripted model's reply to one request of a run."""
+    if scenario.behaved:
+        return well_behaved(seen, scenario.name)
+    fixed = scenario.variant == "recovers" and seen.corrected
+    name = scenario.name
+    if name == "rate_limit":
+        return Reply(status=429) if 2 <= request_number <= 5 else well_behaved(seen, "short")
+    if seen.finalize:
+        if name in ("empty", "reasoning_only") and not fixed:
+            return Reply("" if name == "empty" else None, reasoning="Hmm." if name == "reasoning_only" else None)
+        return Reply(_summary(seen))
+    if fixed:
+        return well_behaved(seen, "short")
+    paris_done = "paris" in seen.found
+    if name == "empty" and paris_done:
+        return Reply("")
+    if name == "reasoning_only" and paris_done:
+        return Reply(None, reasoning="I should look up Berlin next, then compare both temperatures for the user.")
+    if name == "invalid_args" and paris_done:
+        return Reply(tool_calls=[_call("Berlin", seen.calls, '{"city": "Berlin"')])
+    if name == "repeat":
+        return Reply(tool_calls=[_call("Paris", seen.calls)])
+    if name == "cycle":
+        return Reply(tool_calls=[_call("Paris" if seen.calls % 2 == 0 else "Berlin", seen.calls)])
+    if name == "done_early" and paris_done:
+        return Reply("Done.")
+    if name == "schema" and "berlin" in seen.found and paris_done and seen.structured:
+        return Reply(json.dumps({"paris_c": WEATHER["paris"][0]}))
+    if name == "token_hog":
+        city = CITIES[seen.calls % len(CITIES)]
+        return Reply(
+            tool_calls=[_call(city, seen.calls)],
+            reasoning="Let me be thorough and compare many cities before answering. " * 40,
+            extra_completion_tokens=HOG_COMPLETION_TOKENS,
+        )
+    return well_behaved(seen, "short")
+
+
+# -- the judge and the verdict on a run ---------------------------------------------
+
+_NONCE = re.compile(r'"nonce": "([0-9a-f]+)"')
+_REPLY = re.compile(r"<reply-[0-9a-f]+>\n(.*)\n</reply-[0-9a-f]+>", re.S)
+
+
+def judge(payload: dict[str, Any]) -> str:
+    """An honest judge: done when the reply gives both temperatures (in JSON or in words)."""
+    messages = payload["messages"]
+    nonce = _NONCE.search(messages[0]["content"])
+    reply = _REPLY.search(messages[1]["content"])
+    answer = reply.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") if reply else ""
+    done = is_correct(answer, structured=answer.lstrip().startswith("{"))
+    reason = "both temperatures are given" if done else "the reply does not give both temperatures"
+    return json.dumps({"nonce": nonce.group(1) if nonce else "", "done": done, "reason": reason})
+
+
+def is_correct(answer: Any, *, structured: bool) -> bool:
+    if structured:
+        if isinstance(answer, str):
+            try:
+                answer = json.loads(answer)
+            except ValueError:
+                return False
+        if hasattr(answer, "model_dump"):
+            answer = answer.model_dump()
+        return (
+            isinstance(answer, dict)
+            and set(answer) == {"paris_c", "berlin_c"}
+            and answer.get("paris_c") == WEATHER["paris"][0]
+            and answer.get("berlin_c") == WEATHER["berlin"][0]
+        )
+    text = answer if isinstance(answer, str) else ""
+    return all(re.search(rf"\b{city}\b.{{0,40}}?\b{temp}\b", text, re.I | re.S) for city, (temp, _) in WEATHER.items())
+
+
+def outcome_of(answer: Any, error: BaseException | None, scenario: Scenario) -> str:
+    """correct / graceful / silent / crashed."""
+    if error is not None:
+        return "crashed"
+    if is_correct(answer, structured=scenario.schema):
+        return "correct"
+    text = answer if isinstance(answer, str) else json.dumps(answer, default=str) if answer is not None else ""
+    if "next step" in text.lower():
+        return "graceful"
+    return "silent"

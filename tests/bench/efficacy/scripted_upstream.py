@@ -1,0 +1,119 @@
+"""The scripted model API of the efficacy benchmark: answers as the run's scenario says.
+
+It reuses the test suite's :class:`FakeUpstream` server (aiohttp on its own thread) and
+replaces how it answers: every request is routed by its model name
+(``bench/<scenario>/<variant>/<run>``) to :func:`scenarios.respond`, judge calls to the
+honest judge, and ``stream: true`` requests get the same reply as SSE chunks. Usage is
+billed like a real API (about 4 bytes a token for the prompt), and every call is booked
+per run: steps and tokens by purpose (agent, judge, finalize).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter, defaultdict
+from typing import Any
+
+from aiohttp import web
+
+from proxy.wire.chat_completions import completion_as_sse
+from tests.bench.efficacy import scenarios
+from tests.support.fake_upstream import FakeUpstream, Json, Sse, chat_completion
+
+
+def scenario_of(model: str) -> scenarios.Scenario | None:
+    parts = model.split("/")
+    if len(parts) != 4 or parts[0] != "bench":
+        return None
+    for scenario in scenarios.scenarios():
+        if scenario.name == parts[1] and scenario.variant == parts[2]:
+            return scenario
+    return None
+
+
+class Ledger:
+    """Per run: calls and tokens by purpose."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.tokens: Counter[str] = Counter()
+        self.rate_limited = 0
+
+    @property
+    def steps(self) -> int:
+        return sum(self.calls.values())
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.tokens.values())
+
+
+class ScriptedUpstream(FakeUpstream):
+    def __init__(self) -> None:
+        super().__init__()
+        self._books_lock = threading.Lock()
+        self.books: dict[str, Ledger] = defaultdict(Ledger)
+        self._agent_requests: Counter[str] = Counter()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return web.json_response({"error": {"message": "not JSON"}}, status=400)
+        model = str(payload.get("model", ""))
+        scenario = scenario_of(model)
+        if scenario is None:
+            return web.json_response({"error": {"message": f"unknown model {model!r}"}}, status=404)
+        seen = scenarios.read_request(payload)
+        with self._books_lock:
+            book = self.books[model]
+            if not seen.judge:
+                self._agent_requests[model] += 1
+            number = self._agent_requests[model]
+        if seen.judge:
+            reply = scenarios.Reply(scenarios.judge(payload))
+            purpose = "judge"
+        else:
+            reply = scenarios.respond(scenario, seen, number)
+            purpose = "finalize" if seen.finalize else "agent"
+        if reply.status != 200:
+            with self._books_lock:
+                book.rate_limited += 1
+            error = {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}
+            return await self._answer(request, Json(error, status=reply.status, headers={"retry-after-ms": "50"}))
+        completion = _completion(model, reply, prompt_tokens=len(body) // 4)
+        usage = completion["usage"]
+        with self._books_lock:
+            book.calls[purpose] += 1
+            book.tokens[purpose] += usage["total_tokens"]
+        if payload.get("stream") is True:
+            options = payload.get("stream_options")
+            include_usage = isinstance(options, dict) and options.get("include_usage") is True
+            sse = completion_as_sse(completion, include_usage=include_usage)
+            events: list[Any] = [json.loads(line[6:]) for line in sse.split(b"\n\n") if line.startswith(b"data: {")]
+            return await self._answer(request, Sse(events))
+        return await self._answer(request, Json(completion))
+
+    async def _answer(self, request: web.Request, reply: Json | Sse) -> web.StreamResponse:
+        if isinstance(reply, Sse):
+            return await self._stream(request, reply)
+        raw = json.dumps(reply.body).encode()
+        return web.Response(
+            body=raw, status=reply.status, headers={"Content-Type": "application/json", **reply.headers}
+        )
+
+
+def _completion(model: str, reply: scenarios.Reply, *, prompt_tokens: int) -> dict[str, Any]:
+    """The reply as a chat.completion, billed like a real API (output: about 4 bytes a token)."""
+    body = chat_completion(reply.content, tool_calls=reply.tool_calls or None, reasoning=reply.reasoning, model=model)
+    completion_tokens = len(json.dumps(body["choices"][0]["message"])) // 4 + reply.extra_completion_tokens
+    body["id"] = f"chatcmpl-bench-{time.monotonic_ns()}"
+    body["usage"] = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+    return body

@@ -1,0 +1,87 @@
+"""The efficacy benchmark, short: the openai SDK agent loop against every scripted model,
+streaming off and on, straight to the model API and through the proxy.
+
+The full benchmark (three clients) is ``python -m tests.bench.efficacy.run_efficacy``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.bench.efficacy.run_efficacy import RunResult, run_matrix, summarize
+
+
+@pytest.fixture(scope="module")
+def runs() -> list[RunResult]:
+    return asyncio.run(run_matrix(["openai"], [False, True], [False, True]))
+
+
+def pick(runs: list[RunResult], *, proxy: bool, **where: object) -> list[RunResult]:
+    chosen = [r for r in runs if r.proxy is proxy]
+    for name, value in where.items():
+        if name == "variant":
+            chosen = [r for r in chosen if r.scenario.endswith(f"/{value}")]
+        else:
+            chosen = [r for r in chosen if getattr(r, name) == value]
+    return chosen
+
+
+def test_without_the_proxy_every_misbehaving_run_fails(runs):
+    direct = pick(runs, proxy=False, behaved=False)
+
+    assert direct
+    assert all(r.outcome in ("silent", "crashed") for r in direct)
+
+
+def test_without_the_proxy_every_well_behaved_run_finishes(runs):
+    assert all(r.outcome == "correct" for r in pick(runs, proxy=False, behaved=True))
+
+
+def test_with_the_proxy_no_well_behaved_run_sees_an_intervention(runs):
+    guarded = pick(runs, proxy=True, behaved=True)
+
+    assert [(r.scenario, r.interventions, r.terminated) for r in guarded if r.interventions or r.terminated] == []
+    assert all(r.outcome == "correct" for r in guarded)
+
+
+def test_with_the_proxy_models_that_take_a_correction_finish_correctly(runs):
+    rescued = pick(runs, proxy=True, variant="recovers") + pick(runs, proxy=True, variant="storm")
+
+    assert rescued
+    assert [(r.scenario, r.stream, r.outcome) for r in rescued if r.outcome != "correct"] == []
+
+
+@pytest.mark.parametrize("scenario", ["empty/persistent", "reasoning_only/persistent", "repeat/persistent"])
+def test_with_the_proxy_models_that_never_recover_end_gracefully(runs, scenario):
+    ended = pick(runs, proxy=True, scenario=scenario)
+
+    assert len(ended) == 2
+    assert all(r.outcome == "graceful" and r.terminated for r in ended)
+
+
+@pytest.mark.parametrize("scenario", ["cycle/persistent", "token_hog/persistent"])
+def test_with_the_proxy_endless_runs_end_with_a_summary_that_answers(runs, scenario):
+    ended = pick(runs, proxy=True, scenario=scenario)
+
+    assert all(r.outcome == "correct" and r.terminated for r in ended)
+
+
+def test_with_the_proxy_the_token_hog_costs_a_fraction(runs):
+    direct = sum(r.tokens for r in pick(runs, proxy=False, scenario="token_hog/persistent"))
+    guarded = sum(r.tokens for r in pick(runs, proxy=True, scenario="token_hog/persistent"))
+
+    assert guarded < direct / 3
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: after judge_max_continues the judge guard passes a reply it still judges not done "
+    "(proxy/guards/judge.py), and after tool_args.max_retries an invalid call passes flagged "
+    "(proxy/guards/tool_args.py): a model that never takes the correction ends silently or crashes the agent",
+)
+def test_with_the_proxy_no_misbehaving_run_ends_silently_or_crashes(runs):
+    summary = summarize(pick(runs, proxy=True))
+
+    assert (summary.silent, summary.crashed) == (0, 0)
