@@ -125,7 +125,7 @@ def test_replay_reads_a_redis_stream(make_proxy, write_policies, upstream, redis
     client = redis.Redis.from_url(redis_url)
     upstream.script(*(searching(f"call_{n}") for n in range(6)), Json(chat_completion("About 520,000 people.")))
     try:
-        run_agent(proxy, "from-redis")
+        run_agent(proxy, f"from-redis-{stream}")
         deadline = time.monotonic() + 5
         while client.xlen(stream) < 5 and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -135,7 +135,7 @@ def test_replay_reads_a_redis_stream(make_proxy, write_policies, upstream, redis
         client.close()
 
     assert code == 0
-    assert "session from-redis" in capsys.readouterr().out
+    assert f"session from-redis-{stream}" in capsys.readouterr().out
 
 
 def test_replay_of_a_file_that_is_not_a_recording_exits_2_naming_the_line(tmp_path):
