@@ -103,7 +103,7 @@ def step_record(
     latency: float,
     notes: RequestNotes,
 ) -> dict[str, Any]:
-    """One step as a JSON-ready dict, keys redacted."""
+    """One step as a JSON-ready dict, keys redacted from everything a model or an agent wrote."""
     record: dict[str, Any] = {
         "v": FORMAT_VERSION,
         "ts": notes.started,
@@ -118,16 +118,16 @@ def step_record(
         "attempt": attempt,
         "stream": call.stream,
         "verdict": verdict_name(verdict),
-        "reason": _reason(verdict),
+        "reason": redact(_reason(verdict)),
         "shadow": list(notes.shadow),
         "latency_ms": round(latency * 1000, 3),
-        "reply": reply_record(reply),
+        "reply": redacted(reply_record(reply)),
     }
     if attempt == 1:
-        record["request"] = call.payload
+        record["request"] = redacted(call.payload)
     if isinstance(verdict, Nudge):
-        record["messages"] = list(verdict.messages)
-    return redacted(record)  # type: ignore[no-any-return]
+        record["messages"] = redacted(list(verdict.messages))
+    return record
 
 
 class Recorder:

@@ -371,7 +371,7 @@ def format_result(result: ReplayResult, width: int = 56) -> str:
     recorded_end = (
         f"ended at turn {result.recorded_end_turn} ({result.recorded_ending.removeprefix('finalize_')})"
         if result.recorded_ending
-        else f"ran {result.turns} turn(s) without an ending"
+        else f"shows no ending at a model step in its {result.turns} turn(s)"
     )
     if result.ending is not None:
         lines.append(

@@ -85,7 +85,7 @@ def test_replay_shows_where_an_enforcing_policy_would_have_ended(looping_recordi
     assert "recorded with policy default, replayed with enforcing" in out
     assert "loop_warning" in out
     assert "=> enforcing would have ended the session at turn 4 (no_progress)" in out
-    assert "the recording ran 7 turn(s) without an ending" in out
+    assert "the recording shows no ending at a model step in its 7 turn(s)" in out
 
 
 def test_replay_with_a_higher_block_at_lets_the_session_finish(looping_recording, capsys, tmp_path):
