@@ -8,7 +8,6 @@ than everything else the proxy does. Everything else is ordinary litestar.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -55,7 +54,7 @@ __all__ = ["ProxyRoutes", "Readiness"]
 
 _decode = msgspec.json.decode
 _T = TypeVar("_T")
-_Handler = Callable[[HTTPScope, Receive, Send], Awaitable[dict[str, object]]]
+_Handler = Callable[[HTTPScope, Receive, "_ResponseTracker"], Awaitable[dict[str, object]]]
 
 
 @dataclass(slots=True)
@@ -98,7 +97,10 @@ class ProxyRoutes:
 
     # -- handlers -------------------------------------------------------------------
 
-    async def _chat_completions(self, scope: HTTPScope, receive: Receive, send: Send) -> dict[str, object]:
+    async def _chat_completions(
+        self, scope: HTTPScope, receive: Receive, tracker: _ResponseTracker
+    ) -> dict[str, object]:
+        send: Send = tracker.send  # type: ignore[assignment]
         if scope["method"] != "POST":
             raise MethodNotAllowed(f"Method {scope['method']} is not allowed on /v1/chat/completions; use POST.")
         credentials = self._authenticate(scope)
@@ -138,7 +140,7 @@ class ProxyRoutes:
             "stream": call.stream,
         }
         if call.stream:
-            outcome = await _unless_client_leaves(self._pipeline.run(call), receive, facts)
+            outcome = await _unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
         else:
             outcome = await self._pipeline.run(call)
         await self._deliver(outcome, send, facts)
@@ -165,7 +167,7 @@ class ProxyRoutes:
             raise ProxyError("The proxy produced no reply.")
         await self._answer(outcome.upstream, send, facts, own=outcome.headers)
 
-    async def _passthrough(self, scope: HTTPScope, receive: Receive, send: Send) -> dict[str, object]:
+    async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: _ResponseTracker) -> dict[str, object]:
         credentials = self._authenticate(scope)
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         headers = upstream_request_headers(client_headers(scope), credentials.upstream_authorization)
@@ -175,7 +177,7 @@ class ProxyRoutes:
             url += "?" + scope["query_string"].decode("latin-1")
         reply = await self._upstream.send(scope["method"], url, headers, body, stream=True)
         facts: dict[str, object] = {"tenant": credentials.tenant.name}
-        await self._relay(reply, send, receive, facts)
+        await self._relay(reply, tracker, receive, facts)
         return facts
 
     # -- shared steps ---------------------------------------------------------------
@@ -191,7 +193,7 @@ class ProxyRoutes:
         status: int | str = "error"
         facts: dict[str, object] = {}
         try:
-            facts = await handler(scope, receive, state.send)  # type: ignore[arg-type]
+            facts = await handler(scope, receive, state)  # type: ignore[arg-type]
             status = state.status
         except ProxyError as exc:
             status = exc.status
@@ -236,11 +238,12 @@ class ProxyRoutes:
     async def _relay(
         self,
         reply: UpstreamReply,
-        send: Send,
+        tracker: _ResponseTracker,
         receive: Receive,
         facts: dict[str, object],
     ) -> None:
         """Copy the upstream's body to the client chunk by chunk, as it arrives."""
+        send: Send = tracker.send  # type: ignore[assignment]
         response = reply.response
         facts.update(upstream_status=response.status_code, attempts=reply.attempts)
         if response.status_code >= 400:
@@ -253,7 +256,7 @@ class ProxyRoutes:
         headers = reply_headers(response.headers.raw, _own_headers(reply))
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
         try:
-            await _unless_client_leaves(_copy_body(response, send), receive, facts)
+            await _unless_client_leaves(_copy_body(response, send), receive, facts, tracker)
         except UpstreamDisconnected:
             facts["outcome"] = "upstream_cut"  # the status is out: all a client can see is a short body
         finally:
@@ -271,28 +274,35 @@ async def _copy_body(response: httpx.Response, send: Send) -> None:
         raise UpstreamDisconnected("The upstream model API broke off the response.") from exc
 
 
-async def _unless_client_leaves(work: Awaitable[_T], receive: Receive, facts: dict[str, object]) -> _T:
+async def _unless_client_leaves(
+    work: Awaitable[_T], receive: Receive, facts: dict[str, object], tracker: _ResponseTracker
+) -> _T:
     """Run streaming work while watching the client: when it leaves, the work (and with it
     the upstream request) is cancelled at once; the pipeline still commits what it used."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_wait_for_disconnect(receive))
+    task = asyncio.current_task()
+    if task is None:  # not under a running task: nothing to cancel, nothing to watch
+        return await work
+    watcher = asyncio.ensure_future(_cancel_on_disconnect(receive, task, tracker))
     try:
-        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+        return await work
+    except asyncio.CancelledError:
+        if not watcher.done() or watcher.cancelled():
+            raise  # cancelled from elsewhere (shutdown): not ours to swallow
+        task.uncancel()
+        facts["outcome"] = "client_disconnected"
+        raise ClientDisconnected from None
     finally:
         watcher.cancel()
-    if not task.done():
-        task.cancel()
-        facts["outcome"] = "client_disconnected"
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        raise ClientDisconnected
-    return task.result()
 
 
-async def _wait_for_disconnect(receive: Receive) -> None:
+async def _cancel_on_disconnect(receive: Receive, task: asyncio.Task[object], tracker: _ResponseTracker) -> None:
+    """Servers also say ``http.disconnect`` once the response is complete: only a client that
+    left before that cancels the work."""
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
+            if not tracker.finished:
+                task.cancel()
             return
 
 
@@ -300,12 +310,13 @@ class _ResponseTracker:
     """Wraps ``send``: knows whether the response started and with which status, stamps the
     proxy's overhead on every reply, and notes when a streamed body's first bytes left."""
 
-    __slots__ = ("_send", "_timing", "started", "status")
+    __slots__ = ("_send", "_timing", "finished", "started", "status")
 
     def __init__(self, send: Send, timing: RequestTiming) -> None:
         self._send = send
         self._timing = timing
         self.started = False
+        self.finished = False
         self.status: int = 0
 
     async def send(self, message: dict[str, object]) -> None:
@@ -314,7 +325,9 @@ class _ResponseTracker:
             self.status = int(message["status"])  # type: ignore[call-overload]
             overhead = f"{self._timing.overhead() * 1000:.3f}".encode()
             message["headers"] = [*message["headers"], (b"x-loopwarden-overhead-ms", overhead)]  # type: ignore[misc]
-        elif self._timing.first_byte is None and message.get("more_body") and message.get("body"):
+        elif not message.get("more_body"):
+            self.finished = True
+        elif self._timing.first_byte is None and message.get("body"):
             self._timing.first_byte = self._timing.elapsed()
         await self._send(message)  # type: ignore[arg-type]
 

@@ -1,4 +1,5 @@
-"""A deliberately dumb, fast fake model API for the benchmark: one fixed chat completion.
+"""A deliberately dumb, fast fake model API for the benchmark: one fixed chat completion
+(or, for ``"stream":true``, one fixed text stream, or a tool-call stream when tools are offered).
 
 It must never be the bottleneck, so it is a raw asyncio ``Protocol`` on uvloop that parses
 only what HTTP/1.1 framing needs (end of headers, ``Content-Length``) and answers every
@@ -44,6 +45,53 @@ RESPONSE = (
     b"Content-Length: " + str(len(_COMPLETION)).encode() + b"\r\n"
     b"\r\n" + _COMPLETION
 )
+
+
+def _sse(chunks: list[dict[str, object]]) -> bytes:
+    base = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000, "model": "m"}
+    events = b"".join(
+        b"data: " + json.dumps({**base, **chunk}, separators=(",", ":")).encode() + b"\n\n" for chunk in chunks
+    )
+    events += b"data: [DONE]\n\n"
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + f"{len(events):x}".encode()
+        + b"\r\n"
+        + events
+        + b"\r\n0\r\n\r\n"
+    )
+
+
+def _delta(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+_USAGE = {"choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": 7, "total_tokens": 15}}
+_WORDS = ["Hello ", "from ", "the ", "benchmark ", "upstream", "."]
+STREAM_RESPONSE = _sse(
+    [
+        _delta({"role": "assistant", "content": ""}),
+        *(_delta({"content": w}) for w in _WORDS),
+        _delta({}, "stop"),
+        _USAGE,
+    ]
+)
+"""A streamed text answer (``"stream": true`` without tools)."""
+_CALL = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "search", "arguments": ""}}
+STREAM_TOOLS_RESPONSE = _sse(
+    [
+        _delta({"role": "assistant", "content": None}),
+        _delta({"tool_calls": [_CALL]}),
+        *(
+            _delta({"tool_calls": [{"index": 0, "function": {"arguments": p}}]})
+            for p in ('{"q":', '"Lyon', ' population"}')
+        ),
+        _delta({}, "tool_calls"),
+        _USAGE,
+    ]
+)
+"""A streamed tool call (``"stream": true`` with ``"tools"``)."""
+
 _NOT_IMPLEMENTED = b"HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 _MAX_HEAD = 64 * 1024
 
@@ -78,8 +126,12 @@ class _Upstream(asyncio.Protocol):
             total = head_end + 4 + _content_length(head)
             if len(buffer) < total:
                 return  # the body is still arriving
+            body = bytes(buffer[head_end + 4 : total])
             del buffer[:total]
-            transport.write(RESPONSE)
+            if b'"stream":true' in body:
+                transport.write(STREAM_TOOLS_RESPONSE if b'"tools"' in body else STREAM_RESPONSE)
+            else:
+                transport.write(RESPONSE)
             if b"\r\nconnection: close" in head:
                 transport.close()
                 return

@@ -47,7 +47,18 @@ class ReferenceApp:
             if not message.get("more_body"):
                 break
         assert self._client is not None
-        response = await self._client.post(self._url, content=body, headers={"content-type": "application/json"})
+        request = self._client.build_request(
+            "POST", self._url, content=body, headers={"content-type": "application/json"}
+        )
+        response = await self._client.send(request, stream=b'"stream":true' in body)
+        if not response.is_stream_consumed:
+            headers = [(b"content-type", response.headers.get("content-type", "text/event-stream").encode())]
+            await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+            async for chunk in response.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await response.aclose()
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
         await _reply(send, response.status_code, response.content)
 
 

@@ -36,9 +36,15 @@ REPO_DIR = BENCH_DIR.parents[1]
 PYTHON = sys.executable
 HOST = "127.0.0.1"
 
-# What every load generator sends: a minimal non-streaming chat completion request.
+# What every load generator sends: a minimal chat completion request (``--body`` picks which).
 REQUEST_PATH = "/v1/chat/completions"
-REQUEST_BODY = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+BODIES = {
+    "plain": b'{"model":"m","messages":[{"role":"user","content":"hi"}]}',
+    "stream": b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}',
+    "stream-tools": b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,'
+    b'"tools":[{"type":"function","function":{"name":"search","parameters":{"type":"object"}}}]}',
+}
+REQUEST_BODY = BODIES["plain"]
 REQUEST_HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench"}
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -241,7 +247,7 @@ def wait_ready(server: Server, port: int) -> None:
 def smoke_test(name: str, port: int) -> None:
     """One request before the load: a target that answers wrongly is flagged up front."""
     status, body = _request(port, "POST", REQUEST_PATH, REQUEST_BODY)
-    if status != 200 or b'"chat.completion"' not in body:
+    if status != 200 or b'"chat.completion' not in body:
         log(f"WARNING: {name} answered {status} to the smoke request: {body[:300]!r}")
 
 
@@ -537,6 +543,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", type=Path, metavar="PATH", help="Also write the results as JSON here.")
     parser.add_argument(
+        "--body",
+        choices=tuple(BODIES),
+        default="plain",
+        help="plain: a JSON completion; stream: a text SSE stream; stream-tools: a streamed tool call "
+        "(held back by the proxy until checked).",
+    )
+    parser.add_argument(
         "--loadgen",
         choices=("auto", "wrk", "python"),
         default="auto",
@@ -577,6 +590,8 @@ def _work_dir(keep: bool) -> Iterator[Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    global REQUEST_BODY  # every generator and the smoke test send it
+    REQUEST_BODY = BODIES[args.body]
     if not Path("/proc/self/stat").exists():
         log("this benchmark reads CPU times from /proc: Linux only")
         return 2
@@ -605,6 +620,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
             "settings": {
+                "body": args.body,
                 "duration_s": args.duration,
                 "warmup_s": args.warmup,
                 "concurrency": args.concurrency,
