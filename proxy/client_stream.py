@@ -64,6 +64,9 @@ class ClientStream:
         self.released = Channel.NONE
         self._queue: list[tuple[bytes | None, Mapping[str, Any], int]] = []
         self._final: list[bytes] = []
+        self._out: list[bytes] = []
+        """What may go, gathered per upstream read and written in one piece by ``flush``."""
+        self._out_text = False
 
     # -- one attempt ----------------------------------------------------------------
 
@@ -71,20 +74,24 @@ class ClientStream:
         """Drop what the last attempt held back; hold everything again."""
         self._queue.clear()
         self._final.clear()
+        self._out.clear()
+        self._out_text = False
         self.released = Channel.NONE
 
     @property
     def holding(self) -> bool:
         return bool(self._queue)
 
-    async def push(self, raw: bytes, chunk: Mapping[str, Any], channels: int) -> None:
+    def push(self, raw: bytes, chunk: Mapping[str, Any], channels: int) -> None:
         """One upstream event: out now if all it carries is released, else into the queue."""
         if channels & ~self.released or (channels == Channel.NONE and not self.started):
             self._queue.append((raw, chunk, channels))
             self._hold()
             return
-        out = self._drain(self.released, substantive=True) if self._queue else b""
-        await self._write(out + raw, text=bool(channels & Channel.TEXT))
+        if self._queue:
+            self._out.append(self._drain(self.released, substantive=True))
+        self._out.append(raw)
+        self._out_text = self._out_text or bool(channels & Channel.TEXT)
 
     def defer(self, raw: bytes, *, usage_only: bool) -> None:
         """The finish chunk or the usage chunk: kept until the verdict."""
@@ -92,13 +99,22 @@ class ClientStream:
             self._final.append(raw)
         self._hold()
 
-    async def release(self, channels: int) -> None:
-        """These channels may flow from now on: send what the queue holds of them."""
+    def release(self, channels: int) -> None:
+        """These channels may flow from now on: what the queue holds of them goes next."""
         self.released |= channels
         if self._queue:
             out = self._drain(self.released)
             if out:
-                await self._write(out, text=bool(channels & Channel.TEXT))
+                self._out.append(out)
+                self._out_text = self._out_text or bool(channels & Channel.TEXT)
+
+    async def flush(self) -> None:
+        """Write what was let through since the last flush (one write per upstream read)."""
+        if self._out:
+            data, text = b"".join(self._out), self._out_text
+            self._out.clear()
+            self._out_text = False
+            await self._write(data, text=text)
 
     def _drain(self, released: int, *, substantive: bool = False) -> bytes:
         """Take the released parts out of the queue (in order), keep the held rest. Events that
@@ -127,7 +143,8 @@ class ClientStream:
 
     async def finish(self) -> None:
         """The verdict passed the reply: everything held, then the finish and usage chunks."""
-        out = self._drain(Channel.ALL, substantive=True) + b"".join(self._final) + _DONE
+        out = b"".join(self._out) + self._drain(Channel.ALL, substantive=True) + b"".join(self._final) + _DONE
+        self._out.clear()
         await self._write(out, text=False, last=True)
 
     async def replace(self, body: Mapping[str, Any]) -> None:

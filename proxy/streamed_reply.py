@@ -35,7 +35,7 @@ async def read_streamed_reply(
 ) -> ProxyError | None:
     """Feed the upstream's stream through ``assembler`` into ``client``; the error, if it failed."""
     client.upstream_headers = list(response.headers.raw)
-    await client.release(Channel.ALL & ~held(assembler))
+    client.release(Channel.ALL & ~held(assembler))
     parser = SSEParser()
     timing = current()
     waited = 0.0
@@ -52,9 +52,10 @@ async def read_streamed_reply(
             for event in parser.feed(data) if data is not None else parser.close():
                 if event.data == b"[DONE]":
                     return None
-                error = await _take(event.data, event.name, assembler, client, held)
+                error = _take(event.data, event.name, assembler, client, held)
                 if error is not None:
                     return error
+            await client.flush()
             if data is None:
                 return _ended_early(parser)
     except httpx.TimeoutException:
@@ -66,7 +67,7 @@ async def read_streamed_reply(
             timing.waited += waited
 
 
-async def _take(
+def _take(
     data: bytes, name: bytes, assembler: ReplyAssembler, client: ClientStream, held: Callable[[ReplyAssembler], int]
 ) -> ProxyError | None:
     try:
@@ -86,8 +87,8 @@ async def _take(
     if channels & ~client.released or client.holding:
         released = Channel.ALL & ~held(assembler) & ~client.released
         if released:
-            await client.release(released)
-    await client.push(frame(data), chunk, channels)
+            client.release(released)
+    client.push(frame(data), chunk, channels)
     return None
 
 
