@@ -41,7 +41,7 @@ POLICIES = Path(__file__).parent / "policies"
 RUN_TIMEOUT = 30.0
 OUTCOMES = ("correct", "graceful", "silent", "crashed")
 # The proxy owns the backoff (README, "Retries"): more attempts than the clients' 3.
-PROXY_SETTINGS: dict[str, Any] = {"retry_attempts": 6, "log_level": "warning", "policy_reload_interval": 0}
+PROXY_SETTINGS: dict[str, Any] = {"retry_attempts": 6, "policy_reload_interval": 0}
 
 
 @dataclass
@@ -149,10 +149,12 @@ async def run_matrix(
     paths: Sequence[bool],
     chosen: Iterable[scenarios.Scenario] | None = None,
     progress: bool = False,
+    log_level: str = "info",
 ) -> list[RunResult]:
     """Every scenario x client x streaming mode x path (True: through the proxy)."""
     upstream = ScriptedUpstream().start()
-    proxy = start_proxy(upstream=upstream.url, policies_dir=POLICIES, **PROXY_SETTINGS) if True in paths else None
+    settings = {**PROXY_SETTINGS, "log_level": log_level}
+    proxy = start_proxy(upstream=upstream.url, policies_dir=POLICIES, **settings) if True in paths else None
     results: list[RunResult] = []
     try:
         async with httpx.AsyncClient(timeout=10) as http:
@@ -325,6 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             [p == "proxy" for p in args.paths.split(",") if p],
             chosen,
             progress=not args.quiet,
+            log_level="warning",
         )
     )
     print(table(results))
