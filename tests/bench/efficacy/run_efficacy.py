@@ -150,10 +150,11 @@ async def run_matrix(
     chosen: Iterable[scenarios.Scenario] | None = None,
     progress: bool = False,
     log_level: str = "info",
+    redis_url: str | None = None,
 ) -> list[RunResult]:
     """Every scenario x client x streaming mode x path (True: through the proxy)."""
     upstream = ScriptedUpstream().start()
-    settings = {**PROXY_SETTINGS, "log_level": log_level}
+    settings = {**PROXY_SETTINGS, "log_level": log_level, "redis_url": redis_url}
     proxy = start_proxy(upstream=upstream.url, policies_dir=POLICIES, **settings) if True in paths else None
     results: list[RunResult] = []
     try:
@@ -293,19 +294,21 @@ def verdict(results: Sequence[RunResult]) -> str:
     direct = summarize([r for r in results if not r.proxy])
     good_tokens = sum(r.tokens for r in results if r.proxy and r.behaved)
     good_guard = sum(r.guard_tokens for r in results if r.proxy and r.behaved)
-    return "\n".join(
-        [
-            f"with the proxy: {guarded.rescued}/{guarded.misbehaving} misbehaving runs correct or graceful "
-            f"({guarded.rescued_share:.1%}, target ≥ 95 %); {guarded.silent} silent (target 0); "
-            f"{guarded.crashed} crashed; {guarded.false_interventions}/{guarded.behaved} well-behaved runs "
-            f"with an intervention ({guarded.false_share:.1%}, target ≤ 2 %); guard tokens "
-            f"{guarded.guard_tokens:,}/{guarded.tokens:,} ({guarded.guard_share:.1%}, target ≤ 5 %; "
-            f"{good_guard / good_tokens if good_tokens else 0:.1%} on well-behaved runs); graceful endings' "
-            f"summary calls {guarded.finalize_tokens:,} more",
+    lines = [
+        f"with the proxy: {guarded.rescued}/{guarded.misbehaving} misbehaving runs correct or graceful "
+        f"({guarded.rescued_share:.1%}, target ≥ 95 %); {guarded.silent} silent (target 0); "
+        f"{guarded.crashed} crashed; {guarded.false_interventions}/{guarded.behaved} well-behaved runs "
+        f"with an intervention ({guarded.false_share:.1%}, target ≤ 2 %); guard tokens "
+        f"{guarded.guard_tokens:,}/{guarded.tokens:,} ({guarded.guard_share:.1%}, target ≤ 5 %; "
+        f"{good_guard / good_tokens if good_tokens else 0:.1%} on well-behaved runs); graceful endings' "
+        f"summary calls {guarded.finalize_tokens:,} more",
+    ]
+    if direct.misbehaving or direct.behaved:
+        lines.append(
             f"without the proxy: {direct.rescued}/{direct.misbehaving} misbehaving runs correct "
-            f"({direct.rescued_share:.1%}); {direct.silent} silent; {direct.crashed} crashed",
-        ]
-    )
+            f"({direct.rescued_share:.1%}); {direct.silent} silent; {direct.crashed} crashed"
+        )
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -315,6 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--paths", default="direct,proxy", help="direct,proxy")
     parser.add_argument("--scenarios", default="", help="comma-separated scenario names (default: all)")
     parser.add_argument("--json", type=Path, help="also write every run as JSON here")
+    parser.add_argument("--redis-url", help="keep the proxy's session state in this Redis (default: in memory)")
     parser.add_argument("--quiet", action="store_true", help="no line per run on stderr")
     args = parser.parse_args(argv)
     names = {n for n in args.scenarios.split(",") if n}
@@ -328,6 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             chosen,
             progress=not args.quiet,
             log_level="warning",
+            redis_url=args.redis_url,
         )
     )
     print(table(results))
