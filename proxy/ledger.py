@@ -8,6 +8,7 @@ the tenant's settlement). What to do when the store fails is the policy's call:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +33,7 @@ class Ledger:
         self._metrics = metrics
         self._prices = prices
         self._clock = clock
+        self._losses = 0
 
     async def open(
         self, call: ChatCall, limits: Sequence[Limit], notes: RequestNotes
@@ -63,6 +65,10 @@ class Ledger:
                 ) from None
             notes.degraded = True
             state, reserved = SessionState(), []
+        else:
+            self._book_losses()
+            if self._lost_unseen(call, state, notes.started):
+                await self._refuse_lost(call, reserved, notes.started)
         delta = SessionDelta(replace=fresh)
         for limit in reserved:
             delta.incr(limit.reserved, -limit.amount)  # settled with the real usage at commit
@@ -74,6 +80,51 @@ class Ledger:
         delta.incr(FIELDS.ACTIVE_MS, active_ms(state, notes.started, idle) - state.counter(FIELDS.ACTIVE_MS))
         delta.assign(FIELDS.LAST_SEEN_MS, now_ms)
         return state, delta
+
+    def _book_losses(self) -> None:
+        """Count the data losses the store found since the last look (the store logs each)."""
+        losses = self._store.losses
+        if losses > self._losses:
+            self._metrics.state_resets.inc(losses - self._losses)
+            self._losses = losses
+
+    def _lost_unseen(self, call: ChatCall, state: SessionState, now: float) -> bool:
+        """A fail-closed session that the store has forgotten, and no client was told yet.
+
+        After the store lost its data (see :meth:`SessionStore.lost_at`), a request that
+        continues a conversation (an assistant turn in it) but finds no record of its
+        session cannot be told apart from a session whose budgets were wiped. A request
+        without an assistant turn is provably new and passes. The window is the session
+        TTL: any session older than the loss would have expired by then anyway.
+        """
+        if call.policy.state_fail_mode != "closed" or not call.conversation.has_assistant_turn:
+            return False
+        lost = self._store.lost_at(call.session.key)
+        if lost is None or now - lost > call.policy.session_ttl_secs:
+            return False
+        return FIELDS.TURNS not in state.values and FIELDS.STATE_LOST not in state.values
+
+    async def _refuse_lost(self, call: ChatCall, reserved: Sequence[Limit], now: float) -> None:
+        """Tell the client once, and record that it was told: its next call starts the
+        session's books afresh, knowingly. Reservations made by this call are given back."""
+        mark = SessionDelta()
+        mark.assign(FIELDS.STATE_LOST, int(now))
+        for limit in reserved:
+            mark.incr(limit.reserved, -limit.amount)
+        with contextlib.suppress(StoreUnavailable):
+            await self._store.commit(call.session.key, mark, call.policy.session_ttl_secs)
+        log_event(
+            "state_lost_refused",
+            {"tenant": call.tenant, "policy": call.policy.name, "session": call.session.id},
+            logging.WARNING,
+        )
+        raise ServiceUnavailable(
+            "This session's state was lost (the state store restarted empty), and this policy fails "
+            "closed: the session is not restarted with fresh budgets behind your back. The loss is "
+            "now recorded; send the request again to continue this session with fresh budgets, "
+            "or start a new session.",
+            headers={"x-should-retry": "false"},
+        )
 
     async def admit_tenant(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
         """The tenant's rolling-day caps: a call that does not fit gets a 429 with Retry-After."""
@@ -152,6 +203,7 @@ class Ledger:
                 await self._store.commit(call.session.key, delta, call.policy.session_ttl_secs)
             if notes.daily:
                 await self._store.commit(_tenant_key(call.tenant), _settle_daily(delta, notes), _DAY + 3600)
+            self._book_losses()
         except StoreUnavailable as exc:
             self._metrics.state_errors.labels("commit", call.policy.state_fail_mode).inc()
             log_event("state_store_error", {"operation": "commit", "error": str(exc)}, logging.WARNING)

@@ -131,6 +131,12 @@ class Metrics:
             ["operation", "fail_mode"],
             registry=self.registry,
         )
+        self.state_resets = Counter(
+            "loopwarden_state_store_resets",
+            "State store data losses detected (Redis restarted empty or was flushed): one per scope, "
+            "the server or a Cluster slot, that found its sentinel key gone or replaced.",
+            registry=self.registry,
+        )
         self.upstream_calls = Counter(
             "loopwarden_upstream_calls",
             "Upstream model calls made by the pipeline, by purpose.",

@@ -42,6 +42,8 @@ class FIELDS:
     RESERVED_TOKENS = "reserved_tokens"
     RESERVED_COST = "reserved_cost_micros"
     UNPRICED = "unpriced_calls"
+    STATE_LOST = "state_lost_at"
+    """When the proxy told this session's client its state had been lost (fail-closed only)."""
 
 
 class StoreUnavailable(Exception):
@@ -180,6 +182,14 @@ class SessionDelta:
 
 class SessionStore(Protocol):
     """Where session state lives. Keys are already namespaced by tenant."""
+
+    losses: int
+    """Data losses detected so far (the server restarted empty, or was flushed)."""
+
+    def lost_at(self, key: str) -> float | None:
+        """When the store found the data of ``key`` lost (None: never), so fail-closed
+        sessions are not silently restarted with fresh budgets."""
+        ...
 
     async def load(self, key: str) -> SessionState:
         """The session's state in one round trip; an empty state for an unknown key."""

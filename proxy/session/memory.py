@@ -19,6 +19,9 @@ __all__ = ["MemoryStore"]
 class MemoryStore:
     """Sessions in a dict, each with an expiry time."""
 
+    losses = 0
+    """Memory cannot lose data behind the process's back (a restart loses the process too)."""
+
     def __init__(self, clock: Callable[[], float] = time.monotonic, sweep_every: int = 1024) -> None:
         self._data: dict[str, tuple[float, dict[str, str]]] = {}
         self._clock = clock
@@ -33,6 +36,9 @@ class MemoryStore:
             del self._data[key]
             return None
         return entry[1]
+
+    def lost_at(self, key: str) -> float | None:
+        return None
 
     async def load(self, key: str) -> SessionState:
         values = self._live(key)

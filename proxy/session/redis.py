@@ -6,12 +6,25 @@ atomic on a cluster. The commit applies increments with HINCRBY inside a Lua scr
 there is no read-modify-write in Python and concurrent requests lose no update; every
 commit refreshes the TTL, so no key lives forever. ``redis-py``'s ``Script`` re-loads the
 script after a ``SCRIPT FLUSH`` or a restart (NOSCRIPT), invisibly.
+
+A Redis that restarts empty (or is flushed) would hand every session fresh budgets without
+anyone noticing, so every script also checks a sentinel key, in the same round trip: the
+key holds an epoch (a random token) and is created when missing. A store that saw one epoch
+and then finds another knows the data behind it was lost: it counts the loss, logs it, and
+answers :meth:`RedisStore.lost_at` for the keys concerned, so the ledger can refuse to
+restart a fail-closed session silently. On a single server one sentinel covers every key;
+on a Cluster there is one per hash slot (a script may only touch its own slot), found by a
+hash tag that lands in that slot, so a node that restarts empty is caught slot by slot.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import secrets
+import time
+from binascii import crc_hqx
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -22,6 +35,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
+from proxy.logs import log_event
 from proxy.session.base import Admission, Limit, SessionDelta, SessionState, StoreUnavailable, WindowLimit
 
 __all__ = ["RedisStore"]
@@ -31,12 +45,21 @@ __all__ = ["RedisStore"]
 # A call retried after a connection broke mid-reply finds its marker and changes nothing
 # twice; a refused admission sets no marker, so its retry is judged afresh.
 _ONCE = "if redis.call('EXISTS', KEYS[2]) == 1 then return {} end\n"
+# Every script starts here: the last key is the sentinel of the data's scope, the last
+# argument a fresh epoch to create it with when it is missing; the epoch is returned first.
+_EPOCH = (
+    "local epoch = redis.call('GET', KEYS[#KEYS])\n"
+    "if not epoch then epoch = ARGV[#ARGV]; redis.call('SET', KEYS[#KEYS], epoch) end\n"
+)
+# KEYS[1] = session hash, KEYS[2] = sentinel. ARGV[1] = candidate epoch.
+_LOAD = _EPOCH + "return {epoch, redis.call('HGETALL', KEYS[1])}\n"
 _DONE = "redis.call('SET', KEYS[2], '1', 'EX', 300)\n"
 
 # KEYS[1] = session hash. ARGV = ttl_ms, n_defaults, n_assignments, n_increments, replace, n_appends,
 # then the pairs of each group, then for each append: field, keep, items (comma-joined).
 _COMMIT = (
-    _ONCE.replace("{}", "redis.call('HGETALL', KEYS[1])")
+    _EPOCH
+    + _ONCE.replace("{}", "{epoch, redis.call('HGETALL', KEYS[1])}")
     + _DONE
     + """
 local key = KEYS[1]
@@ -62,7 +85,7 @@ for _ = 1, tonumber(ARGV[6]) do
   redis.call('HSET', key, field, list)
 end
 redis.call('PEXPIRE', key, ARGV[1])
-return redis.call('HGETALL', key)
+return {epoch, redis.call('HGETALL', key)}
 """
 )
 
@@ -84,7 +107,8 @@ async def _once_more(command: Callable[[], Awaitable[Any]]) -> Any:
 # KEYS[1] = session hash. ARGV = ttl_ms, replace, n_limits, then per limit:
 # name, reserved field, amount, limit, n_used, used fields..., then op id. Reserves all or nothing.
 _ADMIT = (
-    _ONCE.replace("{}", "{'', redis.call('HGETALL', KEYS[1])}")
+    _EPOCH
+    + _ONCE.replace("{}", "{epoch, '', redis.call('HGETALL', KEYS[1])}")
     + """
 local key = KEYS[1]
 if ARGV[2] == '1' then redis.call('DEL', key) end
@@ -96,13 +120,13 @@ for _ = 1, tonumber(ARGV[3]) do
   i = i + 5
   local used = num(reserved)
   for _ = 1, n do used = used + num(ARGV[i]); i = i + 1 end
-  if used + amount > limit then return {name, redis.call('HGETALL', key)} end
+  if used + amount > limit then return {epoch, name, redis.call('HGETALL', key)} end
   taken[#taken + 1] = {reserved, amount}
 end
 for _, t in ipairs(taken) do redis.call('HINCRBY', key, t[1], t[2]) end
 redis.call('SET', KEYS[2], '1', 'EX', 300)
 redis.call('PEXPIRE', key, ARGV[1])
-return {'', redis.call('HGETALL', key)}
+return {epoch, '', redis.call('HGETALL', key)}
 """
 )
 
@@ -110,7 +134,8 @@ return {'', redis.call('HGETALL', key)}
 # name, prefix, reserved field, amount, limit, window_secs, bucket_secs.
 # Returns {refused name or '', retry_after seconds or '', HGETALL}.
 _ADMIT_WINDOW = (
-    _ONCE.replace("{}", "{'', '', redis.call('HGETALL', KEYS[1])}")
+    _EPOCH
+    + _ONCE.replace("{}", "{epoch, '', '', redis.call('HGETALL', KEYS[1])}")
     + """
 local key = KEYS[1]
 local now = tonumber(ARGV[1])
@@ -146,24 +171,56 @@ for _ = 1, tonumber(ARGV[2]) do
       freed = freed + bv[2]
       if used - freed + amount <= limit then
         local wait = math.max(1, math.ceil((bv[1] + slots) * bucket_secs - now))
-        return {name, tostring(wait), redis.call('HGETALL', key)}
+        return {epoch, name, tostring(wait), redis.call('HGETALL', key)}
       end
     end
-    return {name, tostring(window), redis.call('HGETALL', key)}
+    return {epoch, name, tostring(window), redis.call('HGETALL', key)}
   end
   taken[#taken + 1] = {reserved, amount}
 end
 for _, t in ipairs(taken) do redis.call('HINCRBY', key, t[1], t[2]) end
 redis.call('SET', KEYS[2], '1', 'EX', 300)
 redis.call('EXPIRE', key, longest)
-return {'', '', redis.call('HGETALL', key)}
+return {epoch, '', '', redis.call('HGETALL', key)}
 """
 )
+
+
+def _epoch() -> str:
+    """A fresh epoch for a sentinel that has to be (re)created: never one seen before."""
+    return secrets.token_hex(8)
 
 
 def _op_key(key: str) -> str:
     """A one-operation marker key in the same hash tag (so on the same Cluster node)."""
     return f"{key}:op:{secrets.token_hex(8)}"
+
+
+_SLOTS = 16384
+_SERVER_SENTINEL = "lw:{loopwarden}:epoch"
+
+
+@functools.cache
+def _slot_tags() -> tuple[str, ...]:
+    """For each Cluster hash slot, a short hash tag that lands in it (built once, ~0.2 s)."""
+    tags: dict[int, str] = {}
+    n = 0
+    while len(tags) < _SLOTS:
+        tag = format(n, "x")
+        tags.setdefault(crc_hqx(tag.encode(), 0) % _SLOTS, tag)
+        n += 1
+    return tuple(tags[slot] for slot in range(_SLOTS))
+
+
+def _slot(key: str) -> int:
+    """The Cluster hash slot of a key (its hash tag's, when it has one), as Redis computes it."""
+    raw = key.encode()
+    start = raw.find(b"{")
+    if start > -1:
+        end = raw.find(b"}", start + 1)
+        if end > start + 1:
+            raw = raw[start + 1 : end]
+    return crc_hqx(raw, 0) % _SLOTS
 
 
 def _state(flat: list[str]) -> SessionState:
@@ -174,19 +231,46 @@ def _state(flat: list[str]) -> SessionState:
 class RedisStore:
     """Sessions in Redis (standalone or Cluster), shared by every replica."""
 
-    def __init__(self, client: redis.Redis | Any) -> None:
+    def __init__(
+        self,
+        client: redis.Redis | Any,
+        clock: Callable[[], float] = time.time,
+        *,
+        max_connections: int = 128,
+        pool_timeout: float = 1.0,
+    ) -> None:
         self._client = client
+        cluster = isinstance(client, RedisCluster)
+        # The Cluster client's per-node pools raise at their cap instead of waiting for a
+        # free connection: callers wait here instead (at most ``pool_timeout``), as the
+        # single-server pool does.
+        self._gate = asyncio.Semaphore(max_connections) if cluster else None
+        self._pool_timeout = pool_timeout
         # A Cluster client learns the slot map on first use; many first uses at once would
         # each start that discovery and tear down each other's connections. Do it once.
-        self._initialize = getattr(client, "initialize", None) if isinstance(client, RedisCluster) else None
+        self._initialize = getattr(client, "initialize", None) if cluster else None
         self._init_lock = asyncio.Lock()
+        self._tags = _slot_tags() if cluster else None
+        self._clock = clock
+        self._epochs: dict[int, str] = {}
+        """The epoch last seen per scope (0: the whole server; on a Cluster, a hash slot)."""
+        self._lost: dict[int, float] = {}
+        self.losses = 0
+        """Data losses this store detected (one per scope that found its sentinel changed)."""
+        self._load = client.register_script(_LOAD)
         self._commit = client.register_script(_COMMIT)
         self._admit = client.register_script(_ADMIT)
         self._admit_window = client.register_script(_ADMIT_WINDOW)
 
     @classmethod
     def from_url(
-        cls, url: str, *, timeout: float = 1.0, max_connections: int = 128, cluster: bool = False
+        cls,
+        url: str,
+        *,
+        timeout: float = 1.0,
+        max_connections: int = 128,
+        cluster: bool = False,
+        clock: Callable[[], float] = time.time,
     ) -> RedisStore:
         """A store with socket timeouts and a pool that waits for a free connection at its cap.
 
@@ -202,7 +286,10 @@ class RedisStore:
                     max_connections=max_connections,
                     decode_responses=True,
                     retry=Retry(NoBackoff(), 0),
-                )
+                ),
+                clock,
+                max_connections=max_connections,
+                pool_timeout=timeout,
             )
         pool = redis.BlockingConnectionPool.from_url(
             url,
@@ -216,7 +303,7 @@ class RedisStore:
             # timeouts per command. Retries here are explicit instead (see _once_more).
             retry=Retry(NoBackoff(), 0),
         )
-        return cls(redis.Redis(connection_pool=pool))
+        return cls(redis.Redis(connection_pool=pool), clock)
 
     async def _run(self, command: Callable[[], Awaitable[Any]]) -> Any:
         if self._initialize is not None:
@@ -224,14 +311,59 @@ class RedisStore:
                 if self._initialize is not None:
                     await self._initialize()
                     self._initialize = None
-        return await _once_more(command)
+        if self._gate is None:
+            return await _once_more(command)
+        async with asyncio.timeout(self._pool_timeout):
+            await self._gate.acquire()  # a TimeoutError is an OSError: the store is unavailable
+        try:
+            return await _once_more(command)
+        finally:
+            self._gate.release()
+
+    # -- losses ---------------------------------------------------------------------
+
+    def _scope(self, key: str) -> int:
+        return 0 if self._tags is None else _slot(key)
+
+    def _sentinel(self, scope: int) -> str:
+        return _SERVER_SENTINEL if self._tags is None else f"lw:{{{self._tags[scope]}}}:epoch"
+
+    def _keys(self, key: str, *more: str) -> list[str]:
+        """A script's keys: the data, then ``more``, then the sentinel of the data's scope."""
+        return [key, *more, self._sentinel(self._scope(key))]
+
+    def _observe(self, key: str, epoch: str) -> None:
+        """The epoch a script found: a different one than last time means the data was lost."""
+        scope = self._scope(key)
+        seen = self._epochs.get(scope)
+        if seen == epoch:
+            return
+        self._epochs[scope] = epoch
+        if seen is None:
+            return  # the first look at this scope: nothing to compare with
+        self.losses += 1
+        self._lost[scope] = self._clock()
+        where = "server" if self._tags is None else f"cluster slot {scope}"
+        log_event(
+            "state_store_reset",
+            {"scope": where, "detail": "the state store lost its data (restarted empty or flushed)"},
+            logging.WARNING,
+        )
+
+    def lost_at(self, key: str) -> float | None:
+        """When this store found the data of ``key``'s scope lost; None if it never did."""
+        return self._lost.get(self._scope(key)) if self._lost else None
+
+    # -- operations -----------------------------------------------------------------
 
     async def load(self, key: str) -> SessionState:
         try:
-            values: dict[str, str] = await self._run(lambda: self._client.hgetall(key))
+            keys = self._keys(key)
+            epoch, flat = await self._run(lambda: self._load(keys=keys, args=[_epoch()]))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"load failed: {type(exc).__name__}") from exc
-        return SessionState(values)
+        self._observe(key, epoch)
+        return _state(flat)
 
     async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> SessionState:
         args: list[str | int] = [
@@ -247,22 +379,26 @@ class RedisStore:
                 args.extend((name, value))
         for name, (items, keep) in delta.appends.items():
             args.extend((name, keep, ",".join(items)))
+        args.append(_epoch())
         try:
-            keys = [key, _op_key(key)]
-            flat = await self._run(lambda: self._commit(keys=keys, args=args))
+            keys = self._keys(key, _op_key(key))
+            epoch, flat = await self._run(lambda: self._commit(keys=keys, args=args))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"commit failed: {type(exc).__name__}") from exc
+        self._observe(key, epoch)
         return _state(flat)
 
     async def admit(self, key: str, limits: Sequence[Limit], ttl_seconds: int, *, replace: bool) -> Admission:
         args: list[str | int] = [ttl_seconds * 1000, 1 if replace else 0, len(limits)]
         for limit in limits:
             args.extend((limit.name, limit.reserved, limit.amount, limit.limit, len(limit.used), *limit.used))
+        args.append(_epoch())
         try:
-            keys = [key, _op_key(key)]
-            refused, flat = await self._run(lambda: self._admit(keys=keys, args=args))
+            keys = self._keys(key, _op_key(key))
+            epoch, refused, flat = await self._run(lambda: self._admit(keys=keys, args=args))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"admit failed: {type(exc).__name__}") from exc
+        self._observe(key, epoch)
         return Admission(_state(flat), refused or None)
 
     async def admit_window(self, key: str, limits: Sequence[WindowLimit], now: float) -> Admission:
@@ -279,11 +415,13 @@ class RedisStore:
                     limit.bucket_secs,
                 )
             )
+        args.append(_epoch())
         try:
-            keys = [key, _op_key(key)]
-            refused, retry_after, flat = await self._run(lambda: self._admit_window(keys=keys, args=args))
+            keys = self._keys(key, _op_key(key))
+            epoch, refused, retry_after, flat = await self._run(lambda: self._admit_window(keys=keys, args=args))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"admit failed: {type(exc).__name__}") from exc
+        self._observe(key, epoch)
         return Admission(_state(flat), refused or None, float(retry_after) if retry_after else None)
 
     async def reset(self, key: str) -> bool:

@@ -200,3 +200,42 @@ async def test_script_flush_during_load_costs_no_request(stack):
     assert failed == []
     assert noscript_errors(running.redis) > 0  # the flushes did hit live traffic
     assert "loopwarden_state_errors_total{" not in running.metrics()
+
+
+def ask(running: Stack, tenant: str, session: str, *, continuing: bool = True) -> httpx.Response:
+    messages = [{"role": "user", "content": "Find the bug."}]
+    if continuing:
+        messages += [{"role": "assistant", "content": "Looking."}, {"role": "user", "content": "Go on."}]
+    return httpx.post(
+        f"{running.url}/v1/chat/completions",
+        json={"model": "m", "messages": messages},
+        headers={"Authorization": f"Bearer {KEYS[tenant]}", "X-Session-Id": session},
+        timeout=10,
+    )
+
+
+def test_a_redis_restarted_empty_is_found_counted_and_never_silently_refills_a_fail_closed_session(stack):
+    running = stack()
+    for _ in range(3):
+        assert ask(running, "careful", "c1").status_code == 200
+        assert ask(running, "relaxed", "r1").status_code == 200
+
+    running.redis.restart()
+    relaxed = ask(running, "relaxed", "r1")
+    refused = ask(running, "careful", "c1")
+    acknowledged = ask(running, "careful", "c1")
+    new = ask(running, "careful", "c2", continuing=False)
+
+    assert relaxed.status_code == 200  # fail-open: served, with the books started over
+    assert relaxed.headers["x-loopwarden-step"] == "1"
+    assert refused.status_code == 503
+    assert is_openai_error(refused.content, "service_unavailable")
+    assert "state was lost" in refused.json()["error"]["message"]
+    assert refused.headers["x-should-retry"] == "false"
+    assert acknowledged.status_code == 200  # the client was told once; now it knowingly starts over
+    assert acknowledged.headers["x-loopwarden-step"] == "1"
+    assert new.status_code == 200  # no assistant turn yet: provably a new session
+    assert running.metric("loopwarden_state_store_resets_total") == 1
+    events = [json.loads(line).get("event") for line in running.log.read_text().splitlines() if line.startswith("{")]
+    assert events.count("state_store_reset") == 1
+    assert events.count("state_lost_refused") == 1
