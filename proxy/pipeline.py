@@ -165,9 +165,6 @@ class Pipeline:
                 return await self._finalize(call, verdict, state, delta, notes, extra, client)
 
         for attempt in range(1, call.policy.max_attempts + 1):
-            context = GuardContext(
-                call.policy, delta.applied_to(state), call.conversation, retries, now, self._judge_target(call)
-            )
             sent = time.perf_counter()
             name = f"chat {call.conversation.model or ''}".strip()
             with self._tracing.span(name, self._chat_attributes(call, attempt)) as span:
@@ -178,8 +175,13 @@ class Pipeline:
                     parsed = parse_reply(reply.response.content) if ok else None
                     streamed = False
                 else:
+                    # What the guards hold back mid-stream, judged on the session as loaded (this
+                    # request's own strikes only make them hold more, never less, than needed).
+                    holding = GuardContext(
+                        call.policy, state, call.conversation, retries, now, self._judge_target(call)
+                    )
                     try:
-                        reply, parsed, streamed = await self._streamed(call, payload, extra, client, context, delta)
+                        reply, parsed, streamed = await self._streamed(call, payload, extra, client, holding, delta)
                     except ProxyError as error:
                         if not client.started:
                             raise

@@ -8,12 +8,10 @@ event without data is not an event. Relays re-frame each event as one ``data:`` 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 __all__ = ["SSEEvent", "SSEParser", "comment", "frame"]
 
-_LINE_END = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -27,51 +25,54 @@ class SSEEvent:
 class SSEParser:
     """Feed it what the network delivers; it returns the events completed so far."""
 
-    __slots__ = ("_buffer", "_data", "_name", "_scan", "_started")
+    __slots__ = ("_data", "_name", "_partial", "_started")
 
     def __init__(self) -> None:
-        self._buffer = b""
-        self._scan = 0
-        """Offset in ``_buffer`` of the first line not yet read (the event began at 0)."""
+        self._partial = b""
+        """The start of a line whose end has not arrived (a lone CR waits here too)."""
         self._data: list[bytes] = []
         self._name = b""
         self._started = False
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        buffer = self._buffer + chunk if self._buffer else chunk
+        buffer = self._partial + chunk if self._partial else chunk
         if not self._started:
             if len(buffer) < len(_BOM) and _BOM.startswith(buffer):
-                self._buffer = buffer
+                self._partial = buffer
                 return []
             self._started = True
             if buffer.startswith(_BOM):
                 buffer = buffer[len(_BOM) :]
+        if b"\r" in buffer:
+            # A CR at the very end may be the first half of a CRLF: it waits for the next read.
+            held = b"\r" if buffer.endswith(b"\r") else b""
+            body = buffer[:-1] if held else buffer
+            lines = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+            lines[-1] += held
+        else:
+            lines = buffer.split(b"\n")
+        self._partial = lines.pop()
         events: list[SSEEvent] = []
-        start, position = 0, self._scan
-        while (match := _LINE_END.search(buffer, position)) is not None:
-            if match.group() == b"\r" and match.end() == len(buffer):
-                break  # a CR at the end of a read: the LF of a CRLF may still come
-            line = buffer[position : match.start()]
-            position = match.end()
+        for line in lines:
             if not line:
                 if self._data:
                     events.append(SSEEvent(b"\n".join(self._data), self._name))
-                self._data, self._name = [], b""
-                start = position
+                    self._data = []
+                self._name = b""
+            elif line.startswith(b"data:"):
+                self._data.append(line[6:] if line[5:6] == b" " else line[5:])
             elif line[0] != 0x3A:  # ":" starts a comment
                 self._field(line)
-        self._buffer = buffer[start:]
-        self._scan = position - start
         return events
 
     def close(self) -> list[SSEEvent]:
         """The stream ended: settle a CR left waiting at the end of the last read."""
-        return self.feed(b"\n") if self._buffer.endswith(b"\r") else []
+        return self.feed(b"\n") if self._partial.endswith(b"\r") else []
 
     @property
     def pending(self) -> bool:
         """Bytes of an unfinished event are waiting (a stream that ends here was cut)."""
-        return bool(self._buffer.strip())
+        return bool(self._data) or bool(self._partial.strip())
 
     def _field(self, line: bytes) -> None:
         name, colon, value = line.partition(b":")
