@@ -14,7 +14,7 @@ import redis
 from proxy.app import create_app
 from proxy.policy.loader import PolicyError
 from proxy.settings import Settings
-from tests.support.fake_upstream import Json, chat_completion
+from tests.support.fake_upstream import Json, Sse, chat_completion, stream_chunks
 
 TASK = {"model": "m", "messages": [{"role": "user", "content": "Say hello."}]}
 
@@ -124,3 +124,21 @@ def test_a_redis_stream_target_without_redis_fails_at_start(write_policies, upst
 
     with pytest.raises(PolicyError, match="no --redis-url"):
         create_app(Settings(upstream=upstream.url, policies_dir=directory))
+
+
+def test_a_streamed_reply_is_recorded_assembled(recording_proxy, upstream):
+    proxy, path = recording_proxy
+    upstream.script(Sse(stream_chunks("Hello from a stream.")))
+
+    with httpx.stream(
+        "POST",
+        f"{proxy.base_url}/chat/completions",
+        json={**TASK, "stream": True},
+        headers={"Authorization": "Bearer sk-client-key-123456"},
+        timeout=10,
+    ) as response:
+        assert response.status_code == 200
+        response.read()
+    (record,) = recorded_lines(path, 1)
+
+    assert (record["stream"], record["reply"]["content"]) == (True, "Hello from a stream.")
