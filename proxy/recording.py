@@ -231,9 +231,11 @@ class Recorder:
         if streams:
             client = self._client()
             for (stream, max_len), lines in streams.items():
+                pipe = client.pipeline(transaction=False)
+                for line in lines:
+                    pipe.xadd(stream, {"record": line}, maxlen=max_len, approximate=True)
                 async with asyncio.timeout(self._timeout * 5):
-                    for line in lines:
-                        await client.xadd(stream, {"record": line}, maxlen=max_len, approximate=True)
+                    await pipe.execute()
 
     def _client(self) -> redis.Redis | RedisCluster:
         if self._redis is None:

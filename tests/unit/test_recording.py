@@ -125,3 +125,13 @@ async def test_a_redis_stream_without_a_redis_url_is_dropped():
 
     assert recorder.dropped == 1
     await recorder.aclose()
+
+
+async def test_an_unreachable_redis_drops_the_batch():
+    recorder = Recorder(redis_url="redis://127.0.0.1:1/0", timeout=0.2)
+
+    record_once(recorder, chat_call(RecordingSettings(enabled=True, redis_stream="steps")))
+    await recorder.flush()
+
+    assert (recorder.dropped, recorder.written) == (1, 0)
+    await recorder.aclose()
