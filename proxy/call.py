@@ -35,6 +35,9 @@ class ChatCall:
     daily_tokens: int | None = None
     """The tenant's rolling-day token cap, if any."""
     daily_cost_usd: float | None = None
+    goal: str | None = None
+    """``X-LoopWarden-Goal``: the objective this request sets for its session."""
+    goal_criteria: str | None = None
     respond: Send | None = None
     """For a stream: where the pipeline writes the client's events as they may go."""
 
@@ -68,3 +71,5 @@ class RequestNotes:
     daily: list[WindowLimit] = field(default_factory=list)
     """Tenant window reservations to settle."""
     committed: bool = False
+    goal: str | None = None
+    """The session's goal status after this request (goal mode only)."""

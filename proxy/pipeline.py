@@ -11,6 +11,7 @@ In shadow mode every decision is counted and logged and the traffic is left alon
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import os
@@ -29,6 +30,8 @@ from proxy.errors import ProxyError, UpstreamError
 from proxy.exchange import Reply, Usage, content_text
 from proxy.finalize import Finalizer
 from proxy.fingerprint import fingerprint, remember_calls
+from proxy.goal import goal_calls, without_goal_calls
+from proxy.goal_keeper import GoalKeeper, with_goal_tool
 from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
 from proxy.holdback import held_channels
 from proxy.judge import JudgeTarget
@@ -43,7 +46,7 @@ from proxy.streamed_reply import read_streamed_reply
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient, UpstreamReply
 from proxy.verdict import Amend, Finalize, Nudge, Pass, Rewrite, Verdict
-from proxy.wire.chat_completions import amended, completion_as_sse, parse_reply, render_request
+from proxy.wire.chat_completions import amended, calls_returned, completion_as_sse, parse_reply, render_request
 
 _EVENT_STREAM = b"text/event-stream"
 
@@ -80,6 +83,7 @@ class Pipeline:
         self._clock = clock
         self._prices = prices or PriceTable({})
         self._ledger = Ledger(store, metrics, self._prices, clock)
+        self._goals = GoalKeeper(metrics)
 
     async def run(self, call: ChatCall) -> Outcome:
         """One agent request. Whatever happens, what it reserved and spent is committed once."""
@@ -164,7 +168,15 @@ class Pipeline:
                 self._strike(verdict.strike, delta)
                 return await self._finalize(call, verdict, state, delta, notes, extra, client)
 
-        for attempt in range(1, call.policy.max_attempts + 1):
+        goal = self._goals.open(call, state, delta, notes)
+        if goal is not None and goal.active:
+            payload = with_goal_tool(payload)
+        allowed = call.policy.max_attempts
+        goal_rounds = 0
+        stripped = False
+        attempt = 0
+        while True:
+            attempt += 1
             sent = time.perf_counter()
             name = f"chat {call.conversation.model or ''}".strip()
             with self._tracing.span(name, self._chat_attributes(call, attempt)) as span:
@@ -173,15 +185,19 @@ class Pipeline:
                     reply = await self._upstream.send("POST", call.url, call.headers, body)
                     ok = reply.response.status_code == 200
                     parsed = parse_reply(reply.response.content) if ok else None
-                    streamed = False
+                    assembled = None
                 else:
                     # What the guards hold back mid-stream, judged on the session as loaded (this
                     # request's own strikes only make them hold more, never less, than needed).
                     holding = GuardContext(
                         call.policy, state, call.conversation, retries, now, self._judge_target(call)
                     )
+                    # In goal mode a text-only reply is a turn to continue, not an answer: held whole.
+                    hold_text = Channel.TEXT if goal is not None and goal.active else Channel.NONE
                     try:
-                        reply, parsed, streamed = await self._streamed(call, payload, extra, client, holding, delta)
+                        reply, parsed, assembled = await self._streamed(
+                            call, payload, extra, client, holding, delta, hold_text
+                        )
                     except ProxyError as error:
                         if not client.started:
                             raise
@@ -200,6 +216,33 @@ class Pipeline:
                 return await self._unusable(reply, call, state, delta, notes, client)
             delta.incr(FIELDS.STEPS)
             self._ledger.charge(call, delta, parsed.usage, parsed.model, kind="agent" if attempt == 1 else "nudge")
+            if goal is not None:
+                own, theirs = goal_calls(parsed.tool_calls)
+                if own:
+                    goal, results = self._goals.absorb(call, goal, own, delta, notes)
+                    if not theirs and goal_rounds < call.policy.goal.max_tool_rounds:
+                        # Only the proxy's own tool was called: answer it and let the model go on.
+                        goal_rounds += 1
+                        allowed += 1
+                        extra.extend(calls_returned(parsed, results))
+                        continue
+                    parsed = dataclasses.replace(parsed, tool_calls=tuple(theirs))
+                    stripped = True
+                elif goal.active and parsed.has_text and not parsed.tool_calls:
+                    # A continuation is the goal's turn, bounded by the goal's own turn and time
+                    # limits (and the session's budgets), not by the request's nudge attempts.
+                    goal, prompt = self._goals.next_turn(call, goal, delta, state, notes)
+                    if prompt is not None:
+                        self._record_intervention(call, "goal_continue", f"goal turn {goal.turns}", notes, attempt)
+                        extra.extend(
+                            ({"role": "assistant", "content": parsed.content}, {"role": "user", "content": prompt})
+                        )
+                        allowed += 1
+                        ending = self._request_limit(call, delta.applied_to(state), now)
+                        if ending is None:
+                            continue
+                        self._strike(ending.strike, delta)
+                        return await self._finalize(call, ending, state, delta, notes, extra, client)
             context = GuardContext(
                 call.policy, delta.applied_to(state), call.conversation, retries, now, self._judge_target(call)
             )
@@ -230,7 +273,7 @@ class Pipeline:
                 return await self._rendered(call, dict(verdict.body), state, delta, notes, client)
             if isinstance(verdict, Nudge):
                 self._strike(verdict.strike, delta)
-                if attempt == call.policy.max_attempts:
+                if attempt >= allowed:
                     verdict = Finalize(verdict.strike or verdict.kind, f"the model kept failing: {verdict.reason}")
                 else:
                     self._record_intervention(call, verdict.kind, verdict.reason, notes, attempt)
@@ -247,9 +290,12 @@ class Pipeline:
             return await self._finalize(call, verdict, state, delta, notes, extra, client)
 
         await self._ledger.commit(call, delta, notes)
+        if stripped:  # the agent sees its own tool calls only, never the goal tool's
+            whole = assembled.completion() if assembled is not None else msgspec.json.decode(reply.response.content)
+            return await self._rendered(call, without_goal_calls(whole), state, delta, notes, client)
         if client is None:
             return self._copy(reply, state, delta, call, notes)
-        if streamed:
+        if assembled is not None:
             await client.finish()
             return Outcome(200, [], delivered=True)
         return await self._rendered(call, msgspec.json.decode(reply.response.content), state, delta, notes, client)
@@ -277,8 +323,9 @@ class Pipeline:
         client: ClientStream,
         context: GuardContext,
         delta: SessionDelta,
-    ) -> tuple[UpstreamReply, Reply | None, bool]:
-        """One streamed attempt: (upstream reply, the assembled reply or None, whether it streamed).
+        hold: int = Channel.NONE,
+    ) -> tuple[UpstreamReply, Reply | None, ReplyAssembler | None]:
+        """One streamed attempt: (upstream reply, the reply or None, its assembler if it streamed).
 
         The upstream is always asked for usage, so streamed tokens are metered; a client that
         did not ask never sees the usage chunk. An upstream that ignores ``stream`` and answers
@@ -298,12 +345,12 @@ class Pipeline:
             finally:
                 await response.aclose()
             ok = response.status_code == 200
-            return reply, parse_reply(response.content) if ok else None, False
+            return reply, parse_reply(response.content) if ok else None, None
         if call.policy.mode == "enforce":
             guards = self._response_guards
 
             def held(partial: ReplyAssembler) -> int:
-                return held_channels(guards, partial, context)
+                return held_channels(guards, partial, context) | hold
         else:
 
             def held(partial: ReplyAssembler) -> int:
@@ -321,7 +368,7 @@ class Pipeline:
         if failure is not None:
             self._charge_unfinished(call, delta, assembler, len(body), failure.code or "upstream_error")
             raise failure
-        return reply, assembler.reply(), True
+        return reply, assembler.reply(), assembler
 
     def _charge_unfinished(
         self, call: ChatCall, delta: SessionDelta, assembler: ReplyAssembler, prompt_bytes: int, reason: str
@@ -503,6 +550,8 @@ class Pipeline:
             headers.append((b"x-loopwarden-flags", ",".join(notes.flags).encode()))
         if notes.degraded:
             headers.append((b"x-loopwarden-degraded", b"state-store"))
+        if notes.goal:
+            headers.append((b"x-loopwarden-goal", notes.goal.encode()))
         return headers
 
     @staticmethod

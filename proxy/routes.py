@@ -130,6 +130,8 @@ class ProxyRoutes:
             stream=payload.get("stream") is True,
             daily_tokens=credentials.tenant.daily_tokens,
             daily_cost_usd=credentials.tenant.daily_cost_usd,
+            goal=_text_header(scope, b"x-loopwarden-goal"),
+            goal_criteria=_text_header(scope, b"x-loopwarden-goal-criteria"),
         )
         if call.stream:
             call.respond = send
@@ -330,6 +332,14 @@ class _ResponseTracker:
         elif self._timing.first_byte is None and message.get("body"):
             self._timing.first_byte = self._timing.elapsed()
         await self._send(message)  # type: ignore[arg-type]
+
+
+def _text_header(scope: HTTPScope, name: bytes) -> str | None:
+    """A header meant as text: UTF-8 (what clients send), stripped; None when blank."""
+    value = header(scope, name)
+    if value is None or not value.strip():
+        return None
+    return value.encode("latin-1").decode("utf-8", "replace").strip()
 
 
 def _parse_object(body: bytes) -> dict[str, object]:

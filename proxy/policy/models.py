@@ -18,6 +18,7 @@ from proxy.schemas import check_schema
 __all__ = [
     "BudgetSettings",
     "FinalizeSettings",
+    "GoalSettings",
     "JudgeSettings",
     "LoopSettings",
     "NoProgressSettings",
@@ -257,6 +258,22 @@ class RecordingSettings(BaseModel):
         return self
 
 
+class GoalSettings(BaseModel):
+    """Goal mode: an objective (``X-LoopWarden-Goal`` or the command) keeps the agent working."""
+
+    model_config = _FROZEN
+
+    enabled: bool = Field(True, description="Sessions may enter goal mode.")
+    command: str = Field("/goal ", min_length=1, description="A first user message opening with this sets the goal.")
+    max_turns: int = Field(10, ge=0, le=1000, description="Continuations per goal.")
+    max_active_minutes: float = Field(
+        150.0, gt=0, description="Active time per goal (idle gaps, as for the budgets, do not count)."
+    )
+    max_tool_rounds: int = Field(
+        3, ge=1, le=20, description="Replies that only report on the goal, answered in one request before passing."
+    )
+
+
 class StreamingSettings(BaseModel):
     """How a streamed reply reaches the client while the guards may still intervene."""
 
@@ -300,4 +317,5 @@ class Policy(BaseModel):
     nudges: NudgeTexts = Field(default_factory=NudgeTexts)
     finalize: FinalizeSettings = Field(default_factory=FinalizeSettings)
     streaming: StreamingSettings = Field(default_factory=StreamingSettings)
+    goal: GoalSettings = Field(default_factory=GoalSettings)
     recording: RecordingSettings = Field(default_factory=RecordingSettings)

@@ -35,6 +35,8 @@ class SessionRef:
     derived: bool
     fresh: bool
     """The request opens a new run: its state must start empty."""
+    sub_agent: bool = False
+    """Sent with ``X-Agent-Id``: a helper under a parent session (it never drives the parent's goal)."""
 
 
 def session_key(tenant: str, session_id: str) -> str:
@@ -59,7 +61,9 @@ def identify(
     agent = f"@{_clean(agent_header)}" if agent_header and agent_header.strip() else ""
     if session_header and session_header.strip():
         session_id = _clean(session_header) + agent
-        return SessionRef(session_id, session_key(tenant, session_id), derived=False, fresh=False)
+        return SessionRef(
+            session_id, session_key(tenant, session_id), derived=False, fresh=False, sub_agent=bool(agent)
+        )
     opening = (
         _canonical(conversation.first_text("system", "developer"))
         + "\x1f"
@@ -71,4 +75,5 @@ def identify(
         session_key(tenant, session_id),
         derived=True,
         fresh=not conversation.has_assistant_turn,
+        sub_agent=bool(agent),
     )

@@ -1,4 +1,5 @@
-"""The session as the inspect API shows it: counters with names, never message contents."""
+"""The session as the inspect API shows it: counters with names and the goal the client set;
+never message contents."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from proxy.budgets import active_ms, remaining
 from proxy.fingerprint import CALL_COUNT_PREFIX
+from proxy.goal import GOAL_FIELD, load_goal
 from proxy.policy.models import Policy
 from proxy.pricing import MICROS
 from proxy.session.base import FIELDS, SessionState
@@ -37,6 +39,15 @@ def describe(session_id: str, state: SessionState, policy: Policy, now: float) -
             if name.startswith(CALL_COUNT_PREFIX) and value.isdigit()
         },
         "termination": state.termination,
+        "goal": _goal(state, policy),
         "policy": policy.name,
         "budget_remaining": remaining(state, policy, now).header(),
     }
+
+
+def _goal(state: SessionState, policy: Policy) -> dict[str, Any] | None:
+    goal = load_goal(state.values.get(GOAL_FIELD))
+    if goal is None:
+        return None
+    settings = policy.goal
+    return goal.describe(state.counter(FIELDS.ACTIVE_MS), settings.max_turns, settings.max_active_minutes)

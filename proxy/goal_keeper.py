@@ -1,0 +1,98 @@
+"""The pipeline's side of goal mode: start a goal, answer the goal tool, decide continuations.
+
+Every change of the goal is written to the session delta (committed with the request), counted
+in ``loopwarden_goal_events_total`` and logged. Sub-agents (``X-Agent-Id``) never start or
+drive a goal, and shadow mode leaves traffic untouched, so it has no goal mode either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from proxy.call import ChatCall, RequestNotes
+from proxy.exchange import ToolCall
+from proxy.goal import GOAL_FIELD, Goal, apply_call, continuation_prompt, goal_tool, load_goal, over_limit
+from proxy.logs import log_event
+from proxy.metrics import Metrics
+from proxy.session.base import FIELDS, SessionDelta, SessionState
+
+__all__ = ["GoalKeeper", "with_goal_tool"]
+
+
+class GoalKeeper:
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def open(self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: RequestNotes) -> Goal | None:
+        """The session's goal, started now if this request sets one; None outside goal mode."""
+        settings = call.policy.goal
+        if not settings.enabled or call.session.sub_agent or call.policy.mode != "enforce":
+            return None
+        goal = load_goal(state.values.get(GOAL_FIELD))
+        if goal is None:
+            objective, criteria = call.goal, call.goal_criteria
+            if objective is None:
+                first = call.conversation.first_text("user") or ""
+                if first.startswith(settings.command):
+                    objective = first[len(settings.command) :].strip() or None
+            if objective is None:
+                return None
+            active_ms = delta.applied_to(state).counter(FIELDS.ACTIVE_MS)
+            goal = Goal(objective[:4_000], criteria[:4_000] if criteria else None, started_active_ms=active_ms)
+            goal = goal.with_event("started", objective, notes.started)
+            self._save(call, goal, delta, notes, "started")
+        notes.goal = goal.status
+        return goal
+
+    def absorb(
+        self, call: ChatCall, goal: Goal, calls: Sequence[ToolCall], delta: SessionDelta, notes: RequestNotes
+    ) -> tuple[Goal, dict[str, str]]:
+        """Answer the model's goal tool calls: the goal after them, and each call's result."""
+        results: dict[str, str] = {}
+        for each in calls:
+            update = apply_call(goal, each, notes.started)
+            goal = update.goal
+            results[each.id] = update.result
+            self._save(call, goal, delta, notes, update.event)
+        return goal, results
+
+    def next_turn(
+        self, call: ChatCall, goal: Goal, delta: SessionDelta, state: SessionState, notes: RequestNotes
+    ) -> tuple[Goal, str | None]:
+        """A text-only reply while the goal is active: the continuation prompt, or None when a
+        limit is reached (the goal becomes ``limit_reached`` and the reply passes)."""
+        settings = call.policy.goal
+        active_ms = delta.applied_to(state).counter(FIELDS.ACTIVE_MS)
+        reason = over_limit(goal, active_ms, settings.max_turns, settings.max_active_minutes)
+        if reason is not None:
+            goal = goal.with_event("limit_reached", reason, notes.started, status="limit_reached", reason=reason)
+            self._save(call, goal, delta, notes, "limit_reached")
+            return goal, None
+        prompt = continuation_prompt(goal, active_ms, settings.max_turns, settings.max_active_minutes)
+        goal = goal.with_event("continued", f"turn {goal.turns + 1}", notes.started, turns=goal.turns + 1)
+        self._save(call, goal, delta, notes, "continued")
+        return goal, prompt
+
+    def _save(self, call: ChatCall, goal: Goal, delta: SessionDelta, notes: RequestNotes, event: str) -> None:
+        delta.assign(GOAL_FIELD, goal.dumps())
+        notes.goal = goal.status
+        self._metrics.goal_events.labels(call.tenant, call.policy.name, event).inc()
+        log_event(
+            "goal",
+            {
+                "tenant": call.tenant,
+                "policy": call.policy.name,
+                "session": call.session.id,
+                "event": event,
+                "status": goal.status,
+                "turns": goal.turns,
+            },
+        )
+
+
+def with_goal_tool(payload: dict[str, Any] | Any) -> dict[str, Any]:
+    """The request as sent upstream while a goal is active: the agent's tools plus the goal tool."""
+    tools = payload.get("tools")
+    offered = [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+    return {**payload, "tools": [*offered, goal_tool()]}
