@@ -217,7 +217,8 @@ class _ScriptedUpstream:
 
     def _verdict(self, nonce: str) -> httpx.Response:
         judged = self.steps[min(self.served, len(self.steps)) - 1] if self.steps else {}
-        recorded_done = judged.get("verdict") != "judge_continue"
+        decided = [judged.get("verdict"), *(judged.get("shadow") or ())]  # enforced, or shadowed
+        recorded_done = "judge_continue" not in decided
         done = recorded_done if self._judge == "recorded" else self._judge == "done"
         content = json.dumps({"nonce": nonce, "done": done, "reason": "as recorded" if done else "not done"})
         body = _completion({"content": content, "model": "replay-judge"})

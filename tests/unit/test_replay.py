@@ -87,6 +87,15 @@ async def test_recorded_judge_verdicts_are_replayed():
     assert result.steps[1].replayed == "judge_continue"
 
 
+async def test_judge_verdicts_recorded_in_shadow_mode_are_replayed():
+    shadowed = {**answer_turn(2), "mode": "shadow", "shadow": ["judge_continue"]}
+    requests = sessions_of([tool_turn(1), shadowed])["s"]
+
+    result = await replay_session("s", requests, Policy(name="p"))
+
+    assert result.steps[1].replayed == "judge_continue"
+
+
 async def test_a_reply_the_recording_lacks_is_the_last_one_again_and_marked():
     requests = sessions_of([tool_turn(1), answer_turn(2)])["s"]
 
