@@ -339,7 +339,7 @@ class Pipeline:
             body = render_request(payload, extra, stream=True, stream_options=with_usage)
         reply = await self._upstream.send("POST", call.url, call.headers, body, stream=True)
         response = reply.response
-        if response.status_code != 200 or not response.headers.get("content-type", "").startswith("text/event-stream"):
+        if response.status_code != 200 or not _is_event_stream(response.headers.raw):
             try:
                 await response.aread()
             finally:
@@ -622,6 +622,14 @@ class Pipeline:
 async def _decided(verdict: Verdict | Awaitable[Verdict]) -> Verdict:
     """A guard's verdict, awaited when the guard needed I/O to decide (the judge)."""
     return await verdict if inspect.isawaitable(verdict) else verdict
+
+
+def _is_event_stream(raw_headers: Sequence[tuple[bytes, bytes]]) -> bool:
+    """From the raw headers: httpx's decoded views cost more than the whole check."""
+    for name, value in raw_headers:
+        if name.lower() == b"content-type":
+            return value.lower().startswith(_EVENT_STREAM)
+    return False
 
 
 def _usage_attributes(reply: Reply) -> dict[str, str | int | float | bool]:

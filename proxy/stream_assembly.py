@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from proxy.exchange import Reply, ToolCall, Usage
 from proxy.wire.chat_completions import parse_usage
 
-__all__ = ["Channel", "PartialReply", "ReplyAssembler", "channels_of", "split_chunk"]
+__all__ = ["Channel", "PartialReply", "ReplyAssembler", "split_chunk"]
 
 
 class Channel:
@@ -25,6 +25,10 @@ class Channel:
     REASONING = 2
     TOOL_CALLS = 4
     ALL = 7
+    FINISH = 8
+    """Not a channel but a mark :meth:`ReplyAssembler.add` returns: the chunk ends a choice."""
+    BARE = 16
+    """The chunk has no choices (the usage chunk)."""
 
 
 class PartialReply(Protocol):
@@ -54,20 +58,6 @@ _KEYS: dict[str, int] = {
     "tool_calls": Channel.TOOL_CALLS,
     "function_call": Channel.TOOL_CALLS,
 }
-
-
-def channels_of(chunk: Mapping[str, Any]) -> int:
-    """What the chunk's deltas carry (an empty string carries nothing)."""
-    found = Channel.NONE
-    for choice in chunk.get("choices") or ():
-        delta = choice.get("delta") if isinstance(choice, dict) else None
-        if not isinstance(delta, dict):
-            continue
-        for key, value in delta.items():
-            channel = _KEYS.get(key)
-            if channel is not None and value:
-                found |= channel
-    return found
 
 
 def split_chunk(chunk: Mapping[str, Any], released: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -119,7 +109,10 @@ class ReplyAssembler:
         self.has_text = False
         """Some content that is not whitespace arrived."""
 
-    def add(self, chunk: Mapping[str, Any]) -> None:
+    def add(self, chunk: Mapping[str, Any]) -> int:
+        """Take one chunk; return what it carries (channels, plus ``FINISH`` / ``BARE`` marks).
+
+        One pass over each delta: this runs for every chunk of every stream."""
         if self.id is None:
             self.id = chunk.get("id") if isinstance(chunk.get("id"), str) else None
             self.created = chunk.get("created") if isinstance(chunk.get("created"), int) else None
@@ -129,29 +122,43 @@ class ReplyAssembler:
         if isinstance(usage, dict):
             self.raw_usage, self.usage = usage, parse_usage(usage)
         choices = chunk.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            return
-        first = choices[0]  # the guards read the first choice, as for complete replies
-        if first.get("finish_reason"):
-            self.finish_reason = first["finish_reason"]
-        delta = first.get("delta")
-        if not isinstance(delta, dict):
-            return
-        content = delta.get("content")
-        if isinstance(content, str) and content:
-            self._content.append(content)
-            self._joined = None
-            self.text_length += len(content)
-            self.produced_chars += len(content)
-            self.has_text = self.has_text or not content.isspace()
-        for key in ("reasoning_content", "reasoning"):
-            reasoning = delta.get(key)
-            if isinstance(reasoning, str) and reasoning:
-                self._reasoning.append(reasoning)
-                self.produced_chars += len(reasoning)
-        calls = delta.get("tool_calls")
-        if isinstance(calls, list):
-            for position, call in enumerate(calls):
+        if not isinstance(choices, list) or not choices:
+            return Channel.BARE
+        found = Channel.NONE
+        first = True  # the guards read the first choice, as for complete replies
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            if choice.get("finish_reason"):
+                found |= Channel.FINISH
+                if first:
+                    self.finish_reason = choice["finish_reason"]
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                for key, value in delta.items():
+                    channel = _KEYS.get(key)
+                    if channel is None or not value:
+                        continue
+                    found |= channel
+                    if first:
+                        self._take(key, value)
+            first = False
+        return found
+
+    def _take(self, key: str, value: Any) -> None:
+        if key == "content":
+            if isinstance(value, str):
+                self._content.append(value)
+                self._joined = None
+                self.text_length += len(value)
+                self.produced_chars += len(value)
+                self.has_text = self.has_text or not value.isspace()
+        elif key in ("reasoning_content", "reasoning"):
+            if isinstance(value, str):
+                self._reasoning.append(value)
+                self.produced_chars += len(value)
+        elif key == "tool_calls" and isinstance(value, list):
+            for position, call in enumerate(value):
                 if isinstance(call, dict):
                     self._add_call(call, position)
 

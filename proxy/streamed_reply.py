@@ -19,7 +19,7 @@ import msgspec
 from proxy.client_stream import ClientStream
 from proxy.errors import ProxyError, UpstreamDisconnected, UpstreamError, UpstreamMalformed
 from proxy.sse import SSEParser, frame
-from proxy.stream_assembly import Channel, ReplyAssembler, channels_of
+from proxy.stream_assembly import Channel, ReplyAssembler
 from proxy.timing import current
 
 __all__ = ["read_streamed_reply"]
@@ -78,12 +78,10 @@ def _take(
         return UpstreamMalformed("The upstream model API sent a stream chunk that is not a JSON object.")
     if name == b"error" or "error" in chunk:
         return _stream_error(chunk)
-    assembler.add(chunk)
-    choices = chunk.get("choices")
-    if not choices or any(isinstance(c, dict) and c.get("finish_reason") for c in choices):
-        client.defer(frame(data), usage_only=not choices)
+    channels = assembler.add(chunk)
+    if channels & (Channel.FINISH | Channel.BARE):
+        client.defer(frame(data), usage_only=bool(channels & Channel.BARE))
         return None
-    channels = channels_of(chunk)
     if channels & ~client.released or client.holding:
         released = Channel.ALL & ~held(assembler) & ~client.released
         if released:

@@ -95,11 +95,7 @@ class SessionState:
     values: Mapping[str, str] = field(default_factory=dict)
 
     def counter(self, name: str) -> int:
-        raw = self.values.get(name)
-        try:
-            return int(raw) if raw is not None else 0
-        except ValueError:
-            return 0
+        return _as_int(self.values.get(name))
 
     @property
     def steps(self) -> int:
@@ -171,9 +167,10 @@ class SessionDelta:
         for name, value in self.assignments.items():
             values[name] = value
         for name, by in self.increments.items():
-            values[name] = str(SessionState(values).counter(name) + by)
+            values[name] = str(_as_int(values.get(name)) + by)
         for name, (items, keep) in self.appends.items():
-            values[name] = ",".join([*SessionState(values).items(name), *items][-keep:])
+            current = values.get(name)
+            values[name] = ",".join([*(current.split(",") if current else ()), *items][-keep:])
         return SessionState(values)
 
     def __bool__(self) -> bool:
@@ -219,3 +216,11 @@ class SessionStore(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+def _as_int(raw: str | None) -> int:
+    """A stored counter; 0 when absent or not a number."""
+    try:
+        return int(raw) if raw is not None else 0
+    except ValueError:
+        return 0

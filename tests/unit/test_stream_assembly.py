@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proxy.exchange import ToolCall, Usage
-from proxy.stream_assembly import Channel, ReplyAssembler, channels_of, split_chunk
+from proxy.stream_assembly import Channel, ReplyAssembler, split_chunk
 from proxy.wire.chat_completions import parse_reply
 
 
@@ -81,14 +81,19 @@ def test_whitespace_alone_is_not_text():
 
 
 def test_a_role_chunk_carries_no_channel():
-    assert channels_of(chunk({"role": "assistant", "content": ""})) == Channel.NONE
+    assert ReplyAssembler().add(chunk({"role": "assistant", "content": ""})) == Channel.NONE
 
 
-def test_channels_name_what_a_chunk_carries():
+def test_add_names_the_channels_a_chunk_carries():
     both = chunk({"content": "x", "tool_calls": [{"index": 0}]})
 
-    assert channels_of(both) == Channel.TEXT | Channel.TOOL_CALLS
-    assert channels_of(chunk({"reasoning": "r"})) == Channel.REASONING
+    assert ReplyAssembler().add(both) == Channel.TEXT | Channel.TOOL_CALLS
+    assert ReplyAssembler().add(chunk({"reasoning": "r"})) == Channel.REASONING
+
+
+def test_a_finish_chunk_and_a_usage_chunk_are_marked():
+    assert ReplyAssembler().add(chunk({"content": "x"}, "stop")) == Channel.TEXT | Channel.FINISH
+    assert ReplyAssembler().add({"id": "c", "choices": [], "usage": {"prompt_tokens": 1}}) == Channel.BARE
 
 
 def test_split_chunk_separates_released_from_held_deltas():

@@ -1,0 +1,111 @@
+"""Time to first byte of a streamed reply: direct to the upstream vs. through the proxy.
+
+Starts ``fast_upstream.py`` and ``loopwarden serve`` (memory state) as separate processes,
+then sends sequential streamed requests over one keep-alive connection each and times the
+first body byte. Two cases: a plain text stream (nothing to hold: the proxy should add
+almost nothing) and a tool-call stream (held back until the call is checked).
+
+    .venv/bin/python tests/bench/ttfb.py --requests 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR))
+
+from run_bench import BODIES, REQUEST_HEADERS, REQUEST_PATH  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_ready(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def first_byte_times(port: int, body: bytes, count: int) -> list[float]:
+    """Seconds from sending each request to reading the first byte of its body."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        connection.request("POST", REQUEST_PATH, body=body, headers=REQUEST_HEADERS)
+        response = connection.getresponse()
+        first = response.read1(1)
+        times.append(time.perf_counter() - started)
+        if not first:
+            raise RuntimeError("empty body")
+        response.read()
+    connection.close()
+    return times
+
+
+def summary(times: list[float]) -> str:
+    ordered = sorted(times)
+    p50 = statistics.median(ordered) * 1000
+    p99 = ordered[int(len(ordered) * 0.99) - 1] * 1000
+    return f"p50 {p50:.3f} ms  p99 {p99:.3f} ms"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=1000)
+    args = parser.parse_args()
+    upstream_port, proxy_port = free_port(), free_port()
+    upstream = subprocess.Popen([sys.executable, str(BENCH_DIR / "fast_upstream.py"), "--port", str(upstream_port)])
+    proxy = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "proxy",
+            "serve",
+            "--upstream",
+            f"http://127.0.0.1:{upstream_port}/v1",
+            "--port",
+            str(proxy_port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=BENCH_DIR.parents[1],
+        env={**os.environ, "PYTHONPATH": str(BENCH_DIR.parents[1])},
+    )
+    try:
+        wait_ready(upstream_port)
+        wait_ready(proxy_port)
+        for name in ("stream", "stream-tools"):
+            body = BODIES[name]
+            first_byte_times(proxy_port, body, 200)  # warm-up
+            direct = first_byte_times(upstream_port, body, args.requests)
+            proxied = first_byte_times(proxy_port, body, args.requests)
+            added = (statistics.median(proxied) - statistics.median(direct)) * 1000
+            print(f"{name:13s} direct {summary(direct)} | proxy {summary(proxied)} | added p50 {added:.3f} ms")
+    finally:
+        for process in (proxy, upstream):
+            process.send_signal(signal.SIGTERM)
+            process.wait(10)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
