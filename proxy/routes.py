@@ -54,6 +54,8 @@ __all__ = ["ProxyRoutes", "Readiness"]
 
 _decode = msgspec.json.decode
 _T = TypeVar("_T")
+_WATCH_AFTER = 0.03
+"""Seconds before a streamed request starts watching for its client leaving."""
 _Handler = Callable[[HTTPScope, Receive, "_ResponseTracker"], Awaitable[dict[str, object]]]
 
 
@@ -280,21 +282,31 @@ async def _unless_client_leaves(
     work: Awaitable[_T], receive: Receive, facts: dict[str, object], tracker: _ResponseTracker
 ) -> _T:
     """Run streaming work while watching the client: when it leaves, the work (and with it
-    the upstream request) is cancelled at once; the pipeline still commits what it used."""
+    the upstream request) is cancelled; the pipeline still commits what it used.
+
+    The watch starts after ``_WATCH_AFTER``: most streams are over by then, and a client
+    that left earlier is still noticed the moment the watch starts (well within 100 ms)."""
     task = asyncio.current_task()
     if task is None:  # not under a running task: nothing to cancel, nothing to watch
         return await work
-    watcher = asyncio.ensure_future(_cancel_on_disconnect(receive, task, tracker))
+    watching: list[asyncio.Task[None]] = []
+
+    def watch() -> None:
+        watching.append(asyncio.ensure_future(_cancel_on_disconnect(receive, task, tracker)))
+
+    timer = asyncio.get_running_loop().call_later(_WATCH_AFTER, watch)
     try:
         return await work
     except asyncio.CancelledError:
-        if not watcher.done() or watcher.cancelled():
+        if not watching or not watching[0].done() or watching[0].cancelled():
             raise  # cancelled from elsewhere (shutdown): not ours to swallow
         task.uncancel()
         facts["outcome"] = "client_disconnected"
         raise ClientDisconnected from None
     finally:
-        watcher.cancel()
+        timer.cancel()
+        for watcher in watching:
+            watcher.cancel()
 
 
 async def _cancel_on_disconnect(receive: Receive, task: asyncio.Task[object], tracker: _ResponseTracker) -> None:
