@@ -85,3 +85,15 @@ def test_with_the_proxy_no_misbehaving_run_ends_silently_or_crashes(runs):
     summary = summarize(pick(runs, proxy=True))
 
     assert (summary.silent, summary.crashed) == (0, 0)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: with max_tokens 20,000 the converge note (below 20 % left, 4,000 tokens) can never fire "
+    "before the call reservation (prompt + reserve_tokens 4,096) is refused (proxy/guards/budget.py, "
+    "proxy/budgets.py)",
+)
+def test_with_the_proxy_a_token_hog_hears_the_converge_note_before_its_budget_ends(runs):
+    hogs = pick(runs, proxy=True, scenario="token_hog/recovers")
+
+    assert all("budget_note" in r.interventions for r in hogs)
