@@ -103,6 +103,8 @@ class ReplayResult:
     ending: str | None = None
     recorded_ending: str | None = None
     recorded_end_turn: int | None = None
+    recorded_shadow: bool = False
+    """The recorded ending is one the recorded policy only shadowed (it did not end the session)."""
 
 
 def read_records(lines: Iterable[str | bytes]) -> list[dict[str, Any]]:
@@ -282,10 +284,7 @@ async def replay_session(
     replayed_policy = _replay_policy(policy)
     first = requests[0].steps[0] if requests else {}
     result = ReplayResult(session, str(first.get("policy", "?")), policy.name, [], len(requests))
-    for request in requests:
-        last = request.steps[-1]
-        if str(last.get("verdict", "")).startswith("finalize_") and result.recorded_ending is None:
-            result.recorded_ending, result.recorded_end_turn = str(last["verdict"]), request.turn
+    _recorded_ending(requests, result)
     try:
         for request in requests:
             clock[0] = request.ts
@@ -335,10 +334,27 @@ async def _replay_request(
         result.steps.append(step)
     if terminated is not None:
         result.ending, result.ended_at = terminated, request.turn
-        if not any(isinstance(v, Finalize) for _, v in capture.steps):  # ended before any upstream step
+        if not any(isinstance(v, Finalize) for _, v in capture.steps):  # a request guard or a budget ended it
+            when = "between attempts" if capture.steps else "before any model call"
             result.steps.append(
-                ReplayStep(request.turn, None, None, f"finalize_{terminated}", replayed_detail="before the model call")
+                ReplayStep(
+                    request.turn, None, None, f"finalize_{terminated}", replayed_detail=f"request guards, {when}"
+                )
             )
+
+
+def _recorded_ending(requests: Sequence[RecordedRequest], result: ReplayResult) -> None:
+    """Where the recording ended the session, or (in shadow mode) would have."""
+    for request in requests:
+        for step in request.steps:
+            if str(step.get("verdict", "")).startswith("finalize_"):
+                result.recorded_ending, result.recorded_end_turn = str(step["verdict"]), request.turn
+                return
+            shadowed = [str(kind) for kind in step.get("shadow") or () if str(kind).startswith("finalize_")]
+            if shadowed:
+                result.recorded_ending, result.recorded_end_turn = shadowed[0], request.turn
+                result.recorded_shadow = True
+                return
 
 
 def _reason(verdict: Verdict | None) -> str:
@@ -369,11 +385,12 @@ def format_result(result: ReplayResult, width: int = 56) -> str:
         lines.append(
             f"{step.turn:>4} {attempt:>3} {marker} {cell(step.recorded, step.recorded_detail):<{width}}  {replayed}"
         )
-    recorded_end = (
-        f"ended at turn {result.recorded_end_turn} ({result.recorded_ending.removeprefix('finalize_')})"
-        if result.recorded_ending
-        else f"shows no ending at a model step in its {result.turns} turn(s)"
-    )
+    if result.recorded_ending is None:
+        recorded_end = f"shows no ending at a model step in its {result.turns} turn(s)"
+    else:
+        ended = "shows its policy (in shadow mode) would have ended it" if result.recorded_shadow else "ended it"
+        reason = result.recorded_ending.removeprefix("finalize_")
+        recorded_end = f"{ended} at turn {result.recorded_end_turn} ({reason}) of {result.turns}"
     if result.ending is not None:
         lines.append(
             f"=> {result.policy} would have ended the session at turn {result.ended_at} ({result.ending}); "

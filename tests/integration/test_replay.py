@@ -85,7 +85,7 @@ def test_replay_shows_where_an_enforcing_policy_would_have_ended(looping_recordi
     assert "recorded with policy default, replayed with enforcing" in out
     assert "loop_warning" in out
     assert "=> enforcing would have ended the session at turn 4 (no_progress)" in out
-    assert "the recording shows no ending at a model step in its 7 turn(s)" in out
+    assert "the recording shows its policy (in shadow mode) would have ended it at turn 5 (no_progress) of 7" in out
 
 
 def test_replay_with_a_higher_block_at_lets_the_session_finish(looping_recording, capsys, tmp_path):
