@@ -46,7 +46,14 @@ from proxy.streamed_reply import read_streamed_reply
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient, UpstreamReply
 from proxy.verdict import Amend, Finalize, Nudge, Pass, Rewrite, Verdict
-from proxy.wire.chat_completions import amended, calls_returned, completion_as_sse, parse_reply, render_request
+from proxy.wire.chat_completions import (
+    amended,
+    calls_returned,
+    completion_as_sse,
+    parse_reply,
+    render_request,
+    with_usage_requested,
+)
 
 _EVENT_STREAM = b"text/event-stream"
 
@@ -332,8 +339,11 @@ class Pipeline:
         with a whole completion is read as one.
         """
         options = payload.get("stream_options")
-        if payload is call.payload and not extra and isinstance(options, dict) and options.get("include_usage"):
+        untouched = payload is call.payload and not extra
+        if untouched and isinstance(options, dict) and options.get("include_usage"):
             body = call.body
+        elif untouched and options is None:
+            body = with_usage_requested(call.body)
         else:
             with_usage = {**(options if isinstance(options, dict) else {}), "include_usage": True}
             body = render_request(payload, extra, stream=True, stream_options=with_usage)

@@ -39,7 +39,9 @@ async def read_streamed_reply(
     parser = SSEParser()
     timing = current()
     waited = 0.0
-    chunks = response.aiter_raw()
+    # The transport's own iterator, not httpx's aiter_raw (an async generator and a re-chunker
+    # per reply); closing the response still closes it.
+    chunks = aiter(response.stream)  # type: ignore[arg-type]
     try:
         while True:
             asked = time.perf_counter()

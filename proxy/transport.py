@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ssl
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import aiohttp
 import httpx
@@ -68,10 +68,17 @@ class _AiohttpStream(httpx.AsyncByteStream):
         self._response = response
         self._request = request
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    def __aiter__(self) -> _AiohttpStream:
+        # An iterator object rather than an async generator: generators are registered with
+        # the event loop's finalizer hooks on first use, a cost paid on every streamed reply.
+        return self
+
+    async def __anext__(self) -> bytes:
         with _mapped_errors(self._request):
-            async for chunk in self._response.content.iter_any():
-                yield chunk
+            chunk = await self._response.content.readany()
+        if not chunk:
+            raise StopAsyncIteration
+        return chunk
 
     async def aclose(self) -> None:
         self._response.release()

@@ -25,6 +25,7 @@ __all__ = [
     "parse_usage",
     "render_request",
     "requested_schema",
+    "with_usage_requested",
 ]
 
 _decode = msgspec.json.decode
@@ -186,6 +187,17 @@ def render_request(payload: Mapping[str, Any], extra_messages: Sequence[Mapping[
         else:
             rendered[name] = value
     return _encode(rendered)
+
+
+_WITH_USAGE = b',"stream_options":{"include_usage":true}}'
+
+
+def with_usage_requested(body: bytes) -> bytes:
+    """The client's own request body, asking for the usage chunk too: spliced in before the
+    closing brace, so the body is not decoded and encoded again. Only for a body that is a
+    non-empty JSON object without ``stream_options`` (the caller checked)."""
+    end = body.rstrip()
+    return end[:-1] + _WITH_USAGE
 
 
 def completion(content: str, *, model: str | None, usage: Usage | None = None) -> dict[str, Any]:
