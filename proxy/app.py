@@ -9,8 +9,9 @@ import signal
 import time
 from typing import Any
 
-from litestar import Litestar, MediaType, Request, Response, asgi, delete, get
+from litestar import HttpMethod, Litestar, MediaType, Request, Response, asgi, delete, get, route
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
+from litestar.openapi import ResponseSpec
 from litestar.params import FromPath
 from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -19,6 +20,7 @@ from proxy.errors import MethodNotAllowed, ProxyError, RouteNotFound, ServiceUna
 from proxy.guards import default_request_guards, default_response_guards
 from proxy.judge import Judge
 from proxy.metrics import Metrics
+from proxy.openapi import AUTHENTICATED, describe_raw_routes, error_responses, openapi_config
 from proxy.pipeline import Pipeline
 from proxy.policy.loader import PolicyError, PolicyRegistry
 from proxy.pricing import load_pricing
@@ -75,6 +77,18 @@ def load_tenant_directory(settings: Settings) -> TenantDirectory:
     return TenantDirectory.open(settings.upstream)
 
 
+_NOT_READY = {
+    503: ResponseSpec(
+        data_container=dict[str, str],
+        description="Starting, draining, or the state store does not answer.",
+        generate_examples=False,
+    )
+}
+
+
+_SESSION = "/v1/loopwarden/sessions/{session_id:str}"
+
+
 def _error_response(error: ProxyError) -> Response[bytes]:
     return Response(error.body(), status_code=error.status, media_type=MediaType.JSON, headers=error.headers)
 
@@ -83,8 +97,12 @@ def _not_found(_: Request[Any, Any, Any], exc: NotFoundException) -> Response[by
     return _error_response(RouteNotFound("Unknown route. LoopWarden serves the OpenAI API under /v1."))
 
 
-def _method_not_allowed(_: Request[Any, Any, Any], exc: MethodNotAllowedException) -> Response[bytes]:
-    return _error_response(MethodNotAllowed(f"Method not allowed: {exc.detail}."))
+def _method_not_allowed(request: Request[Any, Any, Any], exc: MethodNotAllowedException) -> Response[bytes]:
+    """A 405 names the methods the route has, in ``Allow`` too (RFC 9110 requires it)."""
+    allowed = (exc.headers or {}).get("allow", "")
+    message = f"Method {request.method} is not allowed on {request.url.path}"
+    message += f"; use {allowed}." if allowed else "."
+    return _error_response(MethodNotAllowed(message, headers={"Allow": allowed} if allowed else None))
 
 
 def _http_exception(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
@@ -152,7 +170,7 @@ def create_app(
         """Liveness: the process answers."""
         return {"status": "ok"}
 
-    @get("/readyz", media_type=MediaType.JSON)
+    @get("/readyz", media_type=MediaType.JSON, responses=_NOT_READY)
     async def readyz() -> Response[dict[str, str]]:
         """Readiness: started, not draining, state store answering."""
         if not ready.started or ready.draining:
@@ -169,7 +187,18 @@ def create_app(
         """Prometheus text format."""
         return Response(series.exposition(), media_type=CONTENT_TYPE_LATEST)
 
-    @get("/v1/loopwarden/sessions/{session_id:str}", media_type=MediaType.JSON)
+    @route(_SESSION, http_method=HttpMethod.OPTIONS, status_code=204, include_in_schema=False)
+    async def session_options() -> Response[None]:
+        """Registered before GET and DELETE: litestar's automatic OPTIONS answer would be
+        bound to the route as it was at the first registration and list only GET."""
+        return Response(None, status_code=204, headers={"Allow": "DELETE, GET, OPTIONS"})
+
+    @get(
+        _SESSION,
+        media_type=MediaType.JSON,
+        security=AUTHENTICATED,
+        responses=error_responses(400, 401, 403, 404, 503),
+    )
     async def inspect_session(request: Request[Any, Any, Any], session_id: FromPath[str]) -> dict[str, object]:
         """A session's counters, budgets left and ending; only the caller's tenant's own (else 404)."""
         credentials = directory.authenticate(
@@ -184,7 +213,13 @@ def create_app(
             raise RouteNotFound(f"No session {session_id!r} for this API key.", param="session_id")
         return describe(session_id, state, policy, time.time())
 
-    @delete("/v1/loopwarden/sessions/{session_id:str}", status_code=200, media_type=MediaType.JSON)
+    @delete(
+        _SESSION,
+        status_code=200,
+        media_type=MediaType.JSON,
+        security=AUTHENTICATED,
+        responses=error_responses(400, 401, 503),
+    )
     async def reset_session(request: Request[Any, Any, Any], session_id: FromPath[str]) -> dict[str, object]:
         """Forget a session (its budgets, strikes and ending); only the caller's tenant's own."""
         credentials = directory.authenticate(
@@ -217,8 +252,17 @@ def create_app(
         await client.aclose()
         await state_store.aclose()
 
-    return Litestar(
-        route_handlers=[chat_completions, passthrough, healthz, readyz, metrics_route, inspect_session, reset_session],
+    app = Litestar(
+        route_handlers=[
+            chat_completions,
+            passthrough,
+            healthz,
+            readyz,
+            metrics_route,
+            session_options,  # before the sessions' GET and DELETE (see there)
+            inspect_session,
+            reset_session,
+        ],
         exception_handlers={
             NotFoundException: _not_found,
             MethodNotAllowedException: _method_not_allowed,
@@ -228,7 +272,9 @@ def create_app(
         },
         on_startup=[on_startup],
         on_shutdown=[on_shutdown],
-        openapi_config=None,
+        openapi_config=openapi_config(),
         logging_config=None,
         debug=False,
     )
+    describe_raw_routes(app)
+    return app

@@ -33,7 +33,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from proxy.logs import log_event
 from proxy.session.base import Admission, Limit, SessionDelta, SessionState, StoreUnavailable, WindowLimit
@@ -97,11 +97,25 @@ async def _once_more(command: Callable[[], Awaitable[Any]]) -> Any:
     fresh connection. Timeouts are not retried: a frozen server costs one timeout, not several.
     A connection that broke after a script ran but before its reply arrived is safe too: the
     scripts are idempotent (see ``_ONCE``), so the retry changes nothing twice.
+
+    ``Script`` reloads a script the server does not know (NOSCRIPT) once per call; a
+    ``SCRIPT FLUSH`` landing between that load and the call leaves NOSCRIPT again, so that
+    is retried too, a few times (each retry loads the script anew).
     """
-    try:
-        return await command()
-    except RedisConnectionError:
-        return await command()
+    reconnected = False
+    for _ in range(_NOSCRIPT_RETRIES):
+        try:
+            return await command()
+        except RedisConnectionError:
+            if reconnected:
+                raise
+            reconnected = True
+        except NoScriptError:
+            continue
+    return await command()
+
+
+_NOSCRIPT_RETRIES = 3
 
 
 # KEYS[1] = session hash. ARGV = ttl_ms, replace, n_limits, then per limit:
