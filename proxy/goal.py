@@ -10,11 +10,11 @@ goal becomes ``limit_reached`` and the reply passes, marked; nothing ends silent
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
-from xml.sax.saxutils import escape
 
 from proxy.exchange import ToolCall
 
@@ -241,7 +241,7 @@ def without_goal_calls(body: Mapping[str, Any]) -> dict[str, Any]:
 
 def _escaped(text: str) -> str:
     """XML-escaped (quotes too): no text can close the tags it is placed in."""
-    return escape(text, {'"': "&quot;", "'": "&apos;"})
+    return html.escape(text, quote=True)
 
 
 def _text(value: Any) -> str:

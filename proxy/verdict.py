@@ -64,6 +64,8 @@ class Finalize:
     detail: str
     """One sentence for the summary: why the session is ending."""
     strike: str | None = None
+    spent: Usage | None = None
+    """Tokens the guard spent deciding (the judge), charged like a Pass's."""
 
 
 Verdict = Pass | Amend | Nudge | Rewrite | Finalize

@@ -34,7 +34,10 @@ class BudgetGuard:
         low = []
         if left.steps < share * policy.max_steps:
             low.append(f"{left.steps} of {policy.max_steps} steps left")
-        if left.tokens is not None and budgets.max_tokens and left.tokens < share * budgets.max_tokens:
+        # A call must fit its reservation (prompt + reserve_tokens) to be admitted at all, so
+        # "low" counts that reservation as spent: the note comes while a call still fits.
+        reserve = budgets.reserve_tokens
+        if left.tokens is not None and budgets.max_tokens and left.tokens - reserve < share * budgets.max_tokens:
             low.append(f"{left.tokens} of {budgets.max_tokens} tokens left")
         if left.cost_usd is not None and budgets.max_cost_usd and left.cost_usd < share * budgets.max_cost_usd:
             low.append(f"${left.cost_usd:.4f} of ${budgets.max_cost_usd:.2f} left")

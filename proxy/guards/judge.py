@@ -21,7 +21,7 @@ from proxy.guards.base import GuardContext
 from proxy.judge import Judge, JudgeRequest
 from proxy.metrics import Metrics
 from proxy.stream_assembly import Channel, PartialReply
-from proxy.verdict import PASS, Nudge, Pass, Verdict
+from proxy.verdict import PASS, Finalize, Nudge, Pass, Verdict
 from proxy.wire.chat_completions import calls_returned
 
 __all__ = ["JudgeGuard"]
@@ -63,10 +63,14 @@ class JudgeGuard:
         if answer is None:
             return PASS
         used_tools = context.conversation.used_tools or bool(context.state.items(CALL_SEQUENCE))
-        if not used_tools or context.state.strikes(STRIKE) >= settings.judge_max_continues:
+        if not used_tools:
+            return PASS
+        target = context.judge_target if settings.use_llm_judge else None
+        exhausted = context.state.strikes(STRIKE) >= settings.judge_max_continues
+        if exhausted and (target is None or settings.after_max_continues == "pass"):
             return PASS
         task = context.conversation.first_text("user") or ""
-        if not settings.use_llm_judge or context.judge_target is None:
+        if target is None:
             short = len(task) >= settings.long_task_chars and len(answer.strip()) < settings.short_response_chars
             if settings.detect_short_response and short:
                 text = context.policy.nudges.short_response
@@ -81,7 +85,7 @@ class JudgeGuard:
             self._count(context, "skipped")
             return PASS
         outcome = await self._judge.decide(
-            JudgeRequest(task, answer, context.judge_target, settings.judge_timeout_secs, settings.structured_output)
+            JudgeRequest(task, answer, target, settings.judge_timeout_secs, settings.structured_output)
         )
         self._metrics.judge_latency.labels(context.policy.name).observe(outcome.latency)
         if outcome.done is True:
@@ -91,11 +95,18 @@ class JudgeGuard:
             self._count(context, "error")
             if settings.judge_fail_open:
                 return Pass(spent=outcome.usage)
+            if exhausted:
+                return Finalize(
+                    "incomplete", f"the answer could not be checked ({outcome.reason})", spent=outcome.usage
+                )
             text = context.policy.nudges.judge_unavailable
             return Nudge(
                 "judge_continue", outcome.reason, _continue_messages(reply, call_id, text), STRIKE, outcome.usage
             )
         self._count(context, "not_done")
+        if exhausted:
+            detail = f"the model kept stopping before the task was done ({outcome.reason.rstrip('.')})"
+            return Finalize("incomplete", detail, spent=outcome.usage)
         text = context.policy.nudges.judge_not_done.format(reason=outcome.reason.rstrip("."))
         return Nudge(
             "judge_continue",
@@ -110,12 +121,14 @@ class JudgeGuard:
         streams on); a shorter one is judged whole at the end. A completion tool call waits."""
         settings = context.policy.judge
         used_tools = context.conversation.used_tools or bool(context.state.items(CALL_SEQUENCE))
-        if not used_tools or context.state.strikes(STRIKE) >= settings.judge_max_continues:
+        llm = settings.use_llm_judge and context.judge_target is not None
+        exhausted = context.state.strikes(STRIKE) >= settings.judge_max_continues
+        if not used_tools or (exhausted and (not llm or settings.after_max_continues == "pass")):
             return Channel.NONE
         tools = Channel.TOOL_CALLS if settings.completion_tools else Channel.NONE
         if partial.has_tool_calls:
             return tools
-        if settings.use_llm_judge and context.judge_target is not None:
+        if llm:
             short = partial.text_length < settings.judge_skip_threshold
         elif settings.detect_short_response:
             task = context.conversation.first_text("user") or ""

@@ -18,7 +18,7 @@ from proxy.exchange import Reply, ToolCall
 from proxy.guards.base import GuardContext
 from proxy.schemas import schema_errors_of
 from proxy.stream_assembly import Channel, PartialReply
-from proxy.verdict import PASS, Nudge, Pass, Verdict
+from proxy.verdict import PASS, Finalize, Nudge, Pass, Verdict
 from proxy.wire.chat_completions import calls_returned
 
 __all__ = ["ToolArgsGuard", "argument_errors"]
@@ -57,7 +57,11 @@ class ToolArgsGuard:
         if not any(problems.values()):
             return PASS
         if context.retries.get("tool_args_retry", 0) >= settings.max_retries:
-            return Pass(flags=("tool_args_invalid",))
+            if settings.after_max_retries == "pass":
+                return Pass(flags=("tool_args_invalid",))
+            first = next(call for call in reply.tool_calls if problems[call.id])
+            detail = f"the model kept calling {first.name} with invalid arguments: {problems[first.id][0]}"
+            return Finalize("invalid_tool_args", detail)
         results = {
             call_id: context.policy.nudges.tool_args.format(errors="\n".join(errors)) if errors else _NOT_RUN
             for call_id, errors in problems.items()

@@ -130,7 +130,12 @@ class JudgeSettings(BaseModel):
     detect_short_response: bool = Field(True, description="Long task + short reply: nudge, even with the judge off.")
     short_response_chars: int = Field(60, ge=1, description="A reply shorter than this is short.")
     long_task_chars: int = Field(300, ge=1, description="A task at least this long is long.")
-    judge_max_continues: int = Field(2, ge=0, description="Continuations per session, after which replies pass.")
+    judge_max_continues: int = Field(2, ge=0, description="Continuations the judge may ask for, per session.")
+    after_max_continues: Literal["end", "pass"] = Field(
+        "end",
+        description="An answer the judge still finds not done after judge_max_continues: end the session with "
+        "a summary (reason incomplete), or pass it.",
+    )
     judge_max_input_chars: int = Field(16_000, ge=100, description="Larger judge inputs pass without judging.")
     completion_tools: tuple[str, ...] = Field(("final_answer",), description="Tools that deliver the answer.")
     model: str | None = Field(None, description="Judge model (default: the agent's own).")
@@ -192,6 +197,11 @@ class ToolArgsSettings(BaseModel):
 
     enabled: bool = True
     max_retries: int = Field(2, ge=0, le=10, description="Times the model is asked to fix a call, per request.")
+    after_max_retries: Literal["end", "pass"] = Field(
+        "end",
+        description="A call still invalid after max_retries: end the session with a summary (reason "
+        "invalid_tool_args), or pass it to the agent flagged tool_args_invalid.",
+    )
 
 
 class ToolFailureSettings(BaseModel):

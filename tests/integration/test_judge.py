@@ -18,6 +18,9 @@ FULL_ANSWER = (
 )
 
 
+SUMMARY = "Found: the number. Missing: a source. Next: cite INSEE."
+
+
 def after_tools(*, session: str = "judge"):
     """The agent's history after one tool call, as it resends it."""
     return [
@@ -109,11 +112,24 @@ def test_judge_garbage_counts_as_an_error(proxy, upstream):
     assert 'verdict="error"} 1.0' in httpx.get(f"{proxy.url}/metrics").text
 
 
-def test_continuations_are_bounded_per_session(proxy, upstream):
+def test_an_answer_still_not_done_after_the_continuations_ends_with_a_summary(proxy, upstream):
+    upstream.judge = lambda request: verdict(request, False, "still incomplete")
+    upstream.script(*[Json(chat_completion("Done.")) for _ in range(3)], Json(chat_completion(SUMMARY)))
+
+    raw = ask(proxy, after_tools(), extra_headers={"X-Session-Id": "bounded"})
+
+    assert raw.parse().choices[0].message.content == SUMMARY
+    assert raw.headers["x-loopwarden-terminated"] == "incomplete"
+    assert raw.headers["x-loopwarden-interventions"] == "judge_continue,judge_continue"
+    assert len(upstream.judge_requests) == 3
+
+
+def test_continuations_are_bounded_per_session_when_the_policy_passes(make_proxy, upstream, write_policies):
+    proxy = make_proxy(policies_dir=write_policies(default="judge: {after_max_continues: pass}\n"))
     upstream.judge = lambda request: verdict(request, False, "still incomplete")
     upstream.script(*[Json(chat_completion("Done.")) for _ in range(3)])
 
-    raw = ask(proxy, after_tools(), extra_headers={"X-Session-Id": "bounded"})
+    raw = ask(proxy, after_tools(), extra_headers={"X-Session-Id": "bounded-pass"})
 
     assert raw.parse().choices[0].message.content == "Done."  # after 2 continuations it passes
     assert raw.headers["x-loopwarden-interventions"] == "judge_continue,judge_continue"

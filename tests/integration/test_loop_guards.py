@@ -151,7 +151,22 @@ def test_schema_errors_go_back_to_the_model_path_by_path(proxy, upstream):
     assert "Additional properties are not allowed ('query' was unexpected)" in feedback
 
 
-def test_a_call_that_stays_invalid_passes_flagged_after_the_retries(proxy, upstream):
+def test_a_call_that_stays_invalid_ends_the_session_after_the_retries(proxy, upstream):
+    upstream.script(
+        *[calling("search", {"query": "lyon"}, f"c{n}") for n in range(3)],
+        answer("Found: nothing. Missing: a valid search. Next: search for 'Lyon population'."),
+    )
+
+    raw = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0).chat.completions.with_raw_response
+    response = raw.create(model="m", messages=TASK, tools=TOOLS)
+
+    assert response.headers["x-loopwarden-terminated"] == "invalid_tool_args"
+    assert response.parse().choices[0].message.tool_calls is None
+    assert "Missing" in response.parse().choices[0].message.content
+
+
+def test_a_call_that_stays_invalid_passes_flagged_when_the_policy_says_pass(make_proxy, upstream, write_policies):
+    proxy = make_proxy(policies_dir=write_policies(default="tool_args: {after_max_retries: pass}\n"))
     upstream.script(*[calling("search", {"query": "lyon"}, f"c{n}") for n in range(3)])
 
     response = httpx.post(

@@ -73,7 +73,13 @@ def test_bad_pricing_file_names_the_field(tmp_path):
 
 POLICY = Policy(
     max_steps=10,
-    budgets={"max_tokens": 1000, "max_cost_usd": 1.0, "max_active_secs": 100, "idle_gap_secs": 60},
+    budgets={
+        "max_tokens": 1000,
+        "reserve_tokens": 100,
+        "max_cost_usd": 1.0,
+        "max_active_secs": 100,
+        "idle_gap_secs": 60,
+    },
 )
 T0 = 1_800_000_000.0
 
@@ -153,6 +159,15 @@ def test_low_budget_asks_the_model_to_converge(session, mentions):
 
     assert verdict.kind == "budget_note"
     assert mentions in verdict.messages[0]["content"]
+
+
+def test_the_converge_note_comes_while_the_next_calls_reservation_still_fits():
+    policy = Policy(budgets={"max_tokens": 20_000, "reserve_tokens": 4_096})
+    context = GuardContext(policy, state(tokens_in=13_000), parse_conversation({"messages": []}), now=T0)
+
+    verdict = BudgetGuard().check_request(context)  # 7,000 left: 20 % is 4,000, but a call reserves 4,096
+
+    assert verdict.kind == "budget_note"
 
 
 def test_plenty_left_changes_nothing():

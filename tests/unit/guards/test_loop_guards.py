@@ -298,9 +298,21 @@ def test_bad_call_goes_back_to_the_model_with_its_errors():
     assert second["content"].startswith("Not executed")
 
 
-def test_bad_call_passes_flagged_once_retries_are_spent():
+def test_bad_call_ends_the_session_once_retries_are_spent():
     verdict = ToolArgsGuard().check_reply(
         reply_with(ToolCall("c1", "weather", "{}")), context(retries={"tool_args_retry": 2})
+    )
+
+    assert isinstance(verdict, Finalize)
+    assert verdict.reason == "invalid_tool_args"
+    assert "weather" in verdict.detail
+
+
+def test_bad_call_passes_flagged_once_retries_are_spent_when_the_policy_says_pass():
+    policy = Policy.model_validate({"tool_args": {"after_max_retries": "pass"}})
+
+    verdict = ToolArgsGuard().check_reply(
+        reply_with(ToolCall("c1", "weather", "{}")), context(retries={"tool_args_retry": 2}, policy=policy)
     )
 
     assert verdict == Pass(flags=("tool_args_invalid",))
