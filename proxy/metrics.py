@@ -143,6 +143,12 @@ class Metrics:
             ["tenant", "policy", "purpose"],
             registry=self.registry,
         )
+        self.goal_events = Counter(
+            "loopwarden_goal_events",
+            "Goal mode: goals started, continued, completed, blocked, limit_reached, updated, invalid calls.",
+            ["tenant", "policy", "event"],
+            registry=self.registry,
+        )
         self.stream_failures = Counter(
             "loopwarden_stream_unfinished",
             "Streamed replies that did not complete (cut, stalled, malformed, or the client left), by reason.",
