@@ -1,9 +1,11 @@
-"""Redis faults under load: frozen, scripts flushed, restarted empty.
+"""Redis faults: frozen, scripts flushed, restarted empty, paused, slow, cut, black-holed.
 
-Each test runs the fast upstream and ``loopwarden serve`` as real processes over a private
-redis-server, and drives them with aiohttp workers (one session each) from this process.
-Two tenants share the proxy: ``careful`` fails closed without state, ``relaxed`` fails
-open. Every request has a client timeout, so a hang fails the test instead of stalling it.
+The load tests run the fast upstream and ``loopwarden serve`` as real processes over a
+private redis-server, and drive them with aiohttp workers (one session each) from this
+process. Two tenants share the proxy: ``careful`` fails closed without state, ``relaxed``
+fails open. The single-request tests at the end put the TCP fault proxy between an
+in-process proxy and Redis. Every request has a client timeout, so a hang fails the test
+instead of stalling it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +25,7 @@ import redis
 import redis.asyncio as aioredis
 
 from proxy.tenants import hash_key
+from tests.support.faultproxy import FaultProxy, Hang, Latency, Pass
 from tests.support.processes import serve_over_fast_upstream
 from tests.support.redis import PrivateRedis
 
@@ -239,3 +243,85 @@ def test_a_redis_restarted_empty_is_found_counted_and_never_silently_refills_a_f
     events = [json.loads(line).get("event") for line in running.log.read_text().splitlines() if line.startswith("{")]
     assert events.count("state_store_reset") == 1
     assert events.count("state_lost_refused") == 1
+
+
+# -- Redis behind the TCP fault proxy, and CLIENT PAUSE (in-process proxies, one request at a time)
+
+
+@pytest.fixture
+def faulty_redis(private_redis):
+    """A fault proxy in front of the private redis-server."""
+    proxy = FaultProxy(private_redis.port).start()
+    yield proxy
+    proxy.stop()
+
+
+def call(proxy, timeout: float = 10.0) -> tuple[httpx.Response, float]:
+    started = time.monotonic()
+    response = httpx.post(
+        f"{proxy.base_url}/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": "Summarize the report."}]},
+        headers={"Authorization": "Bearer sk-p", "X-Session-Id": "s"},
+        timeout=timeout,
+    )
+    return response, time.monotonic() - started
+
+
+def test_redis_latency_under_the_timeout_is_served_with_state(make_proxy, upstream, faulty_redis):
+    proxy = make_proxy(redis_url=f"redis://127.0.0.1:{faulty_redis.port}/0", redis_timeout=1.0)
+    faulty_redis.set(Latency(0.2))
+
+    replies = [call(proxy)[0] for _ in range(2)]
+
+    assert [r.status_code for r in replies] == [200, 200]
+    assert [r.headers.get("x-loopwarden-degraded") for r in replies] == [None, None]
+    assert [r.headers["x-loopwarden-step"] for r in replies] == ["1", "2"]
+
+
+def test_redis_connections_cut_under_the_proxy_are_replaced_without_a_degraded_reply(
+    make_proxy, upstream, faulty_redis
+):
+    proxy = make_proxy(redis_url=f"redis://127.0.0.1:{faulty_redis.port}/0", redis_timeout=1.0)
+    assert call(proxy)[0].status_code == 200
+
+    faulty_redis.drop_connections()
+    replies = [call(proxy)[0] for _ in range(3)]
+
+    assert [r.status_code for r in replies] == [200, 200, 200]
+    assert [r.headers.get("x-loopwarden-degraded") for r in replies] == [None, None, None]
+    assert [r.headers["x-loopwarden-step"] for r in replies] == ["2", "3", "4"]  # the state survived
+
+
+def test_a_redis_that_accepts_but_never_answers_costs_one_timeout_then_recovers(make_proxy, upstream, faulty_redis):
+    proxy = make_proxy(redis_url=f"redis://127.0.0.1:{faulty_redis.port}/0", redis_timeout=0.3)
+    assert call(proxy)[0].status_code == 200
+    faulty_redis.set(Hang())
+    faulty_redis.drop_connections()
+
+    hung, elapsed = call(proxy)
+    faulty_redis.set(Pass())
+    recovered, _ = call(proxy)
+
+    assert hung.status_code == 200
+    assert hung.headers["x-loopwarden-degraded"] == "state-store"
+    assert elapsed < 0.3 + 1.0
+    assert recovered.headers.get("x-loopwarden-degraded") is None
+
+
+def test_client_pause_costs_one_timeout_then_recovers(make_proxy, upstream, private_redis):
+    proxy = make_proxy(redis_url=private_redis.url, redis_timeout=0.3)
+    assert call(proxy)[0].status_code == 200
+    admin = redis.Redis.from_url(private_redis.url)
+    admin.execute_command("CLIENT", "PAUSE", 1500, "ALL")
+    paused_at = time.monotonic()
+
+    paused, elapsed = call(proxy)
+    time.sleep(max(0.0, paused_at + 1.6 - time.monotonic()))
+    resumed, _ = call(proxy)
+    admin.close()
+
+    assert paused.status_code == 200
+    assert paused.headers["x-loopwarden-degraded"] == "state-store"
+    assert elapsed < 0.3 + 1.0
+    assert resumed.status_code == 200
+    assert resumed.headers.get("x-loopwarden-degraded") is None
