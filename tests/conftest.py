@@ -123,3 +123,19 @@ def redis_cluster():
     cluster = LocalCluster().start()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture
+def fault_proxy():
+    """Start TCP fault proxies in front of ports, ``fault_proxy(port)``; stopped after the test."""
+    from tests.support.faultproxy import FaultProxy
+
+    started: list[FaultProxy] = []
+
+    def start(port: int) -> FaultProxy:
+        started.append(FaultProxy(port).start())
+        return started[-1]
+
+    yield start
+    for proxy in started:
+        proxy.stop()

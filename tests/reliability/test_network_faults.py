@@ -6,14 +6,13 @@ regression shows up as a failure, not as a stuck suite.
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 
 from tests.support.assertions import assert_openai_error
 from tests.support.fake_upstream import Json, chat_completion
-from tests.support.faultproxy import Cut, FaultProxy, Hang, Latency, Reset
+from tests.support.faultproxy import Cut, Hang, Latency, Reset
+from tests.support.timed import timed_post
 
 AUTH = {"Authorization": "Bearer sk-p"}
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -21,17 +20,13 @@ LONG_REPLY = chat_completion("x" * 20_000)  # headers fit in the first 2,000 byt
 
 
 @pytest.fixture
-def faulty(upstream):
+def faulty(upstream, fault_proxy):
     """A fault proxy in front of the fake upstream."""
-    proxy = FaultProxy(upstream.port).start()
-    yield proxy
-    proxy.stop()
+    return fault_proxy(upstream.port)
 
 
-def post(proxy, timeout: float = 10.0) -> tuple[httpx.Response, float]:
-    started = time.monotonic()
-    response = httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH, timeout=timeout)
-    return response, time.monotonic() - started
+def post(proxy) -> tuple[httpx.Response, float]:
+    return timed_post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH)
 
 
 @pytest.mark.parametrize(

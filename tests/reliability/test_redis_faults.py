@@ -25,9 +25,10 @@ import redis
 import redis.asyncio as aioredis
 
 from proxy.tenants import hash_key
-from tests.support.faultproxy import FaultProxy, Hang, Latency, Pass
+from tests.support.faultproxy import Hang, Latency, Pass
 from tests.support.processes import serve_over_fast_upstream
 from tests.support.redis import PrivateRedis
+from tests.support.timed import timed_post
 
 KEYS = {"careful": "lw-careful-" + "1" * 24, "relaxed": "lw-relaxed-" + "2" * 24}
 POLICIES = {"careful": "closed", "relaxed": "open"}
@@ -249,22 +250,17 @@ def test_a_redis_restarted_empty_is_found_counted_and_never_silently_refills_a_f
 
 
 @pytest.fixture
-def faulty_redis(private_redis):
+def faulty_redis(private_redis, fault_proxy):
     """A fault proxy in front of the private redis-server."""
-    proxy = FaultProxy(private_redis.port).start()
-    yield proxy
-    proxy.stop()
+    return fault_proxy(private_redis.port)
 
 
-def call(proxy, timeout: float = 10.0) -> tuple[httpx.Response, float]:
-    started = time.monotonic()
-    response = httpx.post(
+def call(proxy) -> tuple[httpx.Response, float]:
+    return timed_post(
         f"{proxy.base_url}/chat/completions",
         json={"model": "m", "messages": [{"role": "user", "content": "Summarize the report."}]},
         headers={"Authorization": "Bearer sk-p", "X-Session-Id": "s"},
-        timeout=timeout,
     )
-    return response, time.monotonic() - started
 
 
 def test_redis_latency_under_the_timeout_is_served_with_state(make_proxy, upstream, faulty_redis):
