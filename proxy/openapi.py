@@ -27,7 +27,9 @@ _DESCRIPTION = (
     "An OpenAI-compatible guarding reverse proxy for LLM agents. `POST /v1/chat/completions` is "
     "guarded; every other `/v1/*` route (models, embeddings, files, responses, ...) is forwarded to "
     "the upstream model API as it is and answers what the upstream answers. Every error the proxy "
-    'itself returns has OpenAI\'s shape: `{"error": {"message", "type", "param", "code"}}`.'
+    'itself returns has OpenAI\'s shape: `{"error": {"message", "type", "param", "code"}}`. '
+    "Without a tenants file (the quick start) no proxy key is checked: the client's own "
+    "`Authorization` header goes upstream as it is."
 )
 
 AUTHENTICATED: list[SecurityRequirement] = [{"bearer": []}, {"proxyKey": [], "bearer": []}]
