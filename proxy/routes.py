@@ -104,7 +104,9 @@ class ProxyRoutes:
     ) -> dict[str, object]:
         send: Send = tracker.send  # type: ignore[assignment]
         if scope["method"] != "POST":
-            raise MethodNotAllowed(f"Method {scope['method']} is not allowed on /v1/chat/completions; use POST.")
+            raise MethodNotAllowed(
+                f"Method {scope['method']} is not allowed on /v1/chat/completions; use POST.", headers={"Allow": "POST"}
+            )
         credentials = self._authenticate(scope)
         policy = self.policy_for(credentials.tenant, header(scope, b"x-loopwarden-policy"))
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))

@@ -81,6 +81,7 @@ def test_wrong_method_on_chat_completions_is_405(proxy, upstream):
     response = httpx.get(f"{proxy.base_url}/chat/completions", headers=AUTH)
 
     assert_openai_error(response, 405, "method_not_allowed")
+    assert response.headers["allow"] == "POST"
 
 
 def test_wrong_method_on_health_route_is_405(proxy):
