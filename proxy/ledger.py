@@ -127,7 +127,13 @@ class Ledger:
         )
 
     async def admit_tenant(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
-        """The tenant's rolling-day caps: a call that does not fit gets a 429 with Retry-After."""
+        """The tenant's rolling-day caps: a call that does not fit gets a 429 with Retry-After.
+
+        Not when the session's load already failed (fail-open): a frozen store costs one
+        timeout per request, and serving without state means without the tenant's day too.
+        """
+        if notes.degraded:
+            return
         limits = []
         estimate = estimate_tokens(call.payload, len(call.body), call.policy)
         if call.daily_tokens is not None:
@@ -188,10 +194,12 @@ class Ledger:
 
     async def commit(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
         notes.committed = True
-        if notes.degraded:
+        if notes.degraded and not _holds_reservations(delta):
             # A store call of this request already failed (fail-open got it this far): a
             # frozen store costs one timeout per request, not one per round trip. This
-            # request's usage goes unbooked, as serving without state implies.
+            # request's usage goes unbooked, as serving without state implies. A request
+            # that did reserve budget (its load worked, a later call failed) still commits,
+            # or the reservation would stay held until the session expires.
             return
         ended = self._clock()
         delta.incr(FIELDS.ACTIVE_MS, max(0, int((ended - notes.started) * 1000)))
@@ -221,6 +229,11 @@ class Ledger:
 _DAY = 86_400
 _DAILY_TOKENS = "t:"
 _DAILY_COST = "c:"
+
+
+def _holds_reservations(delta: SessionDelta) -> bool:
+    """The delta gives back a budget reservation the session's admission took."""
+    return any(delta.increments.get(name, 0) < 0 for name in (FIELDS.RESERVED_TOKENS, FIELDS.RESERVED_COST))
 
 
 def _tenant_key(tenant: str) -> str:
