@@ -8,8 +8,7 @@ every error in OpenAI's shape).
 
 Left out on purpose: ``negative_data_rejection``. The proxy is a lenient pass-through: it
 forwards the fields it does not need untouched and leaves validating them to the upstream,
-which here (the fake) accepts anything. And ``unsupported_method`` on the chat route, which
-fails today (see the xfail below).
+which here (the fake) accepts anything.
 """
 
 from __future__ import annotations
@@ -39,10 +38,6 @@ bearer = "{KEY}"
 
 [auth.openapi.proxyKey]
 api_key = "{KEY}"
-
-[[operations]]
-include-path = "/v1/chat/completions"
-checks.unsupported_method.enabled = false
 """
 
 
@@ -99,10 +94,6 @@ def test_the_description_is_served_without_a_key_and_names_every_route(described
     assert chat["requestBody"]["content"]["application/json"]["schema"]["required"] == ["model", "messages"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="proxy/routes.py raises MethodNotAllowed without headers; it needs headers={'Allow': 'POST'}",
-)
 def test_a_405_on_the_chat_route_names_the_allowed_method(described_proxy):
     response = httpx.request("TRACE", f"{described_proxy.url}/v1/chat/completions", headers=AUTH, timeout=5)
 
