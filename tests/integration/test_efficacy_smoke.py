@@ -53,7 +53,17 @@ def test_with_the_proxy_models_that_take_a_correction_finish_correctly(runs):
     assert [(r.scenario, r.stream, r.outcome) for r in rescued if r.outcome != "correct"] == []
 
 
-@pytest.mark.parametrize("scenario", ["empty/persistent", "reasoning_only/persistent", "repeat/persistent"])
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "empty/persistent",
+        "reasoning_only/persistent",
+        "repeat/persistent",
+        "invalid_args/persistent",
+        "done_early/persistent",
+        "schema/persistent",
+    ],
+)
 def test_with_the_proxy_models_that_never_recover_end_gracefully(runs, scenario):
     ended = pick(runs, proxy=True, scenario=scenario)
 
@@ -75,24 +85,12 @@ def test_with_the_proxy_the_token_hog_costs_a_fraction(runs):
     assert guarded < direct / 3
 
 
-@pytest.mark.xfail(
-    strict=False,  # flips to a pass when the guards end such sessions; then drop the mark
-    reason="known gap: after judge_max_continues the judge guard passes a reply it still judges not done "
-    "(proxy/guards/judge.py), and after tool_args.max_retries an invalid call passes flagged "
-    "(proxy/guards/tool_args.py): a model that never takes the correction ends silently or crashes the agent",
-)
-def test_with_the_proxy_no_misbehaving_run_ends_silently_or_crashes(runs):
+def test_with_the_proxy_no_run_of_the_openai_loop_ends_silently_or_crashes(runs):
     summary = summarize(pick(runs, proxy=True))
 
     assert (summary.silent, summary.crashed) == (0, 0)
 
 
-@pytest.mark.xfail(
-    strict=False,  # flips to a pass once the note comes before the reservation is refused; then drop the mark
-    reason="known gap: with max_tokens 20,000 the converge note (below 20 % left, 4,000 tokens) can never fire "
-    "before the call reservation (prompt + reserve_tokens 4,096) is refused (proxy/guards/budget.py, "
-    "proxy/budgets.py)",
-)
 def test_with_the_proxy_a_token_hog_hears_the_converge_note_before_its_budget_ends(runs):
     hogs = pick(runs, proxy=True, scenario="token_hog/recovers")
 
