@@ -56,6 +56,9 @@ from proxy.wire.chat_completions import (
 )
 
 _EVENT_STREAM = b"text/event-stream"
+_STRIKE_ENDINGS = frozenset({"empty_response", "reasoning_only"})
+"""Strikes that name the session's ending when a request runs out of attempts on them; any
+other correction that runs out of attempts ends it as ``max_attempts``."""
 
 __all__ = ["ChatCall", "Outcome", "Pipeline"]
 
@@ -281,7 +284,8 @@ class Pipeline:
             if isinstance(verdict, Nudge):
                 self._strike(verdict.strike, delta)
                 if attempt >= allowed:
-                    verdict = Finalize(verdict.strike or verdict.kind, f"the model kept failing: {verdict.reason}")
+                    reason = verdict.strike if verdict.strike in _STRIKE_ENDINGS else "max_attempts"
+                    verdict = Finalize(reason, f"the model kept failing: {verdict.reason}")
                 else:
                     self._record_intervention(call, verdict.kind, verdict.reason, notes, attempt)
                     retries[verdict.kind] += 1

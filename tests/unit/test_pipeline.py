@@ -87,6 +87,17 @@ async def test_running_out_of_attempts_ends_with_the_strike_reason():
     assert len(script.bodies) == 3  # two attempts, then the summary call
 
 
+async def test_running_out_of_attempts_on_other_corrections_ends_as_max_attempts():
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    payload = {**PAYLOAD, "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": schema}}}
+    script = Script((200, chat_completion('{"n": "x"}')), (200, chat_completion('{"n": "y"}')), GOOD)
+    pipeline, _, call = make(script, Policy(max_attempts=2))
+
+    outcome = await pipeline.run(call(payload))
+
+    assert header(outcome, "x-loopwarden-terminated") == "max_attempts"
+
+
 async def test_nudges_accumulate_in_the_retried_request():
     script = Script(EMPTY, EMPTY, GOOD)
     pipeline, _, call = make(script)
