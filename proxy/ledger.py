@@ -174,23 +174,22 @@ class Ledger:
 
     def charge(self, call: ChatCall, delta: SessionDelta, usage: Usage, model: str | None, kind: str = "agent") -> None:
         """Count a call's tokens and cost (an unpriced model is counted, not guessed)."""
+        tenant, policy, tokens = call.tenant, call.policy.name, self._metrics.tokens
         if usage.prompt_tokens:
-            self._metrics.tokens.labels(call.tenant, call.policy.name, kind, "prompt").inc(usage.prompt_tokens)
-        if usage.completion_tokens:
-            self._metrics.tokens.labels(call.tenant, call.policy.name, kind, "completion").inc(usage.completion_tokens)
-        if usage.prompt_tokens:
+            self._metrics.of(tokens, tenant, policy, kind, "prompt").inc(usage.prompt_tokens)
             delta.incr(FIELDS.TOKENS_IN, usage.prompt_tokens)
         if usage.completion_tokens:
+            self._metrics.of(tokens, tenant, policy, kind, "completion").inc(usage.completion_tokens)
             delta.incr(FIELDS.TOKENS_OUT, usage.completion_tokens)
         if not usage.total:
             return
         cost = self._prices.cost_micros(model or call.conversation.model, usage)
         if cost is None:
             delta.incr(FIELDS.UNPRICED)
-            self._metrics.unpriced_calls.labels(call.tenant, call.policy.name).inc()
+            self._metrics.of(self._metrics.unpriced_calls, tenant, policy).inc()
         elif cost:
             delta.incr(FIELDS.COST_MICROS, cost)
-            self._metrics.cost.labels(call.tenant, call.policy.name).inc(cost / MICROS)
+            self._metrics.of(self._metrics.cost, tenant, policy).inc(cost / MICROS)
 
     async def commit(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
         notes.committed = True
@@ -223,7 +222,7 @@ class Ledger:
         try:
             yield
         finally:
-            self._metrics.state_latency.labels(operation).observe(time.perf_counter() - started)
+            self._metrics.of(self._metrics.state_latency, operation).observe(time.perf_counter() - started)
 
 
 _DAY = 86_400

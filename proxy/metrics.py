@@ -6,11 +6,16 @@ Labels are bounded: tenant, policy, kind or reason, never session ids or free te
 from __future__ import annotations
 
 import os
+from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
+from prometheus_client.metrics import MetricWrapperBase
 
 __all__ = ["Metrics"]
 
+
+_Metric = TypeVar("_Metric", bound=MetricWrapperBase)
+_MAX_CHILDREN = 10_000
 
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 _OVERHEAD_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
@@ -25,6 +30,7 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
+        self._children: dict[tuple[int, tuple[str, ...]], MetricWrapperBase] = {}
         self.requests = Counter(
             "loopwarden_requests",
             "Requests answered, by route and status class (2xx, 4xx, 5xx).",
@@ -155,6 +161,17 @@ class Metrics:
             ["tenant", "policy", "reason"],
             registry=self.registry,
         )
+
+    def of(self, metric: _Metric, *labels: str) -> _Metric:
+        """``metric.labels(*labels)``, remembered: ``labels`` validates and takes a lock on
+        every call (about 3 µs), and the proxy touches a dozen series per request."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            if len(self._children) >= _MAX_CHILDREN:
+                self._children.clear()
+            child = self._children[key] = metric.labels(*labels)
+        return child  # type: ignore[return-value]
 
     def exposition(self) -> bytes:
         """The text format for /metrics (every worker's samples in multiprocess mode)."""

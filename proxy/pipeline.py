@@ -218,7 +218,7 @@ class Pipeline:
                 if parsed is not None:
                     self._tracing.annotate(span, _usage_attributes(parsed))
             latency = time.perf_counter() - sent
-            self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "agent").inc()
+            self._metrics.of(self._metrics.upstream_calls, call.tenant, call.policy.name, "agent").inc()
             if not ok or parsed is None:
                 if ok:
                     delta.incr(FIELDS.STEPS)

@@ -217,8 +217,8 @@ class ProxyRoutes:
             self._readiness.in_flight -= 1
         overhead = timing.overhead()
         status_class = f"{status // 100}xx" if isinstance(status, int) else status
-        self._metrics.requests.labels(str(facts.get("tenant", "-")), route, status_class).inc()
-        self._metrics.overhead.labels(route).observe(overhead)
+        self._metrics.of(self._metrics.requests, str(facts.get("tenant", "-")), route, status_class).inc()
+        self._metrics.of(self._metrics.overhead, route).observe(overhead)
         if timing.first_byte is not None:
             self._metrics.stream_ttfb.observe(timing.first_byte)
         facts.update(

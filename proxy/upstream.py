@@ -112,7 +112,7 @@ class UpstreamClient:
 
     def _count(self, outcome: str) -> None:
         if self._metrics is not None:
-            self._metrics.upstream_attempts.labels(outcome).inc()
+            self._metrics.of(self._metrics.upstream_attempts, outcome).inc()
 
     async def _send(
         self, method: str, url: str, headers: Sequence[tuple[str, str]], body: bytes, stream: bool

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from proxy.metrics import Metrics
+
 
 def test_metrics_merge_worker_processes_in_multiprocess_mode(tmp_path):
     script = (
@@ -20,3 +22,12 @@ def test_metrics_merge_worker_processes_in_multiprocess_mode(tmp_path):
     ]
 
     assert 'loopwarden_terminations_total{policy="p",reason="loop",tenant="t"} 2.0' in runs[-1].stdout
+
+
+def test_a_remembered_child_is_the_same_series_as_labels():
+    metrics = Metrics()
+
+    metrics.of(metrics.upstream_calls, "acme", "default", "agent").inc()
+    metrics.of(metrics.upstream_calls, "acme", "default", "agent").inc()
+
+    assert metrics.upstream_calls.labels("acme", "default", "agent")._value.get() == 2
