@@ -1,0 +1,104 @@
+"""Instructions the proxy executes per request, counted by callgrind: repeatable to a fraction
+of a percent, whatever else the machine is doing (wall-clock throughput here swings ±20 %).
+
+Starts ``fast_upstream.py`` and ``loopwarden serve`` under ``valgrind --tool=callgrind`` with
+instrumentation off, warms up, switches counting on for ``--requests`` sequential requests
+over one keep-alive connection, and prints instructions per request for each body.
+
+    .venv/bin/python tests/bench/count_instructions.py --bodies plain,stream --requests 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR))
+
+from run_bench import BODIES, REQUEST_HEADERS, REQUEST_PATH  # noqa: E402
+from ttfb import free_port, wait_ready  # noqa: E402
+
+
+def send(port: int, body: bytes, count: int) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    for _ in range(count):
+        connection.request("POST", REQUEST_PATH, body=body, headers=REQUEST_HEADERS)
+        response = connection.getresponse()
+        response.read()
+        if response.status != 200:
+            raise RuntimeError(f"status {response.status}")
+    connection.close()
+
+
+def count(body: bytes, requests: int, warmup: int) -> float:
+    upstream_port, proxy_port = free_port(), free_port()
+    upstream = subprocess.Popen([sys.executable, str(BENCH_DIR / "fast_upstream.py"), "--port", str(upstream_port)])
+    with tempfile.TemporaryDirectory() as work:
+        log = Path(work) / "callgrind.log"
+        proxy = subprocess.Popen(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--instr-atstart=no",
+                f"--callgrind-out-file={work}/out",
+                f"--log-file={log}",
+                sys.executable,
+                "-m",
+                "proxy",
+                "serve",
+                "--upstream",
+                f"http://127.0.0.1:{upstream_port}/v1",
+                "--port",
+                str(proxy_port),
+                "--log-level",
+                "warning",
+            ],
+            cwd=BENCH_DIR.parents[1],
+            env={**os.environ, "PYTHONPATH": str(BENCH_DIR.parents[1])},
+        )
+        try:
+            wait_ready(upstream_port)
+            wait_ready(proxy_port, timeout=120)
+            send(proxy_port, body, warmup)
+            subprocess.run(["callgrind_control", "-i", "on", str(proxy.pid)], check=True, capture_output=True)
+            send(proxy_port, body, requests)
+            subprocess.run(["callgrind_control", "-i", "off", str(proxy.pid)], check=True, capture_output=True)
+        finally:
+            proxy.send_signal(signal.SIGTERM)
+            proxy.wait(60)
+            upstream.send_signal(signal.SIGTERM)
+            upstream.wait(10)
+        time.sleep(0.2)
+        collected = re.search(r"Collected : (\d+)", log.read_text())
+        if collected is None:
+            raise RuntimeError(f"no callgrind total in {log}")
+        return int(collected.group(1)) / requests
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bodies", default="plain,stream,stream-tools")
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=60)
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed (apt-get install -y valgrind)")
+        return 2
+    for name in args.bodies.split(","):
+        per_request = count(BODIES[name], args.requests, args.warmup)
+        print(f"{name:13s} {per_request / 1e6:.3f} M instructions per request")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
