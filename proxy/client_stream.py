@@ -167,17 +167,23 @@ class ClientStream:
     # -- writing --------------------------------------------------------------------
 
     async def _write(self, data: bytes, *, text: bool, last: bool = False) -> None:
-        async with self._lock:
-            if self.finished:
-                return
-            if not self.started:
-                await self._start()
-            self._last_write = time.monotonic()
-            self.sent_text = self.sent_text or text
-            self.finished = last
-            await self._send({"type": "http.response.body", "body": data, "more_body": not last})
         if last:
-            self.close()
+            self.close()  # no keep-alive can start from here on
+            if self._pinging is None:  # and none is writing: no one to take turns with
+                await self._emit(data, text, last)
+                return
+        async with self._lock:  # a keep-alive may write from its own task
+            await self._emit(data, text, last)
+
+    async def _emit(self, data: bytes, text: bool, last: bool) -> None:
+        if self.finished:
+            return
+        if not self.started:
+            await self._start()
+        self._last_write = time.monotonic()
+        self.sent_text = self.sent_text or text
+        self.finished = last
+        await self._send({"type": "http.response.body", "body": data, "more_body": not last})
 
     async def _start(self) -> None:
         self.started = True

@@ -8,15 +8,16 @@ event without data is not an event. Relays re-frame each event as one ``data:`` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["SSEEvent", "SSEParser", "comment", "frame"]
 
 _BOM = b"\xef\xbb\xbf"
 
 
-@dataclass(frozen=True, slots=True)
-class SSEEvent:
+class SSEEvent(NamedTuple):
+    """One event (a tuple: built for every event of every stream)."""
+
     data: bytes
     name: bytes = b""
     """The ``event:`` field (empty for the default ``message``)."""
@@ -53,14 +54,15 @@ class SSEParser:
             lines = buffer.split(b"\n")
         self._partial = lines.pop()
         events: list[SSEEvent] = []
+        data = self._data
         for line in lines:
             if not line:
-                if self._data:
-                    events.append(SSEEvent(b"\n".join(self._data), self._name))
-                    self._data = []
+                if data:
+                    events.append(SSEEvent(data[0] if len(data) == 1 else b"\n".join(data), self._name))
+                    data = self._data = []
                 self._name = b""
-            elif line.startswith(b"data:"):
-                self._data.append(line[6:] if line[5:6] == b" " else line[5:])
+            elif line[:5] == b"data:":
+                data.append(line[6:] if len(line) > 5 and line[5] == 0x20 else line[5:])
             elif line[0] != 0x3A:  # ":" starts a comment
                 self._field(line)
         return events
