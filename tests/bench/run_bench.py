@@ -98,6 +98,10 @@ def _reference_command(upstream: str, port: int) -> list[str]:
     return [PYTHON, str(BENCH_DIR / "reference_app.py"), "--upstream", upstream, "--port", str(port)]
 
 
+def _litestar_sse_command(upstream: str, port: int) -> list[str]:
+    return [PYTHON, str(BENCH_DIR / "reference_litestar_sse.py"), "--upstream", upstream, "--port", str(port)]
+
+
 def _floor_command(upstream: str, port: int) -> list[str]:
     return [PYTHON, str(BENCH_DIR / "floor_app.py"), "--upstream", upstream, "--port", str(port)]
 
@@ -111,6 +115,11 @@ TARGETS: dict[str, Target] = {
             "reference",
             "-> the issue's reference: bare ASGI + httpx.AsyncClient on httpx-aiohttp -> upstream",
             _reference_command,
+        ),
+        Target(
+            "reference-sse",
+            "-> the streaming issue's reference: bare litestar SSE relay on httpx-aiohttp -> upstream",
+            _litestar_sse_command,
         ),
         Target("floor", "-> bare ASGI pass-through (uvicorn + AiohttpTransport) -> upstream", _floor_command),
         proxy_target("proxy", "-> loopwarden serve (guard pipeline, memory state) -> upstream"),
