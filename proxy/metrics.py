@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 from prometheus_client.metrics import MetricWrapperBase
 
 __all__ = ["Metrics"]
@@ -154,6 +154,12 @@ class Metrics:
             "Goal mode: goals started, continued, completed, blocked, limit_reached, updated, invalid calls.",
             ["tenant", "policy", "event"],
             registry=self.registry,
+        )
+        self.in_flight = Gauge(
+            "loopwarden_in_flight_requests",
+            "Requests being handled right now (summed over worker processes).",
+            registry=self.registry,
+            multiprocess_mode="livesum",
         )
         self.stream_failures = Counter(
             "loopwarden_stream_unfinished",

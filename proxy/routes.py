@@ -196,6 +196,7 @@ class ProxyRoutes:
         timing = begin()
         state = _ResponseTracker(send, timing)
         self._readiness.in_flight += 1
+        self._metrics.in_flight.inc()
         status: int | str = "error"
         facts: dict[str, object] = {}
         try:
@@ -215,6 +216,7 @@ class ProxyRoutes:
                 await send_error(state.send, ProxyError("The proxy failed to handle the request."))  # type: ignore[arg-type]
         finally:
             self._readiness.in_flight -= 1
+            self._metrics.in_flight.dec()
         overhead = timing.overhead()
         status_class = f"{status // 100}xx" if isinstance(status, int) else status
         self._metrics.of(self._metrics.requests, str(facts.get("tenant", "-")), route, status_class).inc()

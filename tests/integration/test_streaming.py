@@ -347,6 +347,7 @@ def test_client_leaving_mid_stream_cancels_the_upstream_and_records_usage(proxy,
     while proxy.readiness.in_flight and time.monotonic() < deadline:
         time.sleep(0.01)
     assert proxy.readiness.in_flight == 0
+    assert "loopwarden_in_flight_requests 0.0" in httpx.get(f"{proxy.url}/metrics").text
     session = httpx.get(f"{proxy.base_url}/loopwarden/sessions/stream-leaver", headers=_AUTH).json()
     assert session["steps"] == 1
     assert session["tokens"]["completion"] > 0
