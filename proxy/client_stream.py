@@ -71,11 +71,10 @@ class ClientStream:
     # -- one attempt ----------------------------------------------------------------
 
     def new_attempt(self) -> None:
-        """Drop what the last attempt held back; hold everything again."""
+        """Drop what the last attempt held back; hold everything again. What it already let
+        through stays let through (it goes out with the next write)."""
         self._queue.clear()
         self._final.clear()
-        self._out.clear()
-        self._out_text = False
         self.released = Channel.NONE
 
     @property
@@ -111,10 +110,14 @@ class ClientStream:
     async def flush(self) -> None:
         """Write what was let through since the last flush (one write per upstream read)."""
         if self._out:
-            data, text = b"".join(self._out), self._out_text
-            self._out.clear()
-            self._out_text = False
-            await self._write(data, text=text)
+            await self._write(self._take_out())
+
+    def _take_out(self) -> bytes:
+        data = b"".join(self._out)
+        self.sent_text = self.sent_text or self._out_text
+        self._out.clear()
+        self._out_text = False
+        return data
 
     def _drain(self, released: int, *, substantive: bool = False) -> bytes:
         """Take the released parts out of the queue (in order), keep the held rest. Events that
@@ -143,21 +146,20 @@ class ClientStream:
 
     async def finish(self) -> None:
         """The verdict passed the reply: everything held, then the finish and usage chunks."""
-        out = b"".join(self._out) + self._drain(Channel.ALL, substantive=True) + b"".join(self._final) + _DONE
-        self._out.clear()
-        await self._write(out, text=False, last=True)
+        out = self._take_out() + self._drain(Channel.ALL, substantive=True) + b"".join(self._final) + _DONE
+        await self._write(out, last=True)
 
     async def replace(self, body: Mapping[str, Any]) -> None:
         """End with ``body`` (an ending or a non-streamed reply) instead of the held attempt."""
         self.new_attempt()
-        if self.sent_text:
+        if self.sent_text or self._out_text:
             body = _appended(body)
-        await self._write(completion_as_sse(body, include_usage=self._include_usage), text=False, last=True)
+        await self._write(self._take_out() + completion_as_sse(body, include_usage=self._include_usage), last=True)
 
     async def fail(self, error: ProxyError) -> None:
         """The stream cannot be completed: an error event the SDKs raise, then the end."""
         self.new_attempt()
-        await self._write(frame(error.body()), text=False, last=True)
+        await self._write(self._take_out() + frame(error.body()), last=True)
 
     def close(self) -> None:
         if self._timer is not None:
@@ -166,22 +168,21 @@ class ClientStream:
 
     # -- writing --------------------------------------------------------------------
 
-    async def _write(self, data: bytes, *, text: bool, last: bool = False) -> None:
+    async def _write(self, data: bytes, *, last: bool = False) -> None:
         if last:
             self.close()  # no keep-alive can start from here on
             if self._pinging is None:  # and none is writing: no one to take turns with
-                await self._emit(data, text, last)
+                await self._emit(data, last)
                 return
         async with self._lock:  # a keep-alive may write from its own task
-            await self._emit(data, text, last)
+            await self._emit(data, last)
 
-    async def _emit(self, data: bytes, text: bool, last: bool) -> None:
+    async def _emit(self, data: bytes, last: bool) -> None:
         if self.finished:
             return
         if not self.started:
             await self._start()
         self._last_write = time.monotonic()
-        self.sent_text = self.sent_text or text
         self.finished = last
         await self._send({"type": "http.response.body", "body": data, "more_body": not last})
 
@@ -209,7 +210,7 @@ class ClientStream:
 
     async def _ping(self) -> None:
         try:
-            await self._write(_KEEPALIVE, text=False)
+            await self._write(_KEEPALIVE)
         except Exception:  # a ping to a client that already left is nobody's problem
             return
         finally:

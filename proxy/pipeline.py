@@ -351,6 +351,7 @@ class Pipeline:
         else:
             with_usage = {**(options if isinstance(options, dict) else {}), "include_usage": True}
             body = render_request(payload, extra, stream=True, stream_options=with_usage)
+        await client.flush()  # text an earlier attempt let through goes out before the next wait
         reply = await self._upstream.send("POST", call.url, call.headers, body, stream=True)
         response = reply.response
         if response.status_code != 200 or not _is_event_stream(response.headers.raw):

@@ -366,3 +366,55 @@ def test_client_leaving_before_the_first_byte_cancels_the_upstream(proxy, upstre
     assert upstream.stream_aborts
     assert proxy.readiness.in_flight == 0
     assert upstream.judge_requests == []
+
+
+# -- edges --------------------------------------------------------------------------------
+
+
+def test_text_that_already_flowed_is_followed_by_the_retried_reply(proxy, upstream):
+    preamble = "Let me look that up for you in the city statistics database first. " * 5  # streams at once
+    bad = chat_completion(preamble, tool_calls=[tool_call("search", '{"query": 1}', "bad")])
+    upstream.script(streamed(bad), calling('{"q": "Lyon"}', "good"))
+
+    chunks, _ = stream(proxy)
+
+    ids = [t.id for c in chunks if c.choices and c.choices[0].delta.tool_calls for t in c.choices[0].delta.tool_calls]
+    assert text_of(chunks) == preamble  # let through once, never taken back, never repeated
+    assert [i for i in ids if i] == ["good"]
+    assert len(upstream.requests) == 2
+
+
+def test_an_upstream_error_after_keepalives_ends_the_stream_with_an_error_event(make_proxy, upstream):
+    proxy = make_proxy(stream_keepalive_secs=0.1, retry_attempts=1)
+    upstream.judge = lambda request: Json(verdict(request, False, "no source").body, delay=0.5)
+    error = {"error": {"message": "overloaded", "type": "server_error", "param": None, "code": None}}
+    upstream.script(answer("Done."), Json(error, status=500))
+
+    body = {"model": "m", "messages": AFTER_TOOLS, "tools": TOOLS, "stream": True}
+    with httpx.stream("POST", f"{proxy.base_url}/chat/completions", json=body, timeout=10) as response:
+        raw = b"".join(response.iter_raw())
+
+    assert response.status_code == 200  # the keep-alives had started the response
+    assert b": keep-alive" in raw
+    assert raw.rstrip().endswith(b'"code":"upstream_error"}}')
+
+
+def test_a_stream_with_several_choices_passes_whole(proxy, upstream):
+    two = [
+        {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [choice]}
+        for choice in (
+            {"index": 0, "delta": {"role": "assistant", "content": "First"}, "finish_reason": None},
+            {"index": 1, "delta": {"role": "assistant", "content": "Second"}, "finish_reason": None},
+            {"index": 0, "delta": {}, "finish_reason": "stop"},
+            {"index": 1, "delta": {}, "finish_reason": "stop"},
+        )
+    ]
+    upstream.script(Sse(two))
+
+    chunks = list(sdk(proxy).chat.completions.create(model="m", messages=TASK, stream=True, n=2))
+
+    by_index: dict[int, str] = {}
+    for each in chunks:
+        for choice in each.choices:
+            by_index[choice.index] = by_index.get(choice.index, "") + (choice.delta.content or "")
+    assert by_index == {0: "First", 1: "Second"}
