@@ -39,6 +39,8 @@ _KEEPALIVE = comment(b"keep-alive")
 
 
 class ClientStream:
+    """One streamed response to one client, written across every upstream attempt."""
+
     def __init__(
         self,
         send: Send,
