@@ -418,3 +418,11 @@ def test_a_stream_with_several_choices_passes_whole(proxy, upstream):
         for choice in each.choices:
             by_index[choice.index] = by_index.get(choice.index, "") + (choice.delta.content or "")
     assert by_index == {0: "First", 1: "Second"}
+
+
+def test_a_stream_that_stalls_past_the_read_timeout_ends_with_an_error_event(make_proxy, upstream):
+    proxy = make_proxy(read_timeout=0.3)
+    upstream.script(Sse(stream_chunks("one two three four", pieces=4), delay=1.0))
+
+    with pytest.raises(openai.APIError, match="read timeout"):
+        list(sdk(proxy).chat.completions.create(model="m", messages=TASK, stream=True))
