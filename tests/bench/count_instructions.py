@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import os
 import re
 import shutil
 import signal
@@ -26,7 +25,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 from run_bench import BODIES, REQUEST_HEADERS, REQUEST_PATH  # noqa: E402
-from ttfb import free_port, wait_ready  # noqa: E402
+from ttfb import free_port, start_proxy, start_upstream, wait_ready  # noqa: E402
 
 
 def send(port: int, body: bytes, count: int) -> None:
@@ -42,30 +41,17 @@ def send(port: int, body: bytes, count: int) -> None:
 
 def count(body: bytes, requests: int, warmup: int) -> float:
     upstream_port, proxy_port = free_port(), free_port()
-    upstream = subprocess.Popen([sys.executable, str(BENCH_DIR / "fast_upstream.py"), "--port", str(upstream_port)])
+    upstream = start_upstream(upstream_port)
     with tempfile.TemporaryDirectory() as work:
         log = Path(work) / "callgrind.log"
-        proxy = subprocess.Popen(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--instr-atstart=no",
-                f"--callgrind-out-file={work}/out",
-                f"--log-file={log}",
-                sys.executable,
-                "-m",
-                "proxy",
-                "serve",
-                "--upstream",
-                f"http://127.0.0.1:{upstream_port}/v1",
-                "--port",
-                str(proxy_port),
-                "--log-level",
-                "warning",
-            ],
-            cwd=BENCH_DIR.parents[1],
-            env={**os.environ, "PYTHONPATH": str(BENCH_DIR.parents[1])},
-        )
+        callgrind = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={work}/out",
+            f"--log-file={log}",
+        ]
+        proxy = start_proxy(upstream_port, proxy_port, callgrind)
         try:
             wait_ready(upstream_port)
             wait_ready(proxy_port, timeout=120)

@@ -74,10 +74,15 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
+    serve(ReferenceApp(args.upstream), args.host, args.port)
+
+
+def serve(app: Any, host: str, port: int) -> None:
+    """uvicorn as the proxy runs it (uvloop, httptools, no access log or extra headers)."""
     uvicorn.run(
-        ReferenceApp(args.upstream),
-        host=args.host,
-        port=args.port,
+        app,
+        host=host,
+        port=port,
         loop="uvloop",
         http="httptools",
         access_log=False,

@@ -14,10 +14,10 @@ import argparse
 from collections.abc import AsyncIterator
 
 import httpx
-import uvicorn
 from httpx_aiohttp import AiohttpTransport
 from litestar import Litestar, Request, get, post
 from litestar.response import Stream
+from reference_app import serve
 
 
 def build(upstream: str) -> Litestar:
@@ -57,18 +57,7 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    uvicorn.run(
-        build(args.upstream),
-        host=args.host,
-        port=args.port,
-        loop="uvloop",
-        http="httptools",
-        access_log=False,
-        log_level="warning",
-        server_header=False,
-        date_header=False,
-        proxy_headers=False,
-    )
+    serve(build(args.upstream), args.host, args.port)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -42,6 +43,32 @@ def wait_ready(port: int, timeout: float = 30.0) -> None:
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"nothing listens on {port}")
+
+
+def start_upstream(port: int) -> subprocess.Popen[bytes]:
+    """The fast fake upstream, as its own process."""
+    return subprocess.Popen([sys.executable, str(BENCH_DIR / "fast_upstream.py"), "--port", str(port)])
+
+
+def start_proxy(upstream_port: int, port: int, wrapper: Sequence[str] = ()) -> subprocess.Popen[bytes]:
+    """``loopwarden serve`` (memory state, warning logs) in front of it, under ``wrapper`` if any."""
+    return subprocess.Popen(
+        [
+            *wrapper,
+            sys.executable,
+            "-m",
+            "proxy",
+            "serve",
+            "--upstream",
+            f"http://127.0.0.1:{upstream_port}/v1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=BENCH_DIR.parents[1],
+        env={**os.environ, "PYTHONPATH": str(BENCH_DIR.parents[1])},
+    )
 
 
 def first_byte_times(port: int, body: bytes, count: int) -> list[float]:
@@ -73,23 +100,8 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=1000)
     args = parser.parse_args()
     upstream_port, proxy_port = free_port(), free_port()
-    upstream = subprocess.Popen([sys.executable, str(BENCH_DIR / "fast_upstream.py"), "--port", str(upstream_port)])
-    proxy = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "proxy",
-            "serve",
-            "--upstream",
-            f"http://127.0.0.1:{upstream_port}/v1",
-            "--port",
-            str(proxy_port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=BENCH_DIR.parents[1],
-        env={**os.environ, "PYTHONPATH": str(BENCH_DIR.parents[1])},
-    )
+    upstream = start_upstream(upstream_port)
+    proxy = start_proxy(upstream_port, proxy_port)
     try:
         wait_ready(upstream_port)
         wait_ready(proxy_port)
