@@ -84,7 +84,7 @@ class GoalKeeper:
                 "tenant": call.tenant,
                 "policy": call.policy.name,
                 "session": call.session.id,
-                "event": event,
+                "change": event,
                 "status": goal.status,
                 "turns": goal.turns,
             },

@@ -234,7 +234,9 @@ class Pipeline:
                         # Only the proxy's own tool was called: answer it and let the model go on.
                         goal_rounds += 1
                         allowed += 1
-                        extra.extend(calls_returned(parsed, results))
+                        answered = Nudge("goal_tool", f"goal {goal.status}", calls_returned(parsed, results))
+                        self._log_goal_step(call, state, delta, retries, attempt, parsed, answered, latency, notes)
+                        extra.extend(answered.messages)
                         continue
                     parsed = dataclasses.replace(parsed, tool_calls=tuple(theirs))
                     stripped = True
@@ -244,9 +246,10 @@ class Pipeline:
                     goal, prompt = self._goals.next_turn(call, goal, delta, state, notes)
                     if prompt is not None:
                         self._record_intervention(call, "goal_continue", f"goal turn {goal.turns}", notes, attempt)
-                        extra.extend(
-                            ({"role": "assistant", "content": parsed.content}, {"role": "user", "content": prompt})
-                        )
+                        turn = ({"role": "assistant", "content": parsed.content}, {"role": "user", "content": prompt})
+                        continued = Nudge("goal_continue", f"goal turn {goal.turns}", turn)
+                        self._log_goal_step(call, state, delta, retries, attempt, parsed, continued, latency, notes)
+                        extra.extend(turn)
                         allowed += 1
                         ending = self._request_limit(call, delta.applied_to(state), now)
                         if ending is None:
@@ -576,6 +579,22 @@ class Pipeline:
             "gen_ai.request.model": call.conversation.model or "",
             "loopwarden.attempt": attempt,
         }
+
+    def _log_goal_step(
+        self,
+        call: ChatCall,
+        state: SessionState,
+        delta: SessionDelta,
+        retries: Mapping[str, int],
+        attempt: int,
+        reply: Reply,
+        decision: Nudge,
+        latency: float,
+        notes: RequestNotes,
+    ) -> None:
+        """A step goal mode answered itself: logged (and recorded) like any other step."""
+        context = GuardContext(call.policy, delta.applied_to(state), call.conversation, retries, notes.started)
+        self._log_step(call, context, attempt, reply, decision, latency, notes)
 
     def _log_step(
         self,

@@ -200,3 +200,21 @@ def test_goal_mode_on_a_stream_shows_the_client_only_the_final_answer(proxy, ups
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Lyon has 522,250 inhabitants."
     assert not any(c.choices and c.choices[0].delta.tool_calls for c in chunks)
     assert status == "completed"
+
+
+def test_every_goal_step_is_logged_like_any_other(proxy, upstream, log_records):
+    from proxy.logs import JsonFormatter
+
+    upstream.script(
+        text("I will look into it."),
+        reporting(goal_call(action="add_evidence", evidence="INSEE 2021")),
+        text("Lyon has 522,250 inhabitants."),
+    )
+
+    ask(proxy, goal_headers("goal-logged"))
+
+    lines = [json.loads(JsonFormatter().format(r)) for r in log_records]
+    steps = [line["verdict"] for line in lines if line.get("event") == "step"]
+    changes = [(line["change"], line["status"]) for line in lines if line.get("event") == "goal"]
+    assert steps == ["goal_continue", "goal_tool", "pass"]
+    assert changes == [("started", "active"), ("continued", "active"), ("completed", "completed")]
