@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-import logging
 import os
 import time
 from collections import Counter
@@ -21,41 +20,38 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
-from prometheus_client import Counter as MetricCounter
 
 from proxy.budgets import remaining, session_limits
 from proxy.call import SSE, ChatCall, Outcome, RequestNotes
 from proxy.client_stream import ClientStream
 from proxy.errors import ProxyError, UpstreamError
-from proxy.exchange import Reply, Usage, content_text
+from proxy.exchange import Reply, content_text
 from proxy.finalize import Finalizer
-from proxy.fingerprint import fingerprint, remember_calls
+from proxy.fingerprint import remember_calls
 from proxy.goal import goal_calls, without_goal_calls
 from proxy.goal_keeper import GoalKeeper, with_goal_tool
 from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
-from proxy.holdback import held_channels
 from proxy.judge import JudgeTarget
 from proxy.ledger import Ledger
-from proxy.logs import log_event, logger, redact
+from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.pricing import PriceTable
-from proxy.recording import StepRecorder
+from proxy.recording import Step, StepRecorder
 from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore
-from proxy.stream_assembly import Channel, ReplyAssembler
-from proxy.streamed_reply import read_streamed_reply
+from proxy.step_log import StepLog
+from proxy.stream_assembly import Channel
+from proxy.stream_attempts import StreamAttempts
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient, UpstreamReply
-from proxy.verdict import Amend, Finalize, Nudge, Pass, Rewrite, Verdict
+from proxy.verdict import Amend, Finalize, Nudge, Pass, Rewrite, Verdict, verdict_name, verdict_reason
 from proxy.wire.chat_completions import (
     amended,
     calls_returned,
     completion_as_sse,
     parse_reply,
     render_request,
-    with_usage_requested,
 )
 
-_EVENT_STREAM = b"text/event-stream"
 _STRIKE_ENDINGS = frozenset({"empty_response", "reasoning_only"})
 """Strikes that name the session's ending when a request runs out of attempts on them; any
 other correction that runs out of attempts ends it as ``max_attempts``."""
@@ -81,8 +77,6 @@ class Pipeline:
         keepalive_secs: float = 15.0,
     ) -> None:
         self._keepalive = keepalive_secs
-        self._recorder = recorder
-        self._log_contents = log_contents
         self._tracing = tracing or Tracing()
         self._upstream = upstream
         self._store = store
@@ -94,6 +88,8 @@ class Pipeline:
         self._prices = prices or PriceTable({})
         self._ledger = Ledger(store, metrics, self._prices, clock)
         self._goals = GoalKeeper(metrics)
+        self._steps = StepLog(metrics, self._tracing, log_contents=log_contents, recorder=recorder)
+        self._streams = StreamAttempts(upstream, self._ledger, metrics, self._response_guards)
 
     async def run(self, call: ChatCall) -> Outcome:
         """One agent request. Whatever happens, what it reserved and spent is committed once."""
@@ -168,11 +164,11 @@ class Pipeline:
             elif not enforce:
                 self._shadow(verdict, call, delta, notes)
             elif isinstance(verdict, Amend):
-                self._record_intervention(call, verdict.kind, verdict.reason, notes, 0)
+                self._steps.intervention(call, verdict.kind, verdict.reason, notes, 0)
                 payload = amended(payload, verdict.tool_notes, verdict.drop_tools)
             elif isinstance(verdict, Nudge):
                 self._strike(verdict.strike, delta)
-                self._record_intervention(call, verdict.kind, verdict.reason, notes, 0)
+                self._steps.intervention(call, verdict.kind, verdict.reason, notes, 0)
                 extra.extend(verdict.messages)
             elif isinstance(verdict, Finalize):
                 self._strike(verdict.strike, delta)
@@ -184,12 +180,13 @@ class Pipeline:
         allowed = call.policy.max_attempts
         goal_rounds = 0
         stripped = False
+        judge_target = self._judge_target(call)
+        span_name = f"chat {call.conversation.model or ''}".strip()
         attempt = 0
         while True:
             attempt += 1
             sent = time.perf_counter()
-            name = f"chat {call.conversation.model or ''}".strip()
-            with self._tracing.span(name, self._chat_attributes(call, attempt)) as span:
+            with self._tracing.span(span_name, self._chat_attributes(call, attempt)) as span:
                 if client is None:
                     body = call.body if payload is call.payload and not extra else render_request(payload, extra)
                     reply = await self._upstream.send("POST", call.url, call.headers, body)
@@ -199,13 +196,11 @@ class Pipeline:
                 else:
                     # What the guards hold back mid-stream, judged on the session as loaded (this
                     # request's own strikes only make them hold more, never less, than needed).
-                    holding = GuardContext(
-                        call.policy, state, call.conversation, retries, now, self._judge_target(call)
-                    )
+                    holding = GuardContext(call.policy, state, call.conversation, retries, now, judge_target)
                     # In goal mode a text-only reply is a turn to continue, not an answer: held whole.
                     hold_text = Channel.TEXT if goal is not None and goal.active else Channel.NONE
                     try:
-                        reply, parsed, assembled = await self._streamed(
+                        reply, parsed, assembled = await self._streams.attempt(
                             call, payload, extra, client, holding, delta, hold_text
                         )
                     except ProxyError as error:
@@ -245,7 +240,7 @@ class Pipeline:
                     # limits (and the session's budgets), not by the request's nudge attempts.
                     goal, prompt = self._goals.next_turn(call, goal, delta, state, notes)
                     if prompt is not None:
-                        self._record_intervention(call, "goal_continue", f"goal turn {goal.turns}", notes, attempt)
+                        self._steps.intervention(call, "goal_continue", f"goal turn {goal.turns}", notes, attempt)
                         turn = ({"role": "assistant", "content": parsed.content}, {"role": "user", "content": prompt})
                         continued = Nudge("goal_continue", f"goal turn {goal.turns}", turn)
                         self._log_goal_step(call, state, delta, retries, attempt, parsed, continued, latency, notes)
@@ -256,9 +251,7 @@ class Pipeline:
                             continue
                         self._strike(ending.strike, delta)
                         return await self._finalize(call, ending, state, delta, notes, extra, client)
-            context = GuardContext(
-                call.policy, delta.applied_to(state), call.conversation, retries, now, self._judge_target(call)
-            )
+            context = GuardContext(call.policy, delta.applied_to(state), call.conversation, retries, now, judge_target)
             if not enforce:
                 for guard in self._response_guards:
                     verdict = await _decided(guard.check_reply(parsed, context))
@@ -268,12 +261,12 @@ class Pipeline:
                     else:
                         self._shadow(verdict, call, delta, notes)
                 remember_calls(delta, parsed.tool_calls, call.policy.loop.history)
-                self._log_step(call, context, attempt, parsed, None, latency, notes)
+                self._steps.step(Step(call, context, attempt, parsed, None, latency, notes))
                 break
             passes, decision = await self._first_decision(parsed, context)
             for decided in (*passes, decision):
                 self._ledger.charge_guard(call, delta, decided)
-            self._log_step(call, context, attempt, parsed, decision, latency, notes)
+            self._steps.step(Step(call, context, attempt, parsed, decision, latency, notes))
             if decision is None:
                 for passed in passes:
                     self._apply(passed, call, delta, notes)
@@ -281,7 +274,7 @@ class Pipeline:
                 break
             verdict = decision
             if isinstance(verdict, Rewrite):
-                self._record_intervention(call, verdict.kind, verdict.reason, notes, attempt)
+                self._steps.intervention(call, verdict.kind, verdict.reason, notes, attempt)
                 await self._ledger.commit(call, delta, notes)
                 return await self._rendered(call, dict(verdict.body), state, delta, notes, client)
             if isinstance(verdict, Nudge):
@@ -290,7 +283,7 @@ class Pipeline:
                     reason = verdict.strike if verdict.strike in _STRIKE_ENDINGS else "max_attempts"
                     verdict = Finalize(reason, f"the model kept failing: {verdict.reason}")
                 else:
-                    self._record_intervention(call, verdict.kind, verdict.reason, notes, attempt)
+                    self._steps.intervention(call, verdict.kind, verdict.reason, notes, attempt)
                     retries[verdict.kind] += 1
                     extra.extend(verdict.messages)
                     limit = self._request_limit(call, delta.applied_to(state), now)
@@ -329,85 +322,6 @@ class Pipeline:
             keepalive=self._keepalive,
         )
 
-    async def _streamed(
-        self,
-        call: ChatCall,
-        payload: Mapping[str, Any],
-        extra: Sequence[Mapping[str, Any]],
-        client: ClientStream,
-        context: GuardContext,
-        delta: SessionDelta,
-        hold: int = Channel.NONE,
-    ) -> tuple[UpstreamReply, Reply | None, ReplyAssembler | None]:
-        """One streamed attempt: (upstream reply, the reply or None, its assembler if it streamed).
-
-        The upstream is always asked for usage, so streamed tokens are metered; a client that
-        did not ask never sees the usage chunk. An upstream that ignores ``stream`` and answers
-        with a whole completion is read as one.
-        """
-        options = payload.get("stream_options")
-        untouched = payload is call.payload and not extra
-        if untouched and isinstance(options, dict) and options.get("include_usage"):
-            body = call.body
-        elif untouched and options is None:
-            body = with_usage_requested(call.body)
-        else:
-            with_usage = {**(options if isinstance(options, dict) else {}), "include_usage": True}
-            body = render_request(payload, extra, stream=True, stream_options=with_usage)
-        await client.flush()  # text an earlier attempt let through goes out before the next wait
-        reply = await self._upstream.send("POST", call.url, call.headers, body, stream=True)
-        response = reply.response
-        if response.status_code != 200 or not _is_event_stream(response.headers.raw):
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-            ok = response.status_code == 200
-            return reply, parse_reply(response.content) if ok else None, None
-        if call.policy.mode == "enforce":
-            guards = self._response_guards
-
-            def held(partial: ReplyAssembler) -> int:
-                return held_channels(guards, partial, context) | hold
-        else:
-
-            def held(partial: ReplyAssembler) -> int:
-                return Channel.NONE  # shadow mode changes nothing, on streams too
-
-        assembler = ReplyAssembler()
-        client.new_attempt()
-        try:
-            failure = await read_streamed_reply(response, assembler, client, held)
-        except asyncio.CancelledError:
-            self._charge_unfinished(call, delta, assembler, len(body), "client_disconnected")
-            raise
-        finally:
-            await response.aclose()
-        if failure is not None:
-            self._charge_unfinished(call, delta, assembler, len(body), failure.code or "upstream_error")
-            raise failure
-        return reply, assembler.reply(), assembler
-
-    def _charge_unfinished(
-        self, call: ChatCall, delta: SessionDelta, assembler: ReplyAssembler, prompt_bytes: int, reason: str
-    ) -> None:
-        """A stream that did not complete still cost tokens: count what the upstream reported,
-        or an estimate (4 bytes a token), and the step."""
-        usage = assembler.usage or Usage(prompt_bytes // 4, assembler.produced_chars // 4 + 1)
-        delta.incr(FIELDS.STEPS)
-        self._ledger.charge(call, delta, usage, assembler.model, kind="agent")
-        self._metrics.stream_failures.labels(call.tenant, call.policy.name, reason).inc()
-        log_event(
-            "stream_unfinished",
-            {
-                "tenant": call.tenant,
-                "policy": call.policy.name,
-                "session": call.session.id,
-                "reason": reason,
-                "usage_estimated": assembler.usage is None,
-            },
-        )
-
     # -- steps ----------------------------------------------------------------------
 
     async def _first_decision(self, reply: Reply, context: GuardContext) -> tuple[list[Pass], Verdict | None]:
@@ -434,14 +348,13 @@ class Pipeline:
         for strike in verdict.clear_strikes:
             delta.assign(FIELDS.STRIKE_PREFIX + strike, 0)
         for flag in verdict.flags:
-            notes.flags.append(flag)
-            self._record(self._metrics.flags, "flag", call, flag, "passed despite a problem")
+            self._steps.flag(call, flag, notes)
 
     def _shadow(self, verdict: Verdict, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
         """Shadow mode: count and log the decision, keep strikes as enforce would, change nothing."""
         if isinstance(verdict, Nudge | Finalize):
             self._strike(verdict.strike, delta)
-        self._record_shadow(call, _kind(verdict), _reason(verdict), notes)
+        self._steps.shadow(call, verdict_name(verdict), verdict_reason(verdict), notes)
 
     @staticmethod
     def _strike(strike: str | None, delta: SessionDelta) -> None:
@@ -594,76 +507,12 @@ class Pipeline:
     ) -> None:
         """A step goal mode answered itself: logged (and recorded) like any other step."""
         context = GuardContext(call.policy, delta.applied_to(state), call.conversation, retries, notes.started)
-        self._log_step(call, context, attempt, reply, decision, latency, notes)
-
-    def _log_step(
-        self,
-        call: ChatCall,
-        context: GuardContext,
-        attempt: int,
-        reply: Reply,
-        verdict: Verdict | None,
-        latency: float,
-        notes: RequestNotes,
-    ) -> None:
-        """One line per upstream step: what was asked and decided, never what was said."""
-        if self._recorder is not None:
-            self._recorder.record(call, context, attempt, reply, verdict, latency, notes)
-        if not logger.isEnabledFor(logging.INFO):
-            return
-        trailing = call.conversation.trailing_tool_messages()
-        fields: dict[str, object] = {
-            "tenant": call.tenant,
-            "policy": call.policy.name,
-            "session": call.session.id,
-            "step": context.state.steps,
-            "attempt": attempt,
-            "model": reply.model,
-            "tools": [c.name for c in reply.tool_calls],
-            "argument_digests": [fingerprint(c.name, c.arguments) for c in reply.tool_calls],
-            "tool_result_sizes": [len(content_text(m.get("content"))) for m in trailing],
-            "latency_ms": round(latency * 1000, 3),
-            "tokens_in": reply.usage.prompt_tokens,
-            "tokens_out": reply.usage.completion_tokens,
-            "verdict": "pass" if verdict is None else _kind(verdict),
-            "shadow": list(notes.shadow),
-        }
-        if self._log_contents:
-            fields["reply"] = redact(reply.content or "")
-            fields["new_messages"] = [redact(content_text(m.get("content"))) for m in trailing]
-        log_event("step", fields)
-
-    # -- records --------------------------------------------------------------------
-
-    def _record_intervention(self, call: ChatCall, kind: str, reason: str, notes: RequestNotes, attempt: int) -> None:
-        notes.interventions.append(kind)
-        self._record(self._metrics.interventions, "intervention", call, kind, reason, attempt=attempt)
-
-    def _record_shadow(self, call: ChatCall, kind: str, reason: str, notes: RequestNotes) -> None:
-        notes.shadow.append(kind)
-        self._record(self._metrics.shadow_decisions, "shadow_decision", call, kind, reason)
-
-    def _record(
-        self, counter: MetricCounter, event: str, call: ChatCall, kind: str, reason: str, **extra: object
-    ) -> None:
-        """One decision: a metric sample (bounded labels) and a log line (with the session)."""
-        counter.labels(call.tenant, call.policy.name, kind).inc()
-        fields = {"tenant": call.tenant, "policy": call.policy.name, "session": call.session.id}
-        log_event(event, {**fields, "kind": kind, "reason": reason, **extra})
-        self._tracing.event(f"loopwarden.{event}", {"kind": kind, "reason": reason})
+        self._steps.step(Step(call, context, attempt, reply, decision, latency, notes))
 
 
 async def _decided(verdict: Verdict | Awaitable[Verdict]) -> Verdict:
     """A guard's verdict, awaited when the guard needed I/O to decide (the judge)."""
     return await verdict if inspect.isawaitable(verdict) else verdict
-
-
-def _is_event_stream(raw_headers: Sequence[tuple[bytes, bytes]]) -> bool:
-    """From the raw headers: httpx's decoded views cost more than the whole check."""
-    for name, value in raw_headers:
-        if name.lower() == b"content-type":
-            return value.lower().startswith(_EVENT_STREAM)
-    return False
 
 
 def _usage_attributes(reply: Reply) -> dict[str, str | int | float | bool]:
@@ -672,13 +521,3 @@ def _usage_attributes(reply: Reply) -> dict[str, str | int | float | bool]:
         "gen_ai.usage.input_tokens": reply.usage.prompt_tokens,
         "gen_ai.usage.output_tokens": reply.usage.completion_tokens,
     }
-
-
-def _kind(verdict: Verdict) -> str:
-    if isinstance(verdict, Finalize):
-        return "finalize_" + verdict.reason
-    return verdict.kind if isinstance(verdict, Nudge | Rewrite | Amend) else "pass"
-
-
-def _reason(verdict: Verdict) -> str:
-    return verdict.detail if isinstance(verdict, Finalize) else getattr(verdict, "reason", "")

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,27 +31,33 @@ from proxy.call import ChatCall, RequestNotes
 from proxy.exchange import Reply
 from proxy.guards.base import GuardContext
 from proxy.logs import log_event, redact
-from proxy.verdict import Amend, Finalize, Nudge, Rewrite, Verdict
+from proxy.verdict import Nudge, Verdict, verdict_name, verdict_reason
 
-__all__ = ["FORMAT_VERSION", "Recorder", "StepRecorder", "redacted", "step_record", "verdict_name"]
+__all__ = ["FORMAT_VERSION", "Recorder", "Step", "StepRecorder", "redacted", "step_record"]
 
 FORMAT_VERSION = 1
 _encode = msgspec.json.Encoder().encode
 
 
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One upstream step of the guard loop: what was asked, answered and decided."""
+
+    call: ChatCall
+    context: GuardContext
+    """The guards' view when they decided (the session as it stood, with this step counted)."""
+    attempt: int
+    reply: Reply
+    verdict: Verdict | None
+    """The decision that was acted on (None: every guard passed)."""
+    latency: float
+    notes: RequestNotes
+
+
 class StepRecorder(Protocol):
     """What the pipeline calls on every upstream step (the recorder, or replay's capture)."""
 
-    def record(
-        self,
-        call: ChatCall,
-        context: GuardContext,
-        attempt: int,
-        reply: Reply,
-        verdict: Verdict | None,
-        latency: float,
-        notes: RequestNotes,
-    ) -> None: ...
+    def record(self, step: Step) -> None: ...
 
 
 def redacted(value: Any) -> Any:
@@ -62,21 +69,6 @@ def redacted(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [redacted(item) for item in value]
     return value
-
-
-def verdict_name(verdict: Verdict | None) -> str:
-    """``pass``, a nudge or rewrite kind, or ``finalize_<reason>``."""
-    if verdict is None:
-        return "pass"
-    if isinstance(verdict, Finalize):
-        return "finalize_" + verdict.reason
-    return verdict.kind if isinstance(verdict, Nudge | Rewrite | Amend) else "pass"
-
-
-def _reason(verdict: Verdict | None) -> str:
-    if isinstance(verdict, Finalize):
-        return verdict.detail
-    return getattr(verdict, "reason", "") if verdict is not None else ""
 
 
 def reply_record(reply: Reply) -> dict[str, Any]:
@@ -94,16 +86,9 @@ def reply_record(reply: Reply) -> dict[str, Any]:
     }
 
 
-def step_record(
-    call: ChatCall,
-    context: GuardContext,
-    attempt: int,
-    reply: Reply,
-    verdict: Verdict | None,
-    latency: float,
-    notes: RequestNotes,
-) -> dict[str, Any]:
+def step_record(step: Step) -> dict[str, Any]:
     """One step as a JSON-ready dict, keys redacted from everything a model or an agent wrote."""
+    call, context, attempt, verdict, notes = step.call, step.context, step.attempt, step.verdict, step.notes
     record: dict[str, Any] = {
         "v": FORMAT_VERSION,
         "ts": notes.started,
@@ -118,10 +103,10 @@ def step_record(
         "attempt": attempt,
         "stream": call.stream,
         "verdict": verdict_name(verdict),
-        "reason": redact(_reason(verdict)),
+        "reason": redact(verdict_reason(verdict)),
         "shadow": list(notes.shadow),
-        "latency_ms": round(latency * 1000, 3),
-        "reply": redacted(reply_record(reply)),
+        "latency_ms": round(step.latency * 1000, 3),
+        "reply": redacted(reply_record(step.reply)),
     }
     if attempt == 1:
         record["request"] = redacted(call.payload)
@@ -153,16 +138,8 @@ class Recorder:
         self.dropped = 0
         self.written = 0
 
-    def record(
-        self,
-        call: ChatCall,
-        context: GuardContext,
-        attempt: int,
-        reply: Reply,
-        verdict: Verdict | None,
-        latency: float,
-        notes: RequestNotes,
-    ) -> None:
+    def record(self, step: Step) -> None:
+        call = step.call
         settings = call.policy.recording
         if not settings.enabled:
             return
@@ -171,7 +148,7 @@ class Recorder:
             return
         queue = self._ensure_started()
         try:
-            queue.put_nowait((settings, step_record(call, context, attempt, reply, verdict, latency, notes)))
+            queue.put_nowait((settings, step_record(step)))
         except asyncio.QueueFull:
             self._drop(1, "queue full")
 

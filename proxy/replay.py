@@ -25,20 +25,18 @@ import httpx
 import msgspec
 import redis.asyncio as redis
 
-from proxy.call import ChatCall, RequestNotes
-from proxy.exchange import Reply
+from proxy.call import ChatCall
 from proxy.guards import default_request_guards, default_response_guards
-from proxy.guards.base import GuardContext
 from proxy.judge import Judge
 from proxy.metrics import Metrics
 from proxy.pipeline import Pipeline
 from proxy.policy.models import Policy, RecordingSettings
-from proxy.recording import verdict_name
+from proxy.recording import Step
 from proxy.session.identity import SessionRef, session_key
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
 from proxy.upstream import UpstreamClient
-from proxy.verdict import Finalize, Verdict
+from proxy.verdict import Finalize, Verdict, verdict_name, verdict_reason
 from proxy.wire.chat_completions import parse_conversation
 
 __all__ = [
@@ -233,17 +231,8 @@ class _Capture:
     def __init__(self) -> None:
         self.steps: list[tuple[int, Verdict | None]] = []
 
-    def record(
-        self,
-        call: ChatCall,
-        context: GuardContext,
-        attempt: int,
-        reply: Reply,
-        verdict: Verdict | None,
-        latency: float,
-        notes: RequestNotes,
-    ) -> None:
-        self.steps.append((attempt, verdict))
+    def record(self, step: Step) -> None:
+        self.steps.append((step.attempt, step.verdict))
 
 
 def _replay_policy(policy: Policy) -> Policy:
@@ -329,7 +318,7 @@ async def _replay_request(
             step.recorded, step.recorded_detail, step.shadowed = _recorded(request.steps[index])
         if index < len(capture.steps):
             verdict = capture.steps[index][1]
-            step.replayed, step.replayed_detail = verdict_name(verdict), _reason(verdict)
+            step.replayed, step.replayed_detail = verdict_name(verdict), verdict_reason(verdict)
             step.assumed = index < len(scripted.assumed) and scripted.assumed[index]
         result.steps.append(step)
     if terminated is not None:
@@ -355,12 +344,6 @@ def _recorded_ending(requests: Sequence[RecordedRequest], result: ReplayResult) 
                 result.recorded_ending, result.recorded_end_turn = shadowed[0], request.turn
                 result.recorded_shadow = True
                 return
-
-
-def _reason(verdict: Verdict | None) -> str:
-    if isinstance(verdict, Finalize):
-        return verdict.detail
-    return str(getattr(verdict, "reason", "")) if verdict is not None else ""
 
 
 def format_result(result: ReplayResult, width: int = 56) -> str:

@@ -34,7 +34,7 @@ async def read_streamed_reply(
     held: Callable[[ReplyAssembler], int],
 ) -> ProxyError | None:
     """Feed the upstream's stream through ``assembler`` into ``client``; the error, if it failed."""
-    client.upstream_headers = list(response.headers.raw)
+    client.upstream_headers = response.headers.raw  # a fresh list on every access
     client.release(Channel.ALL & ~held(assembler))
     parser = SSEParser()
     timing = current()

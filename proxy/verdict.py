@@ -17,7 +17,7 @@ from typing import Any
 
 from proxy.exchange import Usage
 
-__all__ = ["PASS", "Amend", "Finalize", "Nudge", "Pass", "Rewrite", "Verdict"]
+__all__ = ["PASS", "Amend", "Finalize", "Nudge", "Pass", "Rewrite", "Verdict", "verdict_name", "verdict_reason"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,3 +70,18 @@ class Finalize:
 
 Verdict = Pass | Amend | Nudge | Rewrite | Finalize
 PASS = Pass()
+
+
+def verdict_name(verdict: Verdict | None) -> str:
+    """How logs, records and replays name a decision: ``pass``, a nudge, amend or rewrite kind,
+    or ``finalize_<reason>`` (None: no guard objected)."""
+    if isinstance(verdict, Finalize):
+        return "finalize_" + verdict.reason
+    return verdict.kind if isinstance(verdict, Nudge | Rewrite | Amend) else "pass"
+
+
+def verdict_reason(verdict: Verdict | None) -> str:
+    """The decision's reason in words (empty for a pass)."""
+    if isinstance(verdict, Finalize):
+        return verdict.detail
+    return verdict.reason if isinstance(verdict, Nudge | Rewrite | Amend) else ""

@@ -11,10 +11,10 @@ from proxy.call import ChatCall, RequestNotes
 from proxy.exchange import Reply, ToolCall, Usage
 from proxy.guards.base import GuardContext
 from proxy.policy.models import Policy, RecordingSettings
-from proxy.recording import Recorder, redacted, step_record, verdict_name
+from proxy.recording import Recorder, Step, redacted, step_record
 from proxy.session.base import SessionState
 from proxy.session.identity import identify
-from proxy.verdict import Finalize, Nudge
+from proxy.verdict import Finalize, Nudge, verdict_name
 from proxy.wire.chat_completions import parse_conversation
 
 PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "token sk-abcdefghijklmnop please"}]}
@@ -39,7 +39,7 @@ def chat_call(recording: RecordingSettings | None = None) -> ChatCall:
 
 def record_once(recorder: Recorder, call: ChatCall, attempt: int = 1) -> None:
     context = GuardContext(call.policy, SessionState(), call.conversation)
-    recorder.record(call, context, attempt, REPLY, None, 0.01, RequestNotes(started=1.0))
+    recorder.record(Step(call, context, attempt, REPLY, None, 0.01, RequestNotes(started=1.0)))
 
 
 def test_verdict_names_follow_the_log_lines():
@@ -61,8 +61,8 @@ def test_a_record_holds_the_request_only_on_the_first_attempt():
     context = GuardContext(call.policy, SessionState(), call.conversation)
     notes = RequestNotes(started=1.0)
 
-    first = step_record(call, context, 1, REPLY, None, 0.0, notes)
-    second = step_record(call, context, 2, REPLY, None, 0.0, notes)
+    first = step_record(Step(call, context, 1, REPLY, None, 0.0, notes))
+    second = step_record(Step(call, context, 2, REPLY, None, 0.0, notes))
 
     assert first["request"]["messages"][0]["content"] == "token [REDACTED] please"
     assert "request" not in second

@@ -1,0 +1,79 @@
+"""What the guard loop tells the outside: a log line per upstream step, and for every decision
+a metric sample, a log line and a trace event; steps also go to the recorder (when a policy
+records). Never what was said, unless ``--log-contents`` asks for it (keys redacted).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from prometheus_client import Counter
+
+from proxy.call import ChatCall, RequestNotes
+from proxy.exchange import content_text
+from proxy.fingerprint import fingerprint
+from proxy.logs import log_event, logger, redact
+from proxy.metrics import Metrics
+from proxy.recording import Step, StepRecorder
+from proxy.tracing import Tracing
+from proxy.verdict import verdict_name
+
+__all__ = ["StepLog"]
+
+
+class StepLog:
+    def __init__(
+        self, metrics: Metrics, tracing: Tracing, *, log_contents: bool, recorder: StepRecorder | None
+    ) -> None:
+        self._metrics = metrics
+        self._tracing = tracing
+        self._log_contents = log_contents
+        self._recorder = recorder
+
+    def step(self, step: Step) -> None:
+        """One line per upstream step: what was asked and decided, never what was said."""
+        if self._recorder is not None:
+            self._recorder.record(step)
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        call, reply = step.call, step.reply
+        trailing = call.conversation.trailing_tool_messages()
+        fields: dict[str, object] = {
+            "tenant": call.tenant,
+            "policy": call.policy.name,
+            "session": call.session.id,
+            "step": step.context.state.steps,
+            "attempt": step.attempt,
+            "model": reply.model,
+            "tools": [c.name for c in reply.tool_calls],
+            "argument_digests": [fingerprint(c.name, c.arguments) for c in reply.tool_calls],
+            "tool_result_sizes": [len(content_text(m.get("content"))) for m in trailing],
+            "latency_ms": round(step.latency * 1000, 3),
+            "tokens_in": reply.usage.prompt_tokens,
+            "tokens_out": reply.usage.completion_tokens,
+            "verdict": verdict_name(step.verdict),
+            "shadow": list(step.notes.shadow),
+        }
+        if self._log_contents:
+            fields["reply"] = redact(reply.content or "")
+            fields["new_messages"] = [redact(content_text(m.get("content"))) for m in trailing]
+        log_event("step", fields)
+
+    def intervention(self, call: ChatCall, kind: str, reason: str, notes: RequestNotes, attempt: int) -> None:
+        notes.interventions.append(kind)
+        self._decision(self._metrics.interventions, "intervention", call, kind, reason, attempt=attempt)
+
+    def shadow(self, call: ChatCall, kind: str, reason: str, notes: RequestNotes) -> None:
+        notes.shadow.append(kind)
+        self._decision(self._metrics.shadow_decisions, "shadow_decision", call, kind, reason)
+
+    def flag(self, call: ChatCall, flag: str, notes: RequestNotes) -> None:
+        notes.flags.append(flag)
+        self._decision(self._metrics.flags, "flag", call, flag, "passed despite a problem")
+
+    def _decision(self, counter: Counter, event: str, call: ChatCall, kind: str, reason: str, **extra: object) -> None:
+        """One decision: a metric sample (bounded labels) and a log line (with the session)."""
+        self._metrics.of(counter, call.tenant, call.policy.name, kind).inc()
+        fields = {"tenant": call.tenant, "policy": call.policy.name, "session": call.session.id}
+        log_event(event, {**fields, "kind": kind, "reason": reason, **extra})
+        self._tracing.event(f"loopwarden.{event}", {"kind": kind, "reason": reason})

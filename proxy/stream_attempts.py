@@ -1,0 +1,130 @@
+"""One streamed attempt of the guard loop, from request body to assembled reply.
+
+The upstream is always asked for usage, so streamed tokens are metered (a client that did
+not ask never sees the usage chunk). The reply is read through the guards' holds into the
+client's stream; an upstream that ignores ``stream`` and answers with a whole completion is
+read as one. A stream that does not finish (cut, stalled, malformed, or the client left)
+still costs its step and its tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from proxy.call import ChatCall
+from proxy.client_stream import ClientStream
+from proxy.exchange import Reply, Usage
+from proxy.guards.base import GuardContext, ResponseGuard
+from proxy.holdback import held_channels
+from proxy.ledger import Ledger
+from proxy.logs import log_event
+from proxy.metrics import Metrics
+from proxy.session.base import FIELDS, SessionDelta
+from proxy.stream_assembly import Channel, ReplyAssembler
+from proxy.streamed_reply import read_streamed_reply
+from proxy.upstream import UpstreamClient, UpstreamReply
+from proxy.wire.chat_completions import parse_reply, render_request, with_usage_requested
+
+__all__ = ["StreamAttempts"]
+
+_EVENT_STREAM = b"text/event-stream"
+
+
+class StreamAttempts:
+    def __init__(
+        self, upstream: UpstreamClient, ledger: Ledger, metrics: Metrics, guards: Sequence[ResponseGuard]
+    ) -> None:
+        self._upstream = upstream
+        self._ledger = ledger
+        self._metrics = metrics
+        self._guards = tuple(guards)
+
+    async def attempt(
+        self,
+        call: ChatCall,
+        payload: Mapping[str, Any],
+        extra: Sequence[Mapping[str, Any]],
+        client: ClientStream,
+        context: GuardContext,
+        delta: SessionDelta,
+        hold: int = Channel.NONE,
+    ) -> tuple[UpstreamReply, Reply | None, ReplyAssembler | None]:
+        """(upstream reply, the reply or None, its assembler if it streamed). ``hold``: channels
+        held besides what the guards hold (goal mode's text)."""
+        body = _stream_body(call, payload, extra)
+        await client.flush()  # text an earlier attempt let through goes out before the next wait
+        reply = await self._upstream.send("POST", call.url, call.headers, body, stream=True)
+        response = reply.response
+        if response.status_code != 200 or not _is_event_stream(response.headers.raw):
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+            ok = response.status_code == 200
+            return reply, parse_reply(response.content) if ok else None, None
+        if call.policy.mode == "enforce":
+            guards = self._guards
+
+            def held(partial: ReplyAssembler) -> int:
+                return held_channels(guards, partial, context) | hold
+        else:
+
+            def held(partial: ReplyAssembler) -> int:
+                return Channel.NONE  # shadow mode changes nothing, on streams too
+
+        assembler = ReplyAssembler()
+        client.new_attempt()
+        try:
+            failure = await read_streamed_reply(response, assembler, client, held)
+        except asyncio.CancelledError:
+            self._charge_unfinished(call, delta, assembler, len(body), "client_disconnected")
+            raise
+        finally:
+            await response.aclose()
+        if failure is not None:
+            self._charge_unfinished(call, delta, assembler, len(body), failure.code or "upstream_error")
+            raise failure
+        return reply, assembler.reply(), assembler
+
+    def _charge_unfinished(
+        self, call: ChatCall, delta: SessionDelta, assembler: ReplyAssembler, prompt_bytes: int, reason: str
+    ) -> None:
+        """A stream that did not complete still cost tokens: count what the upstream reported,
+        or an estimate (4 bytes a token), and the step."""
+        usage = assembler.usage or Usage(prompt_bytes // 4, assembler.produced_chars // 4 + 1)
+        delta.incr(FIELDS.STEPS)
+        self._ledger.charge(call, delta, usage, assembler.model, kind="agent")
+        self._metrics.of(self._metrics.stream_failures, call.tenant, call.policy.name, reason).inc()
+        log_event(
+            "stream_unfinished",
+            {
+                "tenant": call.tenant,
+                "policy": call.policy.name,
+                "session": call.session.id,
+                "reason": reason,
+                "usage_estimated": assembler.usage is None,
+            },
+        )
+
+
+def _stream_body(call: ChatCall, payload: Mapping[str, Any], extra: Sequence[Mapping[str, Any]]) -> bytes:
+    """The request as sent upstream: streamed, asking for usage; the client's own bytes when
+    nothing else changed."""
+    options = payload.get("stream_options")
+    untouched = payload is call.payload and not extra
+    if untouched and isinstance(options, dict) and options.get("include_usage"):
+        return call.body
+    if untouched and options is None:
+        return with_usage_requested(call.body)
+    with_usage = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+    return render_request(payload, extra, stream=True, stream_options=with_usage)
+
+
+def _is_event_stream(raw_headers: Sequence[tuple[bytes, bytes]]) -> bool:
+    """From the raw headers: httpx's decoded views cost more than the whole check."""
+    for name, value in raw_headers:
+        if name.lower() == b"content-type":
+            return value.lower().startswith(_EVENT_STREAM)
+    return False
