@@ -39,9 +39,10 @@ FORMAT_VERSION = 1
 _encode = msgspec.json.Encoder().encode
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Step:
-    """One upstream step of the guard loop: what was asked, answered and decided."""
+    """One upstream step of the guard loop: what was asked, answered and decided. (Not frozen:
+    one is built per upstream call, and a frozen dataclass pays a setattr call per field.)"""
 
     call: ChatCall
     context: GuardContext
