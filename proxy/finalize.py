@@ -1,7 +1,8 @@
 """The graceful ending: never a bare error, always what was found, what is missing, what next.
 
 First choice: one last upstream call with tools kept (so a history with tool calls stays
-valid) but forbidden (``tool_choice: "none"``), and an instruction to summarize. If that
+valid) but forbidden (``tool_choice: "none"``), no ``response_format`` (a summary is prose:
+a schema would make the model invent an object), and an instruction to summarize. If that
 call fails or says nothing, a summary is built locally from the transcript.
 """
 
@@ -105,6 +106,7 @@ class Finalizer:
                 payload,
                 [*extra_messages, {"role": "user", "content": instruction}],
                 tool_choice="none" if payload.get("tools") else None,
+                response_format=None,
                 stream=None,
                 stream_options=None,
                 parallel_tool_calls=None,

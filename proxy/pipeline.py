@@ -46,10 +46,12 @@ from proxy.upstream import UpstreamClient, UpstreamReply
 from proxy.verdict import Amend, Finalize, Nudge, Pass, Rewrite, Verdict, verdict_name, verdict_reason
 from proxy.wire.chat_completions import (
     amended,
+    as_refusal,
     calls_returned,
     completion_as_sse,
     parse_reply,
     render_request,
+    wants_structured_output,
 )
 
 _STRIKE_ENDINGS = frozenset({"empty_response", "reasoning_only"})
@@ -59,6 +61,12 @@ other correction that runs out of attempts ends it as ``max_attempts``."""
 __all__ = ["ChatCall", "Outcome", "Pipeline"]
 
 _encode = msgspec.json.Encoder().encode
+
+
+def _shaped_ending(call: ChatCall, body: dict[str, Any]) -> dict[str, Any]:
+    """An ending as this request can take it: a refusal when it asked for a JSON answer (a
+    later request of an ended session may ask differently from the one that ended it)."""
+    return as_refusal(body) if wants_structured_output(call.payload) else body
 
 
 class Pipeline:
@@ -148,7 +156,8 @@ class Pipeline:
         if state.termination and state.ending and enforce:
             notes.terminated = state.termination
             await self._ledger.commit(call, delta, notes)
-            return await self._rendered(call, msgspec.json.decode(state.ending), state, delta, notes, client)
+            stored = _shaped_ending(call, msgspec.json.decode(state.ending))
+            return await self._rendered(call, stored, state, delta, notes, client)
         if notes.refused:
             detail = f"the next call would not fit in the session's {notes.refused.removeprefix('budget_')} budget"
             return await self._finalize(call, Finalize(notes.refused, detail), state, delta, notes, [], client)
@@ -417,7 +426,7 @@ class Pipeline:
             },
         )
         await self._ledger.commit(call, delta, notes)
-        return await self._rendered(call, ending.body, state, delta, notes, client)
+        return await self._rendered(call, _shaped_ending(call, ending.body), state, delta, notes, client)
 
     # -- outcomes -------------------------------------------------------------------
 

@@ -1,11 +1,13 @@
 """Premature stop: a short text answer after tool use goes to an LLM judge ("really done?").
 
 Only exits are judged: a text-only reply (or a call to a completion tool such as
-``final_answer``) in a session that has used tools. Long replies (``judge_skip_threshold``)
-and oversized inputs pass unjudged; after ``judge_max_continues`` continuations per session
+``final_answer``) in a session that has used tools. Long replies (``judge_skip_threshold``),
+oversized inputs and answers that satisfy the requested JSON schema (the agent's own
+definition of done) pass unjudged; after ``judge_max_continues`` continuations per session
 replies pass. Not done → the model is told why and continues, transparently. A judge that
 times out, errs or returns anything but a valid verdict with its nonce counts as not done
-unless ``judge_fail_open``. With the judge off, a long task answered in a few words is
+unless ``judge_fail_open``. A definite verdict is reused for the same task and answer for
+``verdict_memory_secs``. With the judge off, a long task answered in a few words is
 still nudged (``detect_short_response``).
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 from proxy.exchange import Reply
 from proxy.fingerprint import CALL_SEQUENCE
 from proxy.guards.base import GuardContext
+from proxy.guards.output_contract import answer_errors, answer_schema
 from proxy.judge import Judge, JudgeRequest
 from proxy.metrics import Metrics
 from proxy.stream_assembly import Channel, PartialReply
@@ -42,6 +45,12 @@ def _answer(reply: Reply, completion_tools: tuple[str, ...]) -> tuple[str | None
         answer = arguments.get("answer") if isinstance(arguments, dict) else None
         return (answer if isinstance(answer, str) else call.arguments), call.id
     return None, None
+
+
+def _schema_valid(reply: Reply, context: GuardContext) -> bool:
+    """The answer satisfies the JSON schema the request or the output contract asks for."""
+    schema = answer_schema(reply, context)
+    return schema is not None and reply.content is not None and not answer_errors(reply.content, schema)
 
 
 def _continue_messages(reply: Reply, call_id: str | None, text: str) -> tuple[Mapping[str, Any], ...]:
@@ -84,10 +93,21 @@ class JudgeGuard:
         if len(answer) >= settings.judge_skip_threshold or len(task) + len(answer) > settings.judge_max_input_chars:
             self._count(context, "skipped")
             return PASS
+        if not settings.judge_schema_valid_answers and _schema_valid(reply, context):
+            self._count(context, "skipped")
+            return PASS
         outcome = await self._judge.decide(
-            JudgeRequest(task, answer, target, settings.judge_timeout_secs, settings.structured_output)
+            JudgeRequest(
+                task,
+                answer,
+                target,
+                settings.judge_timeout_secs,
+                settings.structured_output,
+                settings.verdict_memory_secs,
+            )
         )
-        self._metrics.judge_latency.labels(context.policy.name).observe(outcome.latency)
+        if not outcome.remembered:
+            self._metrics.judge_latency.labels(context.policy.name).observe(outcome.latency)
         if outcome.done is True:
             self._count(context, "done")
             return Pass(spent=outcome.usage)
@@ -110,7 +130,7 @@ class JudgeGuard:
         text = context.policy.nudges.judge_not_done.format(reason=outcome.reason.rstrip("."))
         return Nudge(
             "judge_continue",
-            f"judge: {outcome.reason}",
+            f"judge{' (remembered)' if outcome.remembered else ''}: {outcome.reason}",
             _continue_messages(reply, call_id, text),
             STRIKE,
             outcome.usage,

@@ -3,18 +3,39 @@
 
 JSON is extracted leniently (whole text, a fenced block, or the outermost object). A bad
 answer goes back to the model with the path-level errors (``$.score: 'high' is not of
-type 'number'``); after ``max_retries`` it passes, flagged ``output_schema_invalid``.
+type 'number'``). After ``max_retries`` the session ends (``invalid_output``), which a
+client that asked for JSON receives as a refusal, as OpenAI's structured outputs promise
+(a valid object or a refusal); ``after_max_retries: pass`` lets the answer through instead,
+flagged ``output_schema_invalid``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from proxy.exchange import Reply
 from proxy.guards.base import GuardContext
 from proxy.schemas import extract_json, schema_errors_of
 from proxy.stream_assembly import Channel, PartialReply
-from proxy.verdict import PASS, Nudge, Pass, Verdict
+from proxy.verdict import PASS, Finalize, Nudge, Pass, Verdict
 
-__all__ = ["OutputContractGuard"]
+__all__ = ["OutputContractGuard", "answer_errors", "answer_schema"]
+
+
+def answer_schema(reply: Reply, context: GuardContext) -> Mapping[str, Any] | None:
+    """The schema a final text answer must satisfy (the request's, else the policy's), or
+    None when none applies or the reply is no final text answer."""
+    schema = context.conversation.output_schema or context.policy.output_contract.schema_
+    if schema is None or reply.tool_calls or not reply.has_text or reply.content is None:
+        return None
+    return schema
+
+
+def answer_errors(text: str, schema: Mapping[str, Any]) -> list[str]:
+    """What is wrong with a structured answer, one line each; empty when it is valid."""
+    value, problem = extract_json(text)
+    return [problem] if problem else schema_errors_of(value, schema)
 
 
 class OutputContractGuard:
@@ -27,15 +48,17 @@ class OutputContractGuard:
         return Channel.TEXT
 
     def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
-        schema = context.conversation.output_schema or context.policy.output_contract.schema_
-        if schema is None or reply.tool_calls or not reply.has_text or reply.content is None:
+        schema = answer_schema(reply, context)
+        if schema is None or reply.content is None:
             return PASS
-        value, problem = extract_json(reply.content)
-        errors = [problem] if problem else schema_errors_of(value, schema)
+        errors = answer_errors(reply.content, schema)
         if not errors:
             return PASS
-        if context.retries.get("schema_retry", 0) >= context.policy.output_contract.max_retries:
-            return Pass(flags=("output_schema_invalid",))
+        settings = context.policy.output_contract
+        if context.retries.get("schema_retry", 0) >= settings.max_retries:
+            if settings.after_max_retries == "pass":
+                return Pass(flags=("output_schema_invalid",))
+            return Finalize("invalid_output", f"the answer kept failing the required JSON schema: {errors[0]}")
         text = context.policy.nudges.output_contract.format(errors="\n".join(errors))
         return Nudge(
             kind="schema_retry",

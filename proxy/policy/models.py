@@ -142,6 +142,16 @@ class JudgeSettings(BaseModel):
     base_url: str | None = Field(None, description="Judge API base URL (default: the tenant's upstream).")
     api_key_env: str | None = Field(None, description="Variable with the judge API key (default: the agent's).")
     structured_output: bool = Field(True, description="Ask for a strict json_schema response_format.")
+    verdict_memory_secs: float = Field(
+        300.0,
+        ge=0,
+        description="A definite verdict is reused this long for the same task and answer (0: always ask).",
+    )
+    judge_schema_valid_answers: bool = Field(
+        False,
+        description="Judge answers that already satisfy the JSON schema the request (or the output "
+        "contract) asks for. Off: a schema-valid answer is the agent's own definition of done.",
+    )
 
 
 class OutputContractSettings(BaseModel):
@@ -153,6 +163,11 @@ class OutputContractSettings(BaseModel):
         None, alias="schema", description="A JSON Schema every final answer must satisfy (besides response_format)."
     )
     max_retries: int = Field(2, ge=0, le=10, description="Times the model is asked to fix its answer, per request.")
+    after_max_retries: Literal["end", "pass"] = Field(
+        "end",
+        description="An answer still invalid after max_retries: end the session with a summary (reason "
+        "invalid_output; a refusal when the request asked for JSON), or pass it flagged output_schema_invalid.",
+    )
 
     @field_validator("schema_")
     @classmethod

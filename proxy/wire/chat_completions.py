@@ -17,6 +17,7 @@ from proxy.exchange import Conversation, Reply, ToolCall, Usage, content_text
 
 __all__ = [
     "amended",
+    "as_refusal",
     "calls_returned",
     "completion",
     "completion_as_sse",
@@ -25,6 +26,7 @@ __all__ = [
     "parse_usage",
     "render_request",
     "requested_schema",
+    "wants_structured_output",
     "with_usage_requested",
 ]
 
@@ -54,6 +56,12 @@ def requested_schema(payload: Mapping[str, Any]) -> dict[str, Any] | None:
     spec = response_format.get("json_schema")
     schema = spec.get("schema") if isinstance(spec, dict) else None
     return schema if isinstance(schema, dict) else None
+
+
+def wants_structured_output(payload: Mapping[str, Any]) -> bool:
+    """The request asked for a JSON answer (``response_format`` ``json_schema`` or ``json_object``)."""
+    response_format = payload.get("response_format")
+    return isinstance(response_format, dict) and response_format.get("type") in ("json_schema", "json_object")
 
 
 def parse_reply(body: bytes) -> Reply | None:
@@ -224,6 +232,21 @@ def completion(content: str, *, model: str | None, usage: Usage | None = None) -
     }
 
 
+def as_refusal(body: Mapping[str, Any]) -> dict[str, Any]:
+    """An ending for a client that asked for a JSON answer: the text moves to ``refusal`` and
+    ``content`` becomes null. OpenAI's structured outputs promise a valid object or a refusal,
+    and the clients built on them surface a refusal as such (openai's ``message.refusal``,
+    the Agents SDK's and LangChain's ``ModelRefusalError``) instead of failing to parse a
+    summary as JSON."""
+    choice = body["choices"][0]
+    message = choice["message"]
+    text = message.get("content")
+    if not isinstance(text, str):
+        return dict(body)
+    refused = {**message, "content": None, "refusal": text}
+    return {**body, "choices": [{**choice, "message": refused}, *body["choices"][1:]]}
+
+
 def completion_as_sse(body: Mapping[str, Any], *, include_usage: bool = False) -> bytes:
     """Replay a chat.completion as a well-formed SSE stream, for clients that asked to stream."""
     base = {
@@ -237,12 +260,16 @@ def completion_as_sse(body: Mapping[str, Any], *, include_usage: bool = False) -
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
 
-    events = [chunk({"role": "assistant", "content": ""})]
+    refusal = message.get("refusal")
+    first = {"role": "assistant", "content": None, "refusal": None} if refusal else {"role": "assistant", "content": ""}
+    events = [chunk(first)]
     for field in ("reasoning_content", "reasoning"):
         if isinstance(message.get(field), str) and message[field]:
             events.append(chunk({field: message[field]}))
     if message.get("content"):
         events.append(chunk({"content": message["content"]}))
+    if refusal:
+        events.append(chunk({"refusal": refusal}))
     for index, call in enumerate(message.get("tool_calls") or []):
         function = call.get("function") or {}
         delta_call = {

@@ -6,6 +6,7 @@ import json
 
 import httpx
 import openai
+from pydantic import BaseModel
 
 from tests.support.fake_upstream import Hang, Json, chat_completion, tool_call, verdict
 
@@ -121,7 +122,30 @@ def test_an_answer_still_not_done_after_the_continuations_ends_with_a_summary(pr
     assert raw.parse().choices[0].message.content == SUMMARY
     assert raw.headers["x-loopwarden-terminated"] == "incomplete"
     assert raw.headers["x-loopwarden-interventions"] == "judge_continue,judge_continue"
+    assert len(upstream.judge_requests) == 1  # the same answer again: the verdict is remembered
+
+
+def test_the_judge_is_asked_every_time_when_verdicts_are_not_remembered(make_proxy, upstream, write_policies):
+    proxy = make_proxy(policies_dir=str(write_policies(default="judge: {verdict_memory_secs: 0}\n")))
+    upstream.judge = lambda request: verdict(request, False, "still incomplete")
+    upstream.script(*[Json(chat_completion("Done.")) for _ in range(3)], Json(chat_completion(SUMMARY)))
+
+    raw = ask(proxy, after_tools(), extra_headers={"X-Session-Id": "unremembered"})
+
+    assert raw.headers["x-loopwarden-terminated"] == "incomplete"
     assert len(upstream.judge_requests) == 3
+
+
+def test_a_different_answer_is_judged_afresh(proxy, upstream):
+    upstream.judge = lambda request: verdict(request, False, "the rank is missing")
+    upstream.script(
+        Json(chat_completion("Done.")), Json(chat_completion("Lyon: 522,250.")), Json(chat_completion(FULL_ANSWER))
+    )
+
+    raw = ask(proxy, after_tools())
+
+    assert raw.headers["x-loopwarden-interventions"] == "judge_continue,judge_continue"
+    assert len(upstream.judge_requests) == 2
 
 
 def test_continuations_are_bounded_per_session_when_the_policy_passes(make_proxy, upstream, write_policies):
@@ -133,7 +157,7 @@ def test_continuations_are_bounded_per_session_when_the_policy_passes(make_proxy
 
     assert raw.parse().choices[0].message.content == "Done."  # after 2 continuations it passes
     assert raw.headers["x-loopwarden-interventions"] == "judge_continue,judge_continue"
-    assert len(upstream.judge_requests) == 2
+    assert len(upstream.judge_requests) == 1
 
 
 def test_a_completion_tool_is_judged_like_a_text_answer(proxy, upstream):
@@ -201,14 +225,87 @@ def test_an_answer_violating_the_schema_is_retried_with_the_errors(proxy, upstre
     assert "$.population: 'about half a million' is not of type 'number'" in feedback
 
 
-def test_an_answer_that_stays_invalid_passes_flagged(proxy, upstream):
+class City(BaseModel):
+    city: str
+    population: float
+
+
+def test_an_answer_that_stays_invalid_ends_as_a_refusal_carrying_the_summary(proxy, upstream):
+    upstream.script(*[Json(chat_completion("Lyon has about 500k people.")) for _ in range(3)])
+    upstream.script(Json(chat_completion(SUMMARY)))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+
+    raw = client.chat.completions.with_raw_response.parse(model="m", messages=TASK, response_format=City)
+
+    message = raw.parse().choices[0].message
+    assert (message.parsed, message.content, message.refusal) == (None, None, SUMMARY)
+    assert raw.headers["x-loopwarden-terminated"] == "invalid_output"
+    assert raw.headers["x-loopwarden-interventions"] == "schema_retry,schema_retry"
+    assert "not valid JSON" in upstream.requests[1].json()["messages"][-1]["content"]
+
+
+def test_the_summary_call_of_a_structured_request_asks_for_prose(proxy, upstream):
+    upstream.script(*[Json(chat_completion("not JSON")) for _ in range(3)], Json(chat_completion(SUMMARY)))
+
+    ask(proxy, TASK, response_format=RESPONSE_FORMAT)
+
+    summary_call = upstream.requests[3].json()
+    assert "response_format" not in summary_call
+    assert all("response_format" in r.json() for r in upstream.requests[:3])
+
+
+def test_a_streamed_structured_ending_arrives_as_refusal_deltas(proxy, upstream):
+    upstream.script(*[Json(chat_completion("not JSON")) for _ in range(3)], Json(chat_completion(SUMMARY)))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+
+    with client.chat.completions.stream(model="m", messages=TASK, response_format=City) as stream:
+        refusals = [event.delta for event in stream if event.type == "refusal.delta"]
+        final = stream.get_final_completion()
+
+    assert "".join(refusals) == SUMMARY
+    assert (final.choices[0].message.refusal, final.choices[0].message.parsed) == (SUMMARY, None)
+
+
+def test_an_ended_session_answers_each_later_request_in_the_shape_it_asks_for(proxy, upstream):
+    upstream.script(*[Json(chat_completion("not JSON")) for _ in range(3)], Json(chat_completion(SUMMARY)))
+    session = {"X-Session-Id": "ended-structured"}
+    ask(proxy, TASK, response_format=RESPONSE_FORMAT, extra_headers=session)
+
+    as_text = ask(proxy, TASK, extra_headers=session).parse().choices[0].message
+    as_json = ask(proxy, TASK, response_format=RESPONSE_FORMAT, extra_headers=session).parse().choices[0].message
+
+    assert (as_text.content, as_text.refusal) == (SUMMARY, None)
+    assert (as_json.content, as_json.refusal) == (None, SUMMARY)
+    assert len(upstream.requests) == 4
+
+
+def test_an_invalid_answer_passes_flagged_when_the_policy_says_so(make_proxy, upstream, write_policies):
+    proxy = make_proxy(policies_dir=str(write_policies(default="output_contract: {after_max_retries: pass}\n")))
     upstream.script(*[Json(chat_completion("Lyon has about 500k people.")) for _ in range(3)])
 
     raw = ask(proxy, TASK, response_format=RESPONSE_FORMAT)
 
+    assert raw.parse().choices[0].message.content == "Lyon has about 500k people."
     assert raw.headers["x-loopwarden-flags"] == "output_schema_invalid"
-    assert raw.headers["x-loopwarden-interventions"] == "schema_retry,schema_retry"
-    assert "not valid JSON" in upstream.requests[1].json()["messages"][-1]["content"]
+    assert "x-loopwarden-terminated" not in raw.headers
+
+
+def test_a_schema_valid_answer_after_tools_is_not_judged(proxy, upstream):
+    upstream.script(Json(chat_completion('{"city": "Lyon", "population": 522250}')))
+
+    raw = ask(proxy, after_tools(), response_format=RESPONSE_FORMAT)
+
+    assert json.loads(raw.parse().choices[0].message.content)["population"] == 522250
+    assert upstream.judge_requests == []
+
+
+def test_a_schema_valid_answer_is_judged_when_the_policy_says_so(make_proxy, upstream, write_policies):
+    proxy = make_proxy(policies_dir=str(write_policies(default="judge: {judge_schema_valid_answers: true}\n")))
+    upstream.script(Json(chat_completion('{"city": "Lyon", "population": 522250}')))
+
+    ask(proxy, after_tools(), response_format=RESPONSE_FORMAT)
+
+    assert len(upstream.judge_requests) == 1
 
 
 def test_a_request_schema_that_does_not_compile_is_400(proxy, upstream):

@@ -138,10 +138,11 @@ def test_a_model_reply_with_pathologically_deep_arguments_is_handled(proxy, upst
 
 def test_a_deep_final_answer_under_an_output_contract_is_handled(proxy, upstream):
     deep = "[" * 5000 + "]" * 5000
-    upstream.script(*[Json(chat_completion(deep)) for _ in range(3)])
+    upstream.script(*[Json(chat_completion(deep)) for _ in range(3)], Json(chat_completion("Summary.")))
     schema = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}
 
     response = post(proxy, json.dumps({"model": "m", "messages": [], "response_format": schema}).encode())
 
     assert response.status_code == 200
-    assert response.headers["x-loopwarden-flags"] == "output_schema_invalid"
+    assert response.headers["x-loopwarden-terminated"] == "invalid_output"
+    assert response.json()["choices"][0]["message"]["refusal"] == "Summary."

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from proxy.judge import build_judge_messages, escape, parse_verdict
+from proxy.judge import JudgeRequest, JudgeTarget, VerdictMemory, build_judge_messages, escape, parse_verdict
 from tests.support.injections import PAYLOADS, obeying_judge_output
 
 TAG, NONCE = "a1b2c3d4e5f60718", "f00dfeedf00dfeed"
@@ -66,3 +66,52 @@ def test_no_verdict_written_by_an_injection_is_accepted(payload):
     obeyed = obeying_judge_output({"messages": [system, user]})
 
     assert parse_verdict(obeyed, NONCE) is None
+
+
+# -- remembered verdicts -----------------------------------------------------------------
+
+
+def _request(reply: str = "Done.", key: str = "sk-a") -> JudgeRequest:
+    target = JudgeTarget("http://up/v1/chat/completions", (("authorization", f"Bearer {key}"),), "m")
+    return JudgeRequest("Find X.", reply, target, 1.0, True, remember_secs=60)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_kept_verdict_is_recalled_for_the_same_task_and_answer():
+    memory = VerdictMemory(clock=Clock())
+    memory.keep(VerdictMemory.key(_request()), False, "X is missing")
+
+    assert memory.recall(VerdictMemory.key(_request()), 60) == (False, "X is missing")
+
+
+def test_a_verdict_is_not_recalled_for_another_answer_or_other_credentials():
+    memory = VerdictMemory(clock=Clock())
+    memory.keep(VerdictMemory.key(_request()), False, "X is missing")
+
+    assert memory.recall(VerdictMemory.key(_request(reply="X is 3.")), 60) is None
+    assert memory.recall(VerdictMemory.key(_request(key="sk-b")), 60) is None
+
+
+def test_a_verdict_older_than_the_allowed_age_is_not_recalled():
+    clock = Clock()
+    memory = VerdictMemory(clock=clock)
+    memory.keep(VerdictMemory.key(_request()), True, "done")
+    clock.now = 61.0
+
+    assert memory.recall(VerdictMemory.key(_request()), 60) is None
+
+
+def test_the_memory_forgets_its_oldest_verdicts_beyond_capacity():
+    memory = VerdictMemory(capacity=2, clock=Clock())
+    keys = [VerdictMemory.key(_request(reply=f"answer {i}")) for i in range(3)]
+    for key in keys:
+        memory.keep(key, True, "done")
+
+    assert [memory.recall(key, 60) is not None for key in keys] == [False, True, True]

@@ -5,7 +5,8 @@
 - ``langgraph``: LangGraph's prebuilt ReAct agent on ``langchain-openai``, ``recursion_limit=25``.
 
 Each returns the agent's final answer (text, or the structured object) or raises, exactly
-as the library does; the runner classifies the result. Every client gets the run's
+as the library does; the runner classifies the result. A refusal to a structured request
+is handled as each library documents it and returned as a :class:`scenarios.Refusal`. Every client gets the run's
 session id in ``X-Session-Id`` and keeps its library's default retries (2).
 """
 
@@ -43,6 +44,8 @@ async def run_openai(base_url: str, model: str, session: str, scenario: scenario
                 )
                 message = completion.choices[0].message.model_dump(exclude_none=True)
             messages.append(message)
+            if message.get("refusal"):  # structured outputs: check for a refusal first (OpenAI's guide)
+                return scenarios.Refusal(message["refusal"])
             calls = message.get("tool_calls") or []
             if not calls:
                 return message.get("content")
@@ -60,6 +63,7 @@ async def _streamed(
 ) -> dict[str, Any]:
     """Assemble a streamed reply into an assistant message."""
     content: list[str] = []
+    refusal: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     stream = await client.chat.completions.create(
         model=model, messages=messages, tools=[scenarios.WEATHER_TOOL], stream=True, **extra
@@ -70,6 +74,8 @@ async def _streamed(
         delta = chunk.choices[0].delta
         if delta.content:
             content.append(delta.content)
+        if delta.refusal:
+            refusal.append(delta.refusal)
         for piece in delta.tool_calls or []:
             call = calls.setdefault(
                 piece.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
@@ -81,13 +87,15 @@ async def _streamed(
             if piece.function and piece.function.arguments:
                 call["function"]["arguments"] += piece.function.arguments
     message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
+    if refusal:
+        message["refusal"] = "".join(refusal)
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
     return message
 
 
 async def run_agents_sdk(base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool) -> Any:
-    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+    from agents import Agent, ModelRefusalError, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
     from pydantic import BaseModel
 
     set_tracing_disabled(True)
@@ -122,11 +130,14 @@ async def run_agents_sdk(base_url: str, model: str, session: str, scenario: scen
             result = await Runner.run(agent, scenarios.TASK)  # type: ignore[assignment]
         output = result.final_output
         return output.model_dump() if isinstance(output, BaseModel) else output
+    except ModelRefusalError as refused:
+        return scenarios.Refusal(refused.refusal)
     finally:
         await client.close()
 
 
 async def run_langgraph(base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool) -> Any:
+    from langchain_core.exceptions import ModelRefusalError
     from langchain_core.tools import tool
     from langchain_openai import ChatOpenAI
     from langgraph.prebuilt import create_react_agent
@@ -156,7 +167,10 @@ async def run_langgraph(base_url: str, model: str, session: str, scenario: scena
         if scenario.schema
         else None,
     )
-    state = await agent.ainvoke({"messages": [("user", scenarios.TASK)]}, config={"recursion_limit": 25})
+    try:
+        state = await agent.ainvoke({"messages": [("user", scenarios.TASK)]}, config={"recursion_limit": 25})
+    except ModelRefusalError as refused:
+        return scenarios.Refusal(str(refused))
     if scenario.schema:
         return state.get("structured_response")
     return state["messages"][-1].content

@@ -54,8 +54,10 @@ class RunResult:
     outcome: str
     steps: int
     tokens: int
+    judge_calls: int = 0
     judge_tokens: int = 0
-    nudge_tokens: int = 0
+    added_tokens: int = 0
+    retry_tokens: int = 0
     finalize_tokens: int = 0
     interventions: list[str] = field(default_factory=list)
     terminated: str | None = None
@@ -65,8 +67,12 @@ class RunResult:
 
     @property
     def guard_tokens(self) -> int:
-        """Tokens the guard itself spent: the judge's calls and the nudged retries."""
-        return self.judge_tokens + self.nudge_tokens
+        """Tokens the guard spent beyond what the agent asked for: its judge calls, and the
+        prompt tokens its corrections (nudges, warnings, notes, rejected replies echoed back)
+        added to agent calls. A retried call otherwise is the step the agent needed anyway
+        (``retry_tokens`` has retried calls in full), and the graceful ending's summary call
+        is the ending itself (``finalize_tokens``); both are reported apart."""
+        return self.judge_tokens + self.added_tokens
 
 
 def _counters(text: str) -> Counter[tuple[str, str]]:
@@ -119,7 +125,10 @@ async def run_one(
     after = await _scrape(http, proxy)
     diff = after - before
     book = upstream.books[model]
-    text = answer if isinstance(answer, str) else json.dumps(answer, default=str) if answer is not None else ""
+    if isinstance(answer, scenarios.Refusal):
+        text = f"refusal: {answer.text}"
+    else:
+        text = answer if isinstance(answer, str) else json.dumps(answer, default=str) if answer is not None else ""
     return RunResult(
         client=client,
         stream=stream,
@@ -129,8 +138,10 @@ async def run_one(
         outcome=scenarios.outcome_of(answer, error, scenario),
         steps=book.steps,
         tokens=book.total_tokens,
+        judge_calls=book.calls["judge"],
         judge_tokens=book.tokens["judge"],
-        nudge_tokens=diff[("loopwarden_tokens", "nudge")],
+        added_tokens=book.added_tokens,
+        retry_tokens=diff[("loopwarden_tokens", "nudge")],
         finalize_tokens=book.tokens["finalize"],
         interventions=sorted(
             [kind for (series, kind), n in diff.items() if series == "loopwarden_interventions" for _ in range(n)]
@@ -194,6 +205,10 @@ class Summary:
     false_interventions: int
     tokens: int
     guard_tokens: int
+    judge_calls: int
+    judge_tokens: int
+    added_tokens: int
+    retry_tokens: int
     finalize_tokens: int
 
     @property
@@ -221,6 +236,10 @@ def summarize(results: Sequence[RunResult]) -> Summary:
         false_interventions=sum(bool(r.interventions or r.terminated) for r in good),
         tokens=sum(r.tokens for r in results),
         guard_tokens=sum(r.guard_tokens for r in results),
+        judge_calls=sum(r.judge_calls for r in results),
+        judge_tokens=sum(r.judge_tokens for r in results),
+        added_tokens=sum(r.added_tokens for r in results),
+        retry_tokens=sum(r.retry_tokens for r in results),
         finalize_tokens=sum(r.finalize_tokens for r in results),
     )
 
@@ -289,6 +308,10 @@ def breakdown(results: Sequence[RunResult]) -> str:
     return "\n".join(lines)
 
 
+def _share(part: int, whole: int) -> str:
+    return f"{part / whole if whole else 0:.1%}"
+
+
 def verdict(results: Sequence[RunResult]) -> str:
     guarded = summarize([r for r in results if r.proxy])
     direct = summarize([r for r in results if not r.proxy])
@@ -299,9 +322,13 @@ def verdict(results: Sequence[RunResult]) -> str:
         f"({guarded.rescued_share:.1%}, target ≥ 95 %); {guarded.silent} silent (target 0); "
         f"{guarded.crashed} crashed; {guarded.false_interventions}/{guarded.behaved} well-behaved runs "
         f"with an intervention ({guarded.false_share:.1%}, target ≤ 2 %); guard tokens "
-        f"{guarded.guard_tokens:,}/{guarded.tokens:,} ({guarded.guard_share:.1%}, target ≤ 5 %; "
-        f"{good_guard / good_tokens if good_tokens else 0:.1%} on well-behaved runs); graceful endings' "
-        f"summary calls {guarded.finalize_tokens:,} more",
+        f"{guarded.guard_tokens:,}/{guarded.tokens:,} ({guarded.guard_share:.1%}, target ≤ 5 %: "
+        f"{guarded.judge_calls} judge calls {guarded.judge_tokens:,}, "
+        f"corrections added to prompts {guarded.added_tokens:,}; "
+        f"{good_guard / good_tokens if good_tokens else 0:.1%} on well-behaved runs); reported apart: "
+        f"retried calls in full {guarded.retry_tokens:,} ({_share(guarded.retry_tokens, guarded.tokens)}), "
+        f"graceful endings' summary calls {guarded.finalize_tokens:,} "
+        f"({_share(guarded.finalize_tokens, guarded.tokens)})",
     ]
     if direct.misbehaving or direct.behaved:
         lines.append(

@@ -317,13 +317,64 @@ def is_correct(answer: Any, *, structured: bool) -> bool:
     return all(re.search(rf"\b{city}\b.{{0,40}}?\b{temp}\b", text, re.I | re.S) for city, (temp, _) in WEATHER.items())
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """What a structured-output client returns instead of the object when the reply is a
+    refusal, handled the way its library documents (openai: ``message.refusal``; the Agents
+    SDK and LangChain: ``ModelRefusalError``)."""
+
+    text: str
+
+
+def _is_summary(text: str) -> bool:
+    return "next step" in text.lower()
+
+
 def outcome_of(answer: Any, error: BaseException | None, scenario: Scenario) -> str:
-    """correct / graceful / silent / crashed."""
+    """correct / graceful / silent / crashed. A refusal is graceful when it carries the
+    ending's summary, and a crash otherwise (no answer, but no silent one either)."""
     if error is not None:
         return "crashed"
+    if isinstance(answer, Refusal):
+        return "graceful" if _is_summary(answer.text) else "crashed"
     if is_correct(answer, structured=scenario.schema):
         return "correct"
     text = answer if isinstance(answer, str) else json.dumps(answer, default=str) if answer is not None else ""
-    if "next step" in text.lower():
+    if _is_summary(text):
         return "graceful"
     return "silent"
+
+
+# -- what the guard added to a request ------------------------------------------------------
+
+_LOOPWARDEN_NOTE = "\n\n[LoopWarden] "
+
+
+def _size(message: dict[str, Any]) -> int:
+    return len(json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def guard_added_bytes(payload: dict[str, Any]) -> int:
+    """Bytes of a request that the guard put there: corrections appended for a retry (with
+    the rejected reply echoed before them), notes, and warnings riding on a tool result.
+    The agents here never send a second user message, so every later one is the guard's."""
+    messages = [m for m in payload.get("messages") or [] if isinstance(m, dict)]
+    added = 0
+    users = 0
+    echoed: set[int] = set()
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        text = _text(message.get("content"))
+        whole = (role == "user" and users > 0) or (
+            role == "tool" and any(text.startswith(marker) for marker in _CORRECTIONS)
+        )
+        users += role == "user"
+        if whole:
+            added += _size(message)
+            before = index - 1
+            if before >= 0 and messages[before].get("role") == "assistant" and before not in echoed:
+                echoed.add(before)
+                added += _size(messages[before])
+        elif role == "tool" and _LOOPWARDEN_NOTE in text:
+            added += len(text[text.index(_LOOPWARDEN_NOTE) :].encode())
+    return added

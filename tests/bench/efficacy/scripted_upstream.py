@@ -5,7 +5,8 @@ replaces how it answers: every request is routed by its model name
 (``bench/<scenario>/<variant>/<run>``) to :func:`scenarios.respond`, judge calls to the
 honest judge, and ``stream: true`` requests get the same reply as SSE chunks. Usage is
 billed like a real API (about 4 bytes a token for the prompt), and every call is booked
-per run: steps and tokens by purpose (agent, judge, finalize).
+per run: steps and tokens by purpose (agent, judge, finalize), and the prompt tokens the
+guard added to agent calls (its corrections and notes).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class Ledger:
     def __init__(self) -> None:
         self.calls: Counter[str] = Counter()
         self.tokens: Counter[str] = Counter()
+        self.added_tokens = 0
+        """Prompt tokens of agent calls that the guard put there (part of ``tokens["agent"]``)."""
         self.rate_limited = 0
 
     @property
@@ -86,9 +89,11 @@ class ScriptedUpstream(FakeUpstream):
             return await self._answer(request, Json(error, status=reply.status, headers={"retry-after-ms": "50"}))
         completion = _completion(model, reply, prompt_tokens=len(body) // 4)
         usage = completion["usage"]
+        added = scenarios.guard_added_bytes(payload) // 4 if purpose == "agent" else 0
         with self._books_lock:
             book.calls[purpose] += 1
             book.tokens[purpose] += usage["total_tokens"]
+            book.added_tokens += added
         if payload.get("stream") is True:
             options = payload.get("stream_options")
             include_usage = isinstance(options, dict) and options.get("include_usage") is True
