@@ -95,3 +95,21 @@ def test_with_the_proxy_a_token_hog_hears_the_converge_note_before_its_budget_en
     hogs = pick(runs, proxy=True, scenario="token_hog/recovers")
 
     assert all("budget_note" in r.interventions for r in hogs)
+
+
+def test_with_the_proxy_a_structured_answer_that_is_never_right_ends_as_a_refusal(runs):
+    ended = pick(runs, proxy=True, scenario="schema/persistent")
+
+    assert [(r.terminated, r.answer.startswith("refusal: 1. What I found")) for r in ended] == [
+        ("invalid_output", True)
+    ] * 2
+
+
+def test_with_the_proxy_a_schema_valid_answer_costs_no_judge_call(runs):
+    assert [r.judge_calls for r in pick(runs, proxy=True, scenario="structured/ok")] == [0, 0]
+
+
+def test_with_the_proxy_a_model_that_keeps_saying_done_costs_one_judge_call(runs):
+    ended = pick(runs, proxy=True, scenario="done_early/persistent")
+
+    assert [(r.judge_calls, r.terminated) for r in ended] == [(1, "incomplete")] * 2
