@@ -141,7 +141,12 @@ class JudgeSettings(BaseModel):
     model: str | None = Field(None, description="Judge model (default: the agent's own).")
     base_url: str | None = Field(None, description="Judge API base URL (default: the tenant's upstream).")
     api_key_env: str | None = Field(None, description="Variable with the judge API key (default: the agent's).")
-    structured_output: bool = Field(True, description="Ask for a strict json_schema response_format.")
+    structured_output: bool = Field(
+        False,
+        description="Ask the judge for a strict json_schema response_format. Off: the verdict is asked for "
+        "in the prompt and parsed leniently (nonce-checked), which every OpenAI-compatible model accepts; "
+        "on, a provider or model without json_schema support fails every judge call.",
+    )
     verdict_memory_secs: float = Field(
         300.0,
         ge=0,

@@ -175,6 +175,27 @@ def test_a_completion_tool_is_judged_like_a_text_answer(proxy, upstream):
     assert retried[-1]["tool_call_id"] == "f1"
 
 
+def test_the_judge_is_asked_for_its_verdict_in_the_prompt_by_default(proxy, upstream):
+    upstream.script(Json(chat_completion("522,250; third in France.")))
+
+    ask(proxy, after_tools())
+
+    judge_call = upstream.judge_requests[0].json()
+    assert "response_format" not in judge_call
+    assert '"done": true or false' in judge_call["messages"][0]["content"]
+
+
+def test_the_judge_is_asked_for_a_strict_verdict_schema_when_the_policy_says_so(make_proxy, upstream, write_policies):
+    proxy = make_proxy(policies_dir=str(write_policies(default="judge: {structured_output: true}\n")))
+    upstream.script(Json(chat_completion("522,250; third in France.")))
+
+    ask(proxy, after_tools())
+
+    response_format = upstream.judge_requests[0].json()["response_format"]
+    assert response_format["json_schema"]["strict"] is True
+    assert response_format["json_schema"]["schema"]["required"] == ["nonce", "done", "reason"]
+
+
 def test_judge_tokens_are_metered_apart(proxy, upstream):
     upstream.script(Json(chat_completion("522,250; third.")))
 
