@@ -151,10 +151,15 @@ class ClientStream:
         out = self._take_out() + self._drain(Channel.ALL, substantive=True) + b"".join(self._final) + _DONE
         await self._write(out, last=True)
 
+    @property
+    def text_started(self) -> bool:
+        """Text of some attempt reached the client, or is on its way."""
+        return self.sent_text or self._out_text
+
     async def replace(self, body: Mapping[str, Any]) -> None:
         """End with ``body`` (an ending or a non-streamed reply) instead of the held attempt."""
         self.new_attempt()
-        if self.sent_text or self._out_text:
+        if self.text_started:
             body = _appended(body)
         await self._write(self._take_out() + completion_as_sse(body, include_usage=self._include_usage), last=True)
 

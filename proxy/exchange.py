@@ -43,6 +43,8 @@ class Reply:
     finish_reason: str | None
     usage: Usage
     model: str | None = None
+    refusal: str | None = None
+    """The model declined (OpenAI's ``message.refusal``): an answer the client handles, not silence."""
 
     @property
     def has_text(self) -> bool:
@@ -54,13 +56,13 @@ class Reply:
 
     @property
     def is_empty(self) -> bool:
-        """No content, no tool call and no reasoning: the model said nothing at all."""
-        return not self.has_text and not self.tool_calls and not self.has_reasoning
+        """No content, no tool call, no refusal and no reasoning: the model said nothing at all."""
+        return not self.has_text and not self.tool_calls and not self.has_reasoning and not self.refusal
 
     @property
     def is_reasoning_only(self) -> bool:
-        """It thought but neither answered nor acted."""
-        return self.has_reasoning and not self.has_text and not self.tool_calls
+        """It thought but neither answered, refused nor acted."""
+        return self.has_reasoning and not self.has_text and not self.tool_calls and not self.refusal
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,10 @@
 """The graceful ending: never a bare error, always what was found, what is missing, what next.
 
 First choice: one last upstream call with tools kept (so a history with tool calls stays
-valid) but forbidden (``tool_choice: "none"``), no ``response_format`` (a summary is prose:
-a schema would make the model invent an object), and an instruction to summarize. If that
-call fails or says nothing, a summary is built locally from the transcript.
+valid) but forbidden (``tool_choice: "none"``), no output constraint (``response_format``,
+vLLM's ``guided_*``: a summary is prose, and a schema would make the model invent an object),
+and an instruction to summarize. If that call fails or says nothing, a summary is built
+locally from the transcript.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from proxy.wire.chat_completions import completion, parse_reply, render_request
 __all__ = ["Ending", "Finalizer", "local_summary"]
 
 _CLIP = 300
+_ANSWER_CONSTRAINTS = ("response_format", "guided_json", "guided_regex", "guided_choice", "guided_grammar")
+"""Removed from the summary call: a summary is prose (OpenAI's and vLLM's output constraints)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +109,7 @@ class Finalizer:
                 payload,
                 [*extra_messages, {"role": "user", "content": instruction}],
                 tool_choice="none" if payload.get("tools") else None,
-                response_format=None,
+                **dict.fromkeys(_ANSWER_CONSTRAINTS),
                 stream=None,
                 stream_options=None,
                 parallel_tool_calls=None,

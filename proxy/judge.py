@@ -23,6 +23,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import msgspec
+
 from proxy.errors import ProxyError
 from proxy.exchange import Usage
 from proxy.schemas import extract_json
@@ -39,6 +41,7 @@ __all__ = [
     "parse_verdict",
 ]
 
+_CREDENTIAL_HEADERS = frozenset({"authorization", "api-key", "x-api-key"})
 _VERDICT_SCHEMA = {
     "type": "object",
     "properties": {"nonce": {"type": "string"}, "done": {"type": "boolean"}, "reason": {"type": "string"}},
@@ -82,6 +85,8 @@ class JudgeTarget:
     url: str
     headers: Sequence[tuple[str, str]]
     model: str | None
+    scope: str = ""
+    """Whose verdicts these are (the tenant): a remembered verdict is never reused across scopes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +112,11 @@ class JudgeOutcome:
 
 
 class VerdictMemory:
-    """Recent definite verdicts, by a digest of where the judge call goes (URL, model,
-    credentials) and what it judges (task, answer). A model that answers "Done." again after
-    being told it is not done gets the same verdict without paying for the same question
-    twice. Per process and bounded: a miss only costs the call it would have cost anyway."""
+    """Recent definite verdicts, by a digest of whose they are (the tenant), where the judge
+    call goes (URL, model, credentials) and what it judges (task, answer). A model that
+    answers "Done." again after being told it is not done gets the same verdict without paying
+    for the same question twice. Per process and bounded (the oldest entries go first): a miss
+    only costs the call it would have cost anyway."""
 
     def __init__(self, capacity: int = 4096, clock: Callable[[], float] = time.monotonic) -> None:
         self._capacity = capacity
@@ -119,9 +125,11 @@ class VerdictMemory:
 
     @staticmethod
     def key(request: JudgeRequest) -> bytes:
+        """Only the credential headers count: trace and client headers change per request."""
         target = request.target
-        parts = [target.url, target.model or "", *(value for _, value in target.headers), request.task, request.reply]
-        return hashlib.sha256("\0".join(parts).encode()).digest()
+        credentials = sorted([n.lower(), v] for n, v in target.headers if n.lower() in _CREDENTIAL_HEADERS)
+        fields = [target.scope, target.url, target.model or "", credentials, request.task, request.reply]
+        return hashlib.sha256(msgspec.json.encode(fields)).digest()
 
     def recall(self, key: bytes, max_age: float) -> tuple[bool, str] | None:
         kept = self._verdicts.get(key)

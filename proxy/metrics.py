@@ -101,7 +101,7 @@ class Metrics:
         )
         self.judge_verdicts = Counter(
             "loopwarden_judge_verdicts",
-            "Completion-judge outcomes: done, not_done, error, skipped.",
+            "Completion-judge outcomes: done, not_done, error, skipped, remembered (a recent verdict reused, no call).",
             ["policy", "verdict"],
             registry=self.registry,
         )

@@ -63,10 +63,13 @@ __all__ = ["ChatCall", "Outcome", "Pipeline"]
 _encode = msgspec.json.Encoder().encode
 
 
-def _shaped_ending(call: ChatCall, body: dict[str, Any]) -> dict[str, Any]:
+def _shaped_ending(call: ChatCall, body: dict[str, Any], client: ClientStream | None) -> dict[str, Any]:
     """An ending as this request can take it: a refusal when it asked for a JSON answer (a
-    later request of an ended session may ask differently from the one that ended it)."""
-    return as_refusal(body) if wants_structured_output(call.payload) else body
+    later request of an ended session may ask differently from the one that ended it), unless
+    text of the answer already streamed to the client: then the ending follows it as text."""
+    if not wants_structured_output(call.payload) or (client is not None and client.text_started):
+        return body
+    return as_refusal(body)
 
 
 class Pipeline:
@@ -156,7 +159,7 @@ class Pipeline:
         if state.termination and state.ending and enforce:
             notes.terminated = state.termination
             await self._ledger.commit(call, delta, notes)
-            stored = _shaped_ending(call, msgspec.json.decode(state.ending))
+            stored = _shaped_ending(call, msgspec.json.decode(state.ending), client)
             return await self._rendered(call, stored, state, delta, notes, client)
         if notes.refused:
             detail = f"the next call would not fit in the session's {notes.refused.removeprefix('budget_')} budget"
@@ -382,7 +385,7 @@ class Pipeline:
             if not key:
                 return None
             headers = [("content-type", "application/json"), ("authorization", f"Bearer {key}")]
-        return JudgeTarget(url, headers, settings.model or call.conversation.model)
+        return JudgeTarget(url, headers, settings.model or call.conversation.model, scope=call.tenant)
 
     async def _finalize(
         self,
@@ -426,7 +429,7 @@ class Pipeline:
             },
         )
         await self._ledger.commit(call, delta, notes)
-        return await self._rendered(call, _shaped_ending(call, ending.body), state, delta, notes, client)
+        return await self._rendered(call, _shaped_ending(call, ending.body, client), state, delta, notes, client)
 
     # -- outcomes -------------------------------------------------------------------
 

@@ -14,9 +14,11 @@ from typing import Any
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 
-__all__ = ["SchemaInvalid", "check_schema", "extract_json", "schema_errors_of"]
+__all__ = ["SchemaInvalid", "answer_errors", "check_schema", "extract_json", "schema_errors_of"]
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+_MESSAGE_CHARS = 300
+"""An error message quotes the offending value, which may be the whole answer: clipped."""
 
 
 class SchemaInvalid(ValueError):
@@ -69,7 +71,17 @@ def schema_errors_of(instance: Any, schema: Any, limit: int = 20) -> list[str]:
         errors = sorted(validator.iter_errors(instance), key=lambda e: (_path(e), e.message))
     except RecursionError:
         return ["$: the value is nested too deeply to check"]
-    return [f"{_path(e)}: {e.message}" for e in errors[:limit]]
+    return [f"{_path(e)}: {_clipped(e.message)}" for e in errors[:limit]]
+
+
+def _clipped(message: str) -> str:
+    return message if len(message) <= _MESSAGE_CHARS else message[: _MESSAGE_CHARS - 1] + "…"
+
+
+def answer_errors(text: str, schema: Any) -> list[str]:
+    """What is wrong with a structured answer, one line each; empty when it is valid."""
+    value, problem = extract_json(text)
+    return [problem] if problem else schema_errors_of(value, schema)
 
 
 def extract_json(text: str) -> tuple[Any, str | None]:

@@ -100,6 +100,7 @@ class ReplyAssembler:
         self.usage: Usage | None = None
         self.raw_usage: dict[str, Any] | None = None
         self._content: list[str] = []
+        self._refusal: list[str] = []
         self._reasoning: list[str] = []
         self._calls: dict[int, _CallParts] = {}
         self._joined: str | None = None
@@ -107,7 +108,7 @@ class ReplyAssembler:
         self.produced_chars = 0
         """Characters of every kind of delta, for estimating the tokens of a stream cut short."""
         self.has_text = False
-        """Some content that is not whitespace arrived."""
+        """Some content (or a refusal) that is not whitespace arrived: the reply is not empty."""
 
     def add(self, chunk: Mapping[str, Any]) -> int:
         """Take one chunk; return what it carries (channels, plus ``FINISH`` / ``BARE`` marks).
@@ -157,6 +158,11 @@ class ReplyAssembler:
             if isinstance(value, str):
                 self._reasoning.append(value)
                 self.produced_chars += len(value)
+        elif key == "refusal":
+            if isinstance(value, str):
+                self._refusal.append(value)
+                self.produced_chars += len(value)
+                self.has_text = self.has_text or not value.isspace()
         elif key == "tool_calls" and isinstance(value, list):
             for position, call in enumerate(value):
                 if isinstance(call, dict):
@@ -208,11 +214,14 @@ class ReplyAssembler:
             finish_reason=self.finish_reason,
             usage=self.usage or Usage(),
             model=self.model,
+            refusal="".join(self._refusal) or None,
         )
 
     def completion(self) -> dict[str, Any]:
         """The reply as a complete chat.completion (what a non-streamed call would have returned)."""
         message: dict[str, Any] = {"role": "assistant", "content": self.content if self._content else None}
+        if self._refusal:
+            message["refusal"] = "".join(self._refusal)
         if self._reasoning:
             message["reasoning_content"] = "".join(self._reasoning)
         if self._calls:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from proxy.exchange import Conversation, Reply
 from proxy.judge import JudgeTarget
@@ -32,6 +32,14 @@ class GuardContext:
     """Wall-clock seconds (the pipeline's injectable clock), for time budgets."""
     judge_target: JudgeTarget | None = None
     """Where a judge call for this request goes (None: no judge available)."""
+
+    def answer_schema(self, reply: Reply) -> Mapping[str, Any] | None:
+        """The JSON Schema a final text answer must satisfy (the request's, else the policy's);
+        None when none applies or ``reply`` is no final text answer."""
+        schema = self.conversation.output_schema or self.policy.output_contract.schema_
+        if schema is None or reply.tool_calls or not reply.has_text or reply.content is None:
+            return None
+        return schema
 
 
 class RequestGuard(Protocol):

@@ -20,9 +20,9 @@ from typing import Any
 from proxy.exchange import Reply
 from proxy.fingerprint import CALL_SEQUENCE
 from proxy.guards.base import GuardContext
-from proxy.guards.output_contract import answer_errors, answer_schema
 from proxy.judge import Judge, JudgeRequest
 from proxy.metrics import Metrics
+from proxy.schemas import answer_errors
 from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import PASS, Finalize, Nudge, Pass, Verdict
 from proxy.wire.chat_completions import calls_returned
@@ -49,7 +49,7 @@ def _answer(reply: Reply, completion_tools: tuple[str, ...]) -> tuple[str | None
 
 def _schema_valid(reply: Reply, context: GuardContext) -> bool:
     """The answer satisfies the JSON schema the request or the output contract asks for."""
-    schema = answer_schema(reply, context)
+    schema = context.answer_schema(reply)
     return schema is not None and reply.content is not None and not answer_errors(reply.content, schema)
 
 
@@ -109,7 +109,7 @@ class JudgeGuard:
         if not outcome.remembered:
             self._metrics.judge_latency.labels(context.policy.name).observe(outcome.latency)
         if outcome.done is True:
-            self._count(context, "done")
+            self._count(context, "remembered" if outcome.remembered else "done")
             return Pass(spent=outcome.usage)
         if outcome.done is None:
             self._count(context, "error")
@@ -123,7 +123,7 @@ class JudgeGuard:
             return Nudge(
                 "judge_continue", outcome.reason, _continue_messages(reply, call_id, text), STRIKE, outcome.usage
             )
-        self._count(context, "not_done")
+        self._count(context, "remembered" if outcome.remembered else "not_done")
         if exhausted:
             detail = f"the model kept stopping before the task was done ({outcome.reason.rstrip('.')})"
             return Finalize("incomplete", detail, spent=outcome.usage)

@@ -11,31 +11,13 @@ flagged ``output_schema_invalid``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from proxy.exchange import Reply
 from proxy.guards.base import GuardContext
-from proxy.schemas import extract_json, schema_errors_of
+from proxy.schemas import answer_errors
 from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import PASS, Finalize, Nudge, Pass, Verdict
 
-__all__ = ["OutputContractGuard", "answer_errors", "answer_schema"]
-
-
-def answer_schema(reply: Reply, context: GuardContext) -> Mapping[str, Any] | None:
-    """The schema a final text answer must satisfy (the request's, else the policy's), or
-    None when none applies or the reply is no final text answer."""
-    schema = context.conversation.output_schema or context.policy.output_contract.schema_
-    if schema is None or reply.tool_calls or not reply.has_text or reply.content is None:
-        return None
-    return schema
-
-
-def answer_errors(text: str, schema: Mapping[str, Any]) -> list[str]:
-    """What is wrong with a structured answer, one line each; empty when it is valid."""
-    value, problem = extract_json(text)
-    return [problem] if problem else schema_errors_of(value, schema)
+__all__ = ["OutputContractGuard"]
 
 
 class OutputContractGuard:
@@ -48,7 +30,7 @@ class OutputContractGuard:
         return Channel.TEXT
 
     def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
-        schema = answer_schema(reply, context)
+        schema = context.answer_schema(reply)
         if schema is None or reply.content is None:
             return PASS
         errors = answer_errors(reply.content, schema)

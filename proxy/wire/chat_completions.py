@@ -85,6 +85,7 @@ def parse_reply(body: bytes) -> Reply | None:
         finish_reason=choices[0].get("finish_reason"),
         usage=parse_usage(payload.get("usage")),
         model=payload.get("model") if isinstance(payload.get("model"), str) else None,
+        refusal=_text_or_none(message.get("refusal")) or None,
     )
 
 
@@ -238,13 +239,17 @@ def as_refusal(body: Mapping[str, Any]) -> dict[str, Any]:
     and the clients built on them surface a refusal as such (openai's ``message.refusal``,
     the Agents SDK's and LangChain's ``ModelRefusalError``) instead of failing to parse a
     summary as JSON."""
-    choice = body["choices"][0]
-    message = choice["message"]
-    text = message.get("content")
-    if not isinstance(text, str):
+    choices = body.get("choices")
+    if not isinstance(choices, list):
         return dict(body)
-    refused = {**message, "content": None, "refusal": text}
-    return {**body, "choices": [{**choice, "message": refused}, *body["choices"][1:]]}
+    return {**body, "choices": [_refused(choice) for choice in choices]}
+
+
+def _refused(choice: Any) -> Any:
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict) or not isinstance(message.get("content"), str):
+        return choice
+    return {**choice, "message": {**message, "content": None, "refusal": message["content"]}}
 
 
 def completion_as_sse(body: Mapping[str, Any], *, include_usage: bool = False) -> bytes:

@@ -123,6 +123,17 @@ def test_an_answer_still_not_done_after_the_continuations_ends_with_a_summary(pr
     assert raw.headers["x-loopwarden-terminated"] == "incomplete"
     assert raw.headers["x-loopwarden-interventions"] == "judge_continue,judge_continue"
     assert len(upstream.judge_requests) == 1  # the same answer again: the verdict is remembered
+    assert 'verdict="remembered"} 2.0' in httpx.get(f"{proxy.url}/metrics").text
+
+
+def test_a_judge_error_is_not_remembered(proxy, upstream):
+    upstream.judge = lambda request: Json(chat_completion("Looks fine to me!"))
+    upstream.script(*[Json(chat_completion("Done.")) for _ in range(3)], Json(chat_completion(SUMMARY)))
+
+    raw = ask(proxy, after_tools(), extra_headers={"X-Session-Id": "judge-errors"})
+
+    assert raw.headers["x-loopwarden-terminated"] == "incomplete"
+    assert len(upstream.judge_requests) == 3
 
 
 def test_the_judge_is_asked_every_time_when_verdicts_are_not_remembered(make_proxy, upstream, write_policies):
@@ -268,10 +279,11 @@ def test_an_answer_that_stays_invalid_ends_as_a_refusal_carrying_the_summary(pro
 def test_the_summary_call_of_a_structured_request_asks_for_prose(proxy, upstream):
     upstream.script(*[Json(chat_completion("not JSON")) for _ in range(3)], Json(chat_completion(SUMMARY)))
 
-    ask(proxy, TASK, response_format=RESPONSE_FORMAT)
+    ask(proxy, TASK, response_format=RESPONSE_FORMAT, extra_body={"guided_json": SCHEMA})
 
     summary_call = upstream.requests[3].json()
     assert "response_format" not in summary_call
+    assert "guided_json" not in summary_call
     assert all("response_format" in r.json() for r in upstream.requests[:3])
 
 

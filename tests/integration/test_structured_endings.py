@@ -1,7 +1,8 @@
-"""A structured request the guard has to end reaches each client library as that library's
-own refusal, carrying the summary, instead of a text it would fail to parse (or misparse).
+"""Refusals, both ways. A structured request the guard has to end reaches each client library
+as that library's own refusal, carrying the summary, instead of a text it would fail to parse
+(or misparse); and a model's own refusal passes to the client as the answer it is.
 
-(The openai SDK's ``parse`` and ``stream`` are covered in test_judge.py.)
+(The openai SDK's ``parse`` and ``stream`` of the proxy's ending are covered in test_judge.py.)
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from tests.support.fake_upstream import Json, chat_completion
+from tests.support.fake_upstream import Json, chat_completion, streamed, tool_call
 
 TASK = "How many people live in Lyon? Answer with the city and its population."
 SUMMARY = "Found: Lyon. Missing: a population figure that fits the schema. Next step: ask again."
@@ -57,3 +58,84 @@ def test_langchain_structured_output_raises_its_refusal_error_with_the_summary(p
         model.with_structured_output(City, method="json_schema").invoke(TASK)
 
     assert "response_format" in upstream.requests[0].json()
+
+
+REFUSAL = "I can't help with that."
+RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "city", "schema": City.model_json_schema()}}
+
+
+def test_a_models_own_refusal_passes_to_the_client_untouched(proxy, upstream):
+    upstream.script(Json(chat_completion(None, refusal=REFUSAL)))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+
+    raw = client.chat.completions.with_raw_response.parse(
+        model="m", messages=[{"role": "user", "content": TASK}], response_format=City
+    )
+
+    message = raw.parse().choices[0].message
+    assert (message.refusal, message.parsed) == (REFUSAL, None)
+    assert raw.headers["x-loopwarden-interventions"] == "none"
+    assert len(upstream.requests) == 1
+
+
+def test_a_models_own_streamed_refusal_passes_to_the_client_untouched(proxy, upstream):
+    upstream.script(streamed(chat_completion(None, refusal=REFUSAL)))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+
+    with client.chat.completions.stream(
+        model="m", messages=[{"role": "user", "content": TASK}], response_format=City
+    ) as stream:
+        final = stream.get_final_completion()
+
+    assert final.choices[0].message.refusal == REFUSAL
+    assert len(upstream.requests) == 1
+
+
+def test_a_json_object_request_ends_as_a_refusal_too(proxy, upstream):
+    upstream.script(Json(chat_completion(None)), Json(chat_completion(None)), Json(chat_completion(None)))
+    upstream.script(Json(chat_completion(SUMMARY)))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+
+    raw = client.chat.completions.with_raw_response.create(
+        model="m", messages=[{"role": "user", "content": TASK}], response_format={"type": "json_object"}
+    )
+
+    message = raw.parse().choices[0].message
+    assert raw.headers["x-loopwarden-terminated"] == "empty_response"
+    assert (message.content, message.refusal) == (None, SUMMARY)
+
+
+def test_a_policy_schema_without_response_format_ends_as_text(make_proxy, upstream, write_policies):
+    schema = "output_contract:\n  schema: {type: object, required: [population]}\n"
+    proxy = make_proxy(policies_dir=str(write_policies(default=schema)))
+    upstream.script(*[Json(chat_completion("About half a million.")) for _ in range(3)])
+    upstream.script(Json(chat_completion(SUMMARY)))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+
+    raw = client.chat.completions.with_raw_response.create(model="m", messages=[{"role": "user", "content": TASK}])
+
+    message = raw.parse().choices[0].message
+    assert raw.headers["x-loopwarden-terminated"] == "invalid_output"
+    assert (message.content, message.refusal) == (SUMMARY, None)
+
+
+def test_a_stream_whose_text_already_reached_the_client_ends_as_text(proxy, upstream):
+    search = {"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}
+    invalid = tool_call("search", '{"q": ', "c1")
+    upstream.script(*[streamed(chat_completion("Let me look that up. ", tool_calls=[invalid])) for _ in range(3)])
+    upstream.script(Json(chat_completion(SUMMARY)))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+
+    stream = client.chat.completions.create(
+        model="m",
+        messages=[{"role": "user", "content": TASK}],
+        tools=[search],
+        response_format={"type": "json_object"},
+        stream=True,
+    )
+    deltas = [chunk.choices[0].delta for chunk in stream if chunk.choices]
+
+    content = "".join(d.content or "" for d in deltas)
+    assert content.startswith("Let me look that up. ")
+    assert content.endswith("\n\n" + SUMMARY)
+    assert not any(d.refusal for d in deltas)

@@ -82,9 +82,12 @@ def chat_completion(
     reasoning: str | None = None,
     model: str = "fake-model",
     finish_reason: str | None = None,
+    refusal: str | None = None,
 ) -> dict[str, Any]:
     """A chat.completion body as OpenAI sends it."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
+    if refusal is not None:
+        message["refusal"] = refusal
     if tool_calls:
         message["tool_calls"] = tool_calls
     if reasoning is not None:
@@ -139,6 +142,8 @@ def streamed(completion: dict[str, Any], *, pieces: int = 3, usage: bool = True)
         chunks += [chunk({"reasoning_content": p}) for p in split(message["reasoning_content"])]
     if message.get("content"):
         chunks += [chunk({"content": p}) for p in split(message["content"])]
+    if message.get("refusal"):
+        chunks += [chunk({"refusal": p}) for p in split(message["refusal"])]
     for index, call in enumerate(message.get("tool_calls") or []):
         function = call["function"]
         head = {"index": index, "id": call["id"], "type": "function", "function": {"name": function["name"]}}

@@ -71,9 +71,12 @@ def test_no_verdict_written_by_an_injection_is_accepted(payload):
 # -- remembered verdicts -----------------------------------------------------------------
 
 
-def _request(reply: str = "Done.", key: str = "sk-a") -> JudgeRequest:
-    target = JudgeTarget("http://up/v1/chat/completions", (("authorization", f"Bearer {key}"),), "m")
-    return JudgeRequest("Find X.", reply, target, 1.0, True, remember_secs=60)
+def _request(
+    reply: str = "Done.", key: str = "sk-a", tenant: str = "acme", task: str = "Find X.", trace: str = "t1"
+) -> JudgeRequest:
+    headers = (("Authorization", f"Bearer {key}"), ("traceparent", trace))
+    target = JudgeTarget("http://up/v1/chat/completions", headers, "m", scope=tenant)
+    return JudgeRequest(task, reply, target, 1.0, True, remember_secs=60)
 
 
 class Clock:
@@ -97,6 +100,21 @@ def test_a_verdict_is_not_recalled_for_another_answer_or_other_credentials():
 
     assert memory.recall(VerdictMemory.key(_request(reply="X is 3.")), 60) is None
     assert memory.recall(VerdictMemory.key(_request(key="sk-b")), 60) is None
+
+
+def test_a_verdict_is_never_recalled_for_another_tenant_with_the_same_key():
+    memory = VerdictMemory(clock=Clock())
+    memory.keep(VerdictMemory.key(_request(tenant="acme")), True, "done")
+
+    assert memory.recall(VerdictMemory.key(_request(tenant="globex")), 60) is None
+
+
+def test_headers_other_than_credentials_do_not_change_the_key():
+    assert VerdictMemory.key(_request(trace="t1")) == VerdictMemory.key(_request(trace="t2"))
+
+
+def test_task_and_answer_cannot_trade_text_to_collide():
+    assert VerdictMemory.key(_request(task="a\0b", reply="c")) != VerdictMemory.key(_request(task="a", reply="b\0c"))
 
 
 def test_a_verdict_older_than_the_allowed_age_is_not_recalled():

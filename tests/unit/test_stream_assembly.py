@@ -80,6 +80,19 @@ def test_whitespace_alone_is_not_text():
     assert assembler.text_length == 3
 
 
+def test_a_streamed_refusal_is_assembled_and_makes_the_reply_not_empty():
+    assembler = assembled(
+        chunk({"role": "assistant", "content": None, "refusal": None}),
+        chunk({"refusal": "I can't "}),
+        chunk({"refusal": "help."}, "stop"),
+    )
+
+    reply = assembler.reply()
+    assert (reply.refusal, reply.content, reply.is_empty) == ("I can't help.", None, False)
+    assert assembler.has_text
+    assert assembler.completion()["choices"][0]["message"]["refusal"] == "I can't help."
+
+
 def test_a_role_chunk_carries_no_channel():
     assert ReplyAssembler().add(chunk({"role": "assistant", "content": ""})) == Channel.NONE
 

@@ -8,6 +8,7 @@ from proxy.wire.chat_completions import (
     as_refusal,
     completion,
     completion_as_sse,
+    parse_reply,
     wants_structured_output,
     with_usage_requested,
 )
@@ -52,3 +53,20 @@ def test_a_refusal_streams_as_refusal_deltas_with_no_content():
     assert "".join(d.get("refusal") or "" for d in deltas) == "No object: Y is missing."
     assert not any(d.get("content") for d in deltas)
     assert sse.endswith(b"data: [DONE]\n\n")
+
+
+def test_a_refusal_in_a_reply_is_read_and_is_no_empty_reply():
+    body = {"choices": [{"message": {"role": "assistant", "content": None, "refusal": "No."}}]}
+
+    reply = parse_reply(json.dumps(body).encode())
+
+    assert reply is not None
+    assert (reply.refusal, reply.is_empty, reply.is_reasoning_only) == ("No.", False, False)
+
+
+def test_as_refusal_turns_every_choice_and_leaves_odd_shapes_alone():
+    two = {"choices": [{"message": {"content": "a"}}, {"message": {"content": "b"}}]}
+
+    assert [c["message"]["refusal"] for c in as_refusal(two)["choices"]] == ["a", "b"]
+    assert as_refusal({"choices": "x"}) == {"choices": "x"}
+    assert as_refusal({"choices": [{"message": {"content": None}}]}) == {"choices": [{"message": {"content": None}}]}

@@ -325,7 +325,7 @@ def verdict(results: Sequence[RunResult]) -> str:
         f"{guarded.guard_tokens:,}/{guarded.tokens:,} ({guarded.guard_share:.1%}, target ≤ 5 %: "
         f"{guarded.judge_calls} judge calls {guarded.judge_tokens:,}, "
         f"corrections added to prompts {guarded.added_tokens:,}; "
-        f"{good_guard / good_tokens if good_tokens else 0:.1%} on well-behaved runs); reported apart: "
+        f"{_share(good_guard, good_tokens)} on well-behaved runs); reported apart: "
         f"retried calls in full {guarded.retry_tokens:,} ({_share(guarded.retry_tokens, guarded.tokens)}), "
         f"graceful endings' summary calls {guarded.finalize_tokens:,} "
         f"({_share(guarded.finalize_tokens, guarded.tokens)})",

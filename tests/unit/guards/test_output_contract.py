@@ -49,3 +49,10 @@ def test_an_answer_still_invalid_passes_flagged_when_the_policy_says_so():
     policy = Policy.model_validate({"output_contract": {"after_max_retries": "pass"}})
 
     assert check('{"m": 3}', retries=2, policy=policy) == Pass(flags=("output_schema_invalid",))
+
+
+def test_an_error_quoting_a_huge_answer_is_clipped():
+    verdict = check('{"n": "' + "x" * 5000 + '"}')
+
+    assert isinstance(verdict, Nudge)
+    assert len(verdict.reason) < 400
