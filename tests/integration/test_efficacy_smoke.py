@@ -10,6 +10,7 @@ import asyncio
 
 import pytest
 
+from tests.bench.efficacy import scenarios
 from tests.bench.efficacy.run_efficacy import RunResult, run_matrix, summarize
 
 
@@ -113,3 +114,16 @@ def test_with_the_proxy_a_model_that_keeps_saying_done_costs_one_judge_call(runs
     ended = pick(runs, proxy=True, scenario="done_early/persistent")
 
     assert [(r.judge_calls, r.terminated) for r in ended] == [(1, "incomplete")] * 2
+
+
+def test_a_production_sized_agent_changes_the_cost_not_the_outcome(runs):
+    chosen = [s for s in scenarios.scenarios() if s.key in ("short/ok", "done_early/persistent")]
+    production = asyncio.run(run_matrix(["openai"], [False], [True], chosen, profile=scenarios.PROFILES["production"]))
+    small = {r.scenario: r for r in pick(runs, proxy=True, stream=False)}
+
+    assert [(r.scenario, r.outcome) for r in production] == [
+        ("short/ok", "correct"),
+        ("done_early/persistent", "graceful"),
+    ]
+    assert all(r.tokens > 2 * small[r.scenario].tokens for r in production)
+    assert all(r.judge_tokens == small[r.scenario].judge_tokens for r in production)

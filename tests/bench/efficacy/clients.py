@@ -20,28 +20,29 @@ import openai
 
 from tests.bench.efficacy import scenarios
 
-ClientRun = Callable[[str, str, str, scenarios.Scenario, bool], Awaitable[Any]]
+ClientRun = Callable[[str, str, str, scenarios.Scenario, bool, scenarios.AgentProfile], Awaitable[Any]]
 
 
 class AgentGaveUp(RuntimeError):
     """The hand-written loop hit its own turn limit."""
 
 
-async def run_openai(base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool) -> Any:
+async def run_openai(
+    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+) -> Any:
     client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers={"X-Session-Id": session})
+    tools = list(profile.tools)
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": scenarios.INSTRUCTIONS},
+        {"role": "system", "content": profile.instructions},
         {"role": "user", "content": scenarios.TASK},
     ]
     extra: dict[str, Any] = {"response_format": scenarios.RESPONSE_FORMAT} if scenario.schema else {}
     try:
         for _ in range(15):
             if stream:
-                message = await _streamed(client, model, messages, extra)
+                message = await _streamed(client, model, messages, tools, extra)
             else:
-                completion = await client.chat.completions.create(
-                    model=model, messages=messages, tools=[scenarios.WEATHER_TOOL], **extra
-                )
+                completion = await client.chat.completions.create(model=model, messages=messages, tools=tools, **extra)
                 message = completion.choices[0].message.model_dump(exclude_none=True)
             messages.append(message)
             if message.get("refusal"):  # structured outputs: check for a refusal first (OpenAI's guide)
@@ -59,15 +60,17 @@ async def run_openai(base_url: str, model: str, session: str, scenario: scenario
 
 
 async def _streamed(
-    client: openai.AsyncOpenAI, model: str, messages: list[dict[str, Any]], extra: dict[str, Any]
+    client: openai.AsyncOpenAI,
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    extra: dict[str, Any],
 ) -> dict[str, Any]:
     """Assemble a streamed reply into an assistant message."""
     content: list[str] = []
     refusal: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
-    stream = await client.chat.completions.create(
-        model=model, messages=messages, tools=[scenarios.WEATHER_TOOL], stream=True, **extra
-    )
+    stream = await client.chat.completions.create(model=model, messages=messages, tools=tools, stream=True, **extra)
     async for chunk in stream:
         if not chunk.choices:
             continue
@@ -94,8 +97,18 @@ async def _streamed(
     return message
 
 
-async def run_agents_sdk(base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool) -> Any:
-    from agents import Agent, ModelRefusalError, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+async def run_agents_sdk(
+    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+) -> Any:
+    from agents import (
+        Agent,
+        FunctionTool,
+        ModelRefusalError,
+        OpenAIChatCompletionsModel,
+        Runner,
+        function_tool,
+        set_tracing_disabled,
+    )
     from pydantic import BaseModel
 
     set_tracing_disabled(True)
@@ -116,8 +129,19 @@ async def run_agents_sdk(base_url: str, model: str, session: str, scenario: scen
     client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers={"X-Session-Id": session})
     agent: Agent[Any] = Agent(
         name="travel assistant",
-        instructions=scenarios.INSTRUCTIONS,
-        tools=[get_weather],
+        instructions=profile.instructions,
+        tools=[
+            get_weather,
+            *(
+                FunctionTool(
+                    name=spec["function"]["name"],
+                    description=spec["function"]["description"],
+                    params_json_schema=spec["function"]["parameters"],
+                    on_invoke_tool=_never_called,
+                )
+                for spec in profile.tools[1:]
+            ),
+        ],
         model=OpenAIChatCompletionsModel(model=model, openai_client=client),
         output_type=Weather if scenario.schema else None,
     )
@@ -136,9 +160,11 @@ async def run_agents_sdk(base_url: str, model: str, session: str, scenario: scen
         await client.close()
 
 
-async def run_langgraph(base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool) -> Any:
+async def run_langgraph(
+    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+) -> Any:
     from langchain_core.exceptions import ModelRefusalError
-    from langchain_core.tools import tool
+    from langchain_core.tools import StructuredTool, tool
     from langchain_openai import ChatOpenAI
     from langgraph.prebuilt import create_react_agent
 
@@ -159,10 +185,19 @@ async def run_langgraph(base_url: str, model: str, session: str, scenario: scena
         streaming=stream,
         stream_usage=True,
     )
+    others = [
+        StructuredTool.from_function(
+            func=_never_called_sync,
+            name=spec["function"]["name"],
+            description=spec["function"]["description"],
+            args_schema=spec["function"]["parameters"],
+        )
+        for spec in profile.tools[1:]
+    ]
     agent = create_react_agent(
         llm,
-        [get_weather],
-        prompt=scenarios.INSTRUCTIONS,
+        [get_weather, *others],
+        prompt=profile.instructions,
         response_format=scenarios.SCHEMA | {"title": "weather", "description": "Both temperatures."}
         if scenario.schema
         else None,
@@ -174,6 +209,15 @@ async def run_langgraph(base_url: str, model: str, session: str, scenario: scena
     if scenario.schema:
         return state.get("structured_response")
     return state["messages"][-1].content
+
+
+async def _never_called(context: Any, arguments: str) -> str:
+    """The profile's other tools: offered on every call, never called by the scripted models."""
+    raise AssertionError("the scripted models only call get_weather")
+
+
+def _never_called_sync(**arguments: Any) -> str:
+    raise AssertionError("the scripted models only call get_weather")
 
 
 CLIENTS: dict[str, ClientRun] = {"openai": run_openai, "agents": run_agents_sdk, "langgraph": run_langgraph}

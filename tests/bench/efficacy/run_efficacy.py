@@ -3,6 +3,7 @@
     .venv/bin/pip install -e '.[efficacy]'
     .venv/bin/python -m tests.bench.efficacy.run_efficacy                  # everything, one table
     .venv/bin/python -m tests.bench.efficacy.run_efficacy --clients openai --streams off --json out.json
+    .venv/bin/python -m tests.bench.efficacy.run_efficacy --agent production   # six tools, long instructions
 
 Every scenario (see ``scenarios.py``) runs once per client (openai SDK loop, OpenAI Agents
 SDK, LangGraph ReAct), per streaming mode and per path (straight to the scripted model
@@ -108,6 +109,7 @@ async def run_one(
     client: str,
     scenario: scenarios.Scenario,
     stream: bool,
+    profile: scenarios.AgentProfile = scenarios.PROFILES["small"],
 ) -> RunResult:
     run_id = secrets.token_hex(4)
     model = f"bench/{scenario.name}/{scenario.variant}/{run_id}"
@@ -118,7 +120,7 @@ async def run_one(
     error: BaseException | None = None
     try:
         async with asyncio.timeout(RUN_TIMEOUT):
-            answer = await CLIENTS[client](base_url, model, f"bench-{run_id}", scenario, stream)
+            answer = await CLIENTS[client](base_url, model, f"bench-{run_id}", scenario, stream, profile)
     except Exception as exc:  # every way a client can fail is an outcome here
         error = exc
     seconds = time.perf_counter() - started
@@ -162,6 +164,7 @@ async def run_matrix(
     progress: bool = False,
     log_level: str = "info",
     redis_url: str | None = None,
+    profile: scenarios.AgentProfile = scenarios.PROFILES["small"],
 ) -> list[RunResult]:
     """Every scenario x client x streaming mode x path (True: through the proxy)."""
     upstream = ScriptedUpstream().start()
@@ -174,7 +177,9 @@ async def run_matrix(
                 for client in clients:
                     for stream in streams:
                         for scenario in chosen or scenarios.scenarios():
-                            result = await run_one(upstream, proxy if through else None, http, client, scenario, stream)
+                            result = await run_one(
+                                upstream, proxy if through else None, http, client, scenario, stream, profile
+                            )
                             results.append(result)
                             if progress:
                                 print(_progress_line(result), file=sys.stderr, flush=True)
@@ -347,6 +352,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write every run as JSON here")
     parser.add_argument("--redis-url", help="keep the proxy's session state in this Redis (default: in memory)")
     parser.add_argument("--quiet", action="store_true", help="no line per run on stderr")
+    parser.add_argument(
+        "--agent",
+        choices=sorted(scenarios.PROFILES),
+        default="small",
+        help="small: one tool, a paragraph of instructions; production: six tools, two pages of instructions",
+    )
     args = parser.parse_args(argv)
     names = {n for n in args.scenarios.split(",") if n}
     chosen = [s for s in scenarios.scenarios() if not names or s.name in names]
@@ -360,6 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress=not args.quiet,
             log_level="warning",
             redis_url=args.redis_url,
+            profile=scenarios.PROFILES[args.agent],
         )
     )
     print(table(results))

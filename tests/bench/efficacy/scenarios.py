@@ -49,6 +49,110 @@ WEATHER_TOOL = {
         },
     },
 }
+
+
+def _tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+_CITY = {"type": "string", "description": "The city's English name."}
+_DATE = {"type": "string", "description": "A date, YYYY-MM-DD, in the city's time zone."}
+OTHER_TOOLS = [
+    _tool(
+        "get_forecast",
+        "Daily forecast for a city: high and low in °C, chance of rain, wind, for up to 10 days ahead.",
+        {"city": _CITY, "days": {"type": "integer", "minimum": 1, "maximum": 10, "description": "Days ahead."}},
+        ["city", "days"],
+    ),
+    _tool(
+        "get_air_quality",
+        "Current air quality index (European AQI) and the main pollutant for a city.",
+        {"city": _CITY},
+        ["city"],
+    ),
+    _tool(
+        "local_time",
+        "The current local time and UTC offset of a city.",
+        {"city": _CITY},
+        ["city"],
+    ),
+    _tool(
+        "convert_currency",
+        "Convert an amount between two ISO 4217 currencies at today's reference rate.",
+        {
+            "amount": {"type": "number", "description": "The amount to convert."},
+            "from_currency": {"type": "string", "description": "ISO 4217 code, e.g. EUR."},
+            "to_currency": {"type": "string", "description": "ISO 4217 code, e.g. USD."},
+        },
+        ["amount", "from_currency", "to_currency"],
+    ),
+    _tool(
+        "find_flights",
+        "Direct and one-stop flights between two cities on a date, cheapest first, with times and prices.",
+        {
+            "origin": _CITY,
+            "destination": _CITY,
+            "date": _DATE,
+            "passengers": {"type": "integer", "minimum": 1, "maximum": 9},
+            "cabin": {"type": "string", "enum": ["economy", "premium", "business", "first"]},
+        },
+        ["origin", "destination", "date"],
+    ),
+]
+PRODUCTION_INSTRUCTIONS = INSTRUCTIONS + (
+    "\n\n# Role\nYou work for a travel company's customer desk. Customers are planning trips or are "
+    "already travelling; they ask about weather, air quality, local time, currency and flights. You speak "
+    "for the company: be accurate, polite and brief, and never promise what the tools cannot confirm."
+    "\n\n# Using tools\n- Use the tool that answers the question; do not call tools the question does not "
+    "need. Weather questions use get_weather for current conditions and get_forecast for later days.\n- "
+    "Call one tool per value you need. You may call several tools in one turn when the calls do not depend "
+    "on each other.\n- Use English city names; for ambiguous names (Paris, Texas) ask which one is meant "
+    "unless the conversation makes it clear.\n- Never invent a value a tool can give you, and never reuse a "
+    "value from an earlier conversation: conditions change.\n- If a tool returns an error, say what failed "
+    "and try once more; if it fails again, tell the customer what you could not check.\n- Dates are in the "
+    "city's own time zone; use local_time when the day matters."
+    "\n\n# Answers\n- Lead with the answer, then at most one sentence of context.\n- Give temperatures "
+    "in °C (and °F only when asked), wind in km/h, prices with their currency code.\n- When comparing "
+    "cities, name each city with its own value; do not average them.\n- Do not give medical, legal or "
+    "visa advice; refer the customer to the official source.\n- Do not mention these instructions, the "
+    "tools by name, or that you are an AI unless asked."
+    "\n\n# Safety and privacy\n- Never ask for payment details, passport numbers or passwords.\n- If "
+    "the customer reports an emergency, tell them to call the local emergency number (112 in Europe) "
+    "first.\n- Keep personal details the customer shares out of your answers unless they are needed."
+    "\n\n# Structured answers\nWhen the request asks for a JSON object, reply with exactly that object: "
+    "no prose, no code fence, every required field present, numbers as numbers."
+)
+
+
+@dataclass(frozen=True)
+class AgentProfile:
+    """How big the agent is: its instructions and the tools it offers on every call."""
+
+    name: str
+    instructions: str
+    tools: tuple[dict[str, Any], ...]
+
+
+PROFILES = {
+    "small": AgentProfile("small", INSTRUCTIONS, (WEATHER_TOOL,)),
+    "production": AgentProfile("production", PRODUCTION_INSTRUCTIONS, (WEATHER_TOOL, *OTHER_TOOLS)),
+}
+"""``small``: the task's one tool and a paragraph of instructions (the benchmark's default).
+``production``: instructions and a tool set of the size real agents send on every call (the
+scripted models never call the other tools)."""
+
 JUDGE_PROMPT = "You are a strict completion judge"
 FINALIZE_PROMPT = "Stop working on the task now"
 HOG_COMPLETION_TOKENS = 2_500
