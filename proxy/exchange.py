@@ -19,6 +19,32 @@ class ToolCall:
     id: str
     name: str
     arguments: str
+    kind: str = "function"
+    """``function`` (JSON arguments) or ``custom`` (free-text input: GPT-5's custom tools)."""
+
+    @classmethod
+    def from_wire(cls, raw: Any) -> ToolCall | None:
+        """A ``tool_calls`` item as the chat-completions wire carries it (None: not an object)."""
+        if not isinstance(raw, Mapping):
+            return None
+        custom = raw.get("custom")
+        if raw.get("type") == "custom" and isinstance(custom, Mapping):
+            text = custom.get("input")
+            return cls(
+                str(raw.get("id", "")), str(custom.get("name", "")), text if isinstance(text, str) else "", "custom"
+            )
+        function = raw.get("function")
+        if not isinstance(function, Mapping):
+            function = {}
+        arguments = function.get("arguments")
+        name = str(function.get("name", ""))
+        return cls(str(raw.get("id", "")), name, arguments if isinstance(arguments, str) else "")
+
+    def wire(self) -> dict[str, Any]:
+        """The call as a ``tool_calls`` item."""
+        if self.kind == "custom":
+            return {"id": self.id, "type": "custom", "custom": {"name": self.name, "input": self.arguments}}
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +71,8 @@ class Reply:
     model: str | None = None
     refusal: str | None = None
     """The model declined (OpenAI's ``message.refusal``): an answer the client handles, not silence."""
+    other_output: bool = False
+    """Output the guards do not read (``audio``, a legacy ``function_call``): not silence either."""
 
     @property
     def has_text(self) -> bool:
@@ -55,14 +83,25 @@ class Reply:
         return bool(self.reasoning and self.reasoning.strip())
 
     @property
+    def cut_short(self) -> bool:
+        """The provider stopped the reply (its output limit, its content filter): the same request
+        would stop the same way again, and the client needs that ``finish_reason`` to act on."""
+        return self.finish_reason in ("length", "content_filter")
+
+    @property
+    def answered(self) -> bool:
+        """It said something: text, a tool call, a refusal or other output, or was cut short."""
+        return bool(self.has_text or self.tool_calls or self.refusal or self.other_output or self.cut_short)
+
+    @property
     def is_empty(self) -> bool:
-        """No content, no tool call, no refusal and no reasoning: the model said nothing at all."""
-        return not self.has_text and not self.tool_calls and not self.has_reasoning and not self.refusal
+        """Nothing at all: not even reasoning."""
+        return not self.answered and not self.has_reasoning
 
     @property
     def is_reasoning_only(self) -> bool:
-        """It thought but neither answered, refused nor acted."""
-        return self.has_reasoning and not self.has_text and not self.tool_calls and not self.refusal
+        """It thought but neither answered nor acted."""
+        return self.has_reasoning and not self.answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,14 +137,8 @@ class Conversation:
             if message.get("role") != "assistant":
                 continue
             for raw in message.get("tool_calls") or ():
-                if isinstance(raw, Mapping) and isinstance(raw.get("function"), Mapping):
-                    function = raw["function"]
-                    arguments = function.get("arguments")
-                    call = ToolCall(
-                        str(raw.get("id", "")),
-                        str(function.get("name", "")),
-                        arguments if isinstance(arguments, str) else "",
-                    )
+                call = ToolCall.from_wire(raw)
+                if call is not None:
                     calls[call.id] = call
         return calls
 

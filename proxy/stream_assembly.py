@@ -57,6 +57,7 @@ _KEYS: dict[str, int] = {
     "reasoning": Channel.REASONING,
     "tool_calls": Channel.TOOL_CALLS,
     "function_call": Channel.TOOL_CALLS,
+    "audio": Channel.TEXT,
 }
 
 
@@ -101,6 +102,8 @@ class ReplyAssembler:
         self.raw_usage: dict[str, Any] | None = None
         self._content: list[str] = []
         self._refusal: list[str] = []
+        self._other: dict[str, Any] = {}
+        """Legacy ``function_call`` and ``audio`` deltas, merged (strings joined)."""
         self._reasoning: list[str] = []
         self._calls: dict[int, _CallParts] = {}
         self._joined: str | None = None
@@ -126,13 +129,15 @@ class ReplyAssembler:
         if not isinstance(choices, list) or not choices:
             return Channel.BARE
         found = Channel.NONE
-        first = True  # the guards read the first choice, as for complete replies
         for choice in choices:
             if not isinstance(choice, dict):
                 continue
+            # The guards read choice 0, as for complete replies; with ``n`` > 1 the others
+            # arrive in chunks of their own, told apart by their index.
+            primary = choice.get("index", 0) == 0
             if choice.get("finish_reason"):
                 found |= Channel.FINISH
-                if first:
+                if primary:
                     self.finish_reason = choice["finish_reason"]
             delta = choice.get("delta")
             if isinstance(delta, dict):
@@ -141,9 +146,8 @@ class ReplyAssembler:
                     if channel is None or not value:
                         continue
                     found |= channel
-                    if first:
+                    if primary:
                         self._take(key, value)
-            first = False
         return found
 
     def _take(self, key: str, value: Any) -> None:
@@ -167,6 +171,13 @@ class ReplyAssembler:
             for position, call in enumerate(value):
                 if isinstance(call, dict):
                     self._add_call(call, position)
+        elif key in ("function_call", "audio") and isinstance(value, dict):
+            merged = self._other.setdefault(key, {})
+            for name, part in value.items():
+                joined = merged.get(name)
+                merged[name] = joined + part if isinstance(joined, str) and isinstance(part, str) else part
+                self.produced_chars += len(part) if isinstance(part, str) else 0
+            self.has_text = True
 
     def _add_call(self, call: Mapping[str, Any], position: int) -> None:
         index = call.get("index")
@@ -180,6 +191,9 @@ class ReplyAssembler:
         if isinstance(call.get("type"), str) and call["type"]:
             parts.type = call["type"]
         function = call.get("function")
+        if isinstance(call.get("custom"), dict):  # GPT-5 custom tools: free-text ``input``
+            function = {"name": call["custom"].get("name"), "arguments": call["custom"].get("input")}
+            parts.type = "custom"
         if isinstance(function, dict):
             if isinstance(function.get("name"), str) and function["name"] and not parts.name:
                 parts.name = function["name"]
@@ -203,10 +217,14 @@ class ReplyAssembler:
     def has_tool_calls(self) -> bool:
         return bool(self._calls)
 
-    def reply(self) -> Reply:
-        calls = tuple(
-            ToolCall(parts.id, parts.name, "".join(parts.arguments)) for _, parts in sorted(self._calls.items())
+    def _tool_calls(self) -> tuple[ToolCall, ...]:
+        return tuple(
+            ToolCall(parts.id, parts.name, "".join(parts.arguments), "custom" if parts.type == "custom" else "function")
+            for _, parts in sorted(self._calls.items())
         )
+
+    def reply(self) -> Reply:
+        calls = self._tool_calls()
         return Reply(
             content=self.content if self._content else None,
             reasoning="".join(self._reasoning) or None,
@@ -215,6 +233,7 @@ class ReplyAssembler:
             usage=self.usage or Usage(),
             model=self.model,
             refusal="".join(self._refusal) or None,
+            other_output=bool(self._other),
         )
 
     def completion(self) -> dict[str, Any]:
@@ -225,14 +244,8 @@ class ReplyAssembler:
         if self._reasoning:
             message["reasoning_content"] = "".join(self._reasoning)
         if self._calls:
-            message["tool_calls"] = [
-                {
-                    "id": parts.id,
-                    "type": parts.type,
-                    "function": {"name": parts.name, "arguments": "".join(parts.arguments)},
-                }
-                for _, parts in sorted(self._calls.items())
-            ]
+            message["tool_calls"] = [call.wire() for call in self._tool_calls()]
+        message.update(self._other)
         body: dict[str, Any] = {
             "id": self.id or "chatcmpl-lw",
             "object": "chat.completion",

@@ -116,7 +116,7 @@ def _stream_body(call: ChatCall, payload: Mapping[str, Any], extra: Sequence[Map
     untouched = payload is call.payload and not extra
     if untouched and isinstance(options, dict) and options.get("include_usage"):
         return call.body
-    if untouched and options is None:
+    if untouched and "stream_options" not in payload:  # spliced: the key must not be there already
         return with_usage_requested(call.body)
     with_usage = {**(options if isinstance(options, dict) else {}), "include_usage": True}
     return render_request(payload, extra, stream=True, stream_options=with_usage)

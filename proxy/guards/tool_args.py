@@ -53,7 +53,10 @@ class ToolArgsGuard:
         if not settings.enabled or not reply.tool_calls:
             return PASS
         offered = context.conversation.tool_parameters()
-        problems = {call.id: argument_errors(call, offered) for call in reply.tool_calls}
+        # A custom tool's input is free text under the provider's own grammar: nothing to check.
+        problems = {
+            call.id: argument_errors(call, offered) if call.kind == "function" else [] for call in reply.tool_calls
+        }
         if not any(problems.values()):
             return PASS
         if context.retries.get("tool_args_retry", 0) >= settings.max_retries:

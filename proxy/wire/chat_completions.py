@@ -86,6 +86,7 @@ def parse_reply(body: bytes) -> Reply | None:
         usage=parse_usage(payload.get("usage")),
         model=payload.get("model") if isinstance(payload.get("model"), str) else None,
         refusal=_text_or_none(message.get("refusal")) or None,
+        other_output=bool(message.get("audio") or message.get("function_call")),
     )
 
 
@@ -100,22 +101,7 @@ def _text_or_none(value: Any) -> str | None:
 def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
     if not isinstance(raw, list):
         return ()
-    calls = []
-    for item in raw:
-        if not isinstance(item, dict):
-            continue
-        function = item.get("function")
-        if not isinstance(function, dict):
-            function = {}
-        arguments = function.get("arguments")
-        calls.append(
-            ToolCall(
-                id=str(item.get("id", "")),
-                name=str(function.get("name", "")),
-                arguments=arguments if isinstance(arguments, str) else "",
-            )
-        )
-    return tuple(calls)
+    return tuple(call for call in map(ToolCall.from_wire, raw) if call is not None)
 
 
 def parse_usage(raw: Any) -> Usage:
@@ -139,10 +125,7 @@ def calls_returned(reply: Reply, results: Mapping[str, str]) -> tuple[dict[str, 
     How a guard hands the model its own tool calls back, unexecuted, with the reason: the
     transcript stays protocol-valid (every call answered by its id).
     """
-    calls = [
-        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-        for c in reply.tool_calls
-    ]
+    calls = [c.wire() for c in reply.tool_calls]
     assistant = {"role": "assistant", "content": reply.content, "tool_calls": calls}
     return (assistant, *({"role": "tool", "tool_call_id": c.id, "content": results[c.id]} for c in reply.tool_calls))
 
@@ -276,14 +259,20 @@ def completion_as_sse(body: Mapping[str, Any], *, include_usage: bool = False) -
     if refusal:
         events.append(chunk({"refusal": refusal}))
     for index, call in enumerate(message.get("tool_calls") or []):
-        function = call.get("function") or {}
-        delta_call = {
-            "index": index,
-            "id": call.get("id"),
-            "type": call.get("type", "function"),
-            "function": {"name": function.get("name"), "arguments": function.get("arguments", "")},
-        }
+        if call.get("type") == "custom":
+            delta_call = {"index": index, "id": call.get("id"), "type": "custom", "custom": call.get("custom")}
+        else:
+            function = call.get("function") or {}
+            delta_call = {
+                "index": index,
+                "id": call.get("id"),
+                "type": call.get("type", "function"),
+                "function": {"name": function.get("name"), "arguments": function.get("arguments", "")},
+            }
         events.append(chunk({"tool_calls": [delta_call]}))
+    for field in ("function_call", "audio"):
+        if message.get(field):
+            events.append(chunk({field: message[field]}))
     events.append(chunk({}, body["choices"][0].get("finish_reason") or "stop"))
     if include_usage:
         events.append({**base, "choices": [], "usage": body.get("usage")})

@@ -145,13 +145,12 @@ def streamed(completion: dict[str, Any], *, pieces: int = 3, usage: bool = True)
     if message.get("refusal"):
         chunks += [chunk({"refusal": p}) for p in split(message["refusal"])]
     for index, call in enumerate(message.get("tool_calls") or []):
-        function = call["function"]
-        head = {"index": index, "id": call["id"], "type": "function", "function": {"name": function["name"]}}
-        chunks.append(chunk({"tool_calls": [{**head, "function": {**head["function"], "arguments": ""}}]}))
-        chunks += [
-            chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]})
-            for p in split(function["arguments"])
-        ]
+        # A function call streams its ``arguments``; a custom tool call (GPT-5) its ``input``.
+        kind, text = ("custom", "input") if call.get("type") == "custom" else ("function", "arguments")
+        body = call[kind]
+        head = {"index": index, "id": call["id"], "type": kind, kind: {"name": body["name"], text: ""}}
+        chunks.append(chunk({"tool_calls": [head]}))
+        chunks += [chunk({"tool_calls": [{"index": index, kind: {text: p}}]}) for p in split(body[text])]
     chunks.append(chunk({}, completion["choices"][0]["finish_reason"]))
     if usage and "usage" in completion:
         chunks.append({**base, "choices": [], "usage": completion["usage"]})
