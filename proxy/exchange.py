@@ -111,7 +111,7 @@ class Conversation:
     messages: Sequence[Mapping[str, Any]]
     model: str | None = None
     tools: Sequence[Mapping[str, Any]] = ()
-    """The request's ``tools`` (function definitions), as sent."""
+    """The request's ``tools`` as sent, and its legacy ``functions`` in the same form."""
     output_schema: Mapping[str, Any] | None = None
     """The JSON Schema of ``response_format: {"type": "json_schema"}``, when the request has one."""
     extra: Mapping[str, Any] = field(default_factory=dict)

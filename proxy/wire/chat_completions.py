@@ -40,10 +40,14 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
         messages = []
     model = payload.get("model")
     tools = payload.get("tools")
+    offered = [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+    functions = payload.get("functions")  # the legacy form; some layers answer it with tool_calls
+    if isinstance(functions, list):
+        offered += [{"type": "function", "function": f} for f in functions if isinstance(f, dict)]
     return Conversation(
         messages=[m for m in messages if isinstance(m, dict)],
         model=model if isinstance(model, str) else None,
-        tools=[t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else (),
+        tools=offered,
         output_schema=requested_schema(payload),
     )
 

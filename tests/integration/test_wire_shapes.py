@@ -149,6 +149,16 @@ def test_a_streamed_legacy_function_call_is_not_an_empty_reply(proxy, upstream):
     assert len(upstream.requests) == 1
 
 
+def test_tool_calls_answering_legacy_functions_are_checked_against_them(proxy, upstream):
+    call = {"id": "c1", "type": "function", "function": {"name": "search", "arguments": '{"q": "lyon"}'}}
+    upstream.script(Json(chat_completion(None, tool_calls=[call])))
+
+    response = post(proxy, functions=[SEARCH["function"]])
+
+    assert response.json()["choices"][0]["message"]["tool_calls"] == [call]
+    assert response.headers["x-loopwarden-interventions"] == "none"
+
+
 def test_an_audio_reply_is_not_an_empty_reply(proxy, upstream):
     body = chat_completion(None)
     body["choices"][0]["message"]["audio"] = {"id": "audio_1", "data": "UklGR", "expires_at": 1, "transcript": "Hello"}
