@@ -116,10 +116,6 @@ class Conversation:
     """The JSON Schema of ``response_format: {"type": "json_schema"}``, when the request has one."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    @property
-    def tools_offered(self) -> bool:
-        return bool(self.tools)
-
     def tool_parameters(self) -> dict[str, Any]:
         """Offered function name → its parameters schema (``{}`` when it declares none)."""
         offered: dict[str, Any] = {}

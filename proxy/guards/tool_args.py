@@ -27,7 +27,10 @@ _NOT_RUN = "Not executed: another call in this reply had invalid arguments. Send
 
 
 def argument_errors(call: ToolCall, offered: Mapping[str, Any]) -> list[str]:
-    """Everything wrong with one call, one line each; empty when the call is fine."""
+    """Everything wrong with one call, one line each; empty when the call is fine. A custom
+    tool's input is free text under the provider's own grammar: nothing to check."""
+    if call.kind != "function":
+        return []
     if call.name not in offered:
         names = ", ".join(sorted(offered)) or "none"
         return [f"tool {call.name!r} does not exist (available: {names})"]
@@ -53,10 +56,7 @@ class ToolArgsGuard:
         if not settings.enabled or not reply.tool_calls:
             return PASS
         offered = context.conversation.tool_parameters()
-        # A custom tool's input is free text under the provider's own grammar: nothing to check.
-        problems = {
-            call.id: argument_errors(call, offered) if call.kind == "function" else [] for call in reply.tool_calls
-        }
+        problems = {call.id: argument_errors(call, offered) for call in reply.tool_calls}
         if not any(problems.values()):
             return PASS
         if context.retries.get("tool_args_retry", 0) >= settings.max_retries:
