@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.errors import InvalidRequest
 from proxy.policy.models import Policy
 from proxy.pricing import MICROS, PriceTable
 from proxy.session.base import FIELDS, Limit, SessionState
 
-__all__ = ["Remaining", "active_ms", "estimate_tokens", "remaining", "session_limits"]
+__all__ = ["Remaining", "active_ms", "check_output_cap", "estimate_tokens", "remaining", "session_limits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +66,39 @@ def remaining(state: SessionState, policy: Policy, now: float) -> Remaining:
     )
 
 
+def _output_cap(payload: Mapping[str, Any]) -> tuple[str, int] | None:
+    """The output limit the request sets (``max_completion_tokens`` wins, as upstream), if any."""
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = payload.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return name, value
+    return None
+
+
+def check_output_cap(payload: Mapping[str, Any], caps: Mapping[str, int | None]) -> None:
+    """Refuse (400) a request whose output limit alone exceeds a token cap: waiting cannot
+    make it fit, so neither a 429 with ``Retry-After`` nor ending the session would help.
+
+    ``caps`` maps a cap's name as the client reads it (e.g. "daily token cap of this API
+    key") to its size in tokens (None: not set).
+    """
+    asked = _output_cap(payload)
+    if asked is None:
+        return
+    name, value = asked
+    for cap, limit in caps.items():
+        if limit is not None and value > limit:
+            raise InvalidRequest(
+                f"{name} is {value}, more than the {cap} ({limit} tokens): this request can never fit. "
+                f"Lower {name} to at most {limit}.",
+                param=name,
+            )
+
+
 def estimate_tokens(payload: Mapping[str, Any], body_size: int, policy: Policy) -> int:
     """A call's worst case: its prompt (about 4 bytes a token) plus its output cap."""
-    output = payload.get("max_completion_tokens") or payload.get("max_tokens")
-    if not isinstance(output, int) or output <= 0:
-        output = policy.budgets.reserve_tokens
-    return body_size // 4 + output
+    asked = _output_cap(payload)
+    return body_size // 4 + (asked[1] if asked is not None else policy.budgets.reserve_tokens)
 
 
 def session_limits(payload: Mapping[str, Any], body_size: int, policy: Policy, prices: PriceTable) -> list[Limit]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from proxy.budgets import remaining, session_limits
+from proxy.budgets import check_output_cap, remaining, session_limits
 from proxy.call import SSE, ChatCall, Outcome, RequestNotes
 from proxy.client_stream import ClientStream
 from proxy.errors import ProxyError, UpstreamError
@@ -115,6 +115,10 @@ class Pipeline:
         }
         with self._tracing.span("invoke_agent", attributes) as span:
             self._trace_tool_results(call)
+            session_cap = call.policy.budgets.max_tokens if enforce else None
+            check_output_cap(
+                call.payload, {"API key's daily token cap": call.daily_tokens, "session's token budget": session_cap}
+            )
             state, delta = await self._ledger.open(call, limits, notes)
             client = self._client_stream(call, state, delta, notes)
             try:

@@ -154,3 +154,36 @@ def test_token_budget_ends_a_real_session_with_a_summary(make_proxy, upstream, w
     assert [r.headers.get("x-loopwarden-terminated") for r in replies] == [None, None, "budget_tokens"]
     assert replies[2].parse().choices[0].message.content == "Found most of it; missing Q4."
     assert replies[1].headers["x-loopwarden-interventions"] == "budget_note"
+
+
+@pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
+def test_an_output_limit_above_the_daily_cap_is_a_400_naming_the_cap(tenants, upstream, field):
+    response = httpx.post(
+        f"{tenants.base_url}/chat/completions",
+        json={"model": "m", "messages": MESSAGES, field: 5000},
+        headers={"Authorization": "Bearer lw-capped", "X-Session-Id": "too-big"},
+    )
+
+    error = assert_openai_error(response, 400)
+    assert error["param"] == field
+    assert "daily token cap" in error["message"]
+    assert "1000" in error["message"]
+    assert "retry-after" not in response.headers
+    assert upstream.requests == []
+
+
+def test_an_output_limit_above_the_session_budget_is_a_400_and_the_session_goes_on(
+    make_proxy, upstream, write_policies
+):
+    proxy = make_proxy(policies_dir=str(write_policies(default="budgets: {max_tokens: 1200}\n")))
+
+    refused = post(proxy, "sk-p", "oversized", max_tokens=5000)
+    answered = post(proxy, "sk-p", "oversized", max_tokens=100)
+
+    error = assert_openai_error(refused, 400)
+    assert error["param"] == "max_tokens"
+    assert "session's token budget" in error["message"]
+    assert "1200" in error["message"]
+    assert answered.status_code == 200
+    assert "x-loopwarden-terminated" not in answered.headers
+    assert len(upstream.requests) == 1
