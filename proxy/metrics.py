@@ -168,6 +168,15 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.usage_estimated = Counter(
+            "loopwarden_usage_estimated",
+            "Streamed replies metered by an estimate (about 4 bytes a token) because the upstream "
+            "reported no usage, by reason: unfinished (cut before its usage chunk) or no_usage_chunk "
+            "(complete, from an upstream that ignores stream_options.include_usage).",
+            ["tenant", "policy", "reason"],
+            registry=self.registry,
+        )
+
     def of(self, metric: _Metric, *labels: str) -> _Metric:
         """``metric.labels(*labels)``, remembered: ``labels`` validates and takes a lock on
         every call (about 3 µs), and the proxy touches a dozen series per request."""

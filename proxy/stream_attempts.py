@@ -4,12 +4,15 @@ The upstream is always asked for usage, so streamed tokens are metered (a client
 not ask never sees the usage chunk). The reply is read through the guards' holds into the
 client's stream; an upstream that ignores ``stream`` and answers with a whole completion is
 read as one. A stream that does not finish (cut, stalled, malformed, or the client left)
-still costs its step and its tokens.
+still costs its step and its tokens. Tokens the upstream did not report (a stream cut before
+its usage chunk, or an upstream that ignores ``stream_options.include_usage``) are estimated,
+and every estimate is counted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -86,14 +89,17 @@ class StreamAttempts:
         if failure is not None:
             self._charge_unfinished(call, delta, assembler, len(body), failure.code or "upstream_error")
             raise failure
-        return reply, assembler.reply(), assembler
+        parsed = assembler.reply()
+        if assembler.usage is None:  # complete, but no usage chunk: not free
+            parsed = dataclasses.replace(parsed, usage=self._estimate(call, assembler, len(body), "no_usage_chunk"))
+        return reply, parsed, assembler
 
     def _charge_unfinished(
         self, call: ChatCall, delta: SessionDelta, assembler: ReplyAssembler, prompt_bytes: int, reason: str
     ) -> None:
         """A stream that did not complete still cost tokens: count what the upstream reported,
         or an estimate (4 bytes a token), and the step."""
-        usage = assembler.usage or Usage(prompt_bytes // 4, assembler.produced_chars // 4 + 1)
+        usage = assembler.usage or self._estimate(call, assembler, prompt_bytes, "unfinished")
         delta.incr(FIELDS.STEPS)
         self._ledger.charge(call, delta, usage, assembler.model, kind="agent")
         self._metrics.of(self._metrics.stream_failures, call.tenant, call.policy.name, reason).inc()
@@ -107,6 +113,12 @@ class StreamAttempts:
                 "usage_estimated": assembler.usage is None,
             },
         )
+
+    def _estimate(self, call: ChatCall, assembler: ReplyAssembler, prompt_bytes: int, reason: str) -> Usage:
+        """The tokens of a stream the upstream reported none for: its prompt and what it produced,
+        about 4 bytes a token (counted by ``reason``, so a dashboard shows how much is guessed)."""
+        self._metrics.of(self._metrics.usage_estimated, call.tenant, call.policy.name, reason).inc()
+        return Usage(prompt_bytes // 4, assembler.produced_chars // 4 + 1)
 
 
 def _stream_body(call: ChatCall, payload: Mapping[str, Any], extra: Sequence[Mapping[str, Any]]) -> bytes:

@@ -120,6 +120,20 @@ def test_streamed_tokens_are_metered_without_showing_the_client_a_usage_chunk(pr
     assert view["tokens"]["total"] == 48
 
 
+def test_a_stream_without_a_usage_chunk_is_metered_by_an_estimate(proxy, upstream):
+    text = "an answer from an upstream that ignores include_usage " * 8
+    upstream.script(Sse(stream_chunks(text)))  # complete ([DONE]) but no usage chunk
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", default_headers={"X-Session-Id": "no-usage"})
+
+    list(client.chat.completions.create(model="m", messages=MESSAGES, stream=True))
+    view = httpx.get(f"{proxy.base_url}/loopwarden/sessions/no-usage", headers={"Authorization": "Bearer sk-p"}).json()
+    metrics = httpx.get(f"{proxy.url}/metrics").text
+
+    assert view["tokens"]["completion"] >= len(text) // 4
+    assert view["tokens"]["prompt"] > 0
+    assert 'loopwarden_usage_estimated_total{policy="default",reason="no_usage_chunk",tenant="default"} 1.0' in metrics
+
+
 def test_a_client_that_asked_for_usage_still_gets_it(proxy, upstream):
     upstream.script(Sse([*stream_chunks("streamed answer"), _usage_event()]))
     client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p")
