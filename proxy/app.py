@@ -39,8 +39,8 @@ from proxy.upstream import UpstreamClient
 __all__ = ["build_store", "create_app", "load_tenant_directory"]
 
 
-def build_store(settings: Settings) -> SessionStore:
-    """Redis when a URL is set (shared by replicas), otherwise in-process memory."""
+def build_store(settings: Settings, metrics: Metrics | None = None) -> SessionStore:
+    """Redis when a URL is set (shared by replicas), otherwise in-process memory (bounded per tenant)."""
     if settings.redis_url:
         return RedisStore.from_url(
             settings.redis_url,
@@ -48,7 +48,11 @@ def build_store(settings: Settings) -> SessionStore:
             max_connections=settings.redis_max_connections,
             cluster=settings.redis_cluster,
         )
-    return MemoryStore()
+    series = metrics or Metrics()
+    return MemoryStore(
+        max_sessions_per_tenant=settings.memory_sessions_per_tenant,
+        on_evict=lambda tenant: series.of(series.sessions_evicted, tenant).inc(),
+    )
 
 
 def _check_tenant_policies(tenants: TenantDirectory, policies: PolicyRegistry) -> None:
@@ -138,7 +142,7 @@ def create_app(
     _check_recording(registry, settings)
     series = metrics or Metrics()
     client = upstream or UpstreamClient(settings, metrics=series)
-    state_store = store or build_store(settings)
+    state_store = store or build_store(settings, series)
     ready = readiness or Readiness()
     prices = load_pricing(settings.policies_dir / "pricing.yaml")
     steps = recorder or Recorder(settings.redis_url, cluster=settings.redis_cluster, timeout=settings.redis_timeout)

@@ -101,10 +101,14 @@ def estimate_tokens(payload: Mapping[str, Any], body_size: int, policy: Policy) 
     return body_size // 4 + (asked[1] if asked is not None else policy.budgets.reserve_tokens)
 
 
-def session_limits(payload: Mapping[str, Any], body_size: int, policy: Policy, prices: PriceTable) -> list[Limit]:
-    """The reservations one call makes against the session's token and cost budgets."""
+def session_limits(
+    payload: Mapping[str, Any], body_size: int, policy: Policy, prices: PriceTable, *, fresh: bool = False
+) -> list[Limit]:
+    """The reservations one call makes: its step, and its worst case against the session's
+    token and cost budgets. A ``fresh`` session (its state starts empty, nothing to exceed)
+    reserves nothing unless it has token or cost budgets to check: no round trip for it."""
     budgets = policy.budgets
-    limits: list[Limit] = []
+    limits = [Limit("budget_steps", (FIELDS.STEPS,), FIELDS.RESERVED_STEPS, 1, policy.max_steps)]
     estimate = estimate_tokens(payload, body_size, policy)
     if budgets.max_tokens is not None:
         limits.append(
@@ -128,4 +132,4 @@ def session_limits(payload: Mapping[str, Any], body_size: int, policy: Policy, p
                 round(budgets.max_cost_usd * MICROS),
             )
         )
-    return limits
+    return [] if fresh and len(limits) == 1 else limits

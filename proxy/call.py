@@ -71,5 +71,7 @@ class RequestNotes:
     daily: list[WindowLimit] = field(default_factory=list)
     """Tenant window reservations to settle."""
     committed: bool = False
+    claim: bool | None = None
+    """The session's ending: None, not asked for; True, this request produces it; False, another does."""
     goal: str | None = None
     """The session's goal status after this request (goal mode only)."""

@@ -4,6 +4,12 @@ Every store round trip of a request happens here: one load or admission at the s
 the tenant's rolling-day admission when the tenant has caps), one commit at the end (and
 the tenant's settlement). What to do when the store fails is the policy's call:
 ``state_fail_mode: open`` serves with what the request shows, ``closed`` answers 503.
+
+The admission reserves the call's step with its tokens and cost, so parallel calls cannot
+overshoot, and a refused admission claims the session's ending in the same round trip: of
+parallel requests that find the session over, one makes the summary call (any other ending
+claims it with one round trip of its own). A request that reached no model (the upstream
+refused it, or it never got there) commits nothing but the return of its reservations.
 """
 
 from __future__ import annotations
@@ -21,7 +27,16 @@ from proxy.exchange import Usage
 from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.pricing import MICROS, PriceTable
-from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, SessionStore, StoreUnavailable, WindowLimit
+from proxy.session.base import (
+    FIELDS,
+    Claim,
+    Limit,
+    SessionDelta,
+    SessionState,
+    SessionStore,
+    StoreUnavailable,
+    WindowLimit,
+)
 from proxy.verdict import Verdict
 
 __all__ = ["Ledger"]
@@ -44,9 +59,15 @@ class Ledger:
             if limits:
                 with self._timed("admit"):
                     admission = await self._store.admit(
-                        call.session.key, limits, call.policy.session_ttl_secs, replace=fresh
+                        call.session.key,
+                        limits,
+                        call.policy.session_ttl_secs,
+                        replace=fresh,
+                        claim=self._claim(notes),
                     )
                 state, notes.refused = admission.state, admission.refused
+                if admission.refused:
+                    notes.claim = admission.claimed
                 reserved = [] if admission.refused else list(limits)
                 fresh = False  # the admission already started a fresh session afresh
             else:
@@ -80,6 +101,43 @@ class Ledger:
         delta.incr(FIELDS.ACTIVE_MS, active_ms(state, notes.started, idle) - state.counter(FIELDS.ACTIVE_MS))
         delta.assign(FIELDS.LAST_SEEN_MS, now_ms)
         return state, delta
+
+    @staticmethod
+    def _claim(notes: RequestNotes) -> Claim:
+        return Claim(int(notes.started * 1000), ENDING_LEASE_MS)
+
+    async def claim_ending(self, call: ChatCall, notes: RequestNotes) -> SessionState | None:
+        """Ask for the right to produce the session's ending (once per request: a refused
+        admission has already asked). Returns the state the claim saw, None if not asked here.
+
+        Without a store (it failed) the request produces its own ending, as before claims.
+        """
+        if notes.claim is not None:
+            return None
+        if notes.degraded:
+            notes.claim = True
+            return None
+        try:
+            with self._timed("claim"):
+                seen = await self._store.claim_ending(
+                    call.session.key, self._claim(notes), call.policy.session_ttl_secs
+                )
+        except StoreUnavailable as exc:
+            self._metrics.state_errors.labels("claim", call.policy.state_fail_mode).inc()
+            log_event("state_store_error", {"operation": "claim", "error": str(exc)}, logging.WARNING)
+            notes.claim = True
+            return None
+        notes.claim = seen.claimed
+        return seen.state
+
+    async def release(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
+        """Settle a request that reached no model: give back what it reserved, record nothing
+        else (no turn, no session created for a call the upstream refused)."""
+        released = SessionDelta()
+        for name, by in delta.increments.items():
+            if name.startswith(FIELDS.RESERVED_PREFIX) and by < 0:
+                released.incr(name, by)
+        await self.commit(call, released, notes, touch=False)
 
     def _book_losses(self) -> None:
         """Count the data losses the store found since the last look (the store logs each)."""
@@ -191,8 +249,11 @@ class Ledger:
             delta.incr(FIELDS.COST_MICROS, cost)
             self._metrics.of(self._metrics.cost, tenant, policy).inc(cost / MICROS)
 
-    async def commit(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
+    async def commit(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes, *, touch: bool = True) -> None:
+        """Write what the request did, once. ``touch``: it counts as activity (not a release)."""
         notes.committed = True
+        if notes.claim:
+            delta.assign(FIELDS.ENDING_CLAIM, 0)  # stored with the ending, or given back for another to take
         if notes.degraded and not _holds_reservations(delta):
             # A store call of this request already failed (fail-open got it this far): a
             # frozen store costs one timeout per request, not one per round trip. This
@@ -200,14 +261,18 @@ class Ledger:
             # that did reserve budget (its load worked, a later call failed) still commits,
             # or the reservation would stay held until the session expires.
             return
-        ended = self._clock()
-        delta.incr(FIELDS.ACTIVE_MS, max(0, int((ended - notes.started) * 1000)))
-        delta.assign(FIELDS.LAST_SEEN_MS, int(ended * 1000))
+        if not delta and not notes.daily:
+            return
+        if touch:
+            ended = self._clock()
+            delta.incr(FIELDS.ACTIVE_MS, max(0, int((ended - notes.started) * 1000)))
+            delta.assign(FIELDS.LAST_SEEN_MS, int(ended * 1000))
         try:
             # Not shielded here: the servers do not cancel a handler when its client leaves; the
             # one path that cancels (a stream relay) shields its own after-relay commit.
-            with self._timed("commit"):
-                await self._store.commit(call.session.key, delta, call.policy.session_ttl_secs)
+            if delta:
+                with self._timed("commit"):
+                    await self._store.commit(call.session.key, delta, call.policy.session_ttl_secs)
             if notes.daily:
                 await self._store.commit(_tenant_key(call.tenant), _settle_daily(delta, notes), _DAY + 3600)
             self._book_losses()
@@ -226,13 +291,19 @@ class Ledger:
 
 
 _DAY = 86_400
+ENDING_LEASE_MS = 120_000
+"""How long a claim on a session's ending holds if its request dies without giving it back:
+about the longest a summary call takes, so a second one runs only after a crash."""
 _DAILY_TOKENS = "t:"
 _DAILY_COST = "c:"
 
 
 def _holds_reservations(delta: SessionDelta) -> bool:
     """The delta gives back a budget reservation the session's admission took."""
-    return any(delta.increments.get(name, 0) < 0 for name in (FIELDS.RESERVED_TOKENS, FIELDS.RESERVED_COST))
+    return any(
+        delta.increments.get(name, 0) < 0
+        for name in (FIELDS.RESERVED_STEPS, FIELDS.RESERVED_TOKENS, FIELDS.RESERVED_COST)
+    )
 
 
 def _tenant_key(tenant: str) -> str:

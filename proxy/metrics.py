@@ -177,6 +177,20 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.endings_shared = Counter(
+            "loopwarden_endings_shared",
+            "Requests that ended while another request of their session made the ending (no summary call "
+            "of their own), by answer: stored (that ending) or local (a summary built here).",
+            ["tenant", "policy", "answer"],
+            registry=self.registry,
+        )
+        self.sessions_evicted = Counter(
+            "loopwarden_sessions_evicted",
+            "In-memory sessions dropped because their tenant held more than the cap (least recently used first).",
+            ["tenant"],
+            registry=self.registry,
+        )
+
     def of(self, metric: _Metric, *labels: str) -> _Metric:
         """``metric.labels(*labels)``, remembered: ``labels`` validates and takes a lock on
         every call (about 3 µs), and the proxy touches a dozen series per request."""

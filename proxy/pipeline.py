@@ -26,7 +26,7 @@ from proxy.call import SSE, ChatCall, Outcome, RequestNotes
 from proxy.client_stream import ClientStream
 from proxy.errors import ProxyError, UpstreamError
 from proxy.exchange import Reply, content_text
-from proxy.finalize import Finalizer
+from proxy.finalize import Finalizer, local_summary
 from proxy.fingerprint import remember_calls
 from proxy.goal import goal_calls, without_goal_calls
 from proxy.goal_keeper import GoalKeeper, with_goal_tool
@@ -48,6 +48,7 @@ from proxy.wire.chat_completions import (
     amended,
     as_refusal,
     calls_returned,
+    completion,
     completion_as_sse,
     parse_reply,
     render_request,
@@ -106,7 +107,11 @@ class Pipeline:
         """One agent request. Whatever happens, what it reserved and spent is committed once."""
         notes = RequestNotes(started=self._clock())
         enforce = call.policy.mode == "enforce"
-        limits = session_limits(call.payload, len(call.body), call.policy, self._prices) if enforce else []
+        limits = (
+            session_limits(call.payload, len(call.body), call.policy, self._prices, fresh=call.session.fresh)
+            if enforce
+            else []
+        )
         attributes: dict[str, str | int | float | bool] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.conversation.id": call.session.id,
@@ -129,7 +134,8 @@ class Pipeline:
                 if not notes.committed:
                     # Shielded: a streamed request is cancelled when its client leaves, and
                     # what it reserved and spent must still be written.
-                    await asyncio.shield(self._ledger.commit(call, delta, notes))
+                    settle = self._ledger.commit if _reached_model(delta) else self._ledger.release
+                    await asyncio.shield(settle(call, delta, notes))
             self._tracing.annotate(span, {"loopwarden.terminated": notes.terminated or ""})
             return outcome
 
@@ -233,7 +239,10 @@ class Pipeline:
             if not ok or parsed is None:
                 if ok:
                     delta.incr(FIELDS.STEPS)
-                await self._ledger.commit(call, delta, notes)
+                if _reached_model(delta):
+                    await self._ledger.commit(call, delta, notes)
+                else:  # the upstream refused the call (400, 401, ...): nothing happened
+                    await self._ledger.release(call, delta, notes)
                 return await self._unusable(reply, call, state, delta, notes, client)
             delta.incr(FIELDS.STEPS)
             self._ledger.charge(call, delta, parsed.usage, parsed.model, kind="agent" if attempt == 1 else "nudge")
@@ -401,6 +410,9 @@ class Pipeline:
         extra: list[Mapping[str, Any]],
         client: ClientStream | None,
     ) -> Outcome:
+        seen = await self._ledger.claim_ending(call, notes)
+        if not notes.claim:  # another request of this session produces (or produced) the ending
+            return await self._shared_ending(call, verdict, seen or state, state, delta, notes, client)
         local_only = verdict.reason == "budget_cost" and call.policy.budgets.hard_cost_cap
         ending = await self._finalizer.end(
             verdict,
@@ -434,6 +446,42 @@ class Pipeline:
         )
         await self._ledger.commit(call, delta, notes)
         return await self._rendered(call, _shaped_ending(call, ending.body, client), state, delta, notes, client)
+
+    async def _shared_ending(
+        self,
+        call: ChatCall,
+        verdict: Finalize,
+        seen: SessionState,
+        state: SessionState,
+        delta: SessionDelta,
+        notes: RequestNotes,
+        client: ClientStream | None,
+    ) -> Outcome:
+        """The session is ending and another request claimed the ending: answer without an
+        upstream call, with the stored ending when there is one, else (it is still being
+        made) a summary of this request's own transcript, built here. This request stores
+        no ending: the claimer does, and later calls replay that one."""
+        if seen.termination and seen.ending:
+            notes.terminated = seen.termination
+            body: dict[str, Any] = msgspec.json.decode(seen.ending)
+            answer = "stored"
+        else:
+            notes.terminated = verdict.reason
+            body = completion(local_summary(call.conversation, verdict.detail), model=call.conversation.model)
+            answer = "local"
+        self._metrics.of(self._metrics.endings_shared, call.tenant, call.policy.name, answer).inc()
+        log_event(
+            "ending_shared",
+            {
+                "tenant": call.tenant,
+                "policy": call.policy.name,
+                "session": call.session.id,
+                "reason": notes.terminated,
+                "answer": answer,
+            },
+        )
+        await self._ledger.commit(call, delta, notes)
+        return await self._rendered(call, _shaped_ending(call, body, client), state, delta, notes, client)
 
     # -- outcomes -------------------------------------------------------------------
 
@@ -529,6 +577,12 @@ class Pipeline:
 async def _decided(verdict: Verdict | Awaitable[Verdict]) -> Verdict:
     """A guard's verdict, awaited when the guard needed I/O to decide (the judge)."""
     return await verdict if inspect.isawaitable(verdict) else verdict
+
+
+def _reached_model(delta: SessionDelta) -> bool:
+    """The request made an upstream call (or ended the session): its delta is worth committing.
+    One that reached no model (refused upstream, or failed before) gives back its reservations only."""
+    return delta.increments.get(FIELDS.STEPS, 0) > 0 or FIELDS.TERMINATION in delta.assignments
 
 
 def _usage_attributes(reply: Reply) -> dict[str, str | int | float | bool]:

@@ -46,6 +46,12 @@ class Settings(BaseSettings):
     )
     redis_max_connections: int = Field(128, gt=0, description="Redis connection pool size per process.")
     redis_cluster: bool = Field(False, description="The Redis URL points at a Redis Cluster node.")
+    memory_sessions_per_tenant: int = Field(
+        50_000,
+        ge=1,
+        description="Without Redis: live sessions kept in memory per tenant; over it the least recently used "
+        "is dropped (loopwarden_sessions_evicted_total).",
+    )
     otel_endpoint: str | None = Field(
         None,
         description="OTLP/HTTP traces endpoint (e.g. http://collector:4318/v1/traces); tracing is off without it. "

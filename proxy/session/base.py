@@ -15,12 +15,14 @@ from typing import Protocol
 __all__ = [
     "FIELDS",
     "Admission",
+    "Claim",
     "Limit",
     "SessionDelta",
     "SessionState",
     "SessionStore",
     "StoreUnavailable",
     "WindowLimit",
+    "only_released",
 ]
 
 
@@ -41,6 +43,11 @@ class FIELDS:
     ACTIVE_MS = "active_ms"
     RESERVED_TOKENS = "reserved_tokens"
     RESERVED_COST = "reserved_cost_micros"
+    RESERVED_STEPS = "reserved_steps"
+    RESERVED_PREFIX = "reserved_"
+    """Every reservation field starts so; a session holding only zero reservations is no session."""
+    ENDING_CLAIM = "ending_claim"
+    """Until when (epoch ms) one request holds the right to produce the session's ending."""
     UNPRICED = "unpriced_calls"
     STATE_LOST = "state_lost_at"
     """When the proxy told this session's client its state had been lost (fail-closed only)."""
@@ -80,12 +87,28 @@ class WindowLimit:
 
 
 @dataclass(frozen=True, slots=True)
+class Claim:
+    """Ask for the right to produce the session's ending, held until ``now_ms + lease_ms``.
+
+    Granted when no ending is stored and no other claim is live: of parallel requests that
+    all find the session over, one makes the summary call and stores the ending. A claimer
+    that fails gives the claim back when it commits; one that dies loses it when the lease
+    runs out, so no session waits forever for its ending.
+    """
+
+    now_ms: int
+    lease_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class Admission:
     state: SessionState
     refused: str | None = None
     """The name of the limit that did not fit, or None when admitted."""
     retry_after: float | None = None
     """For window limits: seconds until enough of the window has passed."""
+    claimed: bool = False
+    """A refused admission (or :meth:`SessionStore.claim_ending`) got the ending's claim."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,18 +216,30 @@ class SessionStore(Protocol):
         ...
 
     async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> SessionState:
-        """Apply ``delta`` atomically, refresh the TTL, and return the resulting state."""
+        """Apply ``delta`` atomically, refresh the TTL, and return the resulting state.
+
+        A session left with nothing but zero reservations (a call that reserved, then was
+        refused upstream, and gave its reservations back) is dropped: it never existed.
+        """
         ...
 
     async def reset(self, key: str) -> bool:
         """Forget the session; True when there was something to forget."""
         ...
 
-    async def admit(self, key: str, limits: Sequence[Limit], ttl_seconds: int, *, replace: bool) -> Admission:
+    async def admit(
+        self, key: str, limits: Sequence[Limit], ttl_seconds: int, *, replace: bool, claim: Claim | None = None
+    ) -> Admission:
         """Atomically check every limit and reserve all amounts, or none; returns the state too.
 
-        ``replace`` first drops the stored state (a fresh session), as a commit would.
+        ``replace`` first drops the stored state (a fresh session), as a commit would. When a
+        limit refuses and ``claim`` is given, the ending is claimed in the same step (the
+        refused call is about to end the session).
         """
+        ...
+
+    async def claim_ending(self, key: str, claim: Claim, ttl_seconds: int) -> Admission:
+        """Claim the right to produce the session's ending (see :class:`Claim`), atomically."""
         ...
 
     async def admit_window(self, key: str, limits: Sequence[WindowLimit], now: float) -> Admission:
@@ -216,6 +251,11 @@ class SessionStore(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+def only_released(values: Mapping[str, str]) -> bool:
+    """Nothing but reservations given back: what a refused call leaves of a session it opened."""
+    return all(name.startswith(FIELDS.RESERVED_PREFIX) and _as_int(value) == 0 for name, value in values.items())
 
 
 def _as_int(raw: str | None) -> int:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from collections.abc import MutableMapping, Sequence
 
-from proxy.session.base import Limit, WindowLimit
+from proxy.session.base import FIELDS, Claim, Limit, WindowLimit
 
-__all__ = ["admit_in_place", "admit_window_in_place", "bucket_of"]
+__all__ = ["admit_in_place", "admit_window_in_place", "bucket_of", "claim_in_place"]
 
 
 def _int(values: MutableMapping[str, str], name: str) -> int:
@@ -27,6 +27,14 @@ def admit_in_place(values: MutableMapping[str, str], limits: Sequence[Limit]) ->
     for limit in limits:
         values[limit.reserved] = str(_int(values, limit.reserved) + limit.amount)
     return None
+
+
+def claim_in_place(values: MutableMapping[str, str], claim: Claim) -> bool:
+    """Take the ending's claim unless an ending is stored or another claim is still live."""
+    if values.get(FIELDS.ENDING) or _int(values, FIELDS.ENDING_CLAIM) > claim.now_ms:
+        return False
+    values[FIELDS.ENDING_CLAIM] = str(claim.now_ms + claim.lease_ms)
+    return True
 
 
 def bucket_of(now: float, bucket_secs: int) -> int:

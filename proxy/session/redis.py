@@ -36,7 +36,16 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError
 
 from proxy.logs import log_event
-from proxy.session.base import Admission, Limit, SessionDelta, SessionState, StoreUnavailable, WindowLimit
+from proxy.session.base import (
+    FIELDS,
+    Admission,
+    Claim,
+    Limit,
+    SessionDelta,
+    SessionState,
+    StoreUnavailable,
+    WindowLimit,
+)
 
 __all__ = ["RedisStore"]
 
@@ -56,7 +65,8 @@ _LOAD = _EPOCH + "return {epoch, redis.call('HGETALL', KEYS[1])}\n"
 _DONE = "redis.call('SET', KEYS[2], '1', 'EX', 300)\n"
 
 # KEYS[1] = session hash. ARGV = ttl_ms, n_defaults, n_assignments, n_increments, replace, n_appends,
-# then the pairs of each group, then for each append: field, keep, items (comma-joined).
+# the reservation fields' prefix, then the pairs of each group, then for each append: field, keep,
+# items (comma-joined). A hash left with nothing but zero reservations is deleted.
 _COMMIT = (
     _EPOCH
     + _ONCE.replace("{}", "{epoch, redis.call('HGETALL', KEYS[1])}")
@@ -64,7 +74,7 @@ _COMMIT = (
     + """
 local key = KEYS[1]
 if ARGV[5] == '1' then redis.call('DEL', key) end
-local i = 7
+local i = 8
 for _ = 1, tonumber(ARGV[2]) do
   redis.call('HSETNX', key, ARGV[i], ARGV[i + 1]); i = i + 2
 end
@@ -84,8 +94,15 @@ for _ = 1, tonumber(ARGV[6]) do
   end
   redis.call('HSET', key, field, list)
 end
-redis.call('PEXPIRE', key, ARGV[1])
-return {epoch, redis.call('HGETALL', key)}
+local all = redis.call('HGETALL', key)
+for j = 1, #all, 2 do
+  if string.sub(all[j], 1, #ARGV[7]) ~= ARGV[7] or tonumber(all[j + 1]) ~= 0 then
+    redis.call('PEXPIRE', key, ARGV[1])
+    return {epoch, all}
+  end
+end
+redis.call('DEL', key)  -- nothing but reservations given back: a session that never was
+return {epoch, {}}
 """
 )
 
@@ -118,29 +135,77 @@ async def _once_more(command: Callable[[], Awaitable[Any]]) -> Any:
 _NOSCRIPT_RETRIES = 3
 
 
-# KEYS[1] = session hash. ARGV = ttl_ms, replace, n_limits, then per limit:
-# name, reserved field, amount, limit, n_used, used fields..., then op id. Reserves all or nothing.
+# Claims the ending (see ``Claim``) unless one is stored or another claim is live. Needs ``key``,
+# ``now`` (ms), ``lease`` (ms), ``ending`` and ``claim`` (the two field names) in scope.
+_CLAIM_IF_FREE = """
+local function claim_if_free()
+  local stored = redis.call('HGET', key, ending)
+  local held = tonumber(redis.call('HGET', key, claim) or '0') or 0
+  if (stored and stored ~= '') or held > now then return false end
+  redis.call('HSET', key, claim, tostring(now + lease))
+  return true
+end
+"""
+
+# KEYS[1] = session hash. ARGV = ttl_ms, replace, claim now_ms (0: no claim), lease_ms, ending field,
+# claim field, n_limits, then per limit: name, reserved field, amount, limit, n_used, used fields...,
+# then the epoch. Reserves all or nothing; a refusal claims the ending when asked to.
+# Returns {epoch, refused name or '', '1' when claimed or '', HGETALL}. The op marker holds the
+# outcome ('1': admitted, else the refused limit that claimed), so a retry answers the same.
 _ADMIT = (
     _EPOCH
-    + _ONCE.replace("{}", "{epoch, '', redis.call('HGETALL', KEYS[1])}")
     + """
 local key = KEYS[1]
+local done = redis.call('GET', KEYS[2])
+if done then
+  if done == '1' then return {epoch, '', '', redis.call('HGETALL', key)} end
+  return {epoch, done, '1', redis.call('HGETALL', key)}
+end
+local now, lease, ending, claim = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
+"""
+    + _CLAIM_IF_FREE
+    + """
 if ARGV[2] == '1' then redis.call('DEL', key) end
 local function num(field) return tonumber(redis.call('HGET', key, field) or '0') or 0 end
-local i, taken = 4, {}
-for _ = 1, tonumber(ARGV[3]) do
+local i, taken = 8, {}
+for _ = 1, tonumber(ARGV[7]) do
   local name, reserved, amount, limit, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]),
     tonumber(ARGV[i + 4])
   i = i + 5
   local used = num(reserved)
   for _ = 1, n do used = used + num(ARGV[i]); i = i + 1 end
-  if used + amount > limit then return {epoch, name, redis.call('HGETALL', key)} end
+  if used + amount > limit then
+    if now > 0 and claim_if_free() then
+      redis.call('SET', KEYS[2], name, 'EX', 300)
+      redis.call('PEXPIRE', key, ARGV[1])
+      return {epoch, name, '1', redis.call('HGETALL', key)}
+    end
+    return {epoch, name, '', redis.call('HGETALL', key)}
+  end
   taken[#taken + 1] = {reserved, amount}
 end
 for _, t in ipairs(taken) do redis.call('HINCRBY', key, t[1], t[2]) end
 redis.call('SET', KEYS[2], '1', 'EX', 300)
 redis.call('PEXPIRE', key, ARGV[1])
-return {epoch, '', redis.call('HGETALL', key)}
+return {epoch, '', '', redis.call('HGETALL', key)}
+"""
+)
+
+# KEYS[1] = session hash. ARGV = ttl_ms, now_ms, lease_ms, ending field, claim field, epoch.
+# Returns {epoch, '1' when claimed or '', HGETALL}.
+_CLAIM = (
+    _EPOCH
+    + _ONCE.replace("{}", "{epoch, '1', redis.call('HGETALL', KEYS[1])}")
+    + """
+local key = KEYS[1]
+local now, lease, ending, claim = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
+"""
+    + _CLAIM_IF_FREE
+    + """
+if not claim_if_free() then return {epoch, '', redis.call('HGETALL', key)} end
+redis.call('SET', KEYS[2], '1', 'EX', 300)
+redis.call('PEXPIRE', key, ARGV[1])
+return {epoch, '1', redis.call('HGETALL', key)}
 """
 )
 
@@ -274,6 +339,7 @@ class RedisStore:
         self._load = client.register_script(_LOAD)
         self._commit = client.register_script(_COMMIT)
         self._admit = client.register_script(_ADMIT)
+        self._claim = client.register_script(_CLAIM)
         self._admit_window = client.register_script(_ADMIT_WINDOW)
 
     @classmethod
@@ -387,6 +453,7 @@ class RedisStore:
             len(delta.increments),
             1 if delta.replace else 0,
             len(delta.appends),
+            FIELDS.RESERVED_PREFIX,
         ]
         for mapping in (delta.defaults, delta.assignments, delta.increments):
             for name, value in mapping.items():
@@ -402,18 +469,45 @@ class RedisStore:
         self._observe(key, epoch)
         return _state(flat)
 
-    async def admit(self, key: str, limits: Sequence[Limit], ttl_seconds: int, *, replace: bool) -> Admission:
-        args: list[str | int] = [ttl_seconds * 1000, 1 if replace else 0, len(limits)]
+    async def admit(
+        self, key: str, limits: Sequence[Limit], ttl_seconds: int, *, replace: bool, claim: Claim | None = None
+    ) -> Admission:
+        args: list[str | int] = [
+            ttl_seconds * 1000,
+            1 if replace else 0,
+            claim.now_ms if claim else 0,
+            claim.lease_ms if claim else 0,
+            FIELDS.ENDING,
+            FIELDS.ENDING_CLAIM,
+            len(limits),
+        ]
         for limit in limits:
             args.extend((limit.name, limit.reserved, limit.amount, limit.limit, len(limit.used), *limit.used))
         args.append(_epoch())
         try:
             keys = self._keys(key, _op_key(key))
-            epoch, refused, flat = await self._run(lambda: self._admit(keys=keys, args=args))
+            epoch, refused, claimed, flat = await self._run(lambda: self._admit(keys=keys, args=args))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"admit failed: {type(exc).__name__}") from exc
         self._observe(key, epoch)
-        return Admission(_state(flat), refused or None)
+        return Admission(_state(flat), refused or None, claimed=bool(claimed))
+
+    async def claim_ending(self, key: str, claim: Claim, ttl_seconds: int) -> Admission:
+        args: list[str | int] = [
+            ttl_seconds * 1000,
+            claim.now_ms,
+            claim.lease_ms,
+            FIELDS.ENDING,
+            FIELDS.ENDING_CLAIM,
+            _epoch(),
+        ]
+        try:
+            keys = self._keys(key, _op_key(key))
+            epoch, claimed, flat = await self._run(lambda: self._claim(keys=keys, args=args))
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"claim failed: {type(exc).__name__}") from exc
+        self._observe(key, epoch)
+        return Admission(_state(flat), claimed=bool(claimed))
 
     async def admit_window(self, key: str, limits: Sequence[WindowLimit], now: float) -> Admission:
         args: list[str | int | float] = [now, len(limits)]

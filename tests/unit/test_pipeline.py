@@ -303,3 +303,58 @@ async def test_tenant_cost_cap_refuses_with_a_retry_after_and_releases_the_sessi
     assert 0 < int(refused.value.headers["Retry-After"]) <= 86_400
     assert (await store.load(call().session.key)).counter("reserved_tokens") == 0
     assert len(script.bodies) == 1
+
+
+# -- one ending per session -----------------------------------------------------------------
+
+NOW_MS = 1_800_000_000_000
+
+
+async def _ended_budget(store, key: str, steps: int) -> None:
+    from proxy.session.base import SessionDelta
+
+    spent = SessionDelta()
+    spent.incr("steps", steps)
+    await store.commit(key, spent, 3600)
+
+
+async def test_while_another_request_makes_the_ending_a_request_answers_locally_without_a_call():
+    from proxy.session.base import Claim
+
+    script = Script()
+    pipeline, store, call = make(script, Policy(max_steps=2))
+    key = call().session.key
+    await _ended_budget(store, key, 2)
+    assert (await store.claim_ending(key, Claim(NOW_MS, 60_000), 3600)).claimed  # another request's claim
+
+    outcome = await pipeline.run(call())
+
+    assert script.bodies == []
+    assert header(outcome, "x-loopwarden-terminated") == "budget_steps"
+    assert "What was found" in json.loads(outcome.body)["choices"][0]["message"]["content"]
+    assert (await store.load(key)).ending is None  # the claimer stores the ending, not this request
+
+
+async def test_a_claimer_cancelled_mid_summary_gives_the_claim_back():
+    import asyncio
+
+    entered = asyncio.Event()
+
+    async def hang(request: httpx.Request) -> httpx.Response:
+        entered.set()
+        await asyncio.sleep(30)
+        return httpx.Response(200, json=chat_completion("never"))
+
+    pipeline, store, call = make(hang, Policy(max_steps=1))
+    key = call().session.key
+    await _ended_budget(store, key, 1)
+
+    running = asyncio.create_task(pipeline.run(call()))
+    await asyncio.wait_for(entered.wait(), 5)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+
+    state = await store.load(key)
+    assert state.counter("ending_claim") == 0
+    assert state.ending is None

@@ -8,7 +8,7 @@ import uuid
 import pytest
 import redis.asyncio as redis
 
-from proxy.session.base import Limit, SessionDelta, SessionState, WindowLimit
+from proxy.session.base import Claim, Limit, SessionDelta, SessionState, WindowLimit
 from proxy.session.memory import MemoryStore
 from proxy.session.redis import RedisStore
 
@@ -325,3 +325,98 @@ async def test_cluster_loses_no_update_under_2000_concurrent_commits(redis_clust
     assert await store._client.ttl(key) > 0
     await store.reset(key)
     await store.aclose()
+
+
+# -- the ending's claim: one request per session produces the ending ------------------
+
+LEASE = 60_000
+
+
+def _steps(limit: int = 1) -> Limit:
+    return Limit("budget_steps", ("steps",), "reserved_steps", 1, limit)
+
+
+async def test_a_step_reservation_admits_exactly_the_steps_left(store, key):
+    await store.commit(key, _delta(steps=7), 60)
+
+    admissions = await asyncio.gather(*(store.admit(key, [_steps(10)], 60, replace=False) for _ in range(20)))
+
+    assert sum(1 for a in admissions if a.refused is None) == 3
+    assert (await store.load(key)).counter("reserved_steps") == 3
+
+
+async def test_of_parallel_refused_admissions_exactly_one_claims_the_ending(store, key):
+    await store.commit(key, _delta(steps=1), 60)
+
+    admissions = await asyncio.gather(
+        *(store.admit(key, [_steps()], 60, replace=False, claim=Claim(1000, LEASE)) for _ in range(20))
+    )
+
+    assert [a.refused for a in admissions] == ["budget_steps"] * 20
+    assert sum(a.claimed for a in admissions) == 1
+    assert (await store.load(key)).counter("ending_claim") == 1000 + LEASE
+
+
+async def test_an_admitted_call_does_not_claim_the_ending(store, key):
+    admission = await store.admit(key, [_steps(5)], 60, replace=False, claim=Claim(1000, LEASE))
+
+    assert (admission.refused, admission.claimed) == (None, False)
+    assert "ending_claim" not in admission.state.values
+
+
+async def test_of_parallel_claims_exactly_one_is_granted(store, key):
+    claims = await asyncio.gather(*(store.claim_ending(key, Claim(1000, LEASE), 60) for _ in range(20)))
+
+    assert sum(c.claimed for c in claims) == 1
+
+
+async def test_no_claim_while_an_ending_is_stored(store, key):
+    ended = SessionDelta()
+    ended.assign("termination", "loop")
+    ended.assign("ending", '{"id": "x"}')
+    await store.commit(key, ended, 60)
+
+    claim = await store.claim_ending(key, Claim(1000, LEASE), 60)
+    refused = await store.admit(key, [_steps(0)], 60, replace=False, claim=Claim(1000, LEASE))
+
+    assert (claim.claimed, refused.claimed) == (False, False)
+    assert claim.state.ending == '{"id": "x"}'
+
+
+async def test_a_claim_is_free_again_when_its_lease_ran_out(store, key):
+    first = await store.claim_ending(key, Claim(1000, LEASE), 60)
+    during = await store.claim_ending(key, Claim(1000 + LEASE - 1, LEASE), 60)
+    after = await store.claim_ending(key, Claim(1000 + LEASE, LEASE), 60)
+
+    assert (first.claimed, during.claimed, after.claimed) == (True, False, True)
+
+
+async def test_a_claim_given_back_can_be_taken_at_once(store, key):
+    await store.claim_ending(key, Claim(1000, LEASE), 60)
+    given_back = SessionDelta()
+    given_back.assign("ending_claim", 0)
+    await store.commit(key, given_back, 60)
+
+    assert (await store.claim_ending(key, Claim(1001, LEASE), 60)).claimed
+
+
+# -- a refused call leaves nothing behind ----------------------------------------------
+
+
+async def test_giving_back_every_reservation_of_a_new_session_leaves_no_session(store, key):
+    await store.admit(key, [_steps(5), _tokens(300)], 60, replace=False)
+
+    state = await store.commit(key, _delta(reserved_steps=-1, reserved_tokens=-300), 60)
+
+    assert state.is_new
+    assert (await store.load(key)).is_new
+    assert await store.reset(key) is False
+
+
+async def test_giving_back_reservations_keeps_a_session_with_history(store, key):
+    await store.commit(key, _delta(steps=2), 60)
+    await store.admit(key, [_steps(5)], 60, replace=False)
+
+    state = await store.commit(key, _delta(reserved_steps=-1), 60)
+
+    assert (state.steps, state.counter("reserved_steps")) == (2, 0)
