@@ -130,6 +130,33 @@ class Ledger:
         notes.claim = seen.claimed
         return seen.state
 
+    async def reserve(
+        self, call: ChatCall, delta: SessionDelta, notes: RequestNotes, limits: Sequence[Limit]
+    ) -> str | None:
+        """Before another upstream call of this request (a nudge, a goal turn): reserve its
+        step (and tokens, cost) as the admission did, so parallel requests cannot overshoot
+        with their retries either. Returns the limit that refused (the ending is claimed with
+        it), or None. One round trip, only on the intervention path; none without budgets to
+        reserve against (shadow mode, a fresh session, a store that already failed)."""
+        if not limits or delta.replace or notes.degraded:
+            return None
+        try:
+            with self._timed("admit"):
+                admission = await self._store.admit(
+                    call.session.key, limits, call.policy.session_ttl_secs, replace=False, claim=self._claim(notes)
+                )
+        except StoreUnavailable as exc:
+            self._metrics.state_errors.labels("admit", call.policy.state_fail_mode).inc()
+            log_event("state_store_error", {"operation": "admit", "error": str(exc)}, logging.WARNING)
+            notes.degraded = True
+            return None
+        if admission.refused:
+            notes.claim = admission.claimed
+            return admission.refused
+        for limit in limits:
+            delta.incr(limit.reserved, -limit.amount)  # settled with the real usage at commit
+        return None
+
     async def release(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
         """Settle a request that reached no model: give back what it reserved, record nothing
         else (no turn, no session created for a call the upstream refused)."""

@@ -37,7 +37,7 @@ from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.pricing import PriceTable
 from proxy.recording import Step, StepRecorder
-from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore
+from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, SessionStore
 from proxy.step_log import StepLog
 from proxy.stream_assembly import Channel
 from proxy.stream_attempts import StreamAttempts
@@ -127,7 +127,7 @@ class Pipeline:
             state, delta = await self._ledger.open(call, limits, notes)
             client = self._client_stream(call, state, delta, notes)
             try:
-                outcome = await self._run(call, state, delta, notes, enforce, client)
+                outcome = await self._run(call, state, delta, notes, limits, client)
             finally:
                 if client is not None:
                     client.close()
@@ -162,18 +162,18 @@ class Pipeline:
         state: SessionState,
         delta: SessionDelta,
         notes: RequestNotes,
-        enforce: bool,
+        limits: Sequence[Limit],
         client: ClientStream | None,
     ) -> Outcome:
         now = notes.started
+        enforce = call.policy.mode == "enforce"
         if state.termination and state.ending and enforce:
             notes.terminated = state.termination
             await self._ledger.commit(call, delta, notes)
             stored = _shaped_ending(call, msgspec.json.decode(state.ending), client)
             return await self._rendered(call, stored, state, delta, notes, client)
         if notes.refused:
-            detail = f"the next call would not fit in the session's {notes.refused.removeprefix('budget_')} budget"
-            return await self._finalize(call, Finalize(notes.refused, detail), state, delta, notes, [], client)
+            return await self._finalize(call, _refused(notes.refused), state, delta, notes, [], client)
         await self._ledger.admit_tenant(call, delta, notes)
 
         payload: Mapping[str, Any] = call.payload
@@ -257,7 +257,11 @@ class Pipeline:
                         answered = Nudge("goal_tool", f"goal {goal.status}", calls_returned(parsed, results))
                         self._log_goal_step(call, state, delta, retries, attempt, parsed, answered, latency, notes)
                         extra.extend(answered.messages)
-                        continue
+                        ending = await self._next_attempt(call, state, delta, notes, limits)
+                        if ending is None:
+                            continue
+                        self._strike(ending.strike, delta)
+                        return await self._finalize(call, ending, state, delta, notes, extra, client)
                     parsed = dataclasses.replace(parsed, tool_calls=tuple(theirs))
                     stripped = True
                 elif goal.active and parsed.has_text and not parsed.tool_calls:
@@ -271,7 +275,7 @@ class Pipeline:
                         self._log_goal_step(call, state, delta, retries, attempt, parsed, continued, latency, notes)
                         extra.extend(turn)
                         allowed += 1
-                        ending = self._request_limit(call, delta.applied_to(state), now)
+                        ending = await self._next_attempt(call, state, delta, notes, limits)
                         if ending is None:
                             continue
                         self._strike(ending.strike, delta)
@@ -311,7 +315,7 @@ class Pipeline:
                     self._steps.intervention(call, verdict.kind, verdict.reason, notes, attempt)
                     retries[verdict.kind] += 1
                     extra.extend(verdict.messages)
-                    limit = self._request_limit(call, delta.applied_to(state), now)
+                    limit = await self._next_attempt(call, state, delta, notes, limits)
                     if limit is None:
                         continue
                     verdict = limit
@@ -358,6 +362,17 @@ class Pipeline:
                 return passes, verdict
             passes.append(verdict)
         return passes, None
+
+    async def _next_attempt(
+        self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: RequestNotes, limits: Sequence[Limit]
+    ) -> Finalize | None:
+        """Before another upstream call of this request: the ending, if a request guard would
+        end the session now (e.g. steps) or the call's reservation does not fit; else None."""
+        ending = self._request_limit(call, delta.applied_to(state), notes.started)
+        if ending is not None:
+            return ending
+        refused = await self._ledger.reserve(call, delta, notes, limits)
+        return _refused(refused) if refused else None
 
     def _request_limit(self, call: ChatCall, state: SessionState, now: float) -> Finalize | None:
         """Before another attempt: would a request guard end the session now (e.g. steps)?"""
@@ -577,6 +592,11 @@ class Pipeline:
 async def _decided(verdict: Verdict | Awaitable[Verdict]) -> Verdict:
     """A guard's verdict, awaited when the guard needed I/O to decide (the judge)."""
     return await verdict if inspect.isawaitable(verdict) else verdict
+
+
+def _refused(limit: str) -> Finalize:
+    """The ending of a call whose reservation did not fit."""
+    return Finalize(limit, f"the next call would not fit in the session's {limit.removeprefix('budget_')} budget")
 
 
 def _reached_model(delta: SessionDelta) -> bool:

@@ -65,6 +65,18 @@ def test_parallel_calls_make_exactly_max_steps_model_calls_and_one_summary(
     assert len(ended) == PARALLEL - 10
 
 
+def test_parallel_retries_cannot_overshoot_the_steps_either(make_proxy, upstream, write_policies, store_settings):
+    proxy = make_proxy(policies_dir=str(write_policies(default="max_steps: 10\n")), **store_settings)
+    empty = [Json(chat_completion(None), delay=0.3) for _ in range(3 * PARALLEL)]  # every reply asks for a nudge
+    upstream.script(*empty)
+
+    replies = fire(proxy, f"retries-{uuid.uuid4().hex}")
+
+    assert [r.status_code for r in replies] == [200] * PARALLEL
+    assert len(upstream.requests) - summary_calls(upstream) == 10
+    assert summary_calls(upstream) == 1
+
+
 def test_parallel_calls_over_a_token_budget_run_one_summary_call(make_proxy, upstream, write_policies, store_settings):
     policy = "budgets: {max_tokens: 100, reserve_tokens: 10}\nfinalize: {max_tokens: 20}\n"
     proxy = make_proxy(policies_dir=str(write_policies(default=policy)), **store_settings)
