@@ -420,3 +420,21 @@ async def test_giving_back_reservations_keeps_a_session_with_history(store, key)
     state = await store.commit(key, _delta(reserved_steps=-1), 60)
 
     assert (state.steps, state.counter("reserved_steps")) == (2, 0)
+
+
+async def test_redis_a_retried_admission_that_claimed_answers_the_same(redis_url, key, monkeypatch):
+    """A retry after the reply was lost (same operation marker) must not lose the claim it won."""
+    store = RedisStore.from_url(redis_url)
+    await store.commit(key, _delta(steps=1), 60)
+    monkeypatch.setattr("proxy.session.redis._op_key", lambda k: f"{k}:op:fixed")
+
+    first = await store.admit(key, [_steps()], 60, replace=False, claim=Claim(1000, LEASE))
+    retried = await store.admit(key, [_steps()], 60, replace=False, claim=Claim(1000, LEASE))
+    claim_first = await store.claim_ending(key.replace("test:", "claim:"), Claim(1000, LEASE), 60)
+    claim_retried = await store.claim_ending(key.replace("test:", "claim:"), Claim(1000, LEASE), 60)
+
+    assert (first.refused, first.claimed) == (retried.refused, retried.claimed) == ("budget_steps", True)
+    assert claim_first.claimed and claim_retried.claimed
+    for done in (key, key.replace("test:", "claim:")):
+        await store._client.delete(done, f"{done}:op:fixed")
+    await store.aclose()
