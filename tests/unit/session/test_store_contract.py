@@ -434,7 +434,8 @@ async def test_redis_a_retried_admission_that_claimed_answers_the_same(redis_url
     claim_retried = await store.claim_ending(key.replace("test:", "claim:"), Claim(1000, LEASE), 60)
 
     assert (first.refused, first.claimed) == (retried.refused, retried.claimed) == ("budget_steps", True)
-    assert claim_first.claimed and claim_retried.claimed
+    assert claim_first.claimed
+    assert claim_retried.claimed
     for done in (key, key.replace("test:", "claim:")):
         await store._client.delete(done, f"{done}:op:fixed")
     await store.aclose()
