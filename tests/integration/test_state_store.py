@@ -120,3 +120,16 @@ def test_openai_sdk_runs_against_the_redis_backed_proxy(make_proxy, upstream, re
     completion = client.chat.completions.create(model="m", messages=MESSAGES)
 
     assert completion.choices[0].message.content == "Shared state works."
+
+
+def test_in_memory_sessions_over_the_tenant_cap_drop_the_least_recently_used(make_proxy, upstream):
+    proxy = make_proxy(memory_sessions_per_tenant=2)
+    for session in ("first", "second", "third"):
+        assert post(proxy, session).status_code == 200
+
+    def known(session: str) -> bool:
+        view = httpx.get(f"{proxy.base_url}/loopwarden/sessions/{session}", headers={"Authorization": "Bearer sk-p"})
+        return view.status_code == 200
+
+    assert [known(s) for s in ("first", "second", "third")] == [False, True, True]
+    assert 'loopwarden_sessions_evicted_total{tenant="default"} 1.0' in httpx.get(f"{proxy.url}/metrics").text
