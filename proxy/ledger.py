@@ -89,7 +89,7 @@ class Ledger:
         else:
             self._book_losses()
             if self._lost_unseen(call, state, notes.started):
-                await self._refuse_lost(call, reserved, notes.started)
+                await self._refuse_lost(call, reserved, notes)
         delta = SessionDelta(replace=fresh)
         for limit in reserved:
             delta.incr(limit.reserved, -limit.amount)  # settled with the real usage at commit
@@ -189,13 +189,15 @@ class Ledger:
             return False
         return FIELDS.TURNS not in state.values and FIELDS.STATE_LOST not in state.values
 
-    async def _refuse_lost(self, call: ChatCall, reserved: Sequence[Limit], now: float) -> None:
+    async def _refuse_lost(self, call: ChatCall, reserved: Sequence[Limit], notes: RequestNotes) -> None:
         """Tell the client once, and record that it was told: its next call starts the
         session's books afresh, knowingly. Reservations made by this call are given back."""
         mark = SessionDelta()
-        mark.assign(FIELDS.STATE_LOST, int(now))
+        mark.assign(FIELDS.STATE_LOST, int(notes.started))
         for limit in reserved:
             mark.incr(limit.reserved, -limit.amount)
+        if notes.claim:
+            mark.assign(FIELDS.ENDING_CLAIM, 0)
         with contextlib.suppress(StoreUnavailable):
             await self._store.commit(call.session.key, mark, call.policy.session_ttl_secs)
         log_event(
