@@ -14,6 +14,7 @@ refused it, or it never got there) commits nothing but the return of its reserva
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -39,16 +40,31 @@ from proxy.session.base import (
 )
 from proxy.verdict import Verdict
 
-__all__ = ["Ledger"]
+__all__ = ["ENDING_LEASE_MS", "ENDING_WAIT_SECS", "Ledger"]
+
+ENDING_LEASE_MS = 120_000
+"""How long a claim on a session's ending holds if its request dies without giving it back:
+about the longest a summary call takes, so a second one runs only after a crash."""
+ENDING_WAIT_SECS = 15.0
+"""How long a request waits for the ending a parallel request of its session is making,
+before it answers with a summary built locally."""
 
 
 class Ledger:
-    def __init__(self, store: SessionStore, metrics: Metrics, prices: PriceTable, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        metrics: Metrics,
+        prices: PriceTable,
+        clock: Callable[[], float],
+        ending_wait_secs: float = ENDING_WAIT_SECS,
+    ) -> None:
         self._store = store
         self._metrics = metrics
         self._prices = prices
         self._clock = clock
         self._losses = 0
+        self._ending_wait = ending_wait_secs
 
     async def open(
         self, call: ChatCall, limits: Sequence[Limit], notes: RequestNotes
@@ -129,6 +145,35 @@ class Ledger:
             return None
         notes.claim = seen.claimed
         return seen.state
+
+    async def await_ending(self, call: ChatCall, notes: RequestNotes, seen: SessionState) -> SessionState:
+        """Another request holds the ending's claim: wait (a little, polling) for the ending it
+        stores, so parallel requests end alike. When the claim is given back or lapses with no
+        ending stored, this request tries to take it (``notes.claim`` then says it did). After
+        ``ending_wait_secs``, or when the store fails, the state as last seen."""
+        deadline = time.monotonic() + self._ending_wait
+        pause = 0.05
+        while not seen.ending and time.monotonic() < deadline:
+            await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, 0.5)
+            try:
+                with self._timed("load"):
+                    seen = await self._store.load(call.session.key)
+                if seen.ending or seen.counter(FIELDS.ENDING_CLAIM) > int(self._clock() * 1000):
+                    continue
+                with self._timed("claim"):
+                    taken = await self._store.claim_ending(
+                        call.session.key, self._claim(notes), call.policy.session_ttl_secs
+                    )
+            except StoreUnavailable as exc:
+                self._metrics.state_errors.labels("claim", call.policy.state_fail_mode).inc()
+                log_event("state_store_error", {"operation": "claim", "error": str(exc)}, logging.WARNING)
+                break
+            seen = taken.state
+            if taken.claimed:
+                notes.claim = True
+                break
+        return seen
 
     async def reserve(
         self, call: ChatCall, delta: SessionDelta, notes: RequestNotes, limits: Sequence[Limit]
@@ -320,9 +365,6 @@ class Ledger:
 
 
 _DAY = 86_400
-ENDING_LEASE_MS = 120_000
-"""How long a claim on a session's ending holds if its request dies without giving it back:
-about the longest a summary call takes, so a second one runs only after a crash."""
 _DAILY_TOKENS = "t:"
 _DAILY_COST = "c:"
 

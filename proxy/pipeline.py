@@ -32,7 +32,7 @@ from proxy.goal import goal_calls, without_goal_calls
 from proxy.goal_keeper import GoalKeeper, with_goal_tool
 from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
 from proxy.judge import JudgeTarget
-from proxy.ledger import Ledger
+from proxy.ledger import ENDING_WAIT_SECS, Ledger
 from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.pricing import PriceTable
@@ -87,6 +87,7 @@ class Pipeline:
         tracing: Tracing | None = None,
         recorder: StepRecorder | None = None,
         keepalive_secs: float = 15.0,
+        ending_wait_secs: float = ENDING_WAIT_SECS,
     ) -> None:
         self._keepalive = keepalive_secs
         self._tracing = tracing or Tracing()
@@ -98,7 +99,7 @@ class Pipeline:
         self._finalizer = Finalizer(upstream)
         self._clock = clock
         self._prices = prices or PriceTable({})
-        self._ledger = Ledger(store, metrics, self._prices, clock)
+        self._ledger = Ledger(store, metrics, self._prices, clock, ending_wait_secs)
         self._goals = GoalKeeper(metrics)
         self._steps = StepLog(metrics, self._tracing, log_contents=log_contents, recorder=recorder)
         self._streams = StreamAttempts(upstream, self._ledger, metrics, self._response_guards)
@@ -426,8 +427,10 @@ class Pipeline:
         client: ClientStream | None,
     ) -> Outcome:
         seen = await self._ledger.claim_ending(call, notes)
-        if not notes.claim:  # another request of this session produces (or produced) the ending
-            return await self._shared_ending(call, verdict, seen or state, state, delta, notes, client)
+        if not notes.claim:  # another request of this session makes (or made) the ending
+            seen = await self._ledger.await_ending(call, notes, seen or state)
+            if not notes.claim:
+                return await self._shared_ending(call, verdict, seen, state, delta, notes, client)
         local_only = verdict.reason == "budget_cost" and call.policy.budgets.hard_cost_cap
         ending = await self._finalizer.end(
             verdict,
@@ -473,8 +476,8 @@ class Pipeline:
         client: ClientStream | None,
     ) -> Outcome:
         """The session is ending and another request claimed the ending: answer without an
-        upstream call, with the stored ending when there is one, else (it is still being
-        made) a summary of this request's own transcript, built here. This request stores
+        upstream call, with the stored ending when there is one, else (it was not made in
+        time) a summary of this request's own transcript, built here. This request stores
         no ending: the claimer does, and later calls replay that one."""
         if seen.termination and seen.ending:
             notes.terminated = seen.termination

@@ -65,6 +65,20 @@ def test_parallel_calls_make_exactly_max_steps_model_calls_and_one_summary(
     assert len(ended) == PARALLEL - 10
 
 
+def test_parallel_requests_that_end_a_session_all_answer_with_the_one_ending_made(
+    make_proxy, upstream, write_policies, store_settings
+):
+    proxy = make_proxy(policies_dir=str(write_policies(default="max_steps: 1\n")), **store_settings)
+    upstream.script(*slow_replies(2))
+
+    replies = fire(proxy, f"ending-{uuid.uuid4().hex}", n=10)
+
+    ended = [r.json()["choices"][0]["message"]["content"] for r in replies if "x-loopwarden-terminated" in r.headers]
+    assert summary_calls(upstream) == 1
+    assert ended == ["Found it."] * 9  # the model's summary everywhere, no local one ("I have to stop here")
+    assert 'answer="stored"' in httpx.get(f"{proxy.url}/metrics").text
+
+
 def test_parallel_retries_cannot_overshoot_the_steps_either(make_proxy, upstream, write_policies, store_settings):
     proxy = make_proxy(policies_dir=str(write_policies(default="max_steps: 10\n")), **store_settings)
     empty = [Json(chat_completion(None), delay=0.3) for _ in range(3 * PARALLEL)]  # every reply asks for a nudge

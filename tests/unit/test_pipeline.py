@@ -37,7 +37,14 @@ class Script:
         return httpx.Response(status, content=body if isinstance(body, bytes) else json.dumps(body).encode())
 
 
-def make(script: Script, policy: Policy | None = None, session: str | None = "s1", clock=None, prices=None):
+def make(
+    script: Script,
+    policy: Policy | None = None,
+    session: str | None = "s1",
+    clock=None,
+    prices=None,
+    ending_wait_secs: float = 1.0,
+):
     store = MemoryStore()
     upstream = UpstreamClient(Settings(upstream="http://up/v1", retry_attempts=1), httpx.MockTransport(script))
     pipeline = Pipeline(
@@ -48,6 +55,7 @@ def make(script: Script, policy: Policy | None = None, session: str | None = "s1
         default_response_guards(),
         clock=clock or (lambda: 1_800_000_000.0),
         prices=prices,
+        ending_wait_secs=ending_wait_secs,
     )
     policy = policy or Policy()
     conversation = parse_conversation(PAYLOAD)
@@ -318,11 +326,11 @@ async def _ended_budget(store, key: str, steps: int) -> None:
     await store.commit(key, spent, 3600)
 
 
-async def test_while_another_request_makes_the_ending_a_request_answers_locally_without_a_call():
+async def test_when_another_requests_ending_does_not_come_in_time_a_request_answers_locally_without_a_call():
     from proxy.session.base import Claim
 
     script = Script()
-    pipeline, store, call = make(script, Policy(max_steps=2))
+    pipeline, store, call = make(script, Policy(max_steps=2), ending_wait_secs=0.2)
     key = call().session.key
     await _ended_budget(store, key, 2)
     assert (await store.claim_ending(key, Claim(NOW_MS, 60_000), 3600)).claimed  # another request's claim
@@ -358,3 +366,51 @@ async def test_a_claimer_cancelled_mid_summary_gives_the_claim_back():
     state = await store.load(key)
     assert state.counter("ending_claim") == 0
     assert state.ending is None
+
+
+async def _later(seconds: float, action) -> None:
+    import asyncio
+
+    await asyncio.sleep(seconds)
+    await action
+
+
+async def test_a_request_waits_for_the_ending_another_request_is_making_and_answers_with_it():
+    import asyncio
+
+    from proxy.session.base import Claim, SessionDelta
+
+    script = Script()
+    pipeline, store, call = make(script, Policy(max_steps=2))
+    key = call().session.key
+    await _ended_budget(store, key, 2)
+    await store.claim_ending(key, Claim(NOW_MS, 60_000), 3600)
+    stored = SessionDelta()
+    stored.assign("termination", "budget_steps")
+    stored.assign("ending", json.dumps(chat_completion("The ending the claimer made.")))
+
+    outcome, _ = await asyncio.gather(pipeline.run(call()), _later(0.1, store.commit(key, stored, 3600)))
+
+    assert script.bodies == []
+    assert json.loads(outcome.body)["choices"][0]["message"]["content"] == "The ending the claimer made."
+    assert header(outcome, "x-loopwarden-terminated") == "budget_steps"
+
+
+async def test_a_waiting_request_takes_a_claim_given_back_and_makes_the_ending_itself():
+    import asyncio
+
+    from proxy.session.base import Claim, SessionDelta
+
+    script = Script((200, chat_completion("Summary made by the second request.")))
+    pipeline, store, call = make(script, Policy(max_steps=2))
+    key = call().session.key
+    await _ended_budget(store, key, 2)
+    await store.claim_ending(key, Claim(NOW_MS, 60_000), 3600)
+    given_back = SessionDelta()
+    given_back.assign("ending_claim", 0)
+
+    outcome, _ = await asyncio.gather(pipeline.run(call()), _later(0.1, store.commit(key, given_back, 3600)))
+
+    assert len(script.bodies) == 1
+    assert json.loads(outcome.body)["choices"][0]["message"]["content"] == "Summary made by the second request."
+    assert (await store.load(key)).ending is not None
