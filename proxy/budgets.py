@@ -14,7 +14,7 @@ from typing import Any
 
 from proxy.errors import InvalidRequest
 from proxy.policy.models import Policy
-from proxy.pricing import MICROS, PriceTable
+from proxy.pricing import MICROS, Price, PriceTable
 from proxy.session.base import FIELDS, Limit, SessionState
 
 __all__ = ["Remaining", "active_ms", "check_output_cap", "estimate_tokens", "remaining", "session_limits"]
@@ -75,12 +75,18 @@ def _output_cap(payload: Mapping[str, Any]) -> tuple[str, int] | None:
     return None
 
 
-def check_output_cap(payload: Mapping[str, Any], caps: Mapping[str, int | None]) -> None:
-    """Refuse (400) a request whose output limit alone exceeds a token cap: waiting cannot
-    make it fit, so neither a 429 with ``Retry-After`` nor ending the session would help.
+def check_output_cap(
+    payload: Mapping[str, Any],
+    caps: Mapping[str, int | None],
+    cost_caps: Mapping[str, float | None] | None = None,
+    price: Price | None = None,
+) -> None:
+    """Refuse (400) a request whose output limit alone exceeds a token cap, or costs more than
+    a cost cap at the model's completion price: waiting cannot make it fit, so neither a 429
+    with ``Retry-After`` nor ending the session would help.
 
-    ``caps`` maps a cap's name as the client reads it (e.g. "daily token cap of this API
-    key") to its size in tokens (None: not set).
+    ``caps`` maps a cap's name as the client reads it (e.g. "API key's daily token cap") to
+    its size in tokens, ``cost_caps`` to USD (None: not set).
     """
     asked = _output_cap(payload)
     if asked is None:
@@ -91,6 +97,16 @@ def check_output_cap(payload: Mapping[str, Any], caps: Mapping[str, int | None])
             raise InvalidRequest(
                 f"{name} is {value}, more than the {cap} ({limit} tokens): this request can never fit. "
                 f"Lower {name} to at most {limit}.",
+                param=name,
+            )
+    if price is None or not price.completion or not cost_caps:
+        return
+    for cap, usd in cost_caps.items():
+        if usd is not None and value * price.completion > usd * MICROS:
+            fits = int(usd * MICROS / price.completion)
+            raise InvalidRequest(
+                f"{name} is {value}: at this model's completion price that alone costs more than the "
+                f"{cap} (${usd:.2f}), so this request can never fit. Lower {name} to at most {fits}.",
                 param=name,
             )
 

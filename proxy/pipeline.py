@@ -121,10 +121,7 @@ class Pipeline:
         }
         with self._tracing.span("invoke_agent", attributes) as span:
             self._trace_tool_results(call)
-            session_cap = call.policy.budgets.max_tokens if enforce else None
-            check_output_cap(
-                call.payload, {"API key's daily token cap": call.daily_tokens, "session's token budget": session_cap}
-            )
+            self._check_output_cap(call, enforce)
             state, delta = await self._ledger.open(call, limits, notes)
             client = self._client_stream(call, state, delta, notes)
             try:
@@ -139,6 +136,18 @@ class Pipeline:
                     await asyncio.shield(settle(call, delta, notes))
             self._tracing.annotate(span, {"loopwarden.terminated": notes.terminated or ""})
             return outcome
+
+    def _check_output_cap(self, call: ChatCall, enforce: bool) -> None:
+        """A 400 for a request that no budget could ever admit (its output limit alone is over)."""
+        budgets = call.policy.budgets
+        session_tokens, session_cost = (budgets.max_tokens, budgets.max_cost_usd) if enforce else (None, None)
+        costs = {"API key's daily cost cap": call.daily_cost_usd, "session's cost budget": session_cost}
+        check_output_cap(
+            call.payload,
+            {"API key's daily token cap": call.daily_tokens, "session's token budget": session_tokens},
+            costs,
+            self._prices.price(call.conversation.model) if any(v is not None for v in costs.values()) else None,
+        )
 
     def _trace_tool_results(self, call: ChatCall) -> None:
         """The tools the agent ran since its last turn, as ``execute_tool`` spans."""

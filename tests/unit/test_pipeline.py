@@ -414,3 +414,19 @@ async def test_a_waiting_request_takes_a_claim_given_back_and_makes_the_ending_i
     assert len(script.bodies) == 1
     assert json.loads(outcome.body)["choices"][0]["message"]["content"] == "Summary made by the second request."
     assert (await store.load(key)).ending is not None
+
+
+async def test_an_output_limit_that_alone_costs_more_than_the_cost_budget_is_a_400():
+    from proxy.errors import InvalidRequest
+
+    prices = PriceTable({"gpt-4o": Price(prompt=2.5, completion=10.0)})  # $0.01 buys 1,000 output tokens
+    script = Script()
+    pipeline, store, call = make(script, Policy(budgets={"max_cost_usd": 0.01}), prices=prices)
+
+    with pytest.raises(InvalidRequest) as refused:
+        await pipeline.run(call({**PAYLOAD, "model": "gpt-4o", "max_completion_tokens": 2000}))
+
+    assert refused.value.param == "max_completion_tokens"
+    assert "at most 1000" in refused.value.message
+    assert script.bodies == []
+    assert (await store.load(call().session.key)).is_new
