@@ -113,12 +113,12 @@ class JudgeGuard:
             return Pass(spent=outcome.usage)
         if outcome.done is None:
             self._count(context, "error")
+            self._metrics.judge_errors.labels(context.policy.name, outcome.error or "upstream_error").inc()
             if settings.judge_fail_open:
                 return Pass(spent=outcome.usage)
             if exhausted:
-                return Finalize(
-                    "incomplete", f"the answer could not be checked ({outcome.reason})", spent=outcome.usage
-                )
+                detail = f"the answer could not be checked ({outcome.reason})"
+                return Finalize("incomplete", detail, spent=outcome.usage, cause=outcome.error)
             text = context.policy.nudges.judge_unavailable
             return Nudge(
                 "judge_continue", outcome.reason, _continue_messages(reply, call_id, text), STRIKE, outcome.usage
