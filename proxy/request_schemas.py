@@ -25,13 +25,14 @@ _RESPONSE_FORMAT = "response_format.json_schema.schema"
 
 
 async def compile_request_schemas(
-    payload: Mapping[str, Any], conversation: Conversation, cache: SchemaCache
+    payload: Mapping[str, Any], conversation: Conversation, cache: SchemaCache, body_bytes: int | None = None
 ) -> Conversation:
-    """``conversation`` with its schemas compiled; :class:`InvalidRequest` for one refused."""
+    """``conversation`` with its schemas compiled; :class:`InvalidRequest` for one refused.
+    ``body_bytes``, the request body's size, bounds every schema's (it saves walking them)."""
     tools: dict[str, CompiledSchema | None] = {}
     for param, name, schema in declared_schemas(payload):
         try:
-            tools[name] = await cache.compiled(schema)
+            tools[name] = await cache.compiled(schema, body_bytes)
         except SchemaTooLarge as exc:
             raise InvalidRequest(f"{param}: {exc}.", param=param) from None
         except SchemaInvalid:
@@ -39,7 +40,7 @@ async def compile_request_schemas(
     answer = None
     if conversation.output_schema is not None:
         try:
-            answer = await cache.compiled(conversation.output_schema)
+            answer = await cache.compiled(conversation.output_schema, body_bytes)
         except SchemaInvalid as exc:
             raise InvalidRequest(str(exc), param=_RESPONSE_FORMAT) from None
     return dataclasses.replace(conversation, tool_schemas=tools, answer_schema=answer)

@@ -114,7 +114,7 @@ class ProxyRoutes:
         policy = self.policy_for(credentials.tenant, header(scope, b"x-loopwarden-policy"))
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         payload = _parse_object(body)
-        conversation = await compile_request_schemas(payload, parse_conversation(payload), self._schemas)
+        conversation = await compile_request_schemas(payload, parse_conversation(payload), self._schemas, len(body))
         session = identify(
             credentials.tenant.name, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id")
         )

@@ -59,6 +59,8 @@ MAX_DEPTH = 64
 OFF_LOOP_CHARS = 32_768
 """A value this long (its JSON text) is validated in a worker thread."""
 _FALLBACK_CACHE_BYTES = 8 * 1024 * 1024
+_ENCODE_FIRST = 4
+"""A schema known to be at most this many times the size limit is encoded before it is walked."""
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _MESSAGE_CHARS = 300
 """An error message quotes the offending value, which may be the whole answer: clipped."""
@@ -175,15 +177,27 @@ class SchemaCache:
         self._entries: WeightedCache[bytes, CompiledSchema | SchemaInvalid] = WeightedCache(max_bytes)
         self._compiling: dict[bytes, asyncio.Future[CompiledSchema | SchemaInvalid]] = {}
 
-    async def compiled(self, schema: Any) -> CompiledSchema:
+    async def compiled(self, schema: Any, within: int | None = None) -> CompiledSchema:
         """``schema`` compiled, from the cache or in a worker thread. Raises :class:`SchemaTooLarge`
-        past the limits (before any other work) and :class:`SchemaInvalid` when it does not compile."""
-        measure(schema, self.limits)
-        encoded = _encode(schema)  # measured: at most a few hundred kilobytes
+        past the limits and :class:`SchemaInvalid` when it does not compile.
+
+        ``within`` bounds the schema's size when the caller knows one (the request body's): up
+        to a few times the limit, the schema is encoded at once (C speed: it sizes the schema
+        and keys the cache), and only one not seen before is walked for its properties and
+        depth. A schema that may be huge is walked first, which stops at the limit."""
+        if within is None or within > _ENCODE_FIRST * self.limits.max_bytes:
+            measure(schema, self.limits)
+        try:
+            encoded = _encode(schema)
+        except (msgspec.EncodeError, RecursionError, OverflowError):
+            raise SchemaTooLarge(f"the schema nests more than {MAX_DEPTH} levels deep") from None
         if len(encoded) > self.limits.max_bytes:
             raise SchemaTooLarge(f"the schema is larger than {self.limits.max_bytes} bytes of JSON")
         key = hashlib.blake2b(encoded, digest_size=16).digest()
-        found = self._entries.get(key) or await self._compile(key, schema, len(encoded))
+        found = self._entries.get(key)
+        if found is None:
+            measure(schema, self.limits)
+            found = await self._compile(key, schema, len(encoded))
         if isinstance(found, SchemaInvalid):
             raise found
         return found
