@@ -34,6 +34,7 @@ DIFFERENT_CALLS = [
     ('{"days": 3}', '{"days": 3.5}'),
     ('{"days": 3}', '{"days": "3"}'),
     ('{"a": [1, 2]}', '{"a": [2, 1]}'),
+    ('{"a": 1, "a": 2}', '{"a": 2}'),  # a key given twice is not "the last one"
 ]
 
 
