@@ -24,7 +24,7 @@ import asyncio
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +66,7 @@ _MESSAGE_CHARS = 300
 """An error message quotes the offending value, which may be the whole answer: clipped."""
 _PATTERN_KEYS = (b'"pattern"', b'"patternProperties"')
 _encode = msgspec.json.Encoder(order="sorted").encode
+_END = object()
 
 
 class SchemaInvalid(ValueError):
@@ -86,30 +87,39 @@ class SchemaLimits:
 
 def measure(schema: Any, limits: SchemaLimits) -> None:
     """Raise :class:`SchemaTooLarge` when ``schema`` passes a limit (or nests deeper than
-    :data:`MAX_DEPTH`). Stops as soon as it does, so an 8 MB schema costs what 256 KB do."""
+    :data:`MAX_DEPTH`). One step per key or item, stopping as soon as a limit is passed, so
+    an 8 MB schema costs what 256 KB do."""
     size = properties = 0
-    stack: list[tuple[Any, int]] = [(schema, 1)]
+    stack: list[tuple[Iterator[Any], bool]] = [(iter((schema,)), False)]
     while stack:
-        node, depth = stack.pop()
-        if depth > MAX_DEPTH:
+        iterator, entries = stack[-1]
+        item: Any = next(iterator, _END)
+        if item is _END:
+            stack.pop()
+            continue
+        if len(stack) > MAX_DEPTH:
             raise SchemaTooLarge(f"the schema nests more than {MAX_DEPTH} levels deep")
+        if entries:
+            key, node = item
+            size += len(key) + 4
+        else:
+            node = item
+            size += 1
         if isinstance(node, dict):
-            size += 2 + sum(len(key) + 4 for key in node)
             declared = node.get("properties")
             if isinstance(declared, dict):
                 properties += len(declared)
-            stack.extend((value, depth + 1) for value in node.values())
+                if properties > limits.max_properties:
+                    raise SchemaTooLarge(f"the schema declares more than {limits.max_properties} properties")
+            stack.append((iter(node.items()), True))
+            size += 2
         elif isinstance(node, list):
-            size += 2 + len(node)
-            stack.extend((value, depth + 1) for value in node)
-        elif isinstance(node, str):
-            size += len(node) + 2
+            stack.append((iter(node), False))
+            size += 2
         else:
-            size += 5
+            size += len(node) + 2 if isinstance(node, str) else 4
         if size > limits.max_bytes:
             raise SchemaTooLarge(f"the schema is larger than {limits.max_bytes} bytes of JSON")
-        if properties > limits.max_properties:
-            raise SchemaTooLarge(f"the schema declares more than {limits.max_properties} properties")
 
 
 class CompiledSchema:
