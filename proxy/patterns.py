@@ -8,7 +8,7 @@ one validation, a total budget (:func:`budget`). A match that runs out of either
 closed, like a deny rule whose regex times out.
 
 ``regex`` has its own cost Python's ``re`` lacks: it unrolls counted repeats when it
-compiles, so ``(((a{100}){100}){100}){100})`` would take minutes to compile. A pattern is
+compiles, so ``(((a{100}){100}){100}){100}`` would take minutes to compile. A pattern is
 parsed first (cheaply, without unrolling) and refused when its unrolled size is too large.
 
 jsonschema calls ``re.search`` / ``re.compile`` directly in five places (``pattern``,
@@ -93,6 +93,7 @@ def compile_pattern(pattern: str) -> regex.Pattern[str]:
 
 def search(pattern: str, string: str, flags: int = 0) -> regex.Match[str] | None:
     """``re.search`` on the bounded engine; :class:`PatternUnchecked` past the bounds."""
+    _no_flags(flags)
     try:
         compiled = compile_pattern(pattern)
     except re.error as exc:
@@ -110,7 +111,14 @@ def search(pattern: str, string: str, flags: int = 0) -> regex.Match[str] | None
 
 
 def _compile(pattern: str, flags: int = 0) -> regex.Pattern[str]:
+    _no_flags(flags)
     return compile_pattern(pattern)
+
+
+def _no_flags(flags: int) -> None:
+    """jsonschema passes none; a version that did is refused loudly rather than misread."""
+    if flags:
+        raise NotImplementedError("the bounded engine takes no re flags: review proxy.patterns")
 
 
 class _BoundedRe(ModuleType):
