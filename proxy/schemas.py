@@ -174,8 +174,13 @@ def compile_schema(schema: Any) -> CompiledSchema:
 
 
 def check_schema(schema: Any) -> None:
-    """Raise :class:`SchemaInvalid` (with the reason) unless ``schema`` compiles."""
-    compile_schema(schema)
+    """Raise :class:`SchemaInvalid` (with the reason) unless ``schema`` compiles. A policy's
+    schema, checked at load, is then at hand compiled when answers are checked against it."""
+    if not isinstance(schema, dict):
+        raise SchemaInvalid("a JSON Schema must be an object")
+    found = _fallback.compiled_now(schema)
+    if isinstance(found, SchemaInvalid):
+        raise SchemaInvalid(*found.args)  # a fresh one: re-raising the cached one grows its traceback
 
 
 class SchemaCache:
@@ -209,7 +214,7 @@ class SchemaCache:
             measure(schema, self.limits)
             found = await self._compile(key, schema, len(encoded))
         if isinstance(found, SchemaInvalid):
-            raise found
+            raise SchemaInvalid(*found.args)  # a fresh one: re-raising the cached one grows its traceback
         return found
 
     async def _compile(self, key: bytes, schema: Any, size: int) -> CompiledSchema | SchemaInvalid:
@@ -227,26 +232,28 @@ class SchemaCache:
         if not done.cancelled() and done.exception() is None:
             self._entries.put(key, done.result(), size)
 
-    def compiled_now(self, schema: Any) -> CompiledSchema | None:
-        """``schema`` compiled on the spot (None when it does not compile): for schemas that
-        did not come through the edge (the policy's own, a replayed request)."""
+    def compiled_now(self, schema: Any) -> CompiledSchema | SchemaInvalid:
+        """``schema`` compiled on the spot, or why it does not compile: for schemas that do not
+        come through the edge (the policy's own, checked at load; a replayed request)."""
         try:
             encoded = _encode(schema)
-        except (msgspec.EncodeError, RecursionError, OverflowError):
-            return None
+        except (msgspec.EncodeError, RecursionError, OverflowError) as exc:
+            return SchemaInvalid(f"the schema is not plain JSON: {exc}")
         key = hashlib.blake2b(encoded, digest_size=16).digest()
         found = self._entries.get(key)
         if found is None:
             found = _compile_or_reason(schema)
             self._entries.put(key, found, len(encoded))
-        return None if isinstance(found, SchemaInvalid) else found
+        return found
 
 
 def _compile_or_reason(schema: Any) -> CompiledSchema | SchemaInvalid:
+    """The compiled schema, or the reason it does not compile (without the traceback, whose
+    frames would keep the schema alive in the cache)."""
     try:
         return compile_schema(schema)
     except SchemaInvalid as exc:
-        return exc
+        return SchemaInvalid(*exc.args)
 
 
 _fallback = SchemaCache(_FALLBACK_CACHE_BYTES)
@@ -254,7 +261,8 @@ _fallback = SchemaCache(_FALLBACK_CACHE_BYTES)
 
 def compiled(schema: Mapping[str, Any]) -> CompiledSchema | None:
     """A schema that did not come through the edge, compiled (None: it does not compile)."""
-    return _fallback.compiled_now(schema)
+    found = _fallback.compiled_now(schema)
+    return None if isinstance(found, SchemaInvalid) else found
 
 
 def _path(error: schema_errors.ValidationError) -> str:
