@@ -7,11 +7,67 @@ survive and nothing is copied that no guard reads.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Conversation", "Reply", "ToolCall", "Usage"]
+import msgspec
+
+from proxy.schemas import CompiledSchema
+
+__all__ = ["Conversation", "Reply", "ToolCall", "Usage", "parse_arguments"]
+
+
+_decode = msgspec.json.decode
+_encode = msgspec.json.encode
+_minified = msgspec.json.format
+
+
+class _RepeatedKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        raise _RepeatedKey(next(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
+    return value
+
+
+_EXACT = json.JSONDecoder(object_pairs_hook=_unique_pairs)
+
+
+def parse_arguments(text: str) -> tuple[Any, str | None]:
+    """A tool call's arguments decoded, or why they cannot be: not JSON, nested too deeply, or
+    a key given twice (``{"command": "rm -rf /", "command": "ls"}``: a permission check and the
+    tool's executor could each read another value). Empty arguments are ``{}``.
+
+    The fast path is msgspec; its dicts keep the last of repeated keys, so the value is
+    re-encoded and compared with the minified text: equal, no key can repeat. Otherwise
+    (repeated keys, or only another spelling: ``1e5``, ``\\u00e9``) the stdlib decoder
+    reads the pairs one by one.
+    """
+    if not text.strip():
+        return {}, None
+    raw = text.encode()
+    try:
+        value = _decode(raw)
+        if not isinstance(value, dict | list) or _encode(value) == _minified(raw, indent=-1):
+            return value, None
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    try:
+        return _EXACT.decode(text), None
+    except _RepeatedKey as exc:
+        return None, f"arguments give the key {exc.key!r} more than once"
+    except json.JSONDecodeError as exc:
+        return None, f"arguments are not valid JSON: {exc}"
+    except RecursionError:
+        return None, "arguments are nested too deeply"
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +77,14 @@ class ToolCall:
     arguments: str
     kind: str = "function"
     """``function`` (JSON arguments) or ``custom`` (free-text input: GPT-5's custom tools)."""
+    _parsed: tuple[Any, str | None] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def parsed_arguments(self) -> tuple[Any, str | None]:
+        """(value, None), or (None, why the arguments cannot be read): :func:`parse_arguments`,
+        once per call, however many guards ask. The one place arguments are decoded."""
+        if self._parsed is None:
+            object.__setattr__(self, "_parsed", parse_arguments(self.arguments))
+        return self._parsed  # type: ignore[return-value]
 
     @classmethod
     def from_wire(cls, raw: Any) -> ToolCall | None:
@@ -114,6 +178,12 @@ class Conversation:
     """The request's ``tools`` as sent, and its legacy ``functions`` in the same form."""
     output_schema: Mapping[str, Any] | None = None
     """The JSON Schema of ``response_format: {"type": "json_schema"}``, when the request has one."""
+    tool_schemas: Mapping[str, CompiledSchema | None] | None = None
+    """The offered tools' ``parameters`` compiled at the edge, by tool name (None for one that
+    declares none or does not compile). None: the conversation did not come through the edge
+    (a replay, a test), and its schemas are compiled when first needed."""
+    answer_schema: CompiledSchema | None = None
+    """``output_schema`` compiled at the edge."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def tool_parameters(self) -> dict[str, Any]:

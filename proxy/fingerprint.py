@@ -4,7 +4,7 @@ Two calls are the same when the tool name and the *meaning* of the arguments mat
 is parsed and re-serialized with sorted keys, integral floats become integers (``1.0`` is
 ``1``), and whitespace inside strings is collapsed, so re-serialized or re-spaced arguments
 (pydantic-ai sends them compact, others pretty) do not look new. Arguments that are not
-JSON are fingerprinted as their whitespace-collapsed text.
+JSON (or give a key twice) are fingerprinted as their whitespace-collapsed text.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from proxy.exchange import ToolCall
+from proxy.exchange import ToolCall, parse_arguments
 from proxy.session.base import SessionDelta
 
 __all__ = ["CALL_COUNT_PREFIX", "CALL_SEQUENCE", "canonical_arguments", "digest", "fingerprint", "remember_calls"]
@@ -42,9 +42,8 @@ def _normalize(value: Any) -> Any:
 
 def canonical_arguments(arguments: str) -> str:
     """The arguments' canonical text: sorted-key compact JSON, or collapsed raw text."""
-    try:
-        parsed = json.loads(arguments) if arguments.strip() else {}
-    except (ValueError, RecursionError):
+    parsed, problem = parse_arguments(arguments)
+    if problem is not None:  # not JSON, or a key given twice: the text is all there is
         return _SPACE.sub(" ", arguments).strip()
     try:
         return json.dumps(_normalize(parsed), sort_keys=True, separators=(",", ":"), ensure_ascii=False)

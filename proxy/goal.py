@@ -143,10 +143,9 @@ class GoalUpdate:
 
 def apply_call(goal: Goal, call: ToolCall, now: float) -> GoalUpdate:
     """One ``loopwarden_goal`` call: the goal after it, or a validation error for the model."""
-    try:
-        arguments = json.loads(call.arguments or "{}")
-    except (ValueError, RecursionError):
-        return _invalid(goal, "the arguments are not valid JSON")
+    arguments, problem = call.parsed_arguments()
+    if problem is not None:
+        return _invalid(goal, problem)
     if not isinstance(arguments, dict):
         return _invalid(goal, "the arguments must be a JSON object")
     action = arguments.get("action")

@@ -9,7 +9,12 @@ judgment and the task may carry user-supplied text:
 3. a verdict counts only if it is exactly ``{"nonce", "done", "reason"}`` and echoes a
    *second* nonce that appears only in the system prompt. A verdict written by an
    injection (copied from the reply) cannot carry it, so it is rejected as a judge error,
-   which fails closed by default.
+   which fails closed by default;
+4. a reply that could be read two ways (a key given twice, two verdicts in one reply) is a
+   judge error too: whichever reading a parser picks, an injection could have picked it.
+
+Every judge error carries its cause (:data:`JUDGE_ERROR_CAUSES`), a metric label and a
+field of the ending's log line, so a run that ends ``incomplete`` says why.
 """
 
 from __future__ import annotations
@@ -22,16 +27,18 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
 from proxy.errors import ProxyError
 from proxy.exchange import Usage
-from proxy.schemas import extract_json
 from proxy.upstream import UpstreamClient
 from proxy.wire.chat_completions import parse_reply
 
 __all__ = [
+    "JUDGE_ERROR_CAUSES",
+    "JudgeError",
     "JudgeOutcome",
     "JudgeRequest",
     "JudgeTarget",
@@ -50,6 +57,45 @@ _VERDICT_SCHEMA = {
 }
 
 
+JUDGE_ERROR_CAUSES = (
+    "timeout",
+    "upstream_error",
+    "unparseable",
+    "ambiguous",
+    "missing_nonce",
+    "wrong_nonce",
+    "invalid_verdict",
+)
+"""Why a judge call gave no verdict: a bounded set, used as a metric label."""
+_VERDICT_KEYS = frozenset({"nonce", "done", "reason"})
+_MAX_VERDICT_CHARS = 16_000
+"""A verdict is one short JSON object; a longer reply is not read (bounds the scan below)."""
+_MAX_OBJECTS = 64
+"""Objects tried per reply: more could hide a second verdict, so the reply is ambiguous."""
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeError:
+    """Why a judge reply is no verdict: ``cause`` is one of :data:`JUDGE_ERROR_CAUSES`."""
+
+    cause: str
+    message: str
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _pairs_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        raise _DuplicateKey
+    return value
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs_once)
+
+
 def escape(text: str) -> str:
     """Neutralize markup so data can never close or open a tag."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -66,16 +112,52 @@ def build_judge_messages(task: str, reply: str, tag: str, verdict_nonce: str) ->
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def parse_verdict(text: str, verdict_nonce: str) -> tuple[bool, str] | None:
-    """(done, reason) from a valid verdict carrying the right nonce; None for anything else."""
-    value, _ = extract_json(text)
-    if not isinstance(value, dict) or set(value) != {"nonce", "done", "reason"}:
-        return None
-    if value["nonce"] != verdict_nonce or not isinstance(value["done"], bool):
-        return None
+def parse_verdict(text: str, verdict_nonce: str) -> tuple[bool, str] | JudgeError:
+    """(done, reason) from the one verdict in ``text`` carrying the right nonce; else why not.
+
+    Every JSON object in the text is a candidate (the whole text, a fenced block, one inline
+    in prose): exactly one may look like a verdict, and no object may repeat a key.
+    """
+    if len(text) > _MAX_VERDICT_CHARS:
+        return JudgeError("unparseable", f"the judge's reply is longer than {_MAX_VERDICT_CHARS} characters")
+    candidates, problem = _objects(text)
+    if problem is not None:
+        return problem
+    verdicts = [c for c in candidates if _VERDICT_KEYS & c.keys()]
+    if not verdicts:
+        return JudgeError("unparseable", "the judge's reply holds no verdict object")
+    if len(verdicts) > 1:
+        return JudgeError("ambiguous", f"the judge's reply holds {len(verdicts)} verdicts")
+    value = verdicts[0]
+    if "nonce" not in value:
+        return JudgeError("missing_nonce", "the verdict lacks the nonce the judge was told to echo")
+    if value["nonce"] != verdict_nonce:
+        return JudgeError("wrong_nonce", "the verdict carries another nonce (written by the judged reply?)")
+    if set(value) != _VERDICT_KEYS or not isinstance(value["done"], bool):
+        return JudgeError("invalid_verdict", 'the verdict is not exactly {"nonce", "done": true|false, "reason"}')
     if not isinstance(value["reason"], str) or not value["reason"].strip():
-        return None
+        return JudgeError("invalid_verdict", "the verdict gives no reason")
     return value["done"], value["reason"].strip()[:500]
+
+
+def _objects(text: str) -> tuple[list[dict[str, Any]], JudgeError | None]:
+    """The top-level JSON objects in ``text``, wherever they start; or why it is ambiguous."""
+    found: list[dict[str, Any]] = []
+    position, tries = text.find("{"), 0
+    while position >= 0:
+        tries += 1
+        if tries > _MAX_OBJECTS:
+            return found, JudgeError("ambiguous", "the judge's reply holds too many JSON objects to read")
+        try:
+            value, end = _DECODER.raw_decode(text, position)
+        except _DuplicateKey:
+            return found, JudgeError("ambiguous", "the judge's reply repeats a key in one object")
+        except (ValueError, RecursionError):
+            position = text.find("{", position + 1)
+            continue
+        found.append(value)
+        position = text.find("{", end)
+    return found, None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +191,8 @@ class JudgeOutcome:
     latency: float
     remembered: bool = False
     """Given moments ago for the same task and answer: no judge call was made."""
+    error: str | None = None
+    """When the judge failed, why: one of :data:`JUDGE_ERROR_CAUSES`."""
 
 
 class VerdictMemory:
@@ -181,15 +265,22 @@ class Judge:
                 reply = await self._upstream.send(
                     "POST", request.target.url, request.target.headers, json.dumps(payload).encode()
                 )
-        except (TimeoutError, ProxyError) as exc:
+        except TimeoutError:
+            latency = time.perf_counter() - started
             return JudgeOutcome(
-                None, f"judge unavailable ({type(exc).__name__})", Usage(), time.perf_counter() - started
+                None, f"judge error (timeout): no answer within {request.timeout:g}s", Usage(), latency, error="timeout"
             )
+        except ProxyError as exc:
+            latency = time.perf_counter() - started
+            reason = f"judge error (upstream_error): {type(exc).__name__}"
+            return JudgeOutcome(None, reason, Usage(), latency, error="upstream_error")
         latency = time.perf_counter() - started
         parsed = parse_reply(reply.response.content) if reply.response.status_code == 200 else None
         if parsed is None:
-            return JudgeOutcome(None, f"judge answered {reply.response.status_code}", Usage(), latency)
+            reason = f"judge error (upstream_error): answered {reply.response.status_code} without a completion"
+            return JudgeOutcome(None, reason, Usage(), latency, error="upstream_error")
         verdict = parse_verdict(parsed.content or "", verdict_nonce)
-        if verdict is None:
-            return JudgeOutcome(None, "judge verdict invalid or forged", parsed.usage, latency)
+        if isinstance(verdict, JudgeError):
+            reason = f"judge error ({verdict.cause}): {verdict.message}"
+            return JudgeOutcome(None, reason, parsed.usage, latency, error=verdict.cause)
         return JudgeOutcome(verdict[0], verdict[1], parsed.usage, latency)

@@ -105,6 +105,13 @@ class Metrics:
             ["policy", "verdict"],
             registry=self.registry,
         )
+        self.judge_errors = Counter(
+            "loopwarden_judge_errors",
+            "Judge calls that gave no verdict, by cause: timeout, upstream_error, unparseable, ambiguous, "
+            "missing_nonce (a mock or small model that does not echo the nonce), wrong_nonce, invalid_verdict.",
+            ["policy", "cause"],
+            registry=self.registry,
+        )
         self.judge_latency = Histogram(
             "loopwarden_judge_latency_seconds",
             "Time the completion judge took to answer.",

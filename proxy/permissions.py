@@ -4,7 +4,8 @@ Rules are evaluated in order and the first match wins; a rule matches a tool nam
 glob) and, optionally, conditions on the arguments (a JSON path with a regex or an exact
 value). Regexes run on the ``regex`` engine with a per-match time bound, so a pattern that
 backtracks catastrophically on hostile arguments costs at most that bound (and counts as a
-match: a deny rule fails closed).
+match: a deny rule fails closed). Arguments that cannot be read unambiguously fail a deny
+rule's conditions closed too (:func:`decide`).
 """
 
 from __future__ import annotations
@@ -153,18 +154,26 @@ def _condition_holds(condition: ArgumentCondition, arguments: Any) -> bool:
 
 
 def decide(call: ToolCall, settings: PermissionSettings) -> Decision:
-    """The first rule matching the call, else the default."""
-    arguments: Any = None
+    """The first rule matching the call, else the default.
+
+    Arguments that cannot be read unambiguously (not JSON, a key given twice) never satisfy
+    an ``allow`` rule's conditions, and fail a ``deny`` rule's closed: the call is refused
+    (as a plain deny, so a model that botched its JSON may try again), never approved on a
+    reading the agent's executor might not share. A custom tool's free-text input has no
+    fields: conditions on it cannot hold.
+    """
     for rule in settings.rules:
         if not fnmatch.fnmatchcase(call.name, rule.tool):
             continue
         if rule.when:
-            if arguments is None:
-                try:
-                    arguments = json.loads(call.arguments) if call.arguments.strip() else {}
-                except (json.JSONDecodeError, RecursionError):
-                    arguments = MISSING
-            if arguments is MISSING or not all(_condition_holds(c, arguments) for c in rule.when):
+            if call.kind != "function":
+                continue
+            arguments, problem = call.parsed_arguments()
+            if problem is not None:
+                if rule.action == "allow":
+                    continue
+                return Decision("deny", rule.id, f"The call's {problem}; send it again with valid JSON arguments.")
+            if not all(_condition_holds(c, arguments) for c in rule.when):
                 continue
         return Decision(rule.action, rule.id, rule.message)
     return Decision(settings.default, "default")

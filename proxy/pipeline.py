@@ -469,6 +469,7 @@ class Pipeline:
                 "session": call.session.id,
                 "reason": verdict.reason,
                 "summary_via": ending.via,
+                **({"cause": verdict.cause} if verdict.cause else {}),
             },
         )
         await self._ledger.commit(call, delta, notes)

@@ -41,8 +41,9 @@ from proxy.metrics import Metrics
 from proxy.pipeline import ChatCall, Outcome, Pipeline
 from proxy.policy.loader import PolicyRegistry
 from proxy.policy.models import Policy
+from proxy.request_schemas import compile_request_schemas
 from proxy.retry import RETRYABLE_STATUSES
-from proxy.schemas import SchemaInvalid, check_schema
+from proxy.schemas import SchemaCache, SchemaLimits
 from proxy.session.identity import identify
 from proxy.settings import Settings
 from proxy.tenants import Credentials, Tenant, TenantDirectory
@@ -88,6 +89,8 @@ class ProxyRoutes:
         self._readiness = readiness
         self._pipeline = pipeline
         self._policies = policies
+        limits = SchemaLimits(settings.max_schema_bytes, settings.max_schema_properties)
+        self._schemas = SchemaCache(settings.schema_cache_bytes, limits)
 
     # -- entry points ---------------------------------------------------------------
 
@@ -111,12 +114,7 @@ class ProxyRoutes:
         policy = self.policy_for(credentials.tenant, header(scope, b"x-loopwarden-policy"))
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         payload = _parse_object(body)
-        conversation = parse_conversation(payload)
-        if conversation.output_schema is not None:
-            try:
-                check_schema(conversation.output_schema)
-            except SchemaInvalid as exc:
-                raise InvalidRequest(str(exc), param="response_format.json_schema.schema") from None
+        conversation = await compile_request_schemas(payload, parse_conversation(payload), self._schemas, len(body))
         session = identify(
             credentials.tenant.name, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id")
         )

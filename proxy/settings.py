@@ -79,6 +79,18 @@ class Settings(BaseSettings):
         600.0, gt=0, description="Deadline in seconds for one client request upstream, retries included."
     )
     max_body_bytes: int = Field(10 * MiB, gt=0, description="Largest request body accepted (413 above).")
+    max_schema_bytes: int = Field(
+        256 * 1024,
+        gt=0,
+        description="Largest JSON Schema a request may carry, per tool and for response_format, in bytes of JSON "
+        "(400 above).",
+    )
+    max_schema_properties: int = Field(
+        5000, gt=0, description="Most properties one request schema may declare, all levels counted (400 above)."
+    )
+    schema_cache_bytes: int = Field(
+        16 * MiB, gt=0, description="Compiled request schemas kept, by the bytes of their JSON (oldest dropped first)."
+    )
     max_upstream_connections: int = Field(256, gt=0, description="Upstream connection pool size.")
     retry_attempts: int = Field(
         3, ge=1, le=10, description="Upstream attempts per request for transient faults (1 = no retry)."

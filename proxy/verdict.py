@@ -66,6 +66,8 @@ class Finalize:
     strike: str | None = None
     spent: Usage | None = None
     """Tokens the guard spent deciding (the judge), charged like a Pass's."""
+    cause: str | None = None
+    """What lies behind the reason, in one word for logs (a judge error's cause: ``missing_nonce``)."""
 
 
 Verdict = Pass | Amend | Nudge | Rewrite | Finalize

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from proxy.exchange import Conversation, Reply
 from proxy.judge import JudgeTarget
 from proxy.policy.models import Policy
+from proxy.schemas import CompiledSchema, compiled
 from proxy.session.base import SessionState
 from proxy.verdict import Verdict
 
@@ -33,13 +34,29 @@ class GuardContext:
     judge_target: JudgeTarget | None = None
     """Where a judge call for this request goes (None: no judge available)."""
 
-    def answer_schema(self, reply: Reply) -> Mapping[str, Any] | None:
-        """The JSON Schema a final text answer must satisfy (the request's, else the policy's);
-        None when none applies or ``reply`` is no final text answer."""
-        schema = self.conversation.output_schema or self.policy.output_contract.schema_
-        if schema is None or reply.tool_calls or not reply.has_text or reply.content is None:
+    def tool_schemas(self) -> dict[str, CompiledSchema | None]:
+        """Offered tool name → its compiled ``parameters`` (None: nothing to check against)."""
+        prepared = self.conversation.tool_schemas
+        schemas: dict[str, CompiledSchema | None] = {}
+        for name, parameters in self.conversation.tool_parameters().items():
+            if not parameters:
+                schemas[name] = None
+            elif prepared is not None:
+                schemas[name] = prepared.get(name)
+            else:
+                schemas[name] = compiled(parameters)
+        return schemas
+
+    def answer_schema(self, reply: Reply) -> CompiledSchema | None:
+        """The compiled JSON Schema a final text answer must satisfy (the request's, else the
+        policy's); None when none applies or ``reply`` is no final text answer."""
+        if reply.tool_calls or not reply.has_text or reply.content is None:
             return None
-        return schema
+        requested = self.conversation.output_schema
+        if requested is not None:
+            return self.conversation.answer_schema or compiled(requested)
+        schema = self.policy.output_contract.schema_
+        return compiled(schema) if schema is not None else None
 
 
 class RequestGuard(Protocol):

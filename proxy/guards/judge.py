@@ -13,7 +13,7 @@ still nudged (``detect_short_response``).
 
 from __future__ import annotations
 
-import json
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,19 +38,20 @@ def _answer(reply: Reply, completion_tools: tuple[str, ...]) -> tuple[str | None
         return (reply.content or "") if reply.has_text else None, None
     if len(reply.tool_calls) == 1 and reply.tool_calls[0].name in completion_tools:
         call = reply.tool_calls[0]
-        try:
-            arguments = json.loads(call.arguments or "{}")
-        except (json.JSONDecodeError, RecursionError):
-            return call.arguments, call.id
+        arguments, _ = call.parsed_arguments()
         answer = arguments.get("answer") if isinstance(arguments, dict) else None
         return (answer if isinstance(answer, str) else call.arguments), call.id
     return None, None
 
 
-def _schema_valid(reply: Reply, context: GuardContext) -> bool:
+async def _schema_valid(reply: Reply, context: GuardContext) -> bool:
     """The answer satisfies the JSON schema the request or the output contract asks for."""
     schema = context.answer_schema(reply)
-    return schema is not None and reply.content is not None and not answer_errors(reply.content, schema)
+    if schema is None or reply.content is None:
+        return False
+    if schema.off_loop(len(reply.content)):
+        return not await asyncio.to_thread(answer_errors, reply.content, schema)
+    return not answer_errors(reply.content, schema)
 
 
 def _continue_messages(reply: Reply, call_id: str | None, text: str) -> tuple[Mapping[str, Any], ...]:
@@ -93,7 +94,7 @@ class JudgeGuard:
         if len(answer) >= settings.judge_skip_threshold or len(task) + len(answer) > settings.judge_max_input_chars:
             self._count(context, "skipped")
             return PASS
-        if not settings.judge_schema_valid_answers and _schema_valid(reply, context):
+        if not settings.judge_schema_valid_answers and await _schema_valid(reply, context):
             self._count(context, "skipped")
             return PASS
         outcome = await self._judge.decide(
@@ -113,12 +114,12 @@ class JudgeGuard:
             return Pass(spent=outcome.usage)
         if outcome.done is None:
             self._count(context, "error")
+            self._metrics.judge_errors.labels(context.policy.name, outcome.error or "upstream_error").inc()
             if settings.judge_fail_open:
                 return Pass(spent=outcome.usage)
             if exhausted:
-                return Finalize(
-                    "incomplete", f"the answer could not be checked ({outcome.reason})", spent=outcome.usage
-                )
+                detail = f"the answer could not be checked ({outcome.reason})"
+                return Finalize("incomplete", detail, spent=outcome.usage, cause=outcome.error)
             text = context.policy.nudges.judge_unavailable
             return Nudge(
                 "judge_continue", outcome.reason, _continue_messages(reply, call_id, text), STRIKE, outcome.usage

@@ -7,13 +7,18 @@ type 'number'``). After ``max_retries`` the session ends (``invalid_output``), w
 client that asked for JSON receives as a refusal, as OpenAI's structured outputs promise
 (a valid object or a refusal); ``after_max_retries: pass`` lets the answer through instead,
 flagged ``output_schema_invalid``.
+
+Checking a long answer, or one against a schema with patterns, runs in a worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
+
 from proxy.exchange import Reply
 from proxy.guards.base import GuardContext
-from proxy.schemas import answer_errors
+from proxy.schemas import CompiledSchema, answer_errors
 from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import PASS, Finalize, Nudge, Pass, Verdict
 
@@ -29,11 +34,16 @@ class OutputContractGuard:
             return Channel.NONE
         return Channel.TEXT
 
-    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
+    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict | Awaitable[Verdict]:
         schema = context.answer_schema(reply)
         if schema is None or reply.content is None:
             return PASS
-        errors = answer_errors(reply.content, schema)
+        if schema.off_loop(len(reply.content)):
+            return asyncio.to_thread(self._decide, reply, reply.content, schema, context)
+        return self._decide(reply, reply.content, schema, context)
+
+    def _decide(self, reply: Reply, content: str, schema: CompiledSchema, context: GuardContext) -> Verdict:
+        errors = answer_errors(content, schema)
         if not errors:
             return PASS
         settings = context.policy.output_contract
@@ -45,5 +55,5 @@ class OutputContractGuard:
         return Nudge(
             kind="schema_retry",
             reason=f"{len(errors)} schema error(s): {errors[0]}",
-            messages=({"role": "assistant", "content": reply.content}, {"role": "user", "content": text}),
+            messages=({"role": "assistant", "content": content}, {"role": "user", "content": text}),
         )

@@ -1,22 +1,26 @@
 """Tool-argument contract: every tool call must name an offered tool and carry arguments
-that parse as JSON and satisfy that tool's ``parameters`` schema.
+that parse as JSON, give each key once, and satisfy that tool's ``parameters`` schema.
 
 A bad call never reaches the agent while retries remain: the model gets its own call back
 with one tool result per call listing the exact, path-level errors (``$.city: 'city' is a
 required property``) and calls again. After ``max_retries`` the reply passes through,
 flagged ``tool_args_invalid`` in headers and metrics. (Without this, LangGraph ends
 silently with an empty answer and smolagents runs the tool with the raw string.)
+
+A key given twice is invalid, not "the last one wins": the permission check and the agent's
+executor could each read another value. Schemas come compiled from the edge; checking
+against one with patterns, or long arguments, runs in a worker thread under the bounds of
+:mod:`proxy.schemas`, so a catastrophic pattern costs the model a retry, not the event loop.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-from typing import Any
+import asyncio
+from collections.abc import Awaitable, Mapping
 
 from proxy.exchange import Reply, ToolCall
 from proxy.guards.base import GuardContext
-from proxy.schemas import schema_errors_of
+from proxy.schemas import CompiledSchema
 from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import PASS, Finalize, Nudge, Pass, Verdict
 from proxy.wire.chat_completions import calls_returned
@@ -26,7 +30,7 @@ __all__ = ["ToolArgsGuard", "argument_errors"]
 _NOT_RUN = "Not executed: another call in this reply had invalid arguments. Send all the calls again."
 
 
-def argument_errors(call: ToolCall, offered: Mapping[str, Any]) -> list[str]:
+def argument_errors(call: ToolCall, offered: Mapping[str, CompiledSchema | None]) -> list[str]:
     """Everything wrong with one call, one line each; empty when the call is fine. A custom
     tool's input is free text under the provider's own grammar: nothing to check."""
     if call.kind != "function":
@@ -34,14 +38,20 @@ def argument_errors(call: ToolCall, offered: Mapping[str, Any]) -> list[str]:
     if call.name not in offered:
         names = ", ".join(sorted(offered)) or "none"
         return [f"tool {call.name!r} does not exist (available: {names})"]
-    try:
-        arguments = json.loads(call.arguments) if call.arguments.strip() else {}
-    except json.JSONDecodeError as exc:
-        return [f"arguments are not valid JSON: {exc}"]
-    except RecursionError:
-        return ["arguments are nested too deeply"]
+    arguments, problem = call.parsed_arguments()
+    if problem is not None:
+        return [problem]
     schema = offered[call.name]
-    return schema_errors_of(arguments, schema) if schema else []
+    return schema.errors(arguments) if schema is not None else []
+
+
+def _slow(reply: Reply, offered: Mapping[str, CompiledSchema | None]) -> bool:
+    """Checking these calls may take a while (a schema with patterns, long arguments)."""
+    for call in reply.tool_calls:
+        schema = offered.get(call.name)
+        if schema is not None and schema.off_loop(len(call.arguments)):
+            return True
+    return False
 
 
 class ToolArgsGuard:
@@ -51,11 +61,17 @@ class ToolArgsGuard:
         """Arguments are validated once complete: tool calls wait for the whole reply."""
         return Channel.TOOL_CALLS if context.policy.tool_args.enabled else Channel.NONE
 
-    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
-        settings = context.policy.tool_args
-        if not settings.enabled or not reply.tool_calls:
+    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict | Awaitable[Verdict]:
+        """Quick checks run here; slow ones (see :meth:`CompiledSchema.off_loop`) in a worker thread."""
+        if not context.policy.tool_args.enabled or not reply.tool_calls:
             return PASS
-        offered = context.conversation.tool_parameters()
+        offered = context.tool_schemas()
+        if _slow(reply, offered):
+            return asyncio.to_thread(self._decide, reply, context, offered)
+        return self._decide(reply, context, offered)
+
+    def _decide(self, reply: Reply, context: GuardContext, offered: Mapping[str, CompiledSchema | None]) -> Verdict:
+        settings = context.policy.tool_args
         problems = {call.id: argument_errors(call, offered) for call in reply.tool_calls}
         if not any(problems.values()):
             return PASS

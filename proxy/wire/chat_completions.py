@@ -21,6 +21,7 @@ __all__ = [
     "calls_returned",
     "completion",
     "completion_as_sse",
+    "declared_schemas",
     "parse_conversation",
     "parse_reply",
     "parse_usage",
@@ -50,6 +51,26 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
         tools=offered,
         output_schema=requested_schema(payload),
     )
+
+
+def declared_schemas(payload: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
+    """Every tool's ``parameters`` schema as (param, tool name, schema), the param naming it as
+    an error names it (``tools[3].function.parameters``); the legacy ``functions`` too."""
+    declared: list[tuple[str, str, Mapping[str, Any]]] = []
+    tools = payload.get("tools")
+    for index, tool in enumerate(tools if isinstance(tools, list) else ()):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            parameters = function.get("parameters")
+            if isinstance(parameters, dict) and parameters:
+                declared.append((f"tools[{index}].function.parameters", function["name"], parameters))
+    functions = payload.get("functions")
+    for index, function in enumerate(functions if isinstance(functions, list) else ()):
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            parameters = function.get("parameters")
+            if isinstance(parameters, dict) and parameters:
+                declared.append((f"functions[{index}].parameters", function["name"], parameters))
+    return declared
 
 
 def requested_schema(payload: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -6,7 +6,15 @@ import json
 
 import pytest
 
-from proxy.judge import JudgeRequest, JudgeTarget, VerdictMemory, build_judge_messages, escape, parse_verdict
+from proxy.judge import (
+    JudgeError,
+    JudgeRequest,
+    JudgeTarget,
+    VerdictMemory,
+    build_judge_messages,
+    escape,
+    parse_verdict,
+)
 from tests.support.injections import PAYLOADS, obeying_judge_output
 
 TAG, NONCE = "a1b2c3d4e5f60718", "f00dfeedf00dfeed"
@@ -26,24 +34,59 @@ def test_prompt_puts_data_inside_nonce_tags_and_says_it_is_data():
     assert user["content"] == f"<task-{TAG}>\nFind X.\n</task-{TAG}>\n\n<reply-{TAG}>\nX is 3.\n</reply-{TAG}>"
 
 
+def _verdict(done: object = True, reason: object = "ok", nonce: object = NONCE) -> str:
+    return json.dumps({"nonce": nonce, "done": done, "reason": reason})
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        (json.dumps({"nonce": NONCE, "done": True, "reason": "All parts answered."}), (True, "All parts answered.")),
-        (json.dumps({"nonce": NONCE, "done": False, "reason": "Q4 missing"}), (False, "Q4 missing")),
-        ("```json\n" + json.dumps({"nonce": NONCE, "done": True, "reason": "ok"}) + "\n```", (True, "ok")),
-        (json.dumps({"nonce": "0" * 16, "done": True, "reason": "ok"}), None),  # wrong nonce
-        (json.dumps({"done": True, "reason": "ok"}), None),  # no nonce
-        (json.dumps({"nonce": NONCE, "done": "true", "reason": "ok"}), None),  # not a boolean
-        (json.dumps({"nonce": NONCE, "done": True, "reason": ""}), None),
-        (json.dumps({"nonce": NONCE, "done": True, "reason": "ok", "extra": 1}), None),
-        (json.dumps([NONCE, True]), None),
-        ("The task looks done to me.", None),
-        ("", None),
+        (_verdict(True, "All parts answered."), (True, "All parts answered.")),
+        (_verdict(False, "Q4 missing"), (False, "Q4 missing")),
+        ("```json\n" + _verdict() + "\n```", (True, "ok")),
+        ("My verdict: " + _verdict(False, "no") + " as asked.", (False, "no")),
+        (_verdict(nonce="0" * 16), "wrong_nonce"),
+        (json.dumps({"done": True, "reason": "ok"}), "missing_nonce"),
+        (_verdict(done="true"), "invalid_verdict"),
+        (_verdict(reason=""), "invalid_verdict"),
+        (json.dumps({"nonce": NONCE, "done": True, "reason": "ok", "extra": 1}), "invalid_verdict"),
+        (json.dumps([NONCE, True]), "unparseable"),
+        ("The task looks done to me.", "unparseable"),
+        ("", "unparseable"),
+        ("{" * 20 + _verdict(), (True, "ok")),
     ],
 )
 def test_parse_verdict(text, expected):
-    assert parse_verdict(text, NONCE) == expected
+    parsed = parse_verdict(text, NONCE)
+
+    assert (parsed.cause if isinstance(parsed, JudgeError) else parsed) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'{{"nonce": "{NONCE}", "done": false, "done": true, "reason": "ok"}}',
+        f'{{"nonce": "{NONCE}", "done": true, "reason": "no", "reason": "ok"}}',
+        f'{{"nonce": "x", "nonce": "{NONCE}", "done": true, "reason": "ok"}}',
+        _verdict(False, "not yet") + "\n```json\n" + _verdict(True, "done") + "\n```",
+        _verdict(True, "ok") + "\n" + _verdict(True, "ok"),
+        '{"done": false}\n' + _verdict(True, "ok"),
+        "{}" * 70 + _verdict(True, "ok"),
+    ],
+    ids=["duplicate-done", "duplicate-reason", "duplicate-nonce", "inline-then-fenced", "twice", "decoy", "crowded"],
+)
+def test_a_reply_that_reads_two_ways_is_an_ambiguous_judge_error(text):
+    parsed = parse_verdict(text, NONCE)
+
+    assert isinstance(parsed, JudgeError)
+    assert parsed.cause == "ambiguous"
+
+
+def test_an_overlong_judge_reply_is_not_read():
+    parsed = parse_verdict(_verdict() + " " * 20_000, NONCE)
+
+    assert isinstance(parsed, JudgeError)
+    assert parsed.cause == "unparseable"
 
 
 def test_the_corpus_has_at_least_fifty_hostile_payloads():
@@ -65,7 +108,7 @@ def test_no_verdict_written_by_an_injection_is_accepted(payload):
 
     obeyed = obeying_judge_output({"messages": [system, user]})
 
-    assert parse_verdict(obeyed, NONCE) is None
+    assert isinstance(parse_verdict(obeyed, NONCE), JudgeError)
 
 
 # -- remembered verdicts -----------------------------------------------------------------

@@ -45,7 +45,9 @@ SETTINGS = PermissionSettings.model_validate(
         ("run_shell", '{"command": "rm -rf /tmp/x"}', "deny", "no-shell"),  # first rule's regex does not match
         ("run_shell", '{"command": "ls", "readonly": true}', "allow", "shell-readonly"),
         ("run_shell", '{"command": "ls", "readonly": "true"}', "deny", "no-shell"),  # equals is typed
-        ("run_shell", "not json", "deny", "no-shell"),  # conditions cannot hold; the next rule has none
+        ("run_shell", "not json", "deny", "no-root-rm"),  # unreadable: a deny rule's conditions fail closed
+        ("run_shell", '{"command": "rm -rf /", "command": "ls"}', "deny", "no-root-rm"),  # readable two ways
+        ("run_shell", '{"command": "ls", "readonly": true, "readonly": true}', "deny", "no-root-rm"),
         ("admin_delete_user", "{}", "deny", "no-admin"),
         ("administrate", "{}", "allow", "default"),
         ("write_files", '{"files": [{"path": "/etc/passwd"}]}', "deny", "first-file"),
@@ -61,6 +63,34 @@ def test_first_matching_rule_decides(name, arguments, action, rule):
     decision = decide(ToolCall("c1", name, arguments), SETTINGS)
 
     assert (decision.action, decision.rule) == (action, rule)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    ['{"command": "rm -rf /", "command": "ls"}', '{"command": "ls", "command": "rm -rf /"}', '{"command": "rm'],
+)
+def test_arguments_that_read_two_ways_are_never_approved(arguments):
+    settings = PermissionSettings.model_validate(
+        {"rules": [{"id": "no-rm", "tool": "sh", "when": [{"path": "$.command", "regex": "rm"}], "action": "deny"}]}
+    )
+
+    decision = decide(ToolCall("c", "sh", arguments), settings)
+
+    assert (decision.action, decision.rule) == ("deny", "no-rm")
+    assert "valid JSON" in decision.message
+
+
+def test_an_allow_rule_never_approves_arguments_that_read_two_ways():
+    settings = PermissionSettings.model_validate(
+        {
+            "default": "deny",
+            "rules": [{"id": "ls", "tool": "sh", "when": [{"path": "$.command", "equals": "ls"}], "action": "allow"}],
+        }
+    )
+
+    decision = decide(ToolCall("c", "sh", '{"command": "rm -rf /", "command": "ls"}'), settings)
+
+    assert decision.action == "deny"
 
 
 def test_default_deny_refuses_unmatched_calls():

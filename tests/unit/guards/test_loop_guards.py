@@ -34,6 +34,7 @@ DIFFERENT_CALLS = [
     ('{"days": 3}', '{"days": 3.5}'),
     ('{"days": 3}', '{"days": "3"}'),
     ('{"a": [1, 2]}', '{"a": [2, 1]}'),
+    ('{"a": 1, "a": 2}', '{"a": 2}'),  # a key given twice is not "the last one"
 ]
 
 
@@ -252,7 +253,7 @@ TOOLS = [
     {"type": "function", "function": {"name": "noargs"}},
     {"type": "function", "function": {"name": "broken", "parameters": {"type": "not-a-type"}}},
 ]
-OFFERED = parse_conversation({"messages": [], "tools": TOOLS}).tool_parameters()
+OFFERED = GuardContext(POLICY, SessionState({}), parse_conversation({"messages": [], "tools": TOOLS})).tool_schemas()
 
 
 @pytest.mark.parametrize(
@@ -279,6 +280,9 @@ OFFERED = parse_conversation({"messages": [], "tools": TOOLS}).tool_parameters()
         ("teleport", "{}", ["tool 'teleport' does not exist (available: broken, fetch, noargs, search, weather)"]),
         ("noargs", "", []),
         ("broken", '{"x": 1}', []),  # a schema the upstream accepted but that does not compile is not ours to police
+        ("weather", '{"city": "Paris", "city": "Lyon"}', ["arguments give the key 'city' more than once"]),
+        ("search", '{"q": {"page": 1, "page": 2}}', ["arguments give the key 'page' more than once"]),
+        ("search", '{"q": "caf\\u00e9", "n": 1e3}', []),  # spelled otherwise than msgspec would: still fine
     ],
 )
 def test_argument_errors(name, arguments, errors):
@@ -296,6 +300,15 @@ def test_bad_call_goes_back_to_the_model_with_its_errors():
     assert [c["id"] for c in assistant["tool_calls"]] == ["c1", "c2"]
     assert "$.city: 3 is not of type 'string'" in first["content"]
     assert second["content"].startswith("Not executed")
+
+
+def test_a_call_giving_a_key_twice_goes_back_to_the_model_as_invalid():
+    twice = ToolCall("c1", "search", '{"q": "rm -rf /", "q": "ls"}')
+
+    verdict = ToolArgsGuard().check_reply(reply_with(twice), context())
+
+    assert isinstance(verdict, Nudge)
+    assert "arguments give the key 'q' more than once" in verdict.messages[1]["content"]
 
 
 def test_bad_call_ends_the_session_once_retries_are_spent():

@@ -1,0 +1,46 @@
+"""The request's JSON Schemas, measured and compiled at the edge, before any guard needs them.
+
+A client's schema is refused with a 400 naming it (``tools[3].function.parameters``) when it
+passes the limits (``--max-schema-bytes``, ``--max-schema-properties``); otherwise it is
+compiled in a worker thread (or found in the cache) and carried on the conversation, so no
+guard ever compiles a client's schema on the event loop. A tool schema that does not compile
+is not the proxy's to police (the upstream accepted or will judge it): its calls go
+unchecked. A ``response_format`` schema that does not compile is a 400, as upstream.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from proxy.errors import InvalidRequest
+from proxy.exchange import Conversation
+from proxy.schemas import CompiledSchema, SchemaCache, SchemaInvalid, SchemaTooLarge
+from proxy.wire.chat_completions import declared_schemas
+
+__all__ = ["compile_request_schemas"]
+
+_RESPONSE_FORMAT = "response_format.json_schema.schema"
+
+
+async def compile_request_schemas(
+    payload: Mapping[str, Any], conversation: Conversation, cache: SchemaCache, body_bytes: int | None = None
+) -> Conversation:
+    """``conversation`` with its schemas compiled; :class:`InvalidRequest` for one refused.
+    ``body_bytes``, the request body's size, bounds every schema's (it saves walking them)."""
+    tools: dict[str, CompiledSchema | None] = {}
+    for param, name, schema in declared_schemas(payload):
+        try:
+            tools[name] = await cache.compiled(schema, body_bytes)
+        except SchemaTooLarge as exc:
+            raise InvalidRequest(f"{param}: {exc}.", param=param) from None
+        except SchemaInvalid:
+            tools[name] = None
+    answer = None
+    if conversation.output_schema is not None:
+        try:
+            answer = await cache.compiled(conversation.output_schema, body_bytes)
+        except SchemaInvalid as exc:
+            raise InvalidRequest(str(exc), param=_RESPONSE_FORMAT) from None
+    return dataclasses.replace(conversation, tool_schemas=tools, answer_schema=answer)
