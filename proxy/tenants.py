@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from proxy.addresses import blocked_reason
 from proxy.errors import AuthenticationFailed, PermissionDenied
 
 __all__ = [
@@ -34,9 +34,6 @@ __all__ = [
 KEY_HEADER = "x-loopwarden-key"
 """Carries the proxy key when ``Authorization`` carries the client's own provider key."""
 
-_BLOCKED_HOSTS = frozenset({"metadata.google.internal", "metadata", "instance-data"})
-
-
 class TenantsFileError(ValueError):
     """The tenants file cannot be used; the message names the file and the field."""
 
@@ -47,19 +44,14 @@ def hash_key(key: str) -> str:
 
 
 def check_upstream_url(url: str) -> str:
-    """Reject what no model API is: non-HTTP schemes, link-local and cloud metadata hosts."""
+    """Reject what no model API is: non-HTTP schemes, link-local and cloud metadata hosts,
+    in whatever notation the address is written (see :mod:`proxy.addresses`)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"upstream base_url must be an http(s) URL with a host, got {url!r}")
-    host = parts.hostname.lower()
-    if host in _BLOCKED_HOSTS:
-        raise ValueError(f"upstream host {host!r} is a cloud metadata endpoint")
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return url.rstrip("/")
-    if address.is_link_local or address.is_multicast or address.is_unspecified:
-        raise ValueError(f"upstream address {host} is link-local, multicast or unspecified")
+    reason = blocked_reason(parts.hostname)
+    if reason is not None:
+        raise ValueError(reason)
     return url.rstrip("/")
 
 

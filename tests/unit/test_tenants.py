@@ -52,7 +52,7 @@ def test_upper_case_digest_is_accepted(tmp_path):
         (GOOD.replace("api_key_env: ACME_KEY", "api_key_env: ACME_KEY, forward_client_key: true"), ENV, "exactly one"),
         (GOOD.replace("default_policy: strict", "default_policy: lenient"), ENV, "default_policy"),
         (GOOD.replace("https://api.example.com/v1/", "file:///etc/passwd"), ENV, "base_url"),
-        (GOOD.replace("https://api.example.com/v1/", "http://169.254.169.254/latest"), ENV, "link-local"),
+        (GOOD.replace("https://api.example.com/v1/", "http://169.254.169.254/latest"), ENV, "metadata endpoint"),
         (GOOD.replace("https://api.example.com/v1/", "http://metadata.google.internal/"), ENV, "metadata"),
         (GOOD + "    colour: blue\n", ENV, "colour"),
         (GOOD + GOOD.replace("tenants:\n", ""), ENV, "duplicate tenant name"),
