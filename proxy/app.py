@@ -202,11 +202,11 @@ def create_app(
     async def inspect_session(request: Request[Any, Any, Any], session_id: FromPath[str]) -> dict[str, object]:
         """A session's counters, budgets left and ending; only the caller's tenant's own (else 404)."""
         credentials = directory.authenticate(
-            request.headers.get("authorization"), request.headers.get("x-loopwarden-key")
+            request.headers.get("authorization"), request.headers.get("x-loopwarden-key"), identified=True
         )
         policy = routes.policy_for(credentials.tenant, request.headers.get("x-loopwarden-policy"))
         try:
-            state = await state_store.load(session_key(credentials.tenant.name, session_id))
+            state = await state_store.load(session_key(credentials.namespace, session_id))
         except StoreUnavailable:
             raise ServiceUnavailable("Session state is unavailable; try again shortly.") from None
         if state.is_new:
@@ -218,17 +218,19 @@ def create_app(
         status_code=200,
         media_type=MediaType.JSON,
         security=AUTHENTICATED,
-        responses=error_responses(400, 401, 503),
+        responses=error_responses(400, 401, 404, 503),
     )
     async def reset_session(request: Request[Any, Any, Any], session_id: FromPath[str]) -> dict[str, object]:
-        """Forget a session (its budgets, strikes and ending); only the caller's tenant's own."""
+        """Forget a session (its budgets, strikes and ending); only the caller's tenant's own (else 404)."""
         credentials = directory.authenticate(
-            request.headers.get("authorization"), request.headers.get("x-loopwarden-key")
+            request.headers.get("authorization"), request.headers.get("x-loopwarden-key"), identified=True
         )
         try:
-            existed = await state_store.reset(session_key(credentials.tenant.name, session_id))
+            existed = await state_store.reset(session_key(credentials.namespace, session_id))
         except StoreUnavailable:
             raise ServiceUnavailable("Session state is unavailable; try again shortly.") from None
+        if not existed:
+            raise RouteNotFound(f"No session {session_id!r} for this API key.", param="session_id")
         return {"id": session_id, "object": "loopwarden.session.deleted", "deleted": existed}
 
     async def on_startup() -> None:

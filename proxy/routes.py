@@ -118,7 +118,7 @@ class ProxyRoutes:
             except SchemaInvalid as exc:
                 raise InvalidRequest(str(exc), param="response_format.json_schema.schema") from None
         session = identify(
-            credentials.tenant.name, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id")
+            credentials.namespace, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id")
         )
         call = ChatCall(
             tenant=credentials.tenant.name,

@@ -197,7 +197,9 @@ def test_delete_resets_an_ended_session(proxy, upstream):
     client = sdk(proxy, default_headers={"X-Session-Id": "to-reset"})
     client.chat.completions.create(model="m", messages=MESSAGES)
 
-    deleted = httpx.delete(f"{proxy.base_url}/loopwarden/sessions/to-reset", headers={"Authorization": "Bearer sk-p"})
+    deleted = httpx.delete(
+        f"{proxy.base_url}/loopwarden/sessions/to-reset", headers={"Authorization": "Bearer sk-provider"}
+    )
     upstream.script(Json(chat_completion("Working again.")))
     after = client.chat.completions.create(model="m", messages=MESSAGES)
 

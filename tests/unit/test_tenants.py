@@ -142,3 +142,39 @@ def test_ordinary_upstream_urls_are_accepted(url):
 def test_dangerous_upstream_urls_are_rejected(url):
     with pytest.raises(ValueError, match="upstream"):
         check_upstream_url(url)
+
+
+OPEN = TenantDirectory.open("https://api.example.com/v1")
+
+
+@pytest.mark.parametrize("requested", ["strict", "lenient", "candidate"])
+def test_the_implicit_tenant_may_choose_any_policy(requested):
+    tenant = OPEN.authenticate("Bearer sk-a", None).tenant
+
+    assert tenant.choose_policy(requested) == requested
+
+
+def test_without_tenants_file_callers_with_different_keys_get_different_namespaces():
+    first = OPEN.authenticate("Bearer sk-first", None).namespace
+    second = OPEN.authenticate("Bearer sk-second", None).namespace
+
+    assert first != second
+    assert OPEN.authenticate("Bearer sk-first", None).namespace == first
+
+
+def test_the_session_namespace_does_not_contain_the_key():
+    namespace = OPEN.authenticate("Bearer sk-secret-provider-key", None).namespace
+
+    assert "sk-secret" not in namespace
+    assert namespace.startswith("default.")
+    assert ":" not in namespace
+
+
+def test_with_a_tenants_file_the_namespace_is_the_tenant(tmp_path):
+    assert _load(tmp_path, GOOD).authenticate(f"Bearer {KEY}", None).namespace == "acme"
+
+
+@pytest.mark.parametrize("authorization", [None, "", "   "])
+def test_without_tenants_file_the_sessions_api_needs_authorization(authorization):
+    with pytest.raises(AuthenticationFailed):
+        OPEN.authenticate(authorization, None, identified=True)
