@@ -36,7 +36,7 @@ from proxy.http import (
     send_reply,
     upstream_request_headers,
 )
-from proxy.logs import log_event
+from proxy.logs import log_event, logger
 from proxy.metrics import Metrics
 from proxy.pipeline import ChatCall, Outcome, Pipeline
 from proxy.policy.loader import PolicyRegistry
@@ -120,6 +120,12 @@ class ProxyRoutes:
         session = identify(
             credentials.namespace, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id")
         )
+        if logger.isEnabledFor(logging.DEBUG):  # why a session continued or started over
+            log_event(
+                "session_identified",
+                {"session": session.id, "derived": session.derived, "fresh": session.fresh, "policy": policy.name},
+                logging.DEBUG,
+            )
         call = ChatCall(
             tenant=credentials.tenant.name,
             policy=policy,
@@ -154,7 +160,7 @@ class ProxyRoutes:
 
     def policy_for(self, tenant: Tenant, requested: str | None) -> Policy:
         """The tenant's policy for this request; 403 for one it may not use."""
-        name = tenant.choose_policy(requested.strip() if requested else None)
+        name = tenant.choose_policy(_utf8(requested))
         policy = self._policies.get(name)
         if policy is None:
             raise PermissionDenied(f"Policy {name!r} does not exist.", param="policy")
@@ -348,6 +354,16 @@ class _ResponseTracker:
         elif self._timing.first_byte is None and message.get("body"):
             self._timing.first_byte = self._timing.elapsed()
         await self._send(message)  # type: ignore[arg-type]
+
+
+def _utf8(value: str | None) -> str | None:
+    """A header value as text: servers decode header bytes as latin-1, clients send UTF-8."""
+    if value is None or not value.strip():
+        return None
+    try:
+        return value.encode("latin-1").decode("utf-8", "replace").strip()
+    except UnicodeEncodeError:  # already text
+        return value.strip()
 
 
 def _text_header(scope: HTTPScope, name: bytes) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -98,7 +99,23 @@ class Settings(BaseSettings):
     )
     shutdown_timeout: float = Field(30.0, ge=0, description="Seconds in-flight requests get to finish on SIGTERM.")
 
+    def loggable(self) -> dict[str, object]:
+        """The settings as a log line may show them: credentials inside URLs masked."""
+        values = self.model_dump(mode="json")
+        for name in ("upstream", "redis_url", "otel_endpoint"):
+            if isinstance(values.get(name), str):
+                values[name] = _mask_credentials(values[name])
+        return values
+
     @field_validator("upstream")
     @classmethod
     def _strip_trailing_slash(cls, value: str | None) -> str | None:
         return value.rstrip("/") if value else value
+
+
+def _mask_credentials(url: str) -> str:
+    """``redis://:secret@host:6379/0`` → ``redis://***@host:6379/0``."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))

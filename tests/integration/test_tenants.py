@@ -162,3 +162,14 @@ def test_without_tenants_file_a_policy_that_does_not_exist_is_403(proxy, upstrea
 
     assert_openai_error(reply, 403, "permission_denied")
     assert upstream.requests == []
+
+
+def test_a_non_ascii_policy_name_comes_back_intact_in_the_403(tenant_proxy, upstream):
+    reply = httpx.post(
+        f"{tenant_proxy.base_url}/chat/completions",
+        json={"model": "m", "messages": MESSAGES},
+        headers={"Authorization": f"Bearer {ACME_KEY}", "X-LoopWarden-Policy": "stríct".encode()},
+    )
+
+    error = assert_openai_error(reply, 403, "permission_denied")
+    assert "stríct" in error["message"]
