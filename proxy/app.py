@@ -14,7 +14,6 @@ from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFou
 from litestar.openapi import ResponseSpec
 from litestar.params import FromPath
 from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
-from prometheus_client import CONTENT_TYPE_LATEST
 
 from proxy.errors import MethodNotAllowed, ProxyError, RouteNotFound, ServiceUnavailable
 from proxy.guards import default_request_guards, default_response_guards
@@ -182,11 +181,6 @@ def create_app(
             return Response({"status": "state store unavailable"}, status_code=HTTP_503_SERVICE_UNAVAILABLE)
         return Response({"status": "ready"})
 
-    @get("/metrics", media_type="text/plain")
-    async def metrics_route() -> Response[bytes]:
-        """Prometheus text format."""
-        return Response(series.exposition(), media_type=CONTENT_TYPE_LATEST)
-
     @route(_SESSION, http_method=HttpMethod.OPTIONS, status_code=204, include_in_schema=False)
     async def session_options() -> Response[None]:
         """Registered before GET and DELETE: litestar's automatic OPTIONS answer would be
@@ -260,7 +254,6 @@ def create_app(
             passthrough,
             healthz,
             readyz,
-            metrics_route,
             session_options,  # before the sessions' GET and DELETE (see there)
             inspect_session,
             reset_session,

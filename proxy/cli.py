@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from proxy.logs import configure_logging, log_event
+from proxy.metrics_listener import MetricsListenError
 from proxy.policy.loader import PolicyError, load_policies, load_policy_file, policy_files
 from proxy.policy.models import Policy
 from proxy.settings import Settings
@@ -206,5 +207,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"loopwarden: {exc}", file=sys.stderr)
         return 2
     log_event("serving", {"host": settings.host, "port": settings.port})
-    server.run()
+    try:
+        server.run()
+    except MetricsListenError as exc:
+        print(f"loopwarden: {exc.strerror}", file=sys.stderr)
+        return 2
     return 0

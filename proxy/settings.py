@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings"]
@@ -25,6 +25,14 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Address to listen on.")
     port: int = Field(8080, ge=0, le=65535, description="Port to listen on (0 picks a free one).")
+    metrics_host: str = Field(
+        "127.0.0.1",
+        description="Address of the metrics listener (/metrics names every tenant's usage: keep it off the API "
+        "address; 0.0.0.0 where Prometheus scrapes the pod).",
+    )
+    metrics_port: int = Field(
+        9464, ge=0, le=65535, description="Port of the metrics listener, never the API port (0 picks a free one)."
+    )
     upstream: str | None = Field(
         None,
         description="Base URL of the model API, e.g. https://api.openai.com/v1. "
@@ -106,6 +114,12 @@ class Settings(BaseSettings):
             if isinstance(values.get(name), str):
                 values[name] = _mask_credentials(values[name])
         return values
+
+    @model_validator(mode="after")
+    def _metrics_apart(self) -> Settings:
+        if self.metrics_port and self.metrics_port == self.port:
+            raise ValueError("metrics_port must differ from port: metrics are never served on the API port")
+        return self
 
     @field_validator("upstream")
     @classmethod

@@ -77,7 +77,7 @@ def test_keys_appear_in_no_log_line_metric_or_error_body(tenants_proxy, upstream
             f"{tenants_proxy.base_url}/models", headers={"Authorization": "Bearer " + KEYS["alpha"][:-1] + "x"}
         ).text,
     ]
-    metrics = httpx.get(f"{tenants_proxy.url}/metrics").text
+    metrics = httpx.get(f"{tenants_proxy.metrics_url}/metrics").text
     logged = "\n".join(JsonFormatter().format(record) for record in log_records)
 
     for secret in (*KEYS.values(), "sk-provider-" + "9" * 20):

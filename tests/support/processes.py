@@ -20,7 +20,8 @@ def free_port() -> int:
 
 
 def spawn(args: Sequence[str], env: dict[str, str] | None = None, log: Path | None = None) -> subprocess.Popen[str]:
-    """``python -m proxy ARGS`` with the test's interpreter; stderr captured.
+    """``python -m proxy ARGS`` with the test's interpreter; stderr captured. Its metrics
+    listener takes a free port (``LOOPWARDEN_METRICS_PORT=0``) unless ``env`` or ARGS say otherwise.
 
     Under load a proxy logs more than a pipe holds, and a full pipe would block it: pass
     ``log`` to send stderr to that file instead.
@@ -29,7 +30,7 @@ def spawn(args: Sequence[str], env: dict[str, str] | None = None, log: Path | No
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "proxy", *args],
-            env={**os.environ, **(env or {})},
+            env={**os.environ, "LOOPWARDEN_METRICS_PORT": "0", **(env or {})},
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
