@@ -6,6 +6,8 @@ WORKDIR /src
 RUN python -m venv /opt/loopwarden
 COPY pyproject.toml README.md ./
 COPY proxy ./proxy
+# proxy/policies links to ../policies: the wheel ships the policies and prices as package data.
+COPY policies ./policies
 # hadolint ignore=DL3013
 RUN /opt/loopwarden/bin/pip install ".[otel]"
 

@@ -7,6 +7,7 @@ import contextlib
 import gc
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from litestar import HttpMethod, Litestar, MediaType, Request, Response, asgi, delete, get, route
@@ -18,10 +19,11 @@ from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
 from proxy.errors import MethodNotAllowed, ProxyError, RouteNotFound, ServiceUnavailable
 from proxy.guards import default_request_guards, default_response_guards
 from proxy.judge import Judge
+from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.openapi import AUTHENTICATED, describe_raw_routes, error_responses, openapi_config
 from proxy.pipeline import Pipeline
-from proxy.policy.loader import PolicyError, PolicyRegistry
+from proxy.policy.loader import BUNDLED_POLICIES, PolicyError, PolicyRegistry
 from proxy.pricing import load_pricing
 from proxy.recording import Recorder
 from proxy.routes import ProxyRoutes, Readiness
@@ -65,6 +67,12 @@ def _check_recording(policies: PolicyRegistry, settings: Settings) -> None:
         policy = policies.get(name)
         if policy is not None and policy.recording.enabled and policy.recording.redis_stream and not settings.redis_url:
             raise PolicyError(f"policy {name!r} records to a Redis stream, but no --redis-url is set")
+
+
+def _pricing_path(policies_dir: Path) -> Path:
+    """The directory's ``pricing.yaml``, else the shipped one: cost budgets need prices."""
+    own = policies_dir / "pricing.yaml"
+    return own if own.exists() else BUNDLED_POLICIES / "pricing.yaml"
 
 
 def load_tenant_directory(settings: Settings) -> TenantDirectory:
@@ -132,14 +140,24 @@ def create_app(
 ) -> Litestar:
     """Assemble the proxy. Every collaborator can be injected; defaults come from ``settings``."""
     directory = tenants or load_tenant_directory(settings)
-    registry = policies or PolicyRegistry(settings.policies_dir)
+    registry = policies or PolicyRegistry(settings.policies_dir or BUNDLED_POLICIES)
     _check_tenant_policies(directory, registry)
     _check_recording(registry, settings)
     series = metrics or Metrics()
     client = upstream or UpstreamClient(settings, metrics=series)
     state_store = store or build_store(settings)
     ready = readiness or Readiness()
-    prices = load_pricing(settings.policies_dir / "pricing.yaml")
+    prices_path = _pricing_path(registry.directory)
+    prices = load_pricing(prices_path)
+    log_event(
+        "configuration",
+        {
+            "policies_dir": str(registry.directory),
+            "policies": registry.names,
+            "pricing": str(prices_path),
+            "priced_models": len(prices.prices),
+        },
+    )
     steps = recorder or Recorder(settings.redis_url, cluster=settings.redis_cluster, timeout=settings.redis_timeout)
     pipeline = Pipeline(
         client,

@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 
 from proxy.logs import configure_logging, log_event
 from proxy.metrics_listener import MetricsListenError
-from proxy.policy.loader import PolicyError, load_policies, load_policy_file, policy_files
+from proxy.policy.loader import BUNDLED_POLICIES, PolicyError, load_policies, load_policy_file, policy_files
 from proxy.policy.models import Policy
 from proxy.settings import Settings
 from proxy.tenants import TenantsFileError, hash_key
@@ -120,7 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("file", nargs="?", help="A JSON Lines recording (omit with --redis-stream).")
     replay.add_argument("--policy", required=True, help="The policy to replay with (a name, or a .yaml file).")
-    replay.add_argument("--policies-dir", default="policies", help="Where named policies live (default: policies).")
+    replay.add_argument(
+        "--policies-dir",
+        type=Path,
+        default=BUNDLED_POLICIES,
+        help="Where named policies live (default: the policies shipped with LoopWarden).",
+    )
     replay.add_argument("--session", help="Replay only this session id (default: every session recorded).")
     replay.add_argument(
         "--judge",

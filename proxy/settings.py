@@ -41,8 +41,10 @@ class Settings(BaseSettings):
     tenants_file: Path | None = Field(
         None, description="YAML tenants file; without it one tenant, `default`, forwards the client's key."
     )
-    policies_dir: Path = Field(
-        Path("policies"), description="Directory of policy YAML files (built-in defaults when absent)."
+    policies_dir: Path | None = Field(
+        None,
+        description="Directory of policy YAML files and pricing.yaml (default: the ones shipped with LoopWarden; "
+        "a directory without pricing.yaml uses the shipped prices).",
     )
     policy_reload_interval: float = Field(
         2.0, ge=0, description="Seconds between checks for changed policy files (0 = only on SIGHUP)."

@@ -19,9 +19,22 @@ from pydantic import ValidationError
 from proxy.logs import log_event
 from proxy.policy.models import Policy
 
-__all__ = ["NOT_POLICIES", "PolicyError", "PolicyRegistry", "load_policies", "load_policy_file", "policy_files"]
+__all__ = [
+    "BUNDLED_POLICIES",
+    "NOT_POLICIES",
+    "PolicyError",
+    "PolicyRegistry",
+    "load_policies",
+    "load_policy_file",
+    "policy_files",
+]
 
 NOT_POLICIES = frozenset({"pricing.yaml"})
+
+BUNDLED_POLICIES = Path(__file__).parent.parent / "policies"
+"""The policies and ``pricing.yaml`` shipped with LoopWarden as package data: the repository's
+top-level ``policies/`` (``proxy/policies`` links to it, and the wheel carries its files), so an
+installed proxy started anywhere has ``strict``, ``lenient`` and the price table."""
 
 
 class PolicyError(ValueError):

@@ -181,3 +181,33 @@ def test_log_level_debug_logs_more_than_info(upstream, processes):
 
     assert events["info"] < events["debug"]
     assert {"settings", "session_identified"} <= events["debug"] - events["info"]
+
+
+def test_serve_outside_the_checkout_has_the_shipped_policies_and_prices(upstream, processes, tmp_path):
+    port, metrics_port = free_port(), free_port()
+    process = spawn(
+        ["serve", "--upstream", upstream.url, "--port", str(port), "--metrics-port", str(metrics_port)], cwd=tmp_path
+    )
+    processes.append(process)
+    wait_healthy(f"http://127.0.0.1:{port}", process)
+    reply = chat_completion()
+    reply["model"] = "gpt-4o"
+    reply["usage"] = {"prompt_tokens": 1000, "completion_tokens": 1000, "total_tokens": 2000}
+    upstream.script(Json(reply))
+
+    response = httpx.post(
+        f"http://127.0.0.1:{port}/v1/chat/completions",
+        json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+        headers={"Authorization": "Bearer sk-p", "X-LoopWarden-Policy": "strict"},
+    )
+    metrics = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").text
+    process.send_signal(signal.SIGTERM)
+    logged = [json.loads(line) for line in process.communicate(timeout=20)[1].splitlines() if line.startswith("{")]
+
+    assert response.status_code == 200, response.text
+    assert response.headers["x-loopwarden-policy"] == "strict"
+    assert 'loopwarden_cost_usd_total{policy="strict",tenant="default"} 0.0125' in metrics
+    (configuration,) = [line for line in logged if line["event"] == "configuration"]
+    assert {"default", "strict", "lenient"} <= set(configuration["policies"])
+    assert configuration["pricing"].endswith("pricing.yaml")
+    assert configuration["priced_models"] > 0

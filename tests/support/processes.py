@@ -19,7 +19,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def spawn(args: Sequence[str], env: dict[str, str] | None = None, log: Path | None = None) -> subprocess.Popen[str]:
+def spawn(
+    args: Sequence[str], env: dict[str, str] | None = None, log: Path | None = None, cwd: Path | None = None
+) -> subprocess.Popen[str]:
     """``python -m proxy ARGS`` with the test's interpreter; stderr captured. Its metrics
     listener takes a free port (``LOOPWARDEN_METRICS_PORT=0``) unless ``env`` or ARGS say otherwise.
 
@@ -34,6 +36,7 @@ def spawn(args: Sequence[str], env: dict[str, str] | None = None, log: Path | No
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
+            cwd=cwd,
         )
     finally:
         if log is not None:
