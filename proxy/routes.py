@@ -54,6 +54,7 @@ __all__ = ["ProxyRoutes", "Readiness"]
 
 _decode = msgspec.json.decode
 _T = TypeVar("_T")
+_EVENT_STREAM = b"text/event-stream"
 _WATCH_AFTER = 0.03
 """Seconds before a streamed request starts watching for its client leaving."""
 _Handler = Callable[[HTTPScope, Receive, "_ResponseTracker"], Awaitable[dict[str, object]]]
@@ -107,7 +108,7 @@ class ProxyRoutes:
             raise MethodNotAllowed(
                 f"Method {scope['method']} is not allowed on /v1/chat/completions; use POST.", headers={"Allow": "POST"}
             )
-        credentials = self._authenticate(scope)
+        credentials = self._authenticate(scope, tracker)
         policy = self.policy_for(credentials.tenant, header(scope, b"x-loopwarden-policy"))
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         payload = _parse_object(body)
@@ -180,7 +181,7 @@ class ProxyRoutes:
         await self._answer(outcome.upstream, send, facts, own=outcome.headers)
 
     async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: _ResponseTracker) -> dict[str, object]:
-        credentials = self._authenticate(scope)
+        credentials = self._authenticate(scope, tracker)
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         headers = upstream_request_headers(client_headers(scope), credentials.upstream_authorization)
         path = scope["raw_path"].split(b"?", 1)[0].decode("latin-1")
@@ -194,8 +195,11 @@ class ProxyRoutes:
 
     # -- shared steps ---------------------------------------------------------------
 
-    def _authenticate(self, scope: HTTPScope) -> Credentials:
-        return self._tenants.authenticate(header(scope, b"authorization"), header(scope, b"x-loopwarden-key"))
+    def _authenticate(self, scope: HTTPScope, tracker: _ResponseTracker) -> Credentials:
+        """The caller; its tenant is noted at once, so a later failure is counted against it."""
+        credentials = self._tenants.authenticate(header(scope, b"authorization"), header(scope, b"x-loopwarden-key"))
+        tracker.tenant = credentials.tenant.name
+        return credentials
 
     async def _guarded(self, handler: _Handler, scope: Scope, receive: Receive, send: Send, route: str) -> None:
         """Run a handler; turn every failure into an OpenAI-shaped answer, a metric and one log line."""
@@ -225,6 +229,8 @@ class ProxyRoutes:
             self._metrics.in_flight.dec()
         overhead = timing.overhead()
         status_class = f"{status // 100}xx" if isinstance(status, int) else status
+        if state.tenant is not None:
+            facts.setdefault("tenant", state.tenant)
         self._metrics.of(self._metrics.requests, str(facts.get("tenant", "-")), route, status_class).inc()
         self._metrics.of(self._metrics.overhead, route).observe(overhead)
         if timing.first_byte is not None:
@@ -334,25 +340,32 @@ class _ResponseTracker:
     """Wraps ``send``: knows whether the response started and with which status, stamps the
     proxy's overhead on every reply, and notes when a streamed body's first bytes left."""
 
-    __slots__ = ("_send", "_timing", "finished", "started", "status")
+    __slots__ = ("_send", "_timing", "finished", "started", "status", "streaming", "tenant")
 
     def __init__(self, send: Send, timing: RequestTiming) -> None:
         self._send = send
         self._timing = timing
         self.started = False
         self.finished = False
+        self.streaming = False
         self.status: int = 0
+        self.tenant: str | None = None
+        """The authenticated tenant, once known (for the metric and log line of a failure)."""
 
     async def send(self, message: dict[str, object]) -> None:
         if message["type"] == "http.response.start":
             self.started = True
             self.status = int(message["status"])  # type: ignore[call-overload]
+            headers: list[tuple[bytes, bytes]] = message["headers"]  # type: ignore[assignment]
+            self.streaming = any(k.lower() == b"content-type" and v.startswith(_EVENT_STREAM) for k, v in headers)
             overhead = f"{self._timing.overhead() * 1000:.3f}".encode()
-            message["headers"] = [*message["headers"], (b"x-loopwarden-overhead-ms", overhead)]  # type: ignore[misc]
-        elif not message.get("more_body"):
-            self.finished = True
-        elif self._timing.first_byte is None and message.get("body"):
-            self._timing.first_byte = self._timing.elapsed()
+            message["headers"] = [*headers, (b"x-loopwarden-overhead-ms", overhead)]
+        else:
+            # A stream's first bytes, whether it comes in chunks or all at once (an ending replayed).
+            if self.streaming and self._timing.first_byte is None and message.get("body"):
+                self._timing.first_byte = self._timing.elapsed()
+            if not message.get("more_body"):
+                self.finished = True
         await self._send(message)  # type: ignore[arg-type]
 
 

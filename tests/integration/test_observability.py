@@ -143,7 +143,6 @@ def test_requests_are_counted_by_status(observed):
     metrics = observed["metrics"]
 
     assert sample(metrics, "loopwarden_requests_total", route="chat.completions", status="2xx", tenant="default") == 3.0
-    assert sample(metrics, "loopwarden_requests_total", route="chat.completions", status="4xx", tenant="-") == 1.0
     assert sample(metrics, "loopwarden_requests_total", route="passthrough", status="2xx", tenant="default") == 1.0
 
 
@@ -258,3 +257,45 @@ def test_metrics_and_api_on_one_port_is_refused():
     assert Settings(upstream="http://u", port=8080, metrics_port=9000).metrics_port == 9000
     with pytest.raises(ValidationError, match="metrics_port must differ"):
         Settings(upstream="http://u", port=8080, metrics_port=8080)
+
+
+def test_upstream_calls_are_counted_by_purpose(observed):
+    metrics = observed["metrics"]
+
+    def calls(purpose: str) -> float:
+        return sample(metrics, "loopwarden_upstream_calls_total", purpose=purpose, policy="default", tenant="default")
+
+    assert (calls("agent"), calls("nudge"), calls("judge")) == (3.0, 6.0, 1.0)
+
+
+def test_an_error_after_authentication_is_counted_against_the_tenant(observed):
+    metrics = observed["metrics"]
+
+    assert sample(metrics, "loopwarden_requests_total", route="chat.completions", status="4xx", tenant="default") == 1
+    assert 'tenant="-"' not in metrics
+    (line,) = [line for line in observed["logs"] if line["event"] == "request" and line["status"] == 400]
+    assert line["tenant"] == "default"
+
+
+def _first_byte_count(proxy) -> float:
+    for line in httpx.get(f"{proxy.metrics_url}/metrics").text.splitlines():
+        if line.startswith("loopwarden_stream_first_byte_seconds_count "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError("no loopwarden_stream_first_byte_seconds_count")
+
+
+def test_time_to_first_byte_is_observed_for_a_stream_sent_in_one_go(proxy, upstream):
+    empty = Json(chat_completion(None))
+    upstream.script(empty, empty, empty, Json(chat_completion("The ending.")))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+    headers = {"X-Session-Id": "ended"}
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], extra_headers=headers)
+    before = _first_byte_count(proxy)
+
+    replayed = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "x"}], extra_headers=headers, stream=True
+    )
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in replayed if chunk.choices)
+
+    assert text  # the ending, replayed as a stream without calling upstream
+    assert (before, _first_byte_count(proxy)) == (0.0, 1.0)
