@@ -211,3 +211,23 @@ def test_serve_outside_the_checkout_has_the_shipped_policies_and_prices(upstream
     assert {"default", "strict", "lenient"} <= set(configuration["policies"])
     assert configuration["pricing"].endswith("pricing.yaml")
     assert configuration["priced_models"] > 0
+
+
+def test_a_metrics_port_in_use_exits_2_naming_it(upstream):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "proxy", "serve", "--upstream", upstream.url, "--port", str(free_port())]
+            + ["--metrics-port", str(busy)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+    assert result.returncode == 2
+    assert f"cannot listen for metrics on 127.0.0.1:{busy}" in result.stderr
+    assert "Traceback" not in result.stderr
