@@ -220,9 +220,9 @@ def test_a_metrics_port_in_use_exits_2_naming_it(upstream):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         busy = taken.getsockname()[1]
+        command = [sys.executable, "-m", "proxy", "serve", "--upstream", upstream.url, "--port", str(free_port())]
         result = subprocess.run(
-            [sys.executable, "-m", "proxy", "serve", "--upstream", upstream.url, "--port", str(free_port())]
-            + ["--metrics-port", str(busy)],
+            [*command, "--metrics-port", str(busy)],
             capture_output=True,
             text=True,
             timeout=30,
