@@ -82,6 +82,12 @@ def _hash_key(given: str | None) -> int:
     return 0
 
 
+def _default_policies_dir() -> Path:
+    """The directory ``serve`` loads when given no ``--policies-dir``."""
+    configured = os.environ.get("LOOPWARDEN_POLICIES_DIR")
+    return Path(configured) if configured else BUNDLED_POLICIES
+
+
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -113,7 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
         "key", nargs="?", help="The key (when omitted: a prompt on a terminal, else the first line of stdin)."
     )
     check = commands.add_parser("check-policies", help="Validate the policy files of a directory, then exit.")
-    check.add_argument("directory", nargs="?", default="policies", help="Policy directory (default: policies).")
+    check.add_argument(
+        "directory",
+        nargs="?",
+        type=Path,
+        help="Policy directory (default: what serve loads: $LOOPWARDEN_POLICIES_DIR, else the shipped policies).",
+    )
     commands.add_parser("policy-schema", help="Print the JSON Schema of policy files.")
     replay = commands.add_parser(
         "replay", help="Run recorded sessions through a policy's guards offline and show what it would have done."
@@ -123,8 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--policies-dir",
         type=Path,
-        default=BUNDLED_POLICIES,
-        help="Where named policies live (default: the policies shipped with LoopWarden).",
+        help="Where named policies live (default: $LOOPWARDEN_POLICIES_DIR, else the shipped policies).",
     )
     replay.add_argument("--session", help="Replay only this session id (default: every session recorded).")
     replay.add_argument(
@@ -152,7 +162,7 @@ def _replay(args: argparse.Namespace) -> int:
     from proxy.replay import format_result, read_records, read_stream, replay_session, sessions_of
 
     try:
-        policy = _replay_policy(args.policy, Path(args.policies_dir))
+        policy = _replay_policy(args.policy, args.policies_dir or _default_policies_dir())
         if args.redis_stream:
             url = args.redis_url or os.environ.get("LOOPWARDEN_REDIS_URL")
             if not url:
@@ -191,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "hash-key":
         return _hash_key(args.key)
     if args.command == "check-policies":
-        return _check_policies(Path(args.directory))
+        return _check_policies(args.directory or _default_policies_dir())
     if args.command == "policy-schema":
         sys.stdout.write(policy_schema_json())
         return 0

@@ -231,3 +231,13 @@ def test_a_metrics_port_in_use_exits_2_naming_it(upstream):
     assert result.returncode == 2
     assert f"cannot listen for metrics on 127.0.0.1:{busy}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_check_policies_without_a_directory_checks_what_serve_loads(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "proxy", "check-policies"], capture_output=True, text=True, timeout=30, cwd=tmp_path
+    )
+
+    assert result.returncode == 0, result.stderr
+    checked = {line.split("  mode=")[0] for line in result.stdout.splitlines()}
+    assert {"ok  default", "ok  strict", "ok  lenient"} <= checked
