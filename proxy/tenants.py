@@ -158,7 +158,7 @@ def caller_namespace(tenant: str, authorization: str | None) -> str:
     truncated to 128 bits: stable across restarts and replicas, and not reversible to the
     key, which is never stored or logged. Callers without ``Authorization`` share the bare
     tenant namespace (they can use no sessions API)."""
-    value = (authorization or "").strip()
+    value = _bearer(authorization) or (authorization or "").strip()  # "bearer K" and "Bearer K" are one caller
     if not value:
         return tenant
     return f"{tenant}.{hashlib.sha256(_NAMESPACE_SALT + value.encode()).hexdigest()[:32]}"

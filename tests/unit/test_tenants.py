@@ -178,3 +178,7 @@ def test_with_a_tenants_file_the_namespace_is_the_tenant(tmp_path):
 def test_without_tenants_file_the_sessions_api_needs_authorization(authorization):
     with pytest.raises(AuthenticationFailed):
         OPEN.authenticate(authorization, None, identified=True)
+
+
+def test_the_namespace_does_not_depend_on_how_the_bearer_scheme_is_spelled():
+    assert OPEN.authenticate("bearer sk-a", None).namespace == OPEN.authenticate("Bearer  sk-a ", None).namespace
