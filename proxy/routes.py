@@ -357,7 +357,9 @@ class _ResponseTracker:
             self.started = True
             self.status = int(message["status"])  # type: ignore[call-overload]
             headers: list[tuple[bytes, bytes]] = message["headers"]  # type: ignore[assignment]
-            self.streaming = any(k.lower() == b"content-type" and v.startswith(_EVENT_STREAM) for k, v in headers)
+            self.streaming = any(
+                k.lower() == b"content-type" and v.lower().startswith(_EVENT_STREAM) for k, v in headers
+            )
             overhead = f"{self._timing.overhead() * 1000:.3f}".encode()
             message["headers"] = [*headers, (b"x-loopwarden-overhead-ms", overhead)]
         else:
