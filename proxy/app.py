@@ -7,6 +7,7 @@ import contextlib
 import gc
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from litestar import HttpMethod, Litestar, MediaType, Request, Response, asgi, delete, get, route
@@ -14,15 +15,15 @@ from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFou
 from litestar.openapi import ResponseSpec
 from litestar.params import FromPath
 from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
-from prometheus_client import CONTENT_TYPE_LATEST
 
 from proxy.errors import MethodNotAllowed, ProxyError, RouteNotFound, ServiceUnavailable
 from proxy.guards import default_request_guards, default_response_guards
 from proxy.judge import Judge
+from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.openapi import AUTHENTICATED, describe_raw_routes, error_responses, openapi_config
 from proxy.pipeline import Pipeline
-from proxy.policy.loader import PolicyError, PolicyRegistry
+from proxy.policy.loader import BUNDLED_POLICIES, PolicyError, PolicyRegistry
 from proxy.pricing import load_pricing
 from proxy.recording import Recorder
 from proxy.routes import ProxyRoutes, Readiness
@@ -70,6 +71,12 @@ def _check_recording(policies: PolicyRegistry, settings: Settings) -> None:
         policy = policies.get(name)
         if policy is not None and policy.recording.enabled and policy.recording.redis_stream and not settings.redis_url:
             raise PolicyError(f"policy {name!r} records to a Redis stream, but no --redis-url is set")
+
+
+def _pricing_path(policies_dir: Path) -> Path:
+    """The directory's ``pricing.yaml``, else the shipped one: cost budgets need prices."""
+    own = policies_dir / "pricing.yaml"
+    return own if own.exists() else BUNDLED_POLICIES / "pricing.yaml"
 
 
 def load_tenant_directory(settings: Settings) -> TenantDirectory:
@@ -137,14 +144,24 @@ def create_app(
 ) -> Litestar:
     """Assemble the proxy. Every collaborator can be injected; defaults come from ``settings``."""
     directory = tenants or load_tenant_directory(settings)
-    registry = policies or PolicyRegistry(settings.policies_dir)
+    registry = policies or PolicyRegistry(settings.policies_dir or BUNDLED_POLICIES)
     _check_tenant_policies(directory, registry)
     _check_recording(registry, settings)
     series = metrics or Metrics()
     client = upstream or UpstreamClient(settings, metrics=series)
     state_store = store or build_store(settings, series)
     ready = readiness or Readiness()
-    prices = load_pricing(settings.policies_dir / "pricing.yaml")
+    prices_path = _pricing_path(registry.directory)
+    prices = load_pricing(prices_path)
+    log_event(
+        "configuration",
+        {
+            "policies_dir": str(registry.directory),
+            "policies": registry.names,
+            "pricing": str(prices_path),
+            "priced_models": len(prices.prices),
+        },
+    )
     steps = recorder or Recorder(settings.redis_url, cluster=settings.redis_cluster, timeout=settings.redis_timeout)
     pipeline = Pipeline(
         client,
@@ -186,11 +203,6 @@ def create_app(
             return Response({"status": "state store unavailable"}, status_code=HTTP_503_SERVICE_UNAVAILABLE)
         return Response({"status": "ready"})
 
-    @get("/metrics", media_type="text/plain")
-    async def metrics_route() -> Response[bytes]:
-        """Prometheus text format."""
-        return Response(series.exposition(), media_type=CONTENT_TYPE_LATEST)
-
     @route(_SESSION, http_method=HttpMethod.OPTIONS, status_code=204, include_in_schema=False)
     async def session_options() -> Response[None]:
         """Registered before GET and DELETE: litestar's automatic OPTIONS answer would be
@@ -206,11 +218,11 @@ def create_app(
     async def inspect_session(request: Request[Any, Any, Any], session_id: FromPath[str]) -> dict[str, object]:
         """A session's counters, budgets left and ending; only the caller's tenant's own (else 404)."""
         credentials = directory.authenticate(
-            request.headers.get("authorization"), request.headers.get("x-loopwarden-key")
+            request.headers.get("authorization"), request.headers.get("x-loopwarden-key"), identified=True
         )
         policy = routes.policy_for(credentials.tenant, request.headers.get("x-loopwarden-policy"))
         try:
-            state = await state_store.load(session_key(credentials.tenant.name, session_id))
+            state = await state_store.load(session_key(credentials.namespace, session_id))
         except StoreUnavailable:
             raise ServiceUnavailable("Session state is unavailable; try again shortly.") from None
         if state.is_new:
@@ -222,17 +234,19 @@ def create_app(
         status_code=200,
         media_type=MediaType.JSON,
         security=AUTHENTICATED,
-        responses=error_responses(400, 401, 503),
+        responses=error_responses(400, 401, 404, 503),
     )
     async def reset_session(request: Request[Any, Any, Any], session_id: FromPath[str]) -> dict[str, object]:
-        """Forget a session (its budgets, strikes and ending); only the caller's tenant's own."""
+        """Forget a session (its budgets, strikes and ending); only the caller's tenant's own (else 404)."""
         credentials = directory.authenticate(
-            request.headers.get("authorization"), request.headers.get("x-loopwarden-key")
+            request.headers.get("authorization"), request.headers.get("x-loopwarden-key"), identified=True
         )
         try:
-            existed = await state_store.reset(session_key(credentials.tenant.name, session_id))
+            existed = await state_store.reset(session_key(credentials.namespace, session_id))
         except StoreUnavailable:
             raise ServiceUnavailable("Session state is unavailable; try again shortly.") from None
+        if not existed:
+            raise RouteNotFound(f"No session {session_id!r} for this API key.", param="session_id")
         return {"id": session_id, "object": "loopwarden.session.deleted", "deleted": existed}
 
     async def on_startup() -> None:
@@ -262,7 +276,6 @@ def create_app(
             passthrough,
             healthz,
             readyz,
-            metrics_route,
             session_options,  # before the sessions' GET and DELETE (see there)
             inspect_session,
             reset_session,

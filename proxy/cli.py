@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import getpass
 import json
+import logging
 import os
 import sys
 import types
@@ -22,7 +23,8 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from proxy.logs import configure_logging, log_event
-from proxy.policy.loader import PolicyError, load_policies, load_policy_file
+from proxy.metrics_listener import MetricsListenError
+from proxy.policy.loader import BUNDLED_POLICIES, PolicyError, load_policies, load_policy_file, policy_files
 from proxy.policy.models import Policy
 from proxy.settings import Settings
 from proxy.tenants import TenantsFileError, hash_key
@@ -39,17 +41,51 @@ def policy_schema_json() -> str:
 
 
 def _check_policies(directory: Path) -> int:
+    """Check every policy file and report each one, good or bad: 1 if any is bad."""
     if not directory.is_dir():
         print(f"loopwarden: {directory}: not a directory", file=sys.stderr)
         return 2
-    try:
-        policies = load_policies(directory)
-    except PolicyError as exc:
-        print(f"loopwarden: {exc}", file=sys.stderr)
+    bad = 0
+    for path in policy_files(directory):
+        try:
+            policy = load_policy_file(path)
+        except PolicyError as exc:
+            bad += 1
+            print(f"loopwarden: {exc}", file=sys.stderr)
+            continue
+        print(f"ok  {policy.name}  mode={policy.mode} state_fail_mode={policy.state_fail_mode}")
+    if bad:
+        print(f"loopwarden: {bad} bad policy file(s) in {directory}", file=sys.stderr)
         return 1
-    for name, policy in sorted(policies.items()):
-        print(f"ok  {name}  mode={policy.mode} state_fail_mode={policy.state_fail_mode}")
     return 0
+
+
+def _read_key(given: str | None) -> str | None:
+    """The key to hash: the argument, else a prompt on a terminal, else one line of stdin."""
+    if given:
+        return given
+    if sys.stdin is not None and sys.stdin.isatty():
+        return getpass.getpass("proxy key: ")
+    line = sys.stdin.readline() if sys.stdin is not None else ""
+    return line.rstrip("\r\n") or None
+
+
+def _hash_key(given: str | None) -> int:
+    try:
+        key = _read_key(given)
+    except (EOFError, KeyboardInterrupt):
+        key = None
+    if not key:
+        print("loopwarden: no key given (pass it as an argument, type it, or pipe it on stdin)", file=sys.stderr)
+        return 2
+    print(hash_key(key))
+    return 0
+
+
+def _default_policies_dir() -> Path:
+    """The directory ``serve`` loads when given no ``--policies-dir``."""
+    configured = os.environ.get("LOOPWARDEN_POLICIES_DIR")
+    return Path(configured) if configured else BUNDLED_POLICIES
 
 
 def _flag(name: str) -> str:
@@ -79,16 +115,27 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="Run the proxy.")
     _add_settings_flags(serve)
     hashing = commands.add_parser("hash-key", help="Print the SHA-256 of a proxy key for the tenants file.")
-    hashing.add_argument("key", nargs="?", help="The key (read from a prompt when omitted).")
+    hashing.add_argument(
+        "key", nargs="?", help="The key (when omitted: a prompt on a terminal, else the first line of stdin)."
+    )
     check = commands.add_parser("check-policies", help="Validate the policy files of a directory, then exit.")
-    check.add_argument("directory", nargs="?", default="policies", help="Policy directory (default: policies).")
+    check.add_argument(
+        "directory",
+        nargs="?",
+        type=Path,
+        help="Policy directory (default: what serve loads: $LOOPWARDEN_POLICIES_DIR, else the shipped policies).",
+    )
     commands.add_parser("policy-schema", help="Print the JSON Schema of policy files.")
     replay = commands.add_parser(
         "replay", help="Run recorded sessions through a policy's guards offline and show what it would have done."
     )
     replay.add_argument("file", nargs="?", help="A JSON Lines recording (omit with --redis-stream).")
     replay.add_argument("--policy", required=True, help="The policy to replay with (a name, or a .yaml file).")
-    replay.add_argument("--policies-dir", default="policies", help="Where named policies live (default: policies).")
+    replay.add_argument(
+        "--policies-dir",
+        type=Path,
+        help="Where named policies live (default: $LOOPWARDEN_POLICIES_DIR, else the shipped policies).",
+    )
     replay.add_argument("--session", help="Replay only this session id (default: every session recorded).")
     replay.add_argument(
         "--judge",
@@ -115,7 +162,7 @@ def _replay(args: argparse.Namespace) -> int:
     from proxy.replay import format_result, read_records, read_stream, replay_session, sessions_of
 
     try:
-        policy = _replay_policy(args.policy, Path(args.policies_dir))
+        policy = _replay_policy(args.policy, args.policies_dir or _default_policies_dir())
         if args.redis_stream:
             url = args.redis_url or os.environ.get("LOOPWARDEN_REDIS_URL")
             if not url:
@@ -152,11 +199,9 @@ def settings_from_args(namespace: argparse.Namespace) -> Settings:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "hash-key":
-        key = args.key or getpass.getpass("proxy key: ")
-        print(hash_key(key))
-        return 0
+        return _hash_key(args.key)
     if args.command == "check-policies":
-        return _check_policies(Path(args.directory))
+        return _check_policies(args.directory or _default_policies_dir())
     if args.command == "policy-schema":
         sys.stdout.write(policy_schema_json())
         return 0
@@ -168,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"loopwarden: invalid settings: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
+    log_event("settings", settings.loggable(), logging.DEBUG)
     from proxy.server import build_server  # deferred: importing uvicorn is not free
 
     try:
@@ -176,5 +222,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"loopwarden: {exc}", file=sys.stderr)
         return 2
     log_event("serving", {"host": settings.host, "port": settings.port})
-    server.run()
+    try:
+        server.run()
+    except MetricsListenError as exc:
+        print(f"loopwarden: {exc.strerror}", file=sys.stderr)
+        return 2
     return 0

@@ -209,10 +209,14 @@ class Metrics:
             child = self._children[key] = metric.labels(*labels)
         return child  # type: ignore[return-value]
 
-    def exposition(self) -> bytes:
-        """The text format for /metrics (every worker's samples in multiprocess mode)."""
+    def scrape_registry(self) -> CollectorRegistry:
+        """What a scrape reads: this registry, or in multiprocess mode every worker's samples merged."""
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             merged = CollectorRegistry()
             multiprocess.MultiProcessCollector(merged)  # type: ignore[no-untyped-call]
-            return generate_latest(merged)
-        return generate_latest(self.registry)
+            return merged
+        return self.registry
+
+    def exposition(self) -> bytes:
+        """The text format of a scrape (every worker's samples in multiprocess mode)."""
+        return generate_latest(self.scrape_registry())

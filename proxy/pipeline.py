@@ -245,7 +245,8 @@ class Pipeline:
                 if parsed is not None:
                     self._tracing.annotate(span, _usage_attributes(parsed))
             latency = time.perf_counter() - sent
-            self._metrics.of(self._metrics.upstream_calls, call.tenant, call.policy.name, "agent").inc()
+            purpose = "agent" if attempt == 1 else "nudge"
+            self._metrics.of(self._metrics.upstream_calls, call.tenant, call.policy.name, purpose).inc()
             if not ok or parsed is None:
                 if ok:
                     delta.incr(FIELDS.STEPS)

@@ -36,7 +36,7 @@ from proxy.http import (
     send_reply,
     upstream_request_headers,
 )
-from proxy.logs import log_event
+from proxy.logs import log_event, logger
 from proxy.metrics import Metrics
 from proxy.pipeline import ChatCall, Outcome, Pipeline
 from proxy.policy.loader import PolicyRegistry
@@ -55,6 +55,7 @@ __all__ = ["ProxyRoutes", "Readiness"]
 
 _decode = msgspec.json.decode
 _T = TypeVar("_T")
+_EVENT_STREAM = b"text/event-stream"
 _WATCH_AFTER = 0.03
 """Seconds before a streamed request starts watching for its client leaving."""
 _Handler = Callable[[HTTPScope, Receive, "_ResponseTracker"], Awaitable[dict[str, object]]]
@@ -110,14 +111,20 @@ class ProxyRoutes:
             raise MethodNotAllowed(
                 f"Method {scope['method']} is not allowed on /v1/chat/completions; use POST.", headers={"Allow": "POST"}
             )
-        credentials = self._authenticate(scope)
+        credentials = self._authenticate(scope, tracker)
         policy = self.policy_for(credentials.tenant, header(scope, b"x-loopwarden-policy"))
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         payload = _parse_object(body)
         conversation = await compile_request_schemas(payload, parse_conversation(payload), self._schemas, len(body))
         session = identify(
-            credentials.tenant.name, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id")
+            credentials.namespace, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id")
         )
+        if logger.isEnabledFor(logging.DEBUG):  # why a session continued or started over
+            log_event(
+                "session_identified",
+                {"session": session.id, "derived": session.derived, "fresh": session.fresh, "policy": policy.name},
+                logging.DEBUG,
+            )
         call = ChatCall(
             tenant=credentials.tenant.name,
             policy=policy,
@@ -152,7 +159,7 @@ class ProxyRoutes:
 
     def policy_for(self, tenant: Tenant, requested: str | None) -> Policy:
         """The tenant's policy for this request; 403 for one it may not use."""
-        name = tenant.choose_policy(requested.strip() if requested else None)
+        name = tenant.choose_policy(_utf8(requested))
         policy = self._policies.get(name)
         if policy is None:
             raise PermissionDenied(f"Policy {name!r} does not exist.", param="policy")
@@ -172,7 +179,7 @@ class ProxyRoutes:
         await self._answer(outcome.upstream, send, facts, own=outcome.headers)
 
     async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: _ResponseTracker) -> dict[str, object]:
-        credentials = self._authenticate(scope)
+        credentials = self._authenticate(scope, tracker)
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         headers = upstream_request_headers(client_headers(scope), credentials.upstream_authorization)
         path = scope["raw_path"].split(b"?", 1)[0].decode("latin-1")
@@ -186,8 +193,11 @@ class ProxyRoutes:
 
     # -- shared steps ---------------------------------------------------------------
 
-    def _authenticate(self, scope: HTTPScope) -> Credentials:
-        return self._tenants.authenticate(header(scope, b"authorization"), header(scope, b"x-loopwarden-key"))
+    def _authenticate(self, scope: HTTPScope, tracker: _ResponseTracker) -> Credentials:
+        """The caller; its tenant is noted at once, so a later failure is counted against it."""
+        credentials = self._tenants.authenticate(header(scope, b"authorization"), header(scope, b"x-loopwarden-key"))
+        tracker.tenant = credentials.tenant.name
+        return credentials
 
     async def _guarded(self, handler: _Handler, scope: Scope, receive: Receive, send: Send, route: str) -> None:
         """Run a handler; turn every failure into an OpenAI-shaped answer, a metric and one log line."""
@@ -217,6 +227,8 @@ class ProxyRoutes:
             self._metrics.in_flight.dec()
         overhead = timing.overhead()
         status_class = f"{status // 100}xx" if isinstance(status, int) else status
+        if state.tenant is not None:
+            facts.setdefault("tenant", state.tenant)
         self._metrics.of(self._metrics.requests, str(facts.get("tenant", "-")), route, status_class).inc()
         self._metrics.of(self._metrics.overhead, route).observe(overhead)
         if timing.first_byte is not None:
@@ -326,26 +338,45 @@ class _ResponseTracker:
     """Wraps ``send``: knows whether the response started and with which status, stamps the
     proxy's overhead on every reply, and notes when a streamed body's first bytes left."""
 
-    __slots__ = ("_send", "_timing", "finished", "started", "status")
+    __slots__ = ("_send", "_timing", "finished", "started", "status", "streaming", "tenant")
 
     def __init__(self, send: Send, timing: RequestTiming) -> None:
         self._send = send
         self._timing = timing
         self.started = False
         self.finished = False
+        self.streaming = False
         self.status: int = 0
+        self.tenant: str | None = None
+        """The authenticated tenant, once known (for the metric and log line of a failure)."""
 
     async def send(self, message: dict[str, object]) -> None:
         if message["type"] == "http.response.start":
             self.started = True
             self.status = int(message["status"])  # type: ignore[call-overload]
+            headers: list[tuple[bytes, bytes]] = message["headers"]  # type: ignore[assignment]
+            self.streaming = any(
+                k.lower() == b"content-type" and v.lower().startswith(_EVENT_STREAM) for k, v in headers
+            )
             overhead = f"{self._timing.overhead() * 1000:.3f}".encode()
-            message["headers"] = [*message["headers"], (b"x-loopwarden-overhead-ms", overhead)]  # type: ignore[misc]
-        elif not message.get("more_body"):
-            self.finished = True
-        elif self._timing.first_byte is None and message.get("body"):
-            self._timing.first_byte = self._timing.elapsed()
+            message["headers"] = [*headers, (b"x-loopwarden-overhead-ms", overhead)]
+        else:
+            # A stream's first bytes, whether it comes in chunks or all at once (an ending replayed).
+            if self.streaming and self._timing.first_byte is None and message.get("body"):
+                self._timing.first_byte = self._timing.elapsed()
+            if not message.get("more_body"):
+                self.finished = True
         await self._send(message)  # type: ignore[arg-type]
+
+
+def _utf8(value: str | None) -> str | None:
+    """A header value as text: servers decode header bytes as latin-1, clients send UTF-8."""
+    if value is None or not value.strip():
+        return None
+    try:
+        return value.encode("latin-1").decode("utf-8", "replace").strip()
+    except UnicodeEncodeError:  # already text
+        return value.strip()
 
 
 def _text_header(scope: HTTPScope, name: bytes) -> str | None:

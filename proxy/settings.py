@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings"]
@@ -24,6 +25,14 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Address to listen on.")
     port: int = Field(8080, ge=0, le=65535, description="Port to listen on (0 picks a free one).")
+    metrics_host: str = Field(
+        "127.0.0.1",
+        description="Address of the metrics listener (/metrics names every tenant's usage: keep it off the API "
+        "address; 0.0.0.0 where Prometheus scrapes the pod).",
+    )
+    metrics_port: int = Field(
+        9464, ge=0, le=65535, description="Port of the metrics listener, never the API port (0 picks a free one)."
+    )
     upstream: str | None = Field(
         None,
         description="Base URL of the model API, e.g. https://api.openai.com/v1. "
@@ -32,8 +41,10 @@ class Settings(BaseSettings):
     tenants_file: Path | None = Field(
         None, description="YAML tenants file; without it one tenant, `default`, forwards the client's key."
     )
-    policies_dir: Path = Field(
-        Path("policies"), description="Directory of policy YAML files (built-in defaults when absent)."
+    policies_dir: Path | None = Field(
+        None,
+        description="Directory of policy YAML files and pricing.yaml (default: the ones shipped with LoopWarden; "
+        "a directory without pricing.yaml uses the shipped prices).",
     )
     policy_reload_interval: float = Field(
         2.0, ge=0, description="Seconds between checks for changed policy files (0 = only on SIGHUP)."
@@ -116,7 +127,29 @@ class Settings(BaseSettings):
     )
     shutdown_timeout: float = Field(30.0, ge=0, description="Seconds in-flight requests get to finish on SIGTERM.")
 
+    def loggable(self) -> dict[str, object]:
+        """The settings as a log line may show them: credentials inside URLs masked."""
+        values = self.model_dump(mode="json")
+        for name in ("upstream", "redis_url", "otel_endpoint"):
+            if isinstance(values.get(name), str):
+                values[name] = _mask_credentials(values[name])
+        return values
+
+    @model_validator(mode="after")
+    def _metrics_apart(self) -> Settings:
+        if self.metrics_port and self.metrics_port == self.port:
+            raise ValueError("metrics_port must differ from port: metrics are never served on the API port")
+        return self
+
     @field_validator("upstream")
     @classmethod
     def _strip_trailing_slash(cls, value: str | None) -> str | None:
         return value.rstrip("/") if value else value
+
+
+def _mask_credentials(url: str) -> str:
+    """``redis://:secret@host:6379/0`` → ``redis://***@host:6379/0``."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from proxy.addresses import blocked_reason
 from proxy.errors import AuthenticationFailed, PermissionDenied
 
 __all__ = [
@@ -27,15 +27,13 @@ __all__ = [
     "Tenant",
     "TenantDirectory",
     "TenantsFileError",
+    "caller_namespace",
     "hash_key",
     "load_tenants",
 ]
 
 KEY_HEADER = "x-loopwarden-key"
 """Carries the proxy key when ``Authorization`` carries the client's own provider key."""
-
-_BLOCKED_HOSTS = frozenset({"metadata.google.internal", "metadata", "instance-data"})
-
 
 class TenantsFileError(ValueError):
     """The tenants file cannot be used; the message names the file and the field."""
@@ -47,19 +45,14 @@ def hash_key(key: str) -> str:
 
 
 def check_upstream_url(url: str) -> str:
-    """Reject what no model API is: non-HTTP schemes, link-local and cloud metadata hosts."""
+    """Reject what no model API is: non-HTTP schemes, link-local and cloud metadata hosts,
+    in whatever notation the address is written (see :mod:`proxy.addresses`)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"upstream base_url must be an http(s) URL with a host, got {url!r}")
-    host = parts.hostname.lower()
-    if host in _BLOCKED_HOSTS:
-        raise ValueError(f"upstream host {host!r} is a cloud metadata endpoint")
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return url.rstrip("/")
-    if address.is_link_local or address.is_multicast or address.is_unspecified:
-        raise ValueError(f"upstream address {host} is link-local, multicast or unspecified")
+    reason = blocked_reason(parts.hostname)
+    if reason is not None:
+        raise ValueError(reason)
     return url.rstrip("/")
 
 
@@ -129,12 +122,14 @@ class Tenant:
     default_policy: str
     daily_tokens: int | None = None
     daily_cost_usd: float | None = None
+    any_policy: bool = False
+    """The implicit tenant (no tenants file) may use every policy of the directory."""
 
     def choose_policy(self, requested: str | None) -> str:
         """The policy for one request: the tenant's default unless it asked for an allowed one."""
         if requested is None or requested == self.default_policy:
             return self.default_policy
-        if requested not in self.policies:
+        if not self.any_policy and requested not in self.policies:
             raise PermissionDenied(f"policy {requested!r} is not allowed for this API key", param="policy")
         return requested
 
@@ -145,9 +140,28 @@ class Credentials:
 
     tenant: Tenant
     upstream_authorization: str | None
+    namespace: str
+    """What the caller's sessions are namespaced by: the tenant's name, or without a tenants
+    file a digest of the caller's ``Authorization`` (see :func:`caller_namespace`)."""
 
 
 _UNIFORM_401 = "Invalid or missing API key for this proxy."
+_NAMESPACE_SALT = b"loopwarden/session-namespace/v1\x00"
+
+
+def caller_namespace(tenant: str, authorization: str | None) -> str:
+    """The session namespace of a caller of the implicit tenant: ``<tenant>.<digest>``.
+
+    Without a tenants file every caller is the tenant ``default``; namespacing sessions by
+    a digest of the caller's ``Authorization`` keeps two callers with different keys from
+    ever sharing (reading, continuing, deleting) a session. The digest is a salted SHA-256
+    truncated to 128 bits: stable across restarts and replicas, and not reversible to the
+    key, which is never stored or logged. Callers without ``Authorization`` share the bare
+    tenant namespace (they can use no sessions API)."""
+    value = _bearer(authorization) or (authorization or "").strip()  # "bearer K" and "Bearer K" are one caller
+    if not value:
+        return tenant
+    return f"{tenant}.{hashlib.sha256(_NAMESPACE_SALT + value.encode()).hexdigest()[:32]}"
 
 
 class TenantDirectory:
@@ -166,6 +180,7 @@ class TenantDirectory:
             forward_client_key=True,
             policies=("default",),
             default_policy="default",
+            any_policy=True,
         )
         return cls(None, tenant)
 
@@ -176,10 +191,19 @@ class TenantDirectory:
             seen[self._open.name] = self._open
         return list(seen.values())
 
-    def authenticate(self, authorization: str | None, proxy_key: str | None) -> Credentials:
-        """Resolve the caller; every failure is the same 401 so nothing is learned by probing."""
+    def authenticate(
+        self, authorization: str | None, proxy_key: str | None, *, identified: bool = False
+    ) -> Credentials:
+        """Resolve the caller; every failure is the same 401 so nothing is learned by probing.
+
+        ``identified`` (the sessions API) also refuses a caller of the implicit tenant who
+        sends no ``Authorization``: its sessions belong to nobody in particular."""
         if self._open is not None:
-            return Credentials(self._open, authorization)
+            if identified and not (authorization or "").strip():
+                raise AuthenticationFailed(
+                    "The sessions API needs the Authorization header the session's requests were sent with."
+                )
+            return Credentials(self._open, authorization, caller_namespace(self._open.name, authorization))
         client_key = _bearer(authorization)
         presented = proxy_key if proxy_key is not None else client_key
         if not presented:
@@ -198,8 +222,8 @@ class TenantDirectory:
                     f"This tenant brings its own provider key: send the proxy key in {KEY_HEADER} "
                     "and the provider key in Authorization."
                 )
-            return Credentials(tenant, authorization)
-        return Credentials(tenant, tenant.upstream_authorization)
+            return Credentials(tenant, authorization, tenant.name)
+        return Credentials(tenant, tenant.upstream_authorization, tenant.name)
 
 
 def _bearer(authorization: str | None) -> str | None:

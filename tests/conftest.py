@@ -50,12 +50,19 @@ def proxy(make_proxy: Callable[..., RunningProxy]) -> RunningProxy:
     return make_proxy()
 
 
-@pytest.fixture
-def redis_url() -> str:
-    """URL of the real Redis server the tests run against; never skipped."""
-    from tests.support.redis import REDIS_URL
+@pytest.fixture(scope="session")
+def _redis_server() -> Iterator[str]:
+    from tests.support.redis import redis_for_tests
 
-    return REDIS_URL
+    with redis_for_tests() as url:
+        yield url
+
+
+@pytest.fixture
+def redis_url(_redis_server: str) -> str:
+    """URL of the real Redis the tests run against, never skipped: a private server of the
+    test run's own, or ``LOOPWARDEN_TEST_REDIS_URL`` (the keys written there removed at the end)."""
+    return _redis_server
 
 
 @pytest.fixture

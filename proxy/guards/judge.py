@@ -109,6 +109,7 @@ class JudgeGuard:
         )
         if not outcome.remembered:
             self._metrics.judge_latency.labels(context.policy.name).observe(outcome.latency)
+            self._metrics.of(self._metrics.upstream_calls, target.scope, context.policy.name, "judge").inc()
         if outcome.done is True:
             self._count(context, "remembered" if outcome.remembered else "done")
             return Pass(spent=outcome.usage)

@@ -19,16 +19,30 @@ from pydantic import ValidationError
 from proxy.logs import log_event
 from proxy.policy.models import Policy
 
-__all__ = ["NOT_POLICIES", "PolicyError", "PolicyRegistry", "load_policies"]
+__all__ = [
+    "BUNDLED_POLICIES",
+    "NOT_POLICIES",
+    "PolicyError",
+    "PolicyRegistry",
+    "load_policies",
+    "load_policy_file",
+    "policy_files",
+]
 
 NOT_POLICIES = frozenset({"pricing.yaml"})
+
+BUNDLED_POLICIES = Path(__file__).parent.parent / "policies"
+"""The policies and ``pricing.yaml`` shipped with LoopWarden as package data: the repository's
+top-level ``policies/`` (``proxy/policies`` links to it, and the wheel carries its files), so an
+installed proxy started anywhere has ``strict``, ``lenient`` and the price table."""
 
 
 class PolicyError(ValueError):
     """A policy file cannot be used; the message names the file and the field."""
 
 
-def _policy_files(directory: Path) -> list[Path]:
+def policy_files(directory: Path) -> list[Path]:
+    """The policy files of ``directory``, sorted (pricing and ``_``-prefixed files are not policies)."""
     if not directory.is_dir():
         return []
     return sorted(p for p in directory.glob("*.yaml") if not p.name.startswith("_") and p.name not in NOT_POLICIES)
@@ -54,7 +68,7 @@ def load_policy_file(path: Path) -> Policy:
 
 def load_policies(directory: Path) -> dict[str, Policy]:
     """All policies of ``directory``; the built-in ``default`` when the directory has none."""
-    policies = {path.stem: load_policy_file(path) for path in _policy_files(directory)}
+    policies = {path.stem: load_policy_file(path) for path in policy_files(directory)}
     policies.setdefault("default", Policy())
     return policies
 
@@ -91,7 +105,7 @@ class PolicyRegistry:
 
     def _fingerprint(self) -> tuple[tuple[str, int, int], ...]:
         stamps = []
-        for path in _policy_files(self.directory):
+        for path in policy_files(self.directory):
             try:
                 stat = path.stat()
             except OSError:

@@ -88,6 +88,8 @@ def proxy_target(name: str, description: str, *extra_flags: str, env: Mapping[st
             str(port),
             "--log-level",
             "warning",
+            "--metrics-port",
+            "0",
             *extra_flags,
         ]
 

@@ -65,6 +65,8 @@ def start_proxy(upstream_port: int, port: int, wrapper: Sequence[str] = ()) -> s
             str(port),
             "--log-level",
             "warning",
+            "--metrics-port",
+            "0",
         ],
         cwd=BENCH_DIR.parents[1],
         env={**os.environ, "PYTHONPATH": str(BENCH_DIR.parents[1])},

@@ -42,3 +42,10 @@ def test_healthcheck_probes_healthz_and_policies_are_baked_in():
     assert "/healthz" in DOCKERFILE
     assert "COPY policies /etc/loopwarden/policies" in DOCKERFILE
     assert "LOOPWARDEN_POLICIES_DIR=/etc/loopwarden/policies" in DOCKERFILE
+
+
+def test_the_image_exposes_the_metrics_listener_apart_from_the_api():
+    final = DOCKERFILE.rsplit("\nFROM ", 1)[1]
+
+    assert "LOOPWARDEN_METRICS_PORT=9464" in final
+    assert "EXPOSE 8080 9464" in final

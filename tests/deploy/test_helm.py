@@ -131,3 +131,16 @@ def test_hpa_pdb_and_optional_monitoring():
 def test_values_schema_rejects_bad_values(values):
     with pytest.raises(helm.HelmError):
         helm.Chart.load(str(CHART)).validate_schema(values)
+
+
+def test_the_service_monitor_scrapes_the_metrics_listener_not_the_api_port():
+    docs = render(VALUES["redis-and-tenants"])
+    container = by_kind(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    service_ports = {p["name"]: p for p in by_kind(docs, "Service")["spec"]["ports"]}
+
+    assert by_kind(docs, "ServiceMonitor")["spec"]["endpoints"][0]["port"] == "metrics"
+    assert service_ports["metrics"]["targetPort"] == "metrics"
+    assert ports["metrics"] == int(env["LOOPWARDEN_METRICS_PORT"]) != ports["http"]
+    assert env["LOOPWARDEN_METRICS_HOST"] == "0.0.0.0"

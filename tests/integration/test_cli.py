@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import signal
 import subprocess
 import sys
@@ -118,3 +119,125 @@ def test_sigterm_lets_in_flight_requests_finish_then_refuses_new_ones(upstream, 
     assert result["response"].status_code == 200
     assert result["response"].json()["choices"][0]["message"]["content"] == "finished during drain"
     assert process.wait(10) == 0
+
+
+def test_hash_key_reads_the_key_from_stdin_without_a_terminal():
+    result = subprocess.run(
+        [sys.executable, "-m", "proxy", "hash-key"], input="lw-from-stdin\n", capture_output=True, text=True, timeout=30
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == hashlib.sha256(b"lw-from-stdin").hexdigest()
+
+
+def test_hash_key_with_nothing_on_stdin_exits_2_without_a_traceback():
+    result = subprocess.run(
+        [sys.executable, "-m", "proxy", "hash-key"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "no key" in result.stderr
+
+
+def test_check_policies_reports_every_bad_file(tmp_path):
+    (tmp_path / "a_bad.yaml").write_text("max_steps: -1\n")
+    (tmp_path / "b_good.yaml").write_text("max_steps: 10\n")
+    (tmp_path / "c_bad.yaml").write_text("colour: blue\n")
+
+    result = subprocess.run(
+        [sys.executable, "-m", "proxy", "check-policies", str(tmp_path)], capture_output=True, text=True, timeout=30
+    )
+
+    assert result.returncode == 1
+    assert "a_bad.yaml" in result.stderr
+    assert "c_bad.yaml" in result.stderr
+    assert "ok  b_good" in result.stdout
+
+
+def _events(stderr: str) -> set[str]:
+    return {json.loads(line)["event"] for line in stderr.splitlines() if line.startswith("{")}
+
+
+def test_log_level_debug_logs_more_than_info(upstream, processes):
+    events = {}
+    for level in ("info", "debug"):
+        port = free_port()
+        process = spawn(["serve", "--upstream", upstream.url, "--port", str(port), "--log-level", level])
+        processes.append(process)
+        wait_healthy(f"http://127.0.0.1:{port}", process)
+        upstream.script(Json(chat_completion()))
+        httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            headers={"Authorization": "Bearer sk-p"},
+        )
+        process.send_signal(signal.SIGTERM)
+        events[level] = _events(process.communicate(timeout=20)[1])
+
+    assert events["info"] < events["debug"]
+    assert {"settings", "session_identified"} <= events["debug"] - events["info"]
+
+
+def test_serve_outside_the_checkout_has_the_shipped_policies_and_prices(upstream, processes, tmp_path):
+    port, metrics_port = free_port(), free_port()
+    process = spawn(
+        ["serve", "--upstream", upstream.url, "--port", str(port), "--metrics-port", str(metrics_port)], cwd=tmp_path
+    )
+    processes.append(process)
+    wait_healthy(f"http://127.0.0.1:{port}", process)
+    reply = chat_completion()
+    reply["model"] = "gpt-4o"
+    reply["usage"] = {"prompt_tokens": 1000, "completion_tokens": 1000, "total_tokens": 2000}
+    upstream.script(Json(reply))
+
+    response = httpx.post(
+        f"http://127.0.0.1:{port}/v1/chat/completions",
+        json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+        headers={"Authorization": "Bearer sk-p", "X-LoopWarden-Policy": "strict"},
+    )
+    metrics = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").text
+    process.send_signal(signal.SIGTERM)
+    logged = [json.loads(line) for line in process.communicate(timeout=20)[1].splitlines() if line.startswith("{")]
+
+    assert response.status_code == 200, response.text
+    assert response.headers["x-loopwarden-policy"] == "strict"
+    assert 'loopwarden_cost_usd_total{policy="strict",tenant="default"} 0.0125' in metrics
+    (configuration,) = [line for line in logged if line["event"] == "configuration"]
+    assert {"default", "strict", "lenient"} <= set(configuration["policies"])
+    assert configuration["pricing"].endswith("pricing.yaml")
+    assert configuration["priced_models"] > 0
+
+
+def test_a_metrics_port_in_use_exits_2_naming_it(upstream):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        command = [sys.executable, "-m", "proxy", "serve", "--upstream", upstream.url, "--port", str(free_port())]
+        result = subprocess.run(
+            [*command, "--metrics-port", str(busy)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+    assert result.returncode == 2
+    assert f"cannot listen for metrics on 127.0.0.1:{busy}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_check_policies_without_a_directory_checks_what_serve_loads(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "proxy", "check-policies"], capture_output=True, text=True, timeout=30, cwd=tmp_path
+    )
+
+    assert result.returncode == 0, result.stderr
+    checked = {line.split("  mode=")[0] for line in result.stdout.splitlines()}
+    assert {"ok  default", "ok  strict", "ok  lenient"} <= checked

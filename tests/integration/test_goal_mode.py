@@ -112,7 +112,7 @@ def test_running_out_of_turns_passes_the_reply_marked_limit_reached(make_proxy, 
 
     assert raw.parse().choices[0].message.content == "Step two done."
     assert raw.headers["x-loopwarden-goal"] == "limit_reached"
-    metrics = httpx.get(f"{proxy.url}/metrics").text
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
     assert 'loopwarden_goal_events_total{event="limit_reached",policy="default",tenant="default"} 1.0' in metrics
 
 

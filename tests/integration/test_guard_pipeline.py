@@ -154,7 +154,7 @@ def test_shadow_mode_counts_the_decision_and_leaves_the_reply_alone(make_proxy, 
     assert raw.headers["x-loopwarden-shadow"] == "empty_nudge"
     assert raw.headers["x-loopwarden-interventions"] == "none"
     assert len(upstream.requests) == 1
-    metrics = httpx.get(f"{proxy.url}/metrics").text
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
     assert 'loopwarden_shadow_decisions_total{kind="empty_nudge",policy="default",tenant="default"} 1.0' in metrics
 
 
@@ -197,7 +197,9 @@ def test_delete_resets_an_ended_session(proxy, upstream):
     client = sdk(proxy, default_headers={"X-Session-Id": "to-reset"})
     client.chat.completions.create(model="m", messages=MESSAGES)
 
-    deleted = httpx.delete(f"{proxy.base_url}/loopwarden/sessions/to-reset", headers={"Authorization": "Bearer sk-p"})
+    deleted = httpx.delete(
+        f"{proxy.base_url}/loopwarden/sessions/to-reset", headers={"Authorization": "Bearer sk-provider"}
+    )
     upstream.script(Json(chat_completion("Working again.")))
     after = client.chat.completions.create(model="m", messages=MESSAGES)
 

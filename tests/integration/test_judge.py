@@ -76,7 +76,7 @@ def test_long_answers_skip_the_judge(proxy, upstream):
     assert upstream.judge_requests == []
     assert (
         'loopwarden_judge_verdicts_total{policy="default",verdict="skipped"} 1.0'
-        in httpx.get(f"{proxy.url}/metrics").text
+        in httpx.get(f"{proxy.metrics_url}/metrics").text
     )
 
 
@@ -112,7 +112,7 @@ def test_judge_garbage_counts_as_an_error(proxy, upstream):
     raw = ask(proxy, after_tools())
 
     assert raw.headers["x-loopwarden-interventions"] == "judge_continue"
-    assert 'verdict="error"} 1.0' in httpx.get(f"{proxy.url}/metrics").text
+    assert 'verdict="error"} 1.0' in httpx.get(f"{proxy.metrics_url}/metrics").text
 
 
 def test_an_answer_still_not_done_after_the_continuations_ends_with_a_summary(proxy, upstream):
@@ -125,7 +125,7 @@ def test_an_answer_still_not_done_after_the_continuations_ends_with_a_summary(pr
     assert raw.headers["x-loopwarden-terminated"] == "incomplete"
     assert raw.headers["x-loopwarden-interventions"] == "judge_continue,judge_continue"
     assert len(upstream.judge_requests) == 1  # the same answer again: the verdict is remembered
-    assert 'verdict="remembered"} 2.0' in httpx.get(f"{proxy.url}/metrics").text
+    assert 'verdict="remembered"} 2.0' in httpx.get(f"{proxy.metrics_url}/metrics").text
 
 
 def test_a_judge_error_is_not_remembered(proxy, upstream):
@@ -244,7 +244,7 @@ def test_judge_tokens_are_metered_apart(proxy, upstream):
 
     ask(proxy, after_tools())
 
-    metrics = httpx.get(f"{proxy.url}/metrics").text
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
     for kind in ("judge", "agent"):
         prompt = f'loopwarden_tokens_total{{direction="prompt",kind="{kind}",policy="default",tenant="default"}} 11.0'
         completion = (

@@ -178,7 +178,7 @@ def test_a_call_that_stays_invalid_passes_flagged_when_the_policy_says_pass(make
     assert response.headers["x-loopwarden-flags"] == "tool_args_invalid"
     assert response.headers["x-loopwarden-interventions"] == "tool_args_retry,tool_args_retry"
     assert len(upstream.requests) == 3
-    metrics = httpx.get(f"{proxy.url}/metrics").text
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
     assert 'loopwarden_flags_total{kind="tool_args_invalid",policy="default",tenant="default"} 1.0' in metrics
 
 
@@ -199,7 +199,7 @@ def test_the_same_tool_with_new_arguments_each_time_is_never_touched(proxy, upst
     assert turns == 9
     assert last.parse().choices[0].message.content == "Found it."
     assert len(upstream.requests) == 9
-    metrics = httpx.get(f"{proxy.url}/metrics").text
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
     assert "loopwarden_interventions_total{" not in metrics
 
 
@@ -231,6 +231,6 @@ def test_shadow_mode_reports_the_loop_but_changes_nothing(make_proxy, upstream, 
 
     assert turns == 7
     assert "x-loopwarden-terminated" not in last.headers
-    metrics = httpx.get(f"{proxy.url}/metrics").text
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
     assert 'loopwarden_shadow_decisions_total{kind="loop_warning",policy="default",tenant="default"}' in metrics
     assert 'kind="finalize_loop"' in metrics

@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from proxy.logs import JsonFormatter
+from tests.support.assertions import assert_openai_error
 from tests.support.fake_upstream import Json, chat_completion, tool_call, verdict
 
 DASHBOARD = Path(__file__).parents[2] / "helm" / "loopwarden" / "dashboards" / "loopwarden.json"
@@ -65,7 +66,7 @@ def observed(make_proxy, upstream, write_policies, log_records):
     third = ask(task, session="observed-json", response_format=response_format)
     passthrough = httpx.get(f"{proxy.base_url}/models", headers={"Authorization": "Bearer sk-p"})
     error = httpx.post(f"{proxy.base_url}/chat/completions", content=b"{", headers={"Authorization": "Bearer sk-p"})
-    metrics = httpx.get(f"{proxy.url}/metrics").text
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
     lines = [json.loads(JsonFormatter().format(r)) for r in log_records]
     return {
         "replies": [first, second, third],
@@ -142,7 +143,6 @@ def test_requests_are_counted_by_status(observed):
     metrics = observed["metrics"]
 
     assert sample(metrics, "loopwarden_requests_total", route="chat.completions", status="2xx", tenant="default") == 3.0
-    assert sample(metrics, "loopwarden_requests_total", route="chat.completions", status="4xx", tenant="-") == 1.0
     assert sample(metrics, "loopwarden_requests_total", route="passthrough", status="2xx", tenant="default") == 1.0
 
 
@@ -210,7 +210,7 @@ def test_endings_and_budget_notes_are_counted_and_logged(make_proxy, upstream, w
     for _ in range(4):
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "go"}])
 
-    metrics = httpx.get(f"{proxy.url}/metrics").text
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
     assert (
         sample(metrics, "loopwarden_terminations_total", policy="default", reason="budget_steps", tenant="default")
         == 1.0
@@ -220,3 +220,82 @@ def test_endings_and_budget_notes_are_counted_and_logged(make_proxy, upstream, w
     )
     endings = [r for r in log_records if r.getMessage() == "termination"]
     assert [r.fields["reason"] for r in endings] == ["budget_steps"]
+
+
+def test_metrics_are_not_served_on_the_api_port(proxy):
+    response = httpx.get(f"{proxy.url}/metrics")
+
+    assert_openai_error(response, 404, "not_found")
+
+
+def test_metrics_are_served_on_their_own_listener(proxy, upstream):
+    upstream.script(Json(chat_completion()))
+    httpx.post(
+        f"{proxy.base_url}/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        headers={"Authorization": "Bearer sk-p"},
+    )
+
+    response = httpx.get(f"{proxy.metrics_url}/metrics")
+
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    assert 'loopwarden_requests_total{route="chat.completions",status="2xx",tenant="default"} 1.0' in response.text
+
+
+def test_the_metrics_listener_is_on_loopback_by_default():
+    from proxy.settings import Settings
+
+    assert Settings(upstream="http://u").metrics_host == "127.0.0.1"
+
+
+def test_metrics_and_api_on_one_port_is_refused():
+    from pydantic import ValidationError
+
+    from proxy.settings import Settings
+
+    assert Settings(upstream="http://u", port=8080, metrics_port=9000).metrics_port == 9000
+    with pytest.raises(ValidationError, match="metrics_port must differ"):
+        Settings(upstream="http://u", port=8080, metrics_port=8080)
+
+
+def test_upstream_calls_are_counted_by_purpose(observed):
+    metrics = observed["metrics"]
+
+    def calls(purpose: str) -> float:
+        return sample(metrics, "loopwarden_upstream_calls_total", purpose=purpose, policy="default", tenant="default")
+
+    assert (calls("agent"), calls("nudge"), calls("judge")) == (3.0, 6.0, 1.0)
+
+
+def test_an_error_after_authentication_is_counted_against_the_tenant(observed):
+    metrics = observed["metrics"]
+
+    assert sample(metrics, "loopwarden_requests_total", route="chat.completions", status="4xx", tenant="default") == 1
+    assert 'tenant="-"' not in metrics
+    (line,) = [line for line in observed["logs"] if line["event"] == "request" and line["status"] == 400]
+    assert line["tenant"] == "default"
+
+
+def _first_byte_count(proxy) -> float:
+    for line in httpx.get(f"{proxy.metrics_url}/metrics").text.splitlines():
+        if line.startswith("loopwarden_stream_first_byte_seconds_count "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError("no loopwarden_stream_first_byte_seconds_count")
+
+
+def test_time_to_first_byte_is_observed_for_a_stream_sent_in_one_go(proxy, upstream):
+    empty = Json(chat_completion(None))
+    upstream.script(empty, empty, empty, Json(chat_completion("The ending.")))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+    headers = {"X-Session-Id": "ended"}
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], extra_headers=headers)
+    before = _first_byte_count(proxy)
+
+    replayed = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "x"}], extra_headers=headers, stream=True
+    )
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in replayed if chunk.choices)
+
+    assert text  # the ending, replayed as a stream without calling upstream
+    assert (before, _first_byte_count(proxy)) == (0.0, 1.0)

@@ -117,7 +117,7 @@ def test_decisions_are_counted_by_rule(guarded, upstream):
 
     sdk(guarded).chat.completions.create(model="m", messages=TASK, tools=TOOLS)
 
-    metrics = httpx.get(f"{guarded.url}/metrics").text
+    metrics = httpx.get(f"{guarded.metrics_url}/metrics").text
     assert 'loopwarden_permission_decisions_total{action="deny",policy="default",rule="no-root-rm"} 1.0' in metrics
 
 

@@ -64,7 +64,7 @@ def test_frozen_redis_fail_open_serves_marked_and_counted(make_proxy, upstream, 
     assert response.status_code == 200
     assert response.headers["x-loopwarden-degraded"] == "state-store"
     assert elapsed < 0.3 + 1.0  # one timeout per request (no commit after a failed load), plus slack
-    metrics = httpx.get(f"{proxy.url}/metrics").text
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
     assert 'loopwarden_state_errors_total{fail_mode="open",operation="load"} 1.0' in metrics
 
 

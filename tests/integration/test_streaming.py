@@ -129,7 +129,7 @@ def test_shadow_mode_streams_without_holding_anything(make_proxy, upstream, writ
 
     assert text_of(chunks) == ""
     assert len(upstream.requests) == 1
-    metrics = httpx.get(f"{proxy.url}/metrics").text
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
     assert 'loopwarden_shadow_decisions_total{kind="empty_nudge",policy="default",tenant="default"} 1.0' in metrics
 
 
@@ -288,7 +288,7 @@ def test_stream_without_done_is_never_a_success(proxy, upstream):
     with pytest.raises(openai.APIError, match="without \\[DONE\\]"):
         list(sdk(proxy).chat.completions.create(model="m", messages=TASK, stream=True))
 
-    metrics = httpx.get(f"{proxy.url}/metrics").text
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
     assert (
         'loopwarden_stream_unfinished_total{policy="default",reason="upstream_disconnected",tenant="default"} 1.0'
         in metrics
@@ -347,7 +347,7 @@ def test_client_leaving_mid_stream_cancels_the_upstream_and_records_usage(proxy,
     while proxy.readiness.in_flight and time.monotonic() < deadline:
         time.sleep(0.01)
     assert proxy.readiness.in_flight == 0
-    assert "loopwarden_in_flight_requests 0.0" in httpx.get(f"{proxy.url}/metrics").text
+    assert "loopwarden_in_flight_requests 0.0" in httpx.get(f"{proxy.metrics_url}/metrics").text
     session = httpx.get(f"{proxy.base_url}/loopwarden/sessions/stream-leaver", headers=_AUTH).json()
     assert session["steps"] == 1
     assert session["tokens"]["completion"] > 0

@@ -116,3 +116,60 @@ def test_proxy_key_never_appears_in_the_log(tenant_proxy, upstream, log_records)
     assert ACME_KEY not in logged
     assert "lw-bad" not in logged
     assert "sk-acme-provider" not in logged
+
+
+def test_deleting_another_tenants_session_is_404(tenant_proxy, upstream):
+    upstream.script(Json(chat_completion()))
+    acme = openai.OpenAI(base_url=tenant_proxy.base_url, api_key=ACME_KEY, default_headers={"X-Session-Id": "s1"})
+    acme.chat.completions.create(model="m", messages=MESSAGES)
+
+    response = httpx.delete(
+        f"{tenant_proxy.base_url}/loopwarden/sessions/s1",
+        headers={"Authorization": "Bearer sk-byok-provider", "X-LoopWarden-Key": BYOK_KEY},
+    )
+
+    assert_openai_error(response, 404, "not_found")
+
+
+def test_deleting_a_session_that_does_not_exist_is_404(tenant_proxy):
+    response = httpx.delete(
+        f"{tenant_proxy.base_url}/loopwarden/sessions/never-seen", headers={"Authorization": f"Bearer {ACME_KEY}"}
+    )
+
+    assert_openai_error(response, 404, "not_found")
+
+
+def test_without_tenants_file_every_policy_of_the_directory_can_be_chosen(make_proxy, upstream, write_policies):
+    proxy = make_proxy(policies_dir=str(write_policies(default="mode: enforce\n", candidate="mode: shadow\n")))
+    upstream.script(Json(chat_completion()))
+
+    reply = httpx.post(
+        f"{proxy.base_url}/chat/completions",
+        json={"model": "m", "messages": MESSAGES},
+        headers={"Authorization": "Bearer sk-p", "X-LoopWarden-Policy": "candidate"},
+    )
+
+    assert reply.status_code == 200, reply.text
+    assert reply.headers["x-loopwarden-policy"] == "candidate"
+
+
+def test_without_tenants_file_a_policy_that_does_not_exist_is_403(proxy, upstream):
+    reply = httpx.post(
+        f"{proxy.base_url}/chat/completions",
+        json={"model": "m", "messages": MESSAGES},
+        headers={"Authorization": "Bearer sk-p", "X-LoopWarden-Policy": "nonexistent"},
+    )
+
+    assert_openai_error(reply, 403, "permission_denied")
+    assert upstream.requests == []
+
+
+def test_a_non_ascii_policy_name_comes_back_intact_in_the_403(tenant_proxy, upstream):
+    reply = httpx.post(
+        f"{tenant_proxy.base_url}/chat/completions",
+        json={"model": "m", "messages": MESSAGES},
+        headers={"Authorization": f"Bearer {ACME_KEY}", "X-LoopWarden-Policy": "stríct".encode()},
+    )
+
+    error = assert_openai_error(reply, 403, "permission_denied")
+    assert "stríct" in error["message"]

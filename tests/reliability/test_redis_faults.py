@@ -26,7 +26,7 @@ import redis.asyncio as aioredis
 
 from proxy.tenants import hash_key
 from tests.support.faultproxy import Hang, Latency, Pass
-from tests.support.processes import serve_over_fast_upstream
+from tests.support.processes import free_port, serve_over_fast_upstream
 from tests.support.redis import PrivateRedis
 from tests.support.timed import timed_post
 
@@ -56,11 +56,12 @@ class Sample:
 @dataclass
 class Stack:
     url: str
+    metrics_url: str
     redis: PrivateRedis
     log: Path
 
     def metrics(self) -> str:
-        return httpx.get(f"{self.url}/metrics", timeout=5).text
+        return httpx.get(f"{self.metrics_url}/metrics", timeout=5).text
 
     def metric(self, sample: str) -> float:
         """The value of one exposition line (``name{labels}``), 0 when absent."""
@@ -91,9 +92,12 @@ def stack(processes, private_redis, tmp_path) -> Callable[..., Stack]:
                 for tenant in KEYS
             )
         )
+        metrics_port = free_port()
         url = serve_over_fast_upstream(
             processes,
             [
+                "--metrics-port",
+                str(metrics_port),
                 "--redis-url",
                 private_redis.url,
                 "--redis-timeout",
@@ -106,7 +110,7 @@ def stack(processes, private_redis, tmp_path) -> Callable[..., Stack]:
             env={"PROVIDER_KEY": "sk-provider-" + "9" * 20},
             log=tmp_path / "proxy.log",
         )
-        return Stack(url, private_redis, tmp_path / "proxy.log")
+        return Stack(url, f"http://127.0.0.1:{metrics_port}", private_redis, tmp_path / "proxy.log")
 
     return start
 

@@ -85,7 +85,6 @@ def test_the_description_is_served_without_a_key_and_names_every_route(described
     assert set(document["paths"]) == {
         "/healthz",
         "/readyz",
-        "/metrics",
         "/v1/chat/completions",
         "/v1/loopwarden/sessions/{session_id}",
     }

@@ -9,6 +9,7 @@ import pytest
 
 from proxy.logs import JsonFormatter
 from proxy.tenants import hash_key
+from tests.support.assertions import assert_openai_error
 from tests.support.fake_upstream import Json, chat_completion
 
 KEYS = {"alpha": "lw-alpha-" + "1" * 24, "beta": "lw-beta-" + "2" * 24}
@@ -76,7 +77,7 @@ def test_keys_appear_in_no_log_line_metric_or_error_body(tenants_proxy, upstream
             f"{tenants_proxy.base_url}/models", headers={"Authorization": "Bearer " + KEYS["alpha"][:-1] + "x"}
         ).text,
     ]
-    metrics = httpx.get(f"{tenants_proxy.url}/metrics").text
+    metrics = httpx.get(f"{tenants_proxy.metrics_url}/metrics").text
     logged = "\n".join(JsonFormatter().format(record) for record in log_records)
 
     for secret in (*KEYS.values(), "sk-provider-" + "9" * 20):
@@ -112,3 +113,46 @@ def test_a_runaway_loop_stops_within_its_budget_plus_one_call(make_proxy, upstre
     view = httpx.get(f"{proxy.base_url}/loopwarden/sessions/runaway", headers={"Authorization": "Bearer sk-p"}).json()
     assert view["termination"] == "budget_tokens"
     assert view["tokens"]["total"] <= 2000 + 140  # the budget, plus the one (capped) summary call
+
+
+def _open_call(proxy, key: str, session: str | None = None, messages=MESSAGES) -> httpx.Response:
+    headers = ({"Authorization": f"Bearer {key}"} if key else {}) | ({"X-Session-Id": session} if session else {})
+    return httpx.post(f"{proxy.base_url}/chat/completions", json={"model": "m", "messages": messages}, headers=headers)
+
+
+def test_without_tenants_file_two_keys_never_share_a_named_session(proxy, upstream):
+    for _ in range(3):
+        _open_call(proxy, "sk-first", "s1")
+    other = _open_call(proxy, "sk-second", "s1")
+
+    assert other.headers["x-loopwarden-step"] == "1"
+
+
+def test_without_tenants_file_two_keys_never_share_a_derived_session(proxy, upstream):
+    history = [*MESSAGES, {"role": "assistant", "content": "working"}, {"role": "user", "content": "go on"}]
+    _open_call(proxy, "sk-first")
+    first = _open_call(proxy, "sk-first", messages=history)
+    other = _open_call(proxy, "sk-second", messages=history)
+
+    assert first.headers["x-loopwarden-session"] == other.headers["x-loopwarden-session"]
+    assert first.headers["x-loopwarden-step"] == "2"
+    assert other.headers["x-loopwarden-step"] == "1"
+
+
+def test_without_tenants_file_another_key_cannot_read_or_delete_a_session(proxy, upstream):
+    _open_call(proxy, "sk-first", "s1")
+    url = f"{proxy.base_url}/loopwarden/sessions/s1"
+    other = {"Authorization": "Bearer sk-second"}
+
+    assert_openai_error(httpx.get(url, headers=other), 404, "not_found")
+    assert_openai_error(httpx.delete(url, headers=other), 404, "not_found")
+    assert httpx.get(url, headers={"Authorization": "Bearer sk-first"}).json()["steps"] == 1
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+def test_without_tenants_file_the_sessions_api_refuses_callers_without_a_key(proxy, upstream, method):
+    _open_call(proxy, "", "s1")  # a caller without a key: its sessions belong to nobody in particular
+
+    response = httpx.request(method, f"{proxy.base_url}/loopwarden/sessions/s1")
+
+    assert_openai_error(response, 401, "invalid_api_key")

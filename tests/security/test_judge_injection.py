@@ -32,7 +32,7 @@ def test_no_injected_verdict_is_accepted(proxy, upstream):
 
     assert accepted == []
     assert len(upstream.judge_requests) == len(PAYLOADS)
-    verdicts = httpx.get(f"{proxy.url}/metrics").text
+    verdicts = httpx.get(f"{proxy.metrics_url}/metrics").text
     assert f'loopwarden_judge_verdicts_total{{policy="default",verdict="error"}} {float(len(PAYLOADS))}' in verdicts
 
 

@@ -19,8 +19,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def spawn(args: Sequence[str], env: dict[str, str] | None = None, log: Path | None = None) -> subprocess.Popen[str]:
-    """``python -m proxy ARGS`` with the test's interpreter; stderr captured.
+def spawn(
+    args: Sequence[str], env: dict[str, str] | None = None, log: Path | None = None, cwd: Path | None = None
+) -> subprocess.Popen[str]:
+    """``python -m proxy ARGS`` with the test's interpreter; stderr captured. Its metrics
+    listener takes a free port (``LOOPWARDEN_METRICS_PORT=0``) unless ``env`` or ARGS say otherwise.
 
     Under load a proxy logs more than a pipe holds, and a full pipe would block it: pass
     ``log`` to send stderr to that file instead.
@@ -29,10 +32,11 @@ def spawn(args: Sequence[str], env: dict[str, str] | None = None, log: Path | No
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "proxy", *args],
-            env={**os.environ, **(env or {})},
+            env={**os.environ, "LOOPWARDEN_METRICS_PORT": "0", **(env or {})},
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
+            cwd=cwd,
         )
     finally:
         if log is not None:

@@ -26,6 +26,11 @@ class RunningProxy:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def metrics_url(self) -> str:
+        """The metrics listener (``GET {metrics_url}/metrics``), apart from the API port."""
+        return f"http://127.0.0.1:{self.server.metrics.port}"
+
+    @property
     def base_url(self) -> str:
         return f"{self.url}/v1"
 
@@ -40,7 +45,12 @@ class RunningProxy:
 
 def start_proxy(**overrides: Any) -> RunningProxy:
     """Start a proxy on a free loopback port with ``overrides`` on top of test-friendly settings."""
-    values: dict[str, Any] = {"retry_base_delay": 0.01, "retry_max_delay": 0.05, "shutdown_timeout": 5.0}
+    values: dict[str, Any] = {
+        "retry_base_delay": 0.01,
+        "retry_max_delay": 0.05,
+        "shutdown_timeout": 5.0,
+        "metrics_port": 0,
+    }
     values.update(overrides)
     settings = Settings(**values)
     configure_logging(settings.log_level)

@@ -1,16 +1,26 @@
-"""The real Redis server the tests use (never a fake)."""
+"""The real Redis server the tests use (never a fake).
+
+By default the test run starts a redis-server of its own on a free port and stops it at
+the end, so it neither reads nor leaves anything in a Redis that happens to answer on
+6379. ``LOOPWARDEN_TEST_REDIS_URL`` points the tests at a given server and database
+instead; they then delete, at the end of the run, every key they wrote there.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-REDIS_URL = os.environ.get("LOOPWARDEN_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+import redis
+
+CONFIGURED_URL = os.environ.get("LOOPWARDEN_TEST_REDIS_URL") or None
 
 
 def _free_port(*, with_bus: bool) -> int:
@@ -150,3 +160,31 @@ class LocalCluster:
         for node in self.nodes:
             node.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def written_keys_removed(url: str) -> Iterator[None]:
+    """Delete, on exit, the keys of ``url``'s database that were not there on entry."""
+    client = redis.Redis.from_url(url)
+    try:
+        before = set(client.scan_iter(count=1000))
+        yield
+        written = [key for key in client.scan_iter(count=1000) if key not in before]
+        for start in range(0, len(written), 500):
+            client.unlink(*written[start : start + 500])
+    finally:
+        client.close()
+
+
+@contextlib.contextmanager
+def redis_for_tests(configured: str | None = CONFIGURED_URL) -> Iterator[str]:
+    """The URL the tests use: ``configured`` (cleaned up after), else a private server."""
+    if configured is not None:
+        with written_keys_removed(configured):
+            yield configured
+        return
+    server = PrivateRedis().start()
+    try:
+        yield server.url
+    finally:
+        server.stop()

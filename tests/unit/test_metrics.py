@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from pathlib import Path
+
+from prometheus_client.metrics import MetricWrapperBase
 
 from proxy.metrics import Metrics
 
@@ -31,3 +35,30 @@ def test_a_remembered_child_is_the_same_series_as_labels():
     metrics.of(metrics.upstream_calls, "acme", "default", "agent").inc()
 
     assert metrics.upstream_calls.labels("acme", "default", "agent")._value.get() == 2
+
+
+README = (Path(__file__).parents[2] / "README.md").read_text()
+_DOCUMENTED = re.compile(r"`(loopwarden_[a-z_]+)(?:\{([a-z_,]*)\})?`")
+
+
+def _documented_series() -> dict[str, tuple[str, ...]]:
+    table = README.split("**Metrics**", 1)[1].split("\n\n", 2)[1]
+    return {name: tuple(labels.split(",")) if labels else () for name, labels in _DOCUMENTED.findall(table)}
+
+
+def _exposed_series() -> dict[str, tuple[str, ...]]:
+    metrics = Metrics()
+    exposed = {}
+    for value in vars(metrics).values():
+        if isinstance(value, MetricWrapperBase):
+            suffix = "_total" if value._type == "counter" else ""
+            exposed[value._name + suffix] = tuple(value._labelnames)
+    return exposed
+
+
+def test_the_readme_documents_every_metric_with_its_exact_labels():
+    documented, exposed = _documented_series(), _exposed_series()
+
+    assert {name: sorted(labels) for name, labels in documented.items()} == {
+        name: sorted(labels) for name, labels in exposed.items()
+    }

@@ -1,8 +1,10 @@
 """The README's configuration reference names every setting, as flag and as variable."""
 
+import hashlib
 from pathlib import Path
 
 import pytest
+import yaml
 
 from proxy.settings import Settings
 
@@ -13,3 +15,27 @@ README = (Path(__file__).parents[2] / "README.md").read_text()
 def test_every_setting_is_documented(name):
     assert f"`--{name.replace('_', '-')}`" in README
     assert f"`LOOPWARDEN_{name.upper()}`" in README
+
+
+def _tenants_example() -> str:
+    section = README.split("## Tenants", 1)[1]
+    return section.split("```yaml\n", 1)[1].split("```", 1)[0]
+
+
+def test_no_key_in_the_tenants_example_is_usable_as_it_stands(tmp_path):
+    """A copied example must not let anyone in: every key entry fails validation until replaced."""
+    from proxy.tenants import TenantsFileError, load_tenants
+
+    example = _tenants_example()
+    for tenant in yaml.safe_load(example)["tenants"]:
+        single = tmp_path / f"{tenant['name']}.yaml"
+        single.write_text(yaml.safe_dump({"tenants": [tenant]}))
+        with pytest.raises(TenantsFileError, match="key_sha256"):
+            load_tenants(single, "https://api.openai.com/v1", {"ACME_OPENAI_KEY": "sk-x"})
+
+
+def test_the_tenants_section_shows_how_to_hash_a_key():
+    section = README.split("## Tenants", 1)[1].split("\n## ", 1)[0]
+
+    assert "loopwarden hash-key" in section
+    assert hashlib.sha256(b"password").hexdigest() not in README

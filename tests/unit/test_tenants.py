@@ -52,7 +52,7 @@ def test_upper_case_digest_is_accepted(tmp_path):
         (GOOD.replace("api_key_env: ACME_KEY", "api_key_env: ACME_KEY, forward_client_key: true"), ENV, "exactly one"),
         (GOOD.replace("default_policy: strict", "default_policy: lenient"), ENV, "default_policy"),
         (GOOD.replace("https://api.example.com/v1/", "file:///etc/passwd"), ENV, "base_url"),
-        (GOOD.replace("https://api.example.com/v1/", "http://169.254.169.254/latest"), ENV, "link-local"),
+        (GOOD.replace("https://api.example.com/v1/", "http://169.254.169.254/latest"), ENV, "metadata endpoint"),
         (GOOD.replace("https://api.example.com/v1/", "http://metadata.google.internal/"), ENV, "metadata"),
         (GOOD + "    colour: blue\n", ENV, "colour"),
         (GOOD + GOOD.replace("tenants:\n", ""), ENV, "duplicate tenant name"),
@@ -142,3 +142,43 @@ def test_ordinary_upstream_urls_are_accepted(url):
 def test_dangerous_upstream_urls_are_rejected(url):
     with pytest.raises(ValueError, match="upstream"):
         check_upstream_url(url)
+
+
+OPEN = TenantDirectory.open("https://api.example.com/v1")
+
+
+@pytest.mark.parametrize("requested", ["strict", "lenient", "candidate"])
+def test_the_implicit_tenant_may_choose_any_policy(requested):
+    tenant = OPEN.authenticate("Bearer sk-a", None).tenant
+
+    assert tenant.choose_policy(requested) == requested
+
+
+def test_without_tenants_file_callers_with_different_keys_get_different_namespaces():
+    first = OPEN.authenticate("Bearer sk-first", None).namespace
+    second = OPEN.authenticate("Bearer sk-second", None).namespace
+
+    assert first != second
+    assert OPEN.authenticate("Bearer sk-first", None).namespace == first
+
+
+def test_the_session_namespace_does_not_contain_the_key():
+    namespace = OPEN.authenticate("Bearer sk-secret-provider-key", None).namespace
+
+    assert "sk-secret" not in namespace
+    assert namespace.startswith("default.")
+    assert ":" not in namespace
+
+
+def test_with_a_tenants_file_the_namespace_is_the_tenant(tmp_path):
+    assert _load(tmp_path, GOOD).authenticate(f"Bearer {KEY}", None).namespace == "acme"
+
+
+@pytest.mark.parametrize("authorization", [None, "", "   "])
+def test_without_tenants_file_the_sessions_api_needs_authorization(authorization):
+    with pytest.raises(AuthenticationFailed):
+        OPEN.authenticate(authorization, None, identified=True)
+
+
+def test_the_namespace_does_not_depend_on_how_the_bearer_scheme_is_spelled():
+    assert OPEN.authenticate("bearer sk-a", None).namespace == OPEN.authenticate("Bearer  sk-a ", None).namespace

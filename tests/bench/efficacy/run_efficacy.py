@@ -98,7 +98,7 @@ def _counters(text: str) -> Counter[tuple[str, str]]:
 async def _scrape(client: httpx.AsyncClient, proxy: RunningProxy | None) -> Counter[tuple[str, str]]:
     if proxy is None:
         return Counter()
-    response = await client.get(f"{proxy.url}/metrics")
+    response = await client.get(f"{proxy.metrics_url}/metrics")
     return _counters(response.text)
 
 
