@@ -146,11 +146,15 @@ class Credentials:
 
 
 _UNIFORM_401 = "Invalid or missing API key for this proxy."
+NAMESPACE_SEPARATOR = "~"
+"""Between a tenant's name and a caller digest in a session namespace."""
 _NAMESPACE_SALT = b"loopwarden/session-namespace/v1\x00"
 
 
 def caller_namespace(tenant: str, authorization: str | None) -> str:
-    """The session namespace of a caller of the implicit tenant: ``<tenant>.<digest>``.
+    """The session namespace of a caller of the implicit tenant: ``<tenant>~<digest>``
+    (``~`` is in no tenant name, so the tenant stays readable from the key: its caps and
+    metrics are the tenant's, not one per caller).
 
     Without a tenants file every caller is the tenant ``default``; namespacing sessions by
     a digest of the caller's ``Authorization`` keeps two callers with different keys from
@@ -161,7 +165,7 @@ def caller_namespace(tenant: str, authorization: str | None) -> str:
     value = _bearer(authorization) or (authorization or "").strip()  # "bearer K" and "Bearer K" are one caller
     if not value:
         return tenant
-    return f"{tenant}.{hashlib.sha256(_NAMESPACE_SALT + value.encode()).hexdigest()[:32]}"
+    return f"{tenant}{NAMESPACE_SEPARATOR}{hashlib.sha256(_NAMESPACE_SALT + value.encode()).hexdigest()[:32]}"
 
 
 class TenantDirectory:

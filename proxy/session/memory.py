@@ -31,12 +31,16 @@ _UNCAPPED = ""
 
 
 def tenant_of(key: str) -> str:
-    """The tenant of a session key ``lw:{tenant:session}`` (tenant names hold no ':');
+    """The tenant of a session key ``lw:{namespace:session}`` (namespaces hold no ':'; a
+    caller's namespace is ``tenant~digest``, see :func:`proxy.tenants.caller_namespace`);
     ``_UNCAPPED`` for any other key, e.g. a tenant's rolling day ``lw:{tenant}:daily``."""
     start = key.find("{")
     end = key.find("}", start + 1)
     colon = key.find(":", start + 1, end)
-    return key[start + 1 : colon] if start > -1 and colon > -1 else _UNCAPPED
+    if start < 0 or colon < 0:
+        return _UNCAPPED
+    tilde = key.find("~", start + 1, colon)
+    return key[start + 1 : colon if tilde < 0 else tilde]
 
 
 class MemoryStore:

@@ -127,7 +127,7 @@ def test_a_stream_without_a_usage_chunk_is_metered_by_an_estimate(proxy, upstrea
 
     list(client.chat.completions.create(model="m", messages=MESSAGES, stream=True))
     view = httpx.get(f"{proxy.base_url}/loopwarden/sessions/no-usage", headers={"Authorization": "Bearer sk-p"}).json()
-    metrics = httpx.get(f"{proxy.url}/metrics").text
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
 
     assert view["tokens"]["completion"] >= len(text) // 4
     assert view["tokens"]["prompt"] > 0

@@ -89,7 +89,7 @@ def test_judge_timeout_fails_closed(make_proxy, upstream, write_policies):
 
     assert raw.parse().choices[0].message.content == FULL_ANSWER
     assert "could not be verified" in upstream.requests[1].json()["messages"][-1]["content"]
-    metrics = httpx.get(f"{proxy.url}/metrics").text
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
     assert 'loopwarden_judge_errors_total{cause="timeout",policy="default"} 1.0' in metrics
 
 
@@ -148,7 +148,7 @@ def test_a_judge_that_omits_the_nonce_ends_the_run_saying_why(proxy, upstream, l
     assert raw.headers["x-loopwarden-terminated"] == "incomplete"
     endings = [r.fields for r in log_records if r.getMessage() == "termination"]
     assert [(e["reason"], e["cause"]) for e in endings] == [("incomplete", "missing_nonce")]
-    metrics = httpx.get(f"{proxy.url}/metrics").text
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
     assert 'loopwarden_judge_errors_total{cause="missing_nonce",policy="default"} 3.0' in metrics
 
 
@@ -164,7 +164,7 @@ def test_a_judge_giving_two_verdicts_is_an_error_not_a_pass(proxy, upstream):
     raw = ask(proxy, after_tools())
 
     assert raw.headers["x-loopwarden-interventions"] == "judge_continue"
-    metrics = httpx.get(f"{proxy.url}/metrics").text
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
     assert 'loopwarden_judge_errors_total{cause="ambiguous",policy="default"} 1.0' in metrics
 
 

@@ -76,7 +76,7 @@ def test_parallel_requests_that_end_a_session_all_answer_with_the_one_ending_mad
     ended = [r.json()["choices"][0]["message"]["content"] for r in replies if "x-loopwarden-terminated" in r.headers]
     assert summary_calls(upstream) == 1
     assert ended == ["Found it."] * 9  # the model's summary everywhere, no local one ("I have to stop here")
-    assert 'answer="stored"' in httpx.get(f"{proxy.url}/metrics").text
+    assert 'answer="stored"' in httpx.get(f"{proxy.metrics_url}/metrics").text
 
 
 def test_parallel_retries_cannot_overshoot_the_steps_either(make_proxy, upstream, write_policies, store_settings):

@@ -132,4 +132,4 @@ def test_in_memory_sessions_over_the_tenant_cap_drop_the_least_recently_used(mak
         return view.status_code == 200
 
     assert [known(s) for s in ("first", "second", "third")] == [False, True, True]
-    assert 'loopwarden_sessions_evicted_total{tenant="default"} 1.0' in httpx.get(f"{proxy.url}/metrics").text
+    assert 'loopwarden_sessions_evicted_total{tenant="default"} 1.0' in httpx.get(f"{proxy.metrics_url}/metrics").text

@@ -166,7 +166,7 @@ def test_the_session_namespace_does_not_contain_the_key():
     namespace = OPEN.authenticate("Bearer sk-secret-provider-key", None).namespace
 
     assert "sk-secret" not in namespace
-    assert namespace.startswith("default.")
+    assert namespace.startswith("default~")
     assert ":" not in namespace
 
 

@@ -7,6 +7,7 @@ import asyncio
 from proxy.session.base import SessionDelta
 from proxy.session.identity import session_key
 from proxy.session.memory import MemoryStore, tenant_of
+from proxy.tenants import caller_namespace
 
 
 def _step() -> SessionDelta:
@@ -23,6 +24,12 @@ def test_the_tenant_of_a_session_key():
     assert tenant_of(session_key("acme", "s-1")) == "acme"
     assert tenant_of(session_key("acme", "a:b")) == "acme"
     assert tenant_of("lw:{acme}:daily") == ""
+
+
+def test_the_callers_of_the_implicit_tenant_share_its_cap_and_its_name():
+    namespace = caller_namespace("default", "Bearer sk-caller")
+
+    assert tenant_of(session_key(namespace, "s-1")) == "default"
 
 
 def test_a_tenant_over_its_cap_loses_its_least_recently_used_session():
