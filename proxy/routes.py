@@ -38,6 +38,7 @@ from proxy.http import (
 )
 from proxy.logs import log_event
 from proxy.metrics import Metrics
+from proxy.paths import passthrough_url
 from proxy.pipeline import ChatCall, Outcome, Pipeline
 from proxy.policy.loader import PolicyRegistry
 from proxy.policy.models import Policy
@@ -177,10 +178,7 @@ class ProxyRoutes:
         credentials = self._authenticate(scope)
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         headers = upstream_request_headers(client_headers(scope), credentials.upstream_authorization)
-        path = scope["raw_path"].split(b"?", 1)[0].decode("latin-1")
-        url = credentials.tenant.upstream_url + path.removeprefix("/v1")
-        if scope["query_string"]:
-            url += "?" + scope["query_string"].decode("latin-1")
+        url = passthrough_url(credentials.tenant.upstream_url, scope["raw_path"], scope["query_string"])
         reply = await self._upstream.send(scope["method"], url, headers, body, stream=True)
         facts: dict[str, object] = {"tenant": credentials.tenant.name}
         await self._relay(reply, tracker, receive, facts)

@@ -85,7 +85,7 @@ class UpstreamClient:
     async def send(
         self,
         method: str,
-        url: str,
+        url: str | httpx.URL,
         headers: Sequence[tuple[str, str]],
         body: bytes,
         *,
@@ -115,7 +115,7 @@ class UpstreamClient:
             self._metrics.of(self._metrics.upstream_attempts, outcome).inc()
 
     async def _send(
-        self, method: str, url: str, headers: Sequence[tuple[str, str]], body: bytes, stream: bool
+        self, method: str, url: str | httpx.URL, headers: Sequence[tuple[str, str]], body: bytes, stream: bool
     ) -> UpstreamReply:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._total_timeout
@@ -164,8 +164,10 @@ class UpstreamClient:
             await self._sleep(delay)
             waited += delay
 
-    def _url(self, url: str) -> httpx.URL:
+    def _url(self, url: str | httpx.URL) -> httpx.URL:
         """Parse each distinct upstream URL once; chat completions reuse a handful of them."""
+        if isinstance(url, httpx.URL):
+            return url
         parsed = self._urls.get(url)
         if parsed is None:
             if len(self._urls) >= 1024:
