@@ -349,11 +349,11 @@ class _ResponseTracker:
 
 
 def _text_header(scope: HTTPScope, name: bytes) -> str | None:
-    """A header meant as text: UTF-8 (what clients send), stripped; None when blank."""
+    """A header meant as text, stripped; None when blank."""
     value = header(scope, name)
     if value is None or not value.strip():
         return None
-    return value.encode("latin-1").decode("utf-8", "replace").strip()
+    return value.strip()
 
 
 def _parse_object(body: bytes) -> dict[str, object]:

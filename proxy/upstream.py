@@ -128,13 +128,7 @@ class UpstreamClient:
                 raise UpstreamTimeout("The upstream model API did not answer before the deadline.")
             # stream= skips httpx's body encoding and auto headers (the transport frames
             # the body itself); read() then makes ``request.content`` available at no cost.
-            request = httpx.Request(
-                method,
-                self._url(url),
-                headers=headers,
-                stream=httpx.ByteStream(body),
-                extensions={"timeout": self._attempt_timeouts(remaining), READ_BODY: not stream},
-            )
+            request = _request(method, self._url(url), headers, body, self._attempt_timeouts(remaining), stream)
             request.read()
             try:
                 async with asyncio.timeout(remaining):
@@ -177,6 +171,24 @@ class UpstreamClient:
 
     def _attempt_timeouts(self, remaining: float) -> dict[str, float]:
         return {name: min(value, remaining) for name, value in self._timeouts.items()}
+
+
+def _request(
+    method: str,
+    url: httpx.URL,
+    headers: Sequence[tuple[str, str]],
+    body: bytes,
+    timeouts: dict[str, float],
+    stream: bool,
+) -> httpx.Request:
+    extensions = {"timeout": timeouts, READ_BODY: not stream}
+    try:
+        return httpx.Request(method, url, headers=headers, stream=httpx.ByteStream(body), extensions=extensions)
+    except UnicodeEncodeError:
+        # httpx encodes header text as ASCII; a client's non-ASCII value (an id, a title) goes
+        # on as the UTF-8 it arrived in. Rare, so the common case pays nothing for it.
+        encoded = httpx.Headers(headers, encoding="utf-8")
+        return httpx.Request(method, url, headers=encoded, stream=httpx.ByteStream(body), extensions=extensions)
 
 
 def _never_sent(exc: httpx.TransportError) -> bool:
