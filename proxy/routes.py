@@ -42,19 +42,19 @@ from proxy.paths import passthrough_url
 from proxy.pipeline import ChatCall, Outcome, Pipeline
 from proxy.policy.loader import PolicyRegistry
 from proxy.policy.models import Policy
-from proxy.retry import RETRYABLE_STATUSES
 from proxy.schemas import SchemaInvalid, check_schema
 from proxy.session.identity import identify
 from proxy.settings import Settings
 from proxy.tenants import Credentials, Tenant, TenantDirectory
 from proxy.timing import RequestTiming, begin
-from proxy.upstream import UpstreamClient, UpstreamReply
+from proxy.upstream import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
 from proxy.wire.chat_completions import parse_conversation
 
 __all__ = ["ProxyRoutes", "Readiness"]
 
 _decode = msgspec.json.decode
 _T = TypeVar("_T")
+_ATTEMPTS = ATTEMPTS_HEADER.encode()
 _WATCH_AFTER = 0.03
 """Seconds before a streamed request starts watching for its client leaving."""
 _Handler = Callable[[HTTPScope, Receive, "_ResponseTracker"], Awaitable[dict[str, object]]]
@@ -372,8 +372,8 @@ def _parse_object(body: bytes) -> dict[str, object]:
 
 
 def _own_headers(reply: UpstreamReply) -> list[tuple[bytes, bytes]]:
-    own = [(b"x-loopwarden-upstream-attempts", str(reply.attempts).encode())]
-    if reply.attempts > 1 and reply.response.status_code in RETRYABLE_STATUSES:
+    own = [(_ATTEMPTS, str(reply.attempts).encode())]
+    if reply.attempts > 1 and reply.response.status_code >= 400:
         # The proxy already retried with backoff: ask SDKs (openai's honors this) not to
         # multiply that into a storm of their own.
         own.append((b"x-should-retry", b"false"))

@@ -33,7 +33,10 @@ from proxy.settings import Settings
 from proxy.timing import waiting
 from proxy.transport import READ_BODY, AiohttpTransport
 
-__all__ = ["UpstreamClient", "UpstreamReply"]
+__all__ = ["ATTEMPTS_HEADER", "UpstreamClient", "UpstreamReply"]
+
+ATTEMPTS_HEADER = "x-loopwarden-upstream-attempts"
+"""How many times the proxy asked the upstream for the answer the client gets."""
 
 
 @dataclass(slots=True)
@@ -125,7 +128,7 @@ class UpstreamClient:
             attempt += 1
             remaining = deadline - loop.time()
             if remaining <= 0:
-                raise UpstreamTimeout("The upstream model API did not answer before the deadline.")
+                raise _spent(UpstreamTimeout("The upstream model API did not answer before the deadline."), attempt - 1)
             # stream= skips httpx's body encoding and auto headers (the transport frames
             # the body itself); read() then makes ``request.content`` available at no cost.
             request = _request(method, self._url(url), headers, body, self._attempt_timeouts(remaining), stream)
@@ -136,13 +139,15 @@ class UpstreamClient:
                     if not stream:
                         await response.aread()
             except TimeoutError:
-                raise UpstreamTimeout("The upstream model API did not answer before the deadline.") from None
+                raise _spent(
+                    UpstreamTimeout("The upstream model API did not answer before the deadline."), attempt
+                ) from None
             except httpx.TransportError as exc:
                 error = _as_proxy_error(exc)
                 retryable = _never_sent(exc) or self._retry_after_send
                 delay = self._policy.delay(attempt, None, self._draw) if retryable else None
                 if delay is None or loop.time() + delay >= deadline or not self._budget.withdraw():
-                    raise error from None
+                    raise _spent(error, attempt) from None
                 self._count("retried")
                 await self._sleep(delay)
                 waited += delay
@@ -189,6 +194,16 @@ def _request(
         # on as the UTF-8 it arrived in. Rare, so the common case pays nothing for it.
         encoded = httpx.Headers(headers, encoding="utf-8")
         return httpx.Request(method, url, headers=encoded, stream=httpx.ByteStream(body), extensions=extensions)
+
+
+def _spent(error: ProxyError, attempts: int) -> ProxyError:
+    """An error the proxy answers with once its own attempts are over: it says how many there
+    were and, when the proxy already retried, asks SDKs (openai's honors ``x-should-retry``) not
+    to multiply them by their own (3 by 3 attempts per call during an outage otherwise)."""
+    error.headers[ATTEMPTS_HEADER] = str(attempts)
+    if attempts > 1:
+        error.headers["x-should-retry"] = "false"
+    return error
 
 
 def _never_sent(exc: httpx.TransportError) -> bool:

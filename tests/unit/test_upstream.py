@@ -105,3 +105,12 @@ async def test_a_non_ascii_header_value_is_sent_as_utf8():
     await client.send("POST", "http://up/v1/chat/completions", [("x-session-id", "séance ☕")], b"{}")
 
     assert calls[0].headers.raw[-1] == (b"x-session-id", "séance ☕".encode())
+
+
+async def test_an_error_after_retries_carries_the_attempts_and_asks_clients_not_to_retry():
+    client, _, _ = _client([httpx.ConnectError("refused")] * 3, retry_attempts=3)
+
+    with pytest.raises(UpstreamUnreachable) as raised:
+        await _send(client)
+
+    assert raised.value.headers == {"x-loopwarden-upstream-attempts": "3", "x-should-retry": "false"}
