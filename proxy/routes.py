@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -24,7 +25,6 @@ from proxy.errors import (
     PermissionDenied,
     ProxyError,
     UpstreamDisconnected,
-    error_body,
 )
 from proxy.http import (
     ClientDisconnected,
@@ -42,6 +42,7 @@ from proxy.paths import passthrough_url
 from proxy.pipeline import ChatCall, Outcome, Pipeline
 from proxy.policy.loader import PolicyRegistry
 from proxy.policy.models import Policy
+from proxy.relay import credential_values, relayed_error, secret_forms
 from proxy.schemas import SchemaInvalid, check_schema
 from proxy.session.identity import identify
 from proxy.settings import Settings
@@ -150,7 +151,7 @@ class ProxyRoutes:
             outcome = await _unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
         else:
             outcome = await self._pipeline.run(call)
-        await self._deliver(outcome, send, facts)
+        await self._deliver(outcome, send, facts, call.headers)
         return facts
 
     def policy_for(self, tenant: Tenant, requested: str | None) -> Policy:
@@ -161,7 +162,9 @@ class ProxyRoutes:
             raise PermissionDenied(f"Policy {name!r} does not exist.", param="policy")
         return policy
 
-    async def _deliver(self, outcome: Outcome, send: Send, facts: dict[str, object]) -> None:
+    async def _deliver(
+        self, outcome: Outcome, send: Send, facts: dict[str, object], sent: Sequence[tuple[str, str]]
+    ) -> None:
         """Send what the pipeline decided: its own body, or the upstream's reply copied."""
         if outcome.delivered:
             return
@@ -172,7 +175,7 @@ class ProxyRoutes:
             return
         if outcome.upstream is None:  # an outcome carries a body or an upstream reply
             raise ProxyError("The proxy produced no reply.")
-        await self._answer(outcome.upstream, send, facts, own=outcome.headers)
+        await self._answer(outcome.upstream, send, facts, sent, own=outcome.headers)
 
     async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: _ResponseTracker) -> dict[str, object]:
         credentials = self._authenticate(scope)
@@ -181,10 +184,24 @@ class ProxyRoutes:
         url = passthrough_url(credentials.tenant.upstream_url, scope["raw_path"], scope["query_string"])
         reply = await self._upstream.send(scope["method"], url, headers, body, stream=True)
         facts: dict[str, object] = {"tenant": credentials.tenant.name}
-        await self._relay(reply, tracker, receive, facts)
+        await self._relay(reply, tracker, receive, facts, headers)
         return facts
 
     # -- shared steps ---------------------------------------------------------------
+
+    def _secrets(self, sent: Sequence[tuple[str, str]]) -> list[bytes]:
+        """Every provider key an upstream error could quote: the one sent with the request (the
+        client's own, when it is forwarded), every tenant's, every judge's. Errors only: not
+        worth precomputing, and always current after a reload."""
+        keys = credential_values(sent)
+        for tenant in self._tenants.tenants:
+            if tenant.upstream_authorization:
+                keys += credential_values([("authorization", tenant.upstream_authorization)])
+        for name in self._policies.names:
+            policy = self._policies.get(name)
+            if policy is not None and policy.judge.api_key_env:
+                keys.append(os.environ.get(policy.judge.api_key_env, ""))
+        return secret_forms(keys)
 
     def _authenticate(self, scope: HTTPScope) -> Credentials:
         return self._tenants.authenticate(header(scope, b"authorization"), header(scope, b"x-loopwarden-key"))
@@ -231,13 +248,19 @@ class ProxyRoutes:
         log_event("request", facts)
 
     async def _answer(
-        self, reply: UpstreamReply, send: Send, facts: dict[str, object], own: Sequence[tuple[bytes, bytes]] = ()
+        self,
+        reply: UpstreamReply,
+        send: Send,
+        facts: dict[str, object],
+        sent: Sequence[tuple[str, str]],
+        own: Sequence[tuple[bytes, bytes]] = (),
     ) -> None:
+        """Copy a whole upstream reply; an error goes out without any provider key in it."""
         response = reply.response
         body = response.content
         headers = reply_headers(response.headers.raw, [*_own_headers(reply), *own])
         if response.status_code >= 400:
-            body, headers = _openai_error_shape(response.status_code, body, headers)
+            body, headers = relayed_error(response.status_code, body, headers, self._secrets(sent))
         facts.update(upstream_status=response.status_code, attempts=reply.attempts)
         await send_reply(send, response.status_code, headers, body)
 
@@ -247,8 +270,9 @@ class ProxyRoutes:
         tracker: _ResponseTracker,
         receive: Receive,
         facts: dict[str, object],
+        sent: Sequence[tuple[str, str]],
     ) -> None:
-        """Copy the upstream's body to the client chunk by chunk, as it arrives."""
+        """Copy the upstream's body to the client chunk by chunk, as it arrives (an error whole)."""
         send: Send = tracker.send  # type: ignore[assignment]
         response = reply.response
         facts.update(upstream_status=response.status_code, attempts=reply.attempts)
@@ -257,7 +281,7 @@ class ProxyRoutes:
                 await response.aread()
             finally:
                 await response.aclose()
-            await self._answer(reply, send, facts)
+            await self._answer(reply, send, facts, sent)
             return
         headers = reply_headers(response.headers.raw, _own_headers(reply))
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
@@ -378,22 +402,3 @@ def _own_headers(reply: UpstreamReply) -> list[tuple[bytes, bytes]]:
         # multiply that into a storm of their own.
         own.append((b"x-should-retry", b"false"))
     return own
-
-
-def _openai_error_shape(
-    status: int, body: bytes, headers: list[tuple[bytes, bytes]]
-) -> tuple[bytes, list[tuple[bytes, bytes]]]:
-    """Keep an upstream error that is already OpenAI-shaped; wrap anything else (an HTML 502)."""
-    if any(k.lower() == b"content-encoding" and v.lower() != b"identity" for k, v in headers):
-        return body, headers
-    try:
-        parsed = _decode(body) if body else None
-    except (msgspec.DecodeError, RecursionError):
-        parsed = None
-    if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
-        return body, headers
-    snippet = body[:200].decode("utf-8", "replace").strip()
-    message = f"The upstream model API answered {status}" + (f": {snippet}" if snippet else ".")
-    kept = [(k, v) for k, v in headers if k.lower() not in (b"content-type", b"content-encoding")]
-    kept.append((b"content-type", b"application/json"))
-    return error_body(message, "upstream_error", f"upstream_{status}"), kept
