@@ -57,7 +57,7 @@ _decode = msgspec.json.decode
 _T = TypeVar("_T")
 _ATTEMPTS = ATTEMPTS_HEADER.encode()
 _WATCH_AFTER = 0.03
-"""Seconds before a streamed request starts watching for its client leaving."""
+"""Seconds before a request starts watching for its client leaving."""
 _Handler = Callable[[HTTPScope, Receive, "_ResponseTracker"], Awaitable[dict[str, object]]]
 
 
@@ -147,10 +147,9 @@ class ProxyRoutes:
             "session": session.id,
             "stream": call.stream,
         }
-        if call.stream:
-            outcome = await _unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
-        else:
-            outcome = await self._pipeline.run(call)
+        # Streamed or not, a client that hangs up cancels the upstream call (and any nudge or
+        # judge call that would follow); the pipeline still commits what was used.
+        outcome = await _unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
         await self._deliver(outcome, send, facts, call.headers)
         return facts
 
@@ -307,11 +306,12 @@ async def _copy_body(response: httpx.Response, send: Send) -> None:
 async def _unless_client_leaves(
     work: Awaitable[_T], receive: Receive, facts: dict[str, object], tracker: _ResponseTracker
 ) -> _T:
-    """Run streaming work while watching the client: when it leaves, the work (and with it
-    the upstream request) is cancelled; the pipeline still commits what it used.
+    """Run work while watching the client: when it leaves, the work (and with it the upstream
+    request) is cancelled; the pipeline still commits what it used.
 
-    The watch starts after ``_WATCH_AFTER``: most streams are over by then, and a client
-    that left earlier is still noticed the moment the watch starts (well within 100 ms)."""
+    The watch (a task waiting on ``receive``) starts after ``_WATCH_AFTER``: fast calls are
+    over by then and pay only a timer, and a client that left earlier is still noticed the
+    moment the watch starts (well within 100 ms)."""
     task = asyncio.current_task()
     if task is None:  # not under a running task: nothing to cancel, nothing to watch
         return await work
