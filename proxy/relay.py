@@ -18,7 +18,7 @@ from httpx._decoders import SUPPORTED_DECODERS  # what httpx decodes when it rea
 
 from proxy.errors import error_body
 
-__all__ = ["MASK", "credential_values", "relayed_error", "secret_forms"]
+__all__ = ["MASK", "credential_values", "masked_text", "relayed_error", "secret_forms"]
 
 MASK = b"[REDACTED]"
 _MIN_SECRET = 8
@@ -55,6 +55,13 @@ def _masked(body: bytes, forms: Sequence[bytes]) -> bytes:
         if form in body:
             body = body.replace(form, MASK)
     return body
+
+
+def masked_text(text: str, secrets: Sequence[bytes]) -> str:
+    """``text`` with every form of every secret masked (a relayed error message)."""
+    if not secrets:
+        return text
+    return _masked(text.encode(), secrets).decode()
 
 
 def _readable(headers: Sequence[tuple[bytes, bytes]]) -> bool:

@@ -20,7 +20,7 @@ except ImportError:  # optional: httpx reads zstd bodies only when it is install
     zstandard = None
 
 from proxy.tenants import hash_key
-from tests.support.fake_upstream import Json
+from tests.support.fake_upstream import Json, Sse, stream_chunks
 
 PROVIDER_KEY = "sk-provider-" + "7" * 32
 JUDGE_KEY = "sk-judge-" + "5" * 32
@@ -148,3 +148,15 @@ def test_an_azure_style_api_key_header_is_masked(proxy, upstream):
 
     assert response.status_code == 401
     assert CLIENT_KEY not in response.text
+
+
+@pytest.mark.parametrize("after_chunks", [0, 8], ids=["before-any-byte", "mid-stream"])
+def test_a_key_in_an_upstream_stream_error_event_is_masked(tenant_proxy, upstream, after_chunks):
+    event = {"error": {"message": "x" * 480 + f" key {PROVIDER_KEY} revoked", "type": "invalid_request_error"}}
+    upstream.script(Sse([*stream_chunks("word " * 200, pieces=10)[:after_chunks], event], delay=0.02))
+
+    response = send(tenant_proxy, "/chat/completions", stream=True)
+
+    assert response.status_code == (502 if after_chunks == 0 else 200)
+    assert "ended the stream with an error" in response.text
+    assert "sk-provider" not in response.text  # not even the part before a cut

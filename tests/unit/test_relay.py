@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from proxy.relay import MASK, credential_values, relayed_error, secret_forms
+from proxy.relay import MASK, credential_values, masked_text, relayed_error, secret_forms
 
 KEY = "sk-proj-" + "a1b2/c3d4" * 4
 JSON = [(b"content-type", b"application/json")]
@@ -82,3 +82,9 @@ def test_an_error_without_keys_is_unchanged():
     body = error("model not found")
 
     assert relayed_error(404, body, JSON, secret_forms([KEY])) == (body, JSON)
+
+
+def test_masked_text_masks_every_form_and_keeps_other_text():
+    text = f"a {KEY} b {KEY.replace('/', '%2F')} c é"
+
+    assert masked_text(text, secret_forms([KEY])) == "a [REDACTED] b [REDACTED] c é"
