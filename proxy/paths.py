@@ -6,7 +6,8 @@ on the way (by httpx, by the upstream's own proxies, by servers that decode ``%2
 ``\\`` as a separator) into another path of the upstream host: ``/v1/../_control/state``
 reads what the tenant's key may reach but the proxy never meant to offer, and
 ``/v1/x/../chat/completions`` would reach the model without the guards. Such paths are
-refused before anything is sent, and the joined URL is checked to lie under the base.
+refused before anything is sent (as sent, once and twice percent-decoded), and the joined
+URL is checked to lie under the base.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ __all__ = ["passthrough_url"]
 _MOUNT = b"/v1"
 _SEPARATORS = re.compile(rb"[/\\]")
 _UNSAFE_SEGMENTS = frozenset({b"", b".", b".."})
+_DECODINGS = 2
+"""Percent-decodings checked: the upstream's own, and one more by a gateway in front of it."""
 _REFUSED = (
     "The request path has an empty, '.' or '..' segment (raw or percent-encoded); "
     "the proxy forwards only plain paths below /v1."
@@ -30,8 +33,9 @@ _REFUSED = (
 
 
 def _has_unsafe_segment(path: bytes) -> bool:
-    """``path`` is what follows the mount, starting with '/'; backslashes count as separators."""
-    return any(segment in _UNSAFE_SEGMENTS for segment in _SEPARATORS.split(path[1:]))
+    """``path`` is what follows the mount, starting with '/'. Backslashes count as separators,
+    and a segment's ``;parameters`` are ignored (servers that strip them read ``..;x`` as ``..``)."""
+    return any(segment.partition(b";")[0] in _UNSAFE_SEGMENTS for segment in _SEPARATORS.split(path[1:]))
 
 
 def _subpath(raw_path: bytes) -> bytes:
@@ -40,9 +44,13 @@ def _subpath(raw_path: bytes) -> bytes:
         return b""
     if not raw_path.startswith(_MOUNT + b"/"):  # e.g. ``/v1%2f..``: routed by its decoded form only
         raise InvalidRequest(_REFUSED)
-    rest = raw_path[len(_MOUNT) :]
-    if _has_unsafe_segment(rest) or (b"%" in rest and _has_unsafe_segment(unquote_to_bytes(rest))):
-        raise InvalidRequest(_REFUSED)
+    rest = form = raw_path[len(_MOUNT) :]
+    for _ in range(_DECODINGS + 1):  # as sent, then as each decoding on the way would read it
+        if _has_unsafe_segment(form):
+            raise InvalidRequest(_REFUSED)
+        if b"%" not in form:
+            break
+        form = unquote_to_bytes(form)
     return rest
 
 

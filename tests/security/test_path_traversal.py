@@ -34,6 +34,8 @@ ESCAPES = [
     "/v1/models\\..\\..\\x",
     "/v1/models%5c..%5c..%5cx",
     "/v1/x/../chat/completions",
+    "/v1/..;/_control/state",
+    "/v1/%252e%252e/_control/state",
     "/v1/chat/completions/../../x",
 ]
 

@@ -18,6 +18,8 @@ AZURE = "https://example.openai.azure.com/openai/deployments/x"
         (AZURE, b"/v1/files/f-1/content", b"limit=2", f"{AZURE}/files/f-1/content?limit=2"),
         (AZURE, b"/v1/files/a%20b", b"", f"{AZURE}/files/a%20b"),
         ("http://up:8000", b"/v1/models", b"", "http://up:8000/models"),
+        (AZURE, b"/v1/files/a%2520b", b"", f"{AZURE}/files/a%2520b"),
+        (AZURE, b"/v1/files/a;b", b"", f"{AZURE}/files/a;b"),
         ("http://up:8000/v1", b"/v1/models", b"x=/../y", "http://up:8000/v1/models?x=/../y"),
     ],
 )
@@ -42,6 +44,10 @@ def test_a_plain_path_joins_the_base(base, raw_path, query, expected):
         b"/v1/a%5C..%5Cb",
         b"/v1%2f..",
         b"/v1x/models",
+        b"/v1/..;/x",
+        b"/v1/a/.;jsessionid=1/b",
+        b"/v1/%252e%252e/x",
+        b"/v1/a%252f%252e%252e%252fb",
     ],
 )
 def test_a_path_that_could_leave_the_base_is_refused(raw_path):
