@@ -181,8 +181,11 @@ class ProxyRoutes:
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         headers = upstream_request_headers(client_headers(scope), credentials.upstream_authorization)
         url = passthrough_url(credentials.tenant.upstream_url, scope["raw_path"], scope["query_string"])
-        reply = await self._upstream.send(scope["method"], url, headers, body, stream=True)
         facts: dict[str, object] = {"tenant": credentials.tenant.name}
+        # A call answered whole (embeddings, a non-streamed response) waits here for all of it:
+        # a client that hangs up meanwhile cancels it, as it does a body being relayed.
+        sending = self._upstream.send(scope["method"], url, headers, body, stream=True)
+        reply = await _unless_client_leaves(sending, receive, facts, tracker)
         await self._relay(reply, tracker, receive, facts, headers)
         return facts
 

@@ -77,3 +77,18 @@ def test_no_nudge_follows_a_client_that_left(proxy, upstream):
     settle(left + 1.2)
 
     assert len(upstream.requests) == 1
+
+
+def test_a_client_leaving_a_pass_through_call_before_its_answer_cancels_it(proxy, upstream):
+    upstream.script(Json({"object": "response", "output": []}, delay=5))  # a non-streamed response
+
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{proxy.base_url}/responses", json={"model": "m", "input": "hi"}, headers=AUTH, timeout=0.3)
+    left = time.monotonic()
+
+    deadline = time.monotonic() + 3
+    while (not upstream.hangups or proxy.readiness.in_flight) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert upstream.hangups
+    assert upstream.hangups[0] - left < 1.0
+    assert proxy.readiness.in_flight == 0
