@@ -2,7 +2,7 @@
 
 An upstream 401 may quote the key it was sent (some providers and gateways do, verbatim),
 and that key is the tenant's provider key, which the client must never see. Every provider
-key the proxy knows is masked in a relayed error body. httpx has already undone the content
+key the proxy knows is masked in a relayed error (body and headers). httpx has already undone the content
 codings it knows (gzip, deflate, and zstd or br when their modules are installed) when it
 read the body, so the error goes out uncompressed; a body in any other coding is not
 relayed at all, since what it could hide cannot be checked.
@@ -14,9 +14,15 @@ from collections.abc import Iterable, Sequence
 from urllib.parse import quote
 
 import msgspec
-from httpx._decoders import SUPPORTED_DECODERS  # what httpx decodes when it reads a body
 
 from proxy.errors import error_body
+
+try:
+    from httpx._decoders import SUPPORTED_DECODERS  # what httpx decodes when it reads a body
+
+    _HTTPX_DECODES = frozenset(SUPPORTED_DECODERS)
+except ImportError:  # pragma: no cover - a future httpx: assume only what every version decodes
+    _HTTPX_DECODES = frozenset({"identity", "gzip", "deflate"})
 
 __all__ = ["MASK", "credential_values", "masked_text", "relayed_error", "secret_forms"]
 
@@ -24,7 +30,7 @@ MASK = b"[REDACTED]"
 _MIN_SECRET = 8
 """Shorter values are no real key, and masking them would mangle ordinary text."""
 _CREDENTIAL_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key"})
-_DECODED = frozenset(coding.encode() for coding in SUPPORTED_DECODERS)
+_DECODED = frozenset(coding.encode() for coding in _HTTPX_DECODES)
 _decode = msgspec.json.decode
 
 
@@ -85,6 +91,7 @@ def relayed_error(
     """An upstream error as the client gets it, from the body httpx read (decoded): ``secrets``
     masked, no content coding; kept as sent when OpenAI-shaped, wrapped into that shape
     otherwise (an HTML 502)."""
+    headers = [(k, _masked(v, secrets)) for k, v in headers]  # a WWW-Authenticate may quote it too
     if not _readable(headers):
         return _wrapped(status, "(in a content coding the proxy cannot read; not relayed)", headers)
     body = _masked(body, secrets)

@@ -88,3 +88,11 @@ def test_masked_text_masks_every_form_and_keeps_other_text():
     text = f"a {KEY} b {KEY.replace('/', '%2F')} c é"
 
     assert masked_text(text, secret_forms([KEY])) == "a [REDACTED] b [REDACTED] c é"
+
+
+def test_a_key_quoted_in_an_error_header_is_masked():
+    headers = [*JSON, (b"www-authenticate", f'Bearer error="invalid_token", token="{KEY}"'.encode())]
+
+    _, kept = relayed_error(401, error("bad key"), headers, secret_forms([KEY]))
+
+    assert kept[-1] == (b"www-authenticate", b'Bearer error="invalid_token", token="[REDACTED]"')
