@@ -100,3 +100,21 @@ def test_chat_completions_always_reach_the_fixed_upstream_path(deployment_proxy,
 
     assert response.status == 200
     assert [(r.path, r.query) for r in upstream.requests] == [(f"{BASE_PATH}/chat/completions", "")]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/loopwarden/sessions/../../models",
+        "/v1/loopwarden/sessions/..%2f..%2fmodels",
+        "/v1/loopwarden/sessions/%2e%2e",
+        "/v1/loopwarden/sessions/..%5c..%5cmodels",
+    ],
+)
+def test_the_sessions_api_cannot_be_walked_out_of(deployment_proxy, upstream, path):
+    read = raw_request(deployment_proxy.port, "GET", path, AUTH)
+    delete = raw_request(deployment_proxy.port, "DELETE", path, AUTH)
+
+    assert read.status in (400, 404)
+    assert delete.status in (400, 404) or delete.json()["deleted"] is False  # an id like any other
+    assert upstream.requests == []
