@@ -18,6 +18,7 @@ from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
 
 from proxy.errors import MethodNotAllowed, ProxyError, RouteNotFound, ServiceUnavailable
 from proxy.guards import default_request_guards, default_response_guards
+from proxy.http import header_text
 from proxy.judge import Judge
 from proxy.logs import log_event
 from proxy.metrics import Metrics
@@ -220,7 +221,8 @@ def create_app(
         credentials = directory.authenticate(
             request.headers.get("authorization"), request.headers.get("x-loopwarden-key"), identified=True
         )
-        policy = routes.policy_for(credentials.tenant, request.headers.get("x-loopwarden-policy"))
+        requested = request.headers.get("x-loopwarden-policy")  # litestar reads headers as latin-1
+        policy = routes.policy_for(credentials.tenant, header_text(requested.encode("latin-1")) if requested else None)
         try:
             state = await state_store.load(session_key(credentials.namespace, session_id))
         except StoreUnavailable:

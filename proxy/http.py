@@ -16,6 +16,7 @@ __all__ = [
     "HOP_BY_HOP",
     "client_headers",
     "header",
+    "header_text",
     "read_body",
     "reply_headers",
     "send_error",
@@ -46,17 +47,26 @@ _OWN_PREFIX = "x-loopwarden-"
 _JSON = [(b"content-type", b"application/json")]
 
 
+def header_text(value: bytes) -> str:
+    """A header value as text: UTF-8, as clients send non-ASCII values (an id, a title);
+    bytes that are not UTF-8 are read as latin-1, so every value has a text that encodes back."""
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
+
+
 def header(scope: HTTPScope, name: bytes) -> str | None:
     """First value of a request header (names in ASGI scopes are lower-case bytes)."""
     for key, value in scope["headers"]:
         if key == name:
-            return value.decode("latin-1")
+            return header_text(value)
     return None
 
 
 def client_headers(scope: HTTPScope) -> list[tuple[str, str]]:
     """All request headers as text pairs, duplicates and order kept."""
-    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+    return [(k.decode("latin-1"), header_text(v)) for k, v in scope["headers"]]
 
 
 def _connection_tokens(headers: Iterable[tuple[str, str]]) -> set[str]:

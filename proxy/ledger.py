@@ -341,9 +341,12 @@ class Ledger:
             ended = self._clock()
             delta.incr(FIELDS.ACTIVE_MS, max(0, int((ended - notes.started) * 1000)))
             delta.assign(FIELDS.LAST_SEEN_MS, int(ended * 1000))
+        # Shielded: a request is cancelled when its client leaves (streamed or not), and a
+        # write already under way must still land whole, the session's and the tenant's day.
+        await asyncio.shield(self._write(call, delta, notes))
+
+    async def _write(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
         try:
-            # Not shielded here: the servers do not cancel a handler when its client leaves; the
-            # one path that cancels (a stream relay) shields its own after-relay commit.
             if delta:
                 with self._timed("commit"):
                     await self._store.commit(call.session.key, delta, call.policy.session_ttl_secs)

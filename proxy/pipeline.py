@@ -25,7 +25,7 @@ from proxy.budgets import check_output_cap, remaining, session_limits
 from proxy.call import SSE, ChatCall, Outcome, RequestNotes
 from proxy.client_stream import ClientStream
 from proxy.errors import ProxyError, UpstreamError
-from proxy.exchange import Reply, content_text
+from proxy.exchange import Reply, Usage, content_text
 from proxy.finalize import Finalizer, local_summary
 from proxy.fingerprint import remember_calls
 from proxy.goal import goal_calls, without_goal_calls
@@ -221,7 +221,11 @@ class Pipeline:
             with self._tracing.span(span_name, self._chat_attributes(call, attempt)) as span:
                 if client is None:
                     body = call.body if payload is call.payload and not extra else render_request(payload, extra)
-                    reply = await self._upstream.send("POST", call.url, call.headers, body)
+                    try:
+                        reply = await self._upstream.send("POST", call.url, call.headers, body)
+                    except asyncio.CancelledError:  # the client left: the call was made all the same
+                        self._charge_cancelled(call, delta, len(body), attempt)
+                        raise
                     ok = reply.response.status_code == 200
                     parsed = parse_reply(reply.response.content) if ok else None
                     assembled = None
@@ -384,6 +388,17 @@ class Pipeline:
             return ending
         refused = await self._ledger.reserve(call, delta, notes, limits)
         return _refused(refused) if refused else None
+
+    def _charge_cancelled(self, call: ChatCall, delta: SessionDelta, prompt_bytes: int, attempt: int) -> None:
+        """A call cut off before its reply still took a step and its prompt: counted as an
+        estimate (4 bytes a token), as an unfinished stream is."""
+        delta.incr(FIELDS.STEPS)
+        usage = Usage(prompt_bytes // 4, 0)
+        self._ledger.charge(call, delta, usage, None, kind="agent" if attempt == 1 else "nudge")
+        log_event(
+            "call_unfinished",
+            {"tenant": call.tenant, "policy": call.policy.name, "session": call.session.id, "usage_estimated": True},
+        )
 
     def _request_limit(self, call: ChatCall, state: SessionState, now: float) -> Finalize | None:
         """Before another attempt: would a request guard end the session now (e.g. steps)?"""

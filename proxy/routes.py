@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -24,7 +25,6 @@ from proxy.errors import (
     PermissionDenied,
     ProxyError,
     UpstreamDisconnected,
-    error_body,
 )
 from proxy.http import (
     ClientDisconnected,
@@ -38,17 +38,18 @@ from proxy.http import (
 )
 from proxy.logs import log_event, logger
 from proxy.metrics import Metrics
+from proxy.paths import passthrough_url
 from proxy.pipeline import ChatCall, Outcome, Pipeline
 from proxy.policy.loader import PolicyRegistry
 from proxy.policy.models import Policy
+from proxy.relay import credential_values, relayed_error, secret_forms
 from proxy.request_schemas import compile_request_schemas
-from proxy.retry import RETRYABLE_STATUSES
 from proxy.schemas import SchemaCache, SchemaLimits
 from proxy.session.identity import identify
 from proxy.settings import Settings
 from proxy.tenants import Credentials, Tenant, TenantDirectory
 from proxy.timing import RequestTiming, begin
-from proxy.upstream import UpstreamClient, UpstreamReply
+from proxy.upstream import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
 from proxy.wire.chat_completions import parse_conversation
 
 __all__ = ["ProxyRoutes", "Readiness"]
@@ -56,8 +57,9 @@ __all__ = ["ProxyRoutes", "Readiness"]
 _decode = msgspec.json.decode
 _T = TypeVar("_T")
 _EVENT_STREAM = b"text/event-stream"
+_ATTEMPTS = ATTEMPTS_HEADER.encode()
 _WATCH_AFTER = 0.03
-"""Seconds before a streamed request starts watching for its client leaving."""
+"""Seconds before a request starts watching for its client leaving."""
 _Handler = Callable[[HTTPScope, Receive, "_ResponseTracker"], Awaitable[dict[str, object]]]
 
 
@@ -150,22 +152,24 @@ class ProxyRoutes:
             "session": session.id,
             "stream": call.stream,
         }
-        if call.stream:
-            outcome = await _unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
-        else:
-            outcome = await self._pipeline.run(call)
-        await self._deliver(outcome, send, facts)
+        # Streamed or not, a client that hangs up cancels the upstream call (and any nudge or
+        # judge call that would follow); the pipeline still commits what was used.
+        outcome = await _unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
+        await self._deliver(outcome, send, facts, call.headers)
         return facts
 
     def policy_for(self, tenant: Tenant, requested: str | None) -> Policy:
-        """The tenant's policy for this request; 403 for one it may not use."""
-        name = tenant.choose_policy(_utf8(requested))
+        """The tenant's policy for this request; 403 for one it may not use. ``requested`` is
+        the header's text (see :func:`proxy.http.header_text`)."""
+        name = tenant.choose_policy(requested.strip() or None if requested else None)
         policy = self._policies.get(name)
         if policy is None:
             raise PermissionDenied(f"Policy {name!r} does not exist.", param="policy")
         return policy
 
-    async def _deliver(self, outcome: Outcome, send: Send, facts: dict[str, object]) -> None:
+    async def _deliver(
+        self, outcome: Outcome, send: Send, facts: dict[str, object], sent: Sequence[tuple[str, str]]
+    ) -> None:
         """Send what the pipeline decided: its own body, or the upstream's reply copied."""
         if outcome.delivered:
             return
@@ -176,22 +180,36 @@ class ProxyRoutes:
             return
         if outcome.upstream is None:  # an outcome carries a body or an upstream reply
             raise ProxyError("The proxy produced no reply.")
-        await self._answer(outcome.upstream, send, facts, own=outcome.headers)
+        await self._answer(outcome.upstream, send, facts, sent, own=outcome.headers)
 
     async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: _ResponseTracker) -> dict[str, object]:
         credentials = self._authenticate(scope, tracker)
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         headers = upstream_request_headers(client_headers(scope), credentials.upstream_authorization)
-        path = scope["raw_path"].split(b"?", 1)[0].decode("latin-1")
-        url = credentials.tenant.upstream_url + path.removeprefix("/v1")
-        if scope["query_string"]:
-            url += "?" + scope["query_string"].decode("latin-1")
-        reply = await self._upstream.send(scope["method"], url, headers, body, stream=True)
+        url = passthrough_url(credentials.tenant.upstream_url, scope["raw_path"], scope["query_string"])
         facts: dict[str, object] = {"tenant": credentials.tenant.name}
-        await self._relay(reply, tracker, receive, facts)
+        # A call answered whole (embeddings, a non-streamed response) waits here for all of it:
+        # a client that hangs up meanwhile cancels it, as it does a body being relayed.
+        sending = self._upstream.send(scope["method"], url, headers, body, stream=True)
+        reply = await _unless_client_leaves(sending, receive, facts, tracker)
+        await self._relay(reply, tracker, receive, facts, headers)
         return facts
 
     # -- shared steps ---------------------------------------------------------------
+
+    def _secrets(self, sent: Sequence[tuple[str, str]]) -> list[bytes]:
+        """Every provider key an upstream error could quote: the one sent with the request (the
+        client's own, when it is forwarded), every tenant's, every judge's. Errors only: not
+        worth precomputing, and always current after a reload."""
+        keys = credential_values(sent)
+        for tenant in self._tenants.tenants:
+            if tenant.upstream_authorization:
+                keys += credential_values([("authorization", tenant.upstream_authorization)])
+        for name in self._policies.names:
+            policy = self._policies.get(name)
+            if policy is not None and policy.judge.api_key_env:
+                keys.append(os.environ.get(policy.judge.api_key_env, ""))
+        return secret_forms(keys)
 
     def _authenticate(self, scope: HTTPScope, tracker: _ResponseTracker) -> Credentials:
         """The caller; its tenant is noted at once, so a later failure is counted against it."""
@@ -243,13 +261,19 @@ class ProxyRoutes:
         log_event("request", facts)
 
     async def _answer(
-        self, reply: UpstreamReply, send: Send, facts: dict[str, object], own: Sequence[tuple[bytes, bytes]] = ()
+        self,
+        reply: UpstreamReply,
+        send: Send,
+        facts: dict[str, object],
+        sent: Sequence[tuple[str, str]],
+        own: Sequence[tuple[bytes, bytes]] = (),
     ) -> None:
+        """Copy a whole upstream reply; an error goes out without any provider key in it."""
         response = reply.response
         body = response.content
         headers = reply_headers(response.headers.raw, [*_own_headers(reply), *own])
         if response.status_code >= 400:
-            body, headers = _openai_error_shape(response.status_code, body, headers)
+            body, headers = relayed_error(response.status_code, body, headers, self._secrets(sent))
         facts.update(upstream_status=response.status_code, attempts=reply.attempts)
         await send_reply(send, response.status_code, headers, body)
 
@@ -259,8 +283,9 @@ class ProxyRoutes:
         tracker: _ResponseTracker,
         receive: Receive,
         facts: dict[str, object],
+        sent: Sequence[tuple[str, str]],
     ) -> None:
-        """Copy the upstream's body to the client chunk by chunk, as it arrives."""
+        """Copy the upstream's body to the client chunk by chunk, as it arrives (an error whole)."""
         send: Send = tracker.send  # type: ignore[assignment]
         response = reply.response
         facts.update(upstream_status=response.status_code, attempts=reply.attempts)
@@ -269,7 +294,7 @@ class ProxyRoutes:
                 await response.aread()
             finally:
                 await response.aclose()
-            await self._answer(reply, send, facts)
+            await self._answer(reply, send, facts, sent)
             return
         headers = reply_headers(response.headers.raw, _own_headers(reply))
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
@@ -295,11 +320,12 @@ async def _copy_body(response: httpx.Response, send: Send) -> None:
 async def _unless_client_leaves(
     work: Awaitable[_T], receive: Receive, facts: dict[str, object], tracker: _ResponseTracker
 ) -> _T:
-    """Run streaming work while watching the client: when it leaves, the work (and with it
-    the upstream request) is cancelled; the pipeline still commits what it used.
+    """Run work while watching the client: when it leaves, the work (and with it the upstream
+    request) is cancelled; the pipeline still commits what it used.
 
-    The watch starts after ``_WATCH_AFTER``: most streams are over by then, and a client
-    that left earlier is still noticed the moment the watch starts (well within 100 ms)."""
+    The watch (a task waiting on ``receive``) starts after ``_WATCH_AFTER``: fast calls are
+    over by then and pay only a timer, and a client that left earlier is still noticed the
+    moment the watch starts (well within 100 ms)."""
     task = asyncio.current_task()
     if task is None:  # not under a running task: nothing to cancel, nothing to watch
         return await work
@@ -369,22 +395,12 @@ class _ResponseTracker:
         await self._send(message)  # type: ignore[arg-type]
 
 
-def _utf8(value: str | None) -> str | None:
-    """A header value as text: servers decode header bytes as latin-1, clients send UTF-8."""
-    if value is None or not value.strip():
-        return None
-    try:
-        return value.encode("latin-1").decode("utf-8", "replace").strip()
-    except UnicodeEncodeError:  # already text
-        return value.strip()
-
-
 def _text_header(scope: HTTPScope, name: bytes) -> str | None:
-    """A header meant as text: UTF-8 (what clients send), stripped; None when blank."""
+    """A header meant as text, stripped; None when blank."""
     value = header(scope, name)
     if value is None or not value.strip():
         return None
-    return value.encode("latin-1").decode("utf-8", "replace").strip()
+    return value.strip()
 
 
 def _parse_object(body: bytes) -> dict[str, object]:
@@ -403,28 +419,9 @@ def _parse_object(body: bytes) -> dict[str, object]:
 
 
 def _own_headers(reply: UpstreamReply) -> list[tuple[bytes, bytes]]:
-    own = [(b"x-loopwarden-upstream-attempts", str(reply.attempts).encode())]
-    if reply.attempts > 1 and reply.response.status_code in RETRYABLE_STATUSES:
+    own = [(_ATTEMPTS, str(reply.attempts).encode())]
+    if reply.attempts > 1 and reply.response.status_code >= 400:
         # The proxy already retried with backoff: ask SDKs (openai's honors this) not to
         # multiply that into a storm of their own.
         own.append((b"x-should-retry", b"false"))
     return own
-
-
-def _openai_error_shape(
-    status: int, body: bytes, headers: list[tuple[bytes, bytes]]
-) -> tuple[bytes, list[tuple[bytes, bytes]]]:
-    """Keep an upstream error that is already OpenAI-shaped; wrap anything else (an HTML 502)."""
-    if any(k.lower() == b"content-encoding" and v.lower() != b"identity" for k, v in headers):
-        return body, headers
-    try:
-        parsed = _decode(body) if body else None
-    except (msgspec.DecodeError, RecursionError):
-        parsed = None
-    if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
-        return body, headers
-    snippet = body[:200].decode("utf-8", "replace").strip()
-    message = f"The upstream model API answered {status}" + (f": {snippet}" if snippet else ".")
-    kept = [(k, v) for k, v in headers if k.lower() not in (b"content-type", b"content-encoding")]
-    kept.append((b"content-type", b"application/json"))
-    return error_body(message, "upstream_error", f"upstream_{status}"), kept

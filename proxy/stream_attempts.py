@@ -24,6 +24,7 @@ from proxy.holdback import held_channels
 from proxy.ledger import Ledger
 from proxy.logs import log_event
 from proxy.metrics import Metrics
+from proxy.relay import credential_values, secret_forms
 from proxy.session.base import FIELDS, SessionDelta
 from proxy.stream_assembly import Channel, ReplyAssembler
 from proxy.streamed_reply import read_streamed_reply
@@ -80,7 +81,9 @@ class StreamAttempts:
         assembler = ReplyAssembler()
         client.new_attempt()
         try:
-            failure = await read_streamed_reply(response, assembler, client, held)
+            failure = await read_streamed_reply(
+                response, assembler, client, held, lambda: secret_forms(credential_values(call.headers))
+            )
         except asyncio.CancelledError:
             self._charge_unfinished(call, delta, assembler, len(body), "client_disconnected")
             raise

@@ -10,7 +10,7 @@ error, never as a reply.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -18,6 +18,7 @@ import msgspec
 
 from proxy.client_stream import ClientStream
 from proxy.errors import ProxyError, UpstreamDisconnected, UpstreamError, UpstreamMalformed
+from proxy.relay import masked_text
 from proxy.sse import SSEParser, frame
 from proxy.stream_assembly import Channel, ReplyAssembler
 from proxy.timing import current
@@ -25,6 +26,8 @@ from proxy.timing import current
 __all__ = ["read_streamed_reply"]
 
 _decode = msgspec.json.decode
+_SHOWN_CHARS = 560
+"""The upstream's error message as relayed: about 500 characters after the proxy's prefix."""
 
 
 async def read_streamed_reply(
@@ -32,8 +35,12 @@ async def read_streamed_reply(
     assembler: ReplyAssembler,
     client: ClientStream,
     held: Callable[[ReplyAssembler], int],
+    secrets: Callable[[], Sequence[bytes]] = tuple,
 ) -> ProxyError | None:
-    """Feed the upstream's stream through ``assembler`` into ``client``; the error, if it failed."""
+    """Feed the upstream's stream through ``assembler`` into ``client``; the error, if it failed.
+
+    ``secrets`` (asked only when the stream carries an error event): the keys to mask in the
+    upstream's error message, which the client gets."""
     client.upstream_headers = response.headers.raw  # a fresh list on every access
     client.release(Channel.ALL & ~held(assembler))
     parser = SSEParser()
@@ -56,7 +63,7 @@ async def read_streamed_reply(
                     return None
                 error = _take(event.data, event.name, assembler, client, held)
                 if error is not None:
-                    return error
+                    return _shown(error, secrets) if isinstance(error, _ErrorEvent) else error
             await client.flush()
             if data is None:
                 return _ended_early(parser)
@@ -98,8 +105,18 @@ def _ended_early(parser: SSEParser) -> ProxyError:
     return UpstreamDisconnected("The upstream model API ended the stream without [DONE].")
 
 
+class _ErrorEvent(UpstreamError):
+    """The upstream's own error event, its message whole until :func:`_shown` bounds it."""
+
+
 def _stream_error(chunk: dict[str, Any]) -> ProxyError:
     error = chunk.get("error")
     message = error.get("message") if isinstance(error, dict) else None
     text = message if isinstance(message, str) and message else "an error"
-    return UpstreamError(f"The upstream model API ended the stream with an error: {text[:500]}")
+    return _ErrorEvent(f"The upstream model API ended the stream with an error: {text}")
+
+
+def _shown(error: _ErrorEvent, secrets: Callable[[], Sequence[bytes]]) -> UpstreamError:
+    """The upstream's message as the client may see it: keys masked, then cut to length (in
+    that order, so no key is cut in two and half of it shown)."""
+    return UpstreamError(masked_text(error.message, secrets())[:_SHOWN_CHARS])

@@ -33,7 +33,10 @@ from proxy.settings import Settings
 from proxy.timing import waiting
 from proxy.transport import READ_BODY, AiohttpTransport
 
-__all__ = ["UpstreamClient", "UpstreamReply"]
+__all__ = ["ATTEMPTS_HEADER", "UpstreamClient", "UpstreamReply"]
+
+ATTEMPTS_HEADER = "x-loopwarden-upstream-attempts"
+"""How many times the proxy asked the upstream for the answer the client gets."""
 
 
 @dataclass(slots=True)
@@ -85,7 +88,7 @@ class UpstreamClient:
     async def send(
         self,
         method: str,
-        url: str,
+        url: str | httpx.URL,
         headers: Sequence[tuple[str, str]],
         body: bytes,
         *,
@@ -115,7 +118,7 @@ class UpstreamClient:
             self._metrics.of(self._metrics.upstream_attempts, outcome).inc()
 
     async def _send(
-        self, method: str, url: str, headers: Sequence[tuple[str, str]], body: bytes, stream: bool
+        self, method: str, url: str | httpx.URL, headers: Sequence[tuple[str, str]], body: bytes, stream: bool
     ) -> UpstreamReply:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._total_timeout
@@ -125,16 +128,10 @@ class UpstreamClient:
             attempt += 1
             remaining = deadline - loop.time()
             if remaining <= 0:
-                raise UpstreamTimeout("The upstream model API did not answer before the deadline.")
+                raise _spent(UpstreamTimeout("The upstream model API did not answer before the deadline."), attempt - 1)
             # stream= skips httpx's body encoding and auto headers (the transport frames
             # the body itself); read() then makes ``request.content`` available at no cost.
-            request = httpx.Request(
-                method,
-                self._url(url),
-                headers=headers,
-                stream=httpx.ByteStream(body),
-                extensions={"timeout": self._attempt_timeouts(remaining), READ_BODY: not stream},
-            )
+            request = _request(method, self._url(url), headers, body, self._attempt_timeouts(remaining), stream)
             request.read()
             try:
                 async with asyncio.timeout(remaining):
@@ -142,13 +139,15 @@ class UpstreamClient:
                     if not stream:
                         await response.aread()
             except TimeoutError:
-                raise UpstreamTimeout("The upstream model API did not answer before the deadline.") from None
+                raise _spent(
+                    UpstreamTimeout("The upstream model API did not answer before the deadline."), attempt
+                ) from None
             except httpx.TransportError as exc:
                 error = _as_proxy_error(exc)
                 retryable = _never_sent(exc) or self._retry_after_send
                 delay = self._policy.delay(attempt, None, self._draw) if retryable else None
                 if delay is None or loop.time() + delay >= deadline or not self._budget.withdraw():
-                    raise error from None
+                    raise _spent(error, attempt) from None
                 self._count("retried")
                 await self._sleep(delay)
                 waited += delay
@@ -164,8 +163,10 @@ class UpstreamClient:
             await self._sleep(delay)
             waited += delay
 
-    def _url(self, url: str) -> httpx.URL:
+    def _url(self, url: str | httpx.URL) -> httpx.URL:
         """Parse each distinct upstream URL once; chat completions reuse a handful of them."""
+        if isinstance(url, httpx.URL):
+            return url
         parsed = self._urls.get(url)
         if parsed is None:
             if len(self._urls) >= 1024:
@@ -175,6 +176,34 @@ class UpstreamClient:
 
     def _attempt_timeouts(self, remaining: float) -> dict[str, float]:
         return {name: min(value, remaining) for name, value in self._timeouts.items()}
+
+
+def _request(
+    method: str,
+    url: httpx.URL,
+    headers: Sequence[tuple[str, str]],
+    body: bytes,
+    timeouts: dict[str, float],
+    stream: bool,
+) -> httpx.Request:
+    extensions = {"timeout": timeouts, READ_BODY: not stream}
+    try:
+        return httpx.Request(method, url, headers=headers, stream=httpx.ByteStream(body), extensions=extensions)
+    except UnicodeEncodeError:
+        # httpx encodes header text as ASCII; a client's non-ASCII value (an id, a title) goes
+        # on as the UTF-8 it arrived in. Rare, so the common case pays nothing for it.
+        encoded = httpx.Headers(headers, encoding="utf-8")
+        return httpx.Request(method, url, headers=encoded, stream=httpx.ByteStream(body), extensions=extensions)
+
+
+def _spent(error: ProxyError, attempts: int) -> ProxyError:
+    """An error the proxy answers with once its own attempts are over: it says how many there
+    were and, when the proxy already retried, asks SDKs (openai's honors ``x-should-retry``) not
+    to multiply them by their own (3 by 3 attempts per call during an outage otherwise)."""
+    error.headers[ATTEMPTS_HEADER] = str(attempts)
+    if attempts > 1:
+        error.headers["x-should-retry"] = "false"
+    return error
 
 
 def _never_sent(exc: httpx.TransportError) -> bool:

@@ -48,7 +48,7 @@ def _clean(value: str) -> str:
     value = value.strip()
     if _SAFE_ID.match(value):
         return value
-    return "h-" + hashlib.sha256(value.encode()).hexdigest()[:32]
+    return "h-" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def _canonical(text: str | None) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import socket
 import time
 
 import httpx
@@ -115,3 +117,70 @@ def test_stream_is_retried_while_upstream_answers_with_transient_status(proxy, u
 
     assert text == "after a retry"
     assert len(upstream.requests) == 2
+
+
+def _refused_url() -> str:
+    """An upstream whose port refuses connections (bound, then closed)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def _upstream_attempts(proxy) -> float:
+    """Every attempt the proxy made upstream, from its own metrics (refused ones included)."""
+    text = httpx.get(f"{proxy.url}/metrics").text
+    return sum(float(v) for v in re.findall(r"^loopwarden_upstream_attempts_total\{[^}]*\} (\S+)$", text, re.M))
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_after_the_proxy_retried_a_refused_connection_the_openai_sdk_does_not_retry_again(make_proxy, stream):
+    proxy = make_proxy(upstream=_refused_url(), retry_attempts=3)
+    sent: list[httpx.Request] = []
+    client = openai.OpenAI(  # the SDK's default: 2 retries of its own
+        base_url=proxy.base_url,
+        api_key="sk-provider",
+        http_client=httpx.Client(event_hooks={"request": [sent.append]}),
+    )
+
+    with pytest.raises(openai.InternalServerError) as raised:
+        client.chat.completions.create(model="m", messages=BODY["messages"], stream=stream)
+
+    assert _upstream_attempts(proxy) == 3
+    assert len(sent) == 1
+    assert raised.value.status_code == 502
+    assert raised.value.response.headers["x-should-retry"] == "false"
+    assert raised.value.response.headers["x-loopwarden-upstream-attempts"] == "3"
+
+
+@pytest.mark.parametrize("path", ["/chat/completions", "/embeddings"])
+def test_an_error_after_the_proxy_retried_says_how_many_attempts_and_not_to_retry(make_proxy, path):
+    proxy = make_proxy(upstream=_refused_url(), retry_attempts=2)
+
+    response = httpx.post(f"{proxy.base_url}{path}", json=BODY, headers=AUTH)
+
+    assert response.status_code == 502
+    assert response.headers["x-loopwarden-upstream-attempts"] == "2"
+    assert response.headers["x-should-retry"] == "false"
+
+
+def test_an_error_on_the_only_attempt_leaves_retrying_to_the_client(proxy, upstream):
+    upstream.script(CloseAfterRequest())  # may have been received: the proxy does not resend it
+
+    response = httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH)
+
+    assert response.status_code == 502
+    assert response.headers["x-loopwarden-upstream-attempts"] == "1"
+    assert "x-should-retry" not in response.headers
+
+
+def test_a_client_error_reached_after_retries_is_not_retried_by_the_client_either(proxy, upstream):
+    conflict = {"error": {"message": "busy", "type": "invalid_request_error", "param": None, "code": None}}
+    upstream.script(Json(OVERLOADED, status=503), Json(conflict, status=409))
+
+    response = httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH)
+
+    assert response.status_code == 409  # which the openai SDK would retry on its own
+    assert response.headers["x-loopwarden-upstream-attempts"] == "2"
+    assert response.headers["x-should-retry"] == "false"

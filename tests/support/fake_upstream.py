@@ -195,6 +195,9 @@ class FakeUpstream:
         self.judge: Callable[[dict[str, Any]], Reply] = honest_judge
         self.stream_aborts: list[float] = []
         """``time.monotonic()`` of each stream the proxy hung up on before it was finished."""
+        self.hangups: list[float] = []
+        """``time.monotonic()`` of each held reply (a delayed ``Json``, a ``Hang``) the proxy
+        hung up on before it was sent."""
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -238,6 +241,7 @@ class FakeUpstream:
             self.requests.clear()
             self.judge_requests.clear()
             self.stream_aborts.clear()
+            self.hangups.clear()
             self.judge = honest_judge
 
     @property
@@ -260,19 +264,30 @@ class FakeUpstream:
                 self.requests.append(recorded)
                 reply = self._replies.popleft() if self._replies else Json(chat_completion())
         if isinstance(reply, Hang):
-            await asyncio.sleep(reply.seconds)
+            await self._hold(request, reply.seconds)
             return web.Response(status=599)
         if isinstance(reply, CloseAfterRequest):
             assert request.transport is not None
             request.transport.close()
             raise asyncio.CancelledError
         if isinstance(reply, Json):
-            if reply.delay:
-                await asyncio.sleep(reply.delay)
+            if reply.delay and await self._hold(request, reply.delay):
+                return web.Response(status=599)
             raw = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
             headers = {"Content-Type": "application/json", **reply.headers}
             return web.Response(body=raw, status=reply.status, headers=headers)
         return await self._stream(request, reply)
+
+    async def _hold(self, request: web.Request, seconds: float) -> bool:
+        """Wait ``seconds`` before answering; True (and noted in ``hangups``) when the proxy
+        hung up first."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if request.transport is None or request.transport.is_closing():
+                self.hangups.append(time.monotonic())
+                return True
+            await asyncio.sleep(0.01)
+        return False
 
     async def _stream(self, request: web.Request, reply: Sse) -> web.StreamResponse:
         response = web.StreamResponse(

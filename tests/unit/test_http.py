@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.errors import PayloadTooLarge
-from proxy.http import read_body, reply_headers, upstream_request_headers
+from proxy.http import header_text, read_body, reply_headers, upstream_request_headers
 
 
 def test_upstream_headers_drop_hop_by_hop_credentials_and_own_headers():
@@ -80,3 +80,15 @@ async def test_read_body_refuses_declared_length_over_limit_before_reading():
 async def test_read_body_refuses_chunked_body_once_over_limit():
     with pytest.raises(PayloadTooLarge):
         await read_body(_receiver(b"123456", b"789012", b"never read"), 10, None)
+
+
+@pytest.mark.parametrize(
+    ("raw", "text"),
+    [
+        (b"plain-id", "plain-id"),
+        ("séance ☕".encode(), "séance ☕"),
+        (b"caf\xe9", "café"),  # not UTF-8: read as latin-1, never an error
+    ],
+)
+def test_header_values_are_read_as_utf8_text(raw, text):
+    assert header_text(raw) == text

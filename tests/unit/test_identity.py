@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from proxy.session.identity import identify
 from proxy.wire.chat_completions import parse_conversation
 
@@ -96,3 +100,16 @@ def test_unsafe_header_ids_are_hashed():
     assert ref.id.startswith("h-")
     assert ref.key.count("{") == 1
     assert ref.key.count("}") == 1
+
+
+@pytest.mark.parametrize(
+    "sent",
+    ["séance", "会话", "a\nb", "a\r\nX-Injected: 1", "\x00\x01", "tab\there", "x" * 500, "a}{b", "\udcff"],
+)
+def test_any_sent_id_becomes_a_stable_id_that_fits_in_a_header(sent):
+    first = identify("acme", conv(USER), sent, sent)
+    again = identify("acme", conv(USER), sent, sent)
+
+    assert re.fullmatch(r"[A-Za-z0-9._:@-]{1,300}", first.id)
+    assert again == first
+    assert first.key.startswith("lw:{acme:")

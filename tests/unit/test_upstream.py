@@ -97,3 +97,20 @@ async def test_retries_stop_when_the_retry_budget_is_spent():
 
     assert all(r.response.status_code == 503 for r in replies)
     assert len(calls) == 10 + 10  # the burst of 10 retries, then none at all
+
+
+async def test_a_non_ascii_header_value_is_sent_as_utf8():
+    client, calls, _ = _client([200])
+
+    await client.send("POST", "http://up/v1/chat/completions", [("x-session-id", "séance ☕")], b"{}")
+
+    assert calls[0].headers.raw[-1] == (b"x-session-id", "séance ☕".encode())
+
+
+async def test_an_error_after_retries_carries_the_attempts_and_asks_clients_not_to_retry():
+    client, _, _ = _client([httpx.ConnectError("refused")] * 3, retry_attempts=3)
+
+    with pytest.raises(UpstreamUnreachable) as raised:
+        await _send(client)
+
+    assert raised.value.headers == {"x-loopwarden-upstream-attempts": "3", "x-should-retry": "false"}

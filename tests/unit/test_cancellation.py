@@ -1,0 +1,67 @@
+"""A request cancelled because its client left still writes what it used, whole."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import msgspec
+
+from proxy.guards import default_request_guards, default_response_guards
+from proxy.metrics import Metrics
+from proxy.pipeline import ChatCall, Pipeline
+from proxy.policy.models import Policy
+from proxy.session.base import SessionDelta
+from proxy.session.identity import identify
+from proxy.session.memory import MemoryStore
+from proxy.settings import Settings
+from proxy.upstream import UpstreamClient
+from proxy.wire.chat_completions import parse_conversation
+from tests.support.fake_upstream import chat_completion
+
+PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "Do the task."}]}
+
+
+class SlowCommits(MemoryStore):
+    """Commits that take a while (a Redis round trip), saying when one has begun."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writing = asyncio.Event()
+
+    async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int):
+        self.writing.set()
+        await asyncio.sleep(0.05)
+        return await super().commit(key, delta, ttl_seconds)
+
+
+def completion(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, content=msgspec.json.encode(chat_completion("Done properly.")))
+
+
+async def test_a_request_cancelled_while_it_commits_still_writes_its_usage():
+    store = SlowCommits()
+    upstream = UpstreamClient(Settings(upstream="http://up/v1"), httpx.MockTransport(completion))
+    pipeline = Pipeline(upstream, store, Metrics(), default_request_guards(), default_response_guards())
+    conversation = parse_conversation(PAYLOAD)
+    call = ChatCall(
+        tenant="t",
+        policy=Policy(),
+        session=identify("t", conversation, "s1", None),
+        payload=PAYLOAD,
+        body=msgspec.json.encode(PAYLOAD),
+        conversation=conversation,
+        url="http://up/v1/chat/completions",
+        headers=[],
+        stream=False,
+    )
+
+    running = asyncio.ensure_future(pipeline.run(call))
+    await store.writing.wait()
+    running.cancel()  # the client left just as the reply was being booked
+    await asyncio.gather(running, return_exceptions=True)
+    await asyncio.sleep(0.1)
+
+    state = await MemoryStore.load(store, call.session.key)
+    assert state.steps == 1
+    assert state.counter("tokens_in") == 11

@@ -1,0 +1,98 @@
+"""relayed_error: upstream errors reach the client with every known key masked, in OpenAI's shape."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from proxy.relay import MASK, credential_values, masked_text, relayed_error, secret_forms
+
+KEY = "sk-proj-" + "a1b2/c3d4" * 4
+JSON = [(b"content-type", b"application/json")]
+
+
+def error(message: str) -> bytes:
+    return json.dumps({"error": {"message": message, "type": "x", "param": None, "code": None}}).encode()
+
+
+@pytest.mark.parametrize(
+    ("headers", "values"),
+    [
+        ([("Authorization", "Bearer sk-1")], ["sk-1"]),
+        ([("authorization", "Basic dXNlcjpwYXNz")], ["dXNlcjpwYXNz"]),
+        ([("api-key", "azure-key")], ["azure-key"]),
+        ([("X-Api-Key", "sk-ant-1")], ["sk-ant-1"]),
+        ([("content-type", "application/json")], []),
+    ],
+)
+def test_credential_values_are_the_keys_sent_upstream(headers, values):
+    assert credential_values(headers) == values
+
+
+def test_secret_forms_cover_escaped_and_encoded_forms_longest_first():
+    forms = secret_forms([KEY, "short", None, ""])
+
+    assert set(forms) == {KEY.encode(), KEY.replace("/", "\\/").encode(), KEY.replace("/", "%2F").encode()}
+    assert [len(f) for f in forms] == sorted((len(f) for f in forms), reverse=True)
+
+
+@pytest.mark.parametrize(
+    "quoted",
+    [KEY, KEY.replace("/", "\\/"), KEY.replace("/", "%2F")],
+    ids=["raw", "json-escaped", "percent-encoded"],
+)
+def test_a_key_in_an_openai_shaped_error_is_masked_and_the_rest_kept(quoted):
+    body = '{"error": {"message": "bad key ' + quoted + '!", "type": "x", "param": null, "code": "k"}}'  # as sent
+
+    out, headers = relayed_error(401, body.encode(), JSON, secret_forms([KEY]))
+
+    assert json.loads(out)["error"] == {"message": f"bad key {MASK.decode()}!", "type": "x", "param": None, "code": "k"}
+    assert headers == JSON
+
+
+def test_a_key_across_the_wrapped_snippets_end_leaks_no_prefix():
+    body = b"x" * 190 + KEY.encode() + b" rejected"
+
+    out, _ = relayed_error(401, body, [(b"content-type", b"text/plain")], secret_forms([KEY]))
+
+    assert KEY[:8].encode() not in out
+    assert json.loads(out)["error"]["code"] == "upstream_401"
+
+
+def test_a_decoded_body_loses_its_content_coding():
+    headers = [*JSON, (b"content-encoding", b"gzip")]
+
+    out, kept = relayed_error(401, error(f"key {KEY}"), headers, secret_forms([KEY]))
+
+    assert kept == JSON
+    assert KEY.encode() not in out
+
+
+@pytest.mark.parametrize("coding", [b"snappy", b"gzip, snappy", b"compress"])
+def test_a_body_in_a_coding_httpx_did_not_undo_is_not_relayed(coding):
+    out, kept = relayed_error(401, b"\x00raw " + KEY.encode(), [*JSON, (b"content-encoding", coding)], [])
+
+    assert json.loads(out)["error"]["code"] == "upstream_401"
+    assert b"raw" not in out
+    assert kept == JSON
+
+
+def test_an_error_without_keys_is_unchanged():
+    body = error("model not found")
+
+    assert relayed_error(404, body, JSON, secret_forms([KEY])) == (body, JSON)
+
+
+def test_masked_text_masks_every_form_and_keeps_other_text():
+    text = f"a {KEY} b {KEY.replace('/', '%2F')} c é"
+
+    assert masked_text(text, secret_forms([KEY])) == "a [REDACTED] b [REDACTED] c é"
+
+
+def test_a_key_quoted_in_an_error_header_is_masked():
+    headers = [*JSON, (b"www-authenticate", f'Bearer error="invalid_token", token="{KEY}"'.encode())]
+
+    _, kept = relayed_error(401, error("bad key"), headers, secret_forms([KEY]))
+
+    assert kept[-1] == (b"www-authenticate", b'Bearer error="invalid_token", token="[REDACTED]"')
