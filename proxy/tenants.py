@@ -35,6 +35,7 @@ __all__ = [
 KEY_HEADER = "x-loopwarden-key"
 """Carries the proxy key when ``Authorization`` carries the client's own provider key."""
 
+
 class TenantsFileError(ValueError):
     """The tenants file cannot be used; the message names the file and the field."""
 
