@@ -130,7 +130,7 @@ def _refused_url() -> str:
 
 def _upstream_attempts(proxy) -> float:
     """Every attempt the proxy made upstream, from its own metrics (refused ones included)."""
-    text = httpx.get(f"{proxy.url}/metrics").text
+    text = httpx.get(f"{proxy.metrics_url}/metrics").text
     return sum(float(v) for v in re.findall(r"^loopwarden_upstream_attempts_total\{[^}]*\} (\S+)$", text, re.M))
 
 
