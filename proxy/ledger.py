@@ -94,8 +94,7 @@ class Ledger:
                         state = await self._store.load(call.session.key)
                 reserved = []
         except StoreUnavailable as exc:
-            self._metrics.state_errors.labels("load", call.policy.state_fail_mode).inc()
-            log_event("state_store_error", {"operation": "load", "error": str(exc)}, logging.WARNING)
+            self._store_failed(call, "load", exc)
             if call.policy.state_fail_mode == "closed":
                 raise ServiceUnavailable(
                     "Session state is unavailable and this policy fails closed; try again shortly."
@@ -139,8 +138,7 @@ class Ledger:
                     call.session.key, self._claim(notes), call.policy.session_ttl_secs
                 )
         except StoreUnavailable as exc:
-            self._metrics.state_errors.labels("claim", call.policy.state_fail_mode).inc()
-            log_event("state_store_error", {"operation": "claim", "error": str(exc)}, logging.WARNING)
+            self._store_failed(call, "claim", exc)
             notes.claim = True
             return None
         notes.claim = seen.claimed
@@ -166,8 +164,7 @@ class Ledger:
                         call.session.key, self._claim(notes), call.policy.session_ttl_secs
                     )
             except StoreUnavailable as exc:
-                self._metrics.state_errors.labels("claim", call.policy.state_fail_mode).inc()
-                log_event("state_store_error", {"operation": "claim", "error": str(exc)}, logging.WARNING)
+                self._store_failed(call, "claim", exc)
                 break
             seen = taken.state
             if taken.claimed:
@@ -191,8 +188,7 @@ class Ledger:
                     call.session.key, limits, call.policy.session_ttl_secs, replace=False, claim=self._claim(notes)
                 )
         except StoreUnavailable as exc:
-            self._metrics.state_errors.labels("admit", call.policy.state_fail_mode).inc()
-            log_event("state_store_error", {"operation": "admit", "error": str(exc)}, logging.WARNING)
+            self._store_failed(call, "admit", exc)
             notes.degraded = True
             return None
         if admission.refused:
@@ -281,8 +277,7 @@ class Ledger:
         try:
             admission = await self._store.admit_window(_tenant_key(call.tenant), limits, notes.started)
         except StoreUnavailable as exc:
-            self._metrics.state_errors.labels("admit_tenant", call.policy.state_fail_mode).inc()
-            log_event("state_store_error", {"operation": "admit_tenant", "error": str(exc)}, logging.WARNING)
+            self._store_failed(call, "admit_tenant", exc)
             if call.policy.state_fail_mode == "closed":
                 raise ServiceUnavailable("Tenant budget state is unavailable; try again shortly.") from None
             notes.degraded = True
@@ -354,9 +349,13 @@ class Ledger:
                 await self._store.commit(_tenant_key(call.tenant), _settle_daily(delta, notes), _DAY + 3600)
             self._book_losses()
         except StoreUnavailable as exc:
-            self._metrics.state_errors.labels("commit", call.policy.state_fail_mode).inc()
-            log_event("state_store_error", {"operation": "commit", "error": str(exc)}, logging.WARNING)
+            self._store_failed(call, "commit", exc)
             notes.degraded = True
+
+    def _store_failed(self, call: ChatCall, operation: str, exc: StoreUnavailable) -> None:
+        """Every store failure is counted and logged alike; what follows is the caller's (the policy's fail mode)."""
+        self._metrics.state_errors.labels(operation, call.policy.state_fail_mode).inc()
+        log_event("state_store_error", {"operation": operation, "error": str(exc)}, logging.WARNING)
 
     @contextmanager
     def _timed(self, operation: str) -> Iterator[None]:
