@@ -336,9 +336,13 @@ class Ledger:
             ended = self._clock()
             delta.incr(FIELDS.ACTIVE_MS, max(0, int((ended - notes.started) * 1000)))
             delta.assign(FIELDS.LAST_SEEN_MS, int(ended * 1000))
-        # Shielded: a request is cancelled when its client leaves (streamed or not), and a
-        # write already under way must still land whole, the session's and the tenant's day.
-        await asyncio.shield(self._write(call, delta, notes))
+        # A request is cancelled when its client leaves (streamed or not), and a write already
+        # under way must still land whole, the session's and the tenant's day: shielded, unless
+        # the store writes without suspending (then no cancellation can land in between).
+        if self._store.in_process:
+            await self._write(call, delta, notes)
+        else:
+            await asyncio.shield(self._write(call, delta, notes))
 
     async def _write(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
         try:

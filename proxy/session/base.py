@@ -205,6 +205,9 @@ class SessionStore(Protocol):
 
     losses: int
     """Data losses detected so far (the server restarted empty, or was flushed)."""
+    in_process: bool
+    """Every operation completes without suspending (no I/O): a request cancelled while it
+    writes cannot be interrupted half-way, so the ledger needs no shield (a task per request)."""
 
     def lost_at(self, key: str) -> float | None:
         """When the store found the data of ``key`` lost (None: never), so fail-closed

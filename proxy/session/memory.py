@@ -47,6 +47,7 @@ class MemoryStore:
     """Sessions in per-tenant LRU dicts, each entry with an expiry time."""
 
     losses = 0
+    in_process = True
     """Memory cannot lose data behind the process's back (a restart loses the process too)."""
 
     def __init__(

@@ -336,6 +336,7 @@ class RedisStore:
         self._lost: dict[int, float] = {}
         self.losses = 0
         """Data losses this store detected (one per scope that found its sentinel changed)."""
+        self.in_process = False
         self._load = client.register_script(_LOAD)
         self._commit = client.register_script(_COMMIT)
         self._admit = client.register_script(_ADMIT)

@@ -25,6 +25,8 @@ PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "Do the task."
 class SlowCommits(MemoryStore):
     """Commits that take a while (a Redis round trip), saying when one has begun."""
 
+    in_process = False  # its commits suspend, as a remote store's do
+
     def __init__(self) -> None:
         super().__init__()
         self.writing = asyncio.Event()
