@@ -141,6 +141,9 @@ class Pipeline:
         """A 400 for a request that no budget could ever admit (its output limit alone is over)."""
         budgets = call.policy.budgets
         session_tokens, session_cost = (budgets.max_tokens, budgets.max_cost_usd) if enforce else (None, None)
+        caps = (session_tokens, session_cost, call.daily_tokens, call.daily_cost_usd)
+        if caps == (None, None, None, None):
+            return  # no cap at all: the common case
         costs = {"API key's daily cost cap": call.daily_cost_usd, "session's cost budget": session_cost}
         check_output_cap(
             call.payload,

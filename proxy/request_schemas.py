@@ -29,8 +29,11 @@ async def compile_request_schemas(
 ) -> Conversation:
     """``conversation`` with its schemas compiled; :class:`InvalidRequest` for one refused.
     ``body_bytes``, the request body's size, bounds every schema's (it saves walking them)."""
+    declared = declared_schemas(payload)
+    if not declared and conversation.output_schema is None:
+        return conversation  # nothing to compile
     tools: dict[str, CompiledSchema | None] = {}
-    for param, name, schema in declared_schemas(payload):
+    for param, name, schema in declared:
         try:
             tools[name] = await cache.compiled(schema, body_bytes)
         except SchemaTooLarge as exc:

@@ -8,6 +8,7 @@ forwarded upstream and never logged.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
@@ -152,6 +153,7 @@ NAMESPACE_SEPARATOR = "~"
 _NAMESPACE_SALT = b"loopwarden/session-namespace/v1\x00"
 
 
+@functools.lru_cache(maxsize=4096)
 def caller_namespace(tenant: str, authorization: str | None) -> str:
     """The session namespace of a caller of the implicit tenant: ``<tenant>~<digest>``
     (``~`` is in no tenant name, so the tenant stays readable from the key: its caps and
