@@ -11,13 +11,12 @@ unchecked. A ``response_format`` schema that does not compile is a 400, as upstr
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from proxy.errors import InvalidRequest
 from proxy.exchange import Conversation
 from proxy.schemas import CompiledSchema, SchemaCache, SchemaInvalid, SchemaTooLarge
-from proxy.wire.chat_completions import declared_schemas
 
 __all__ = ["compile_request_schemas"]
 
@@ -25,12 +24,17 @@ _RESPONSE_FORMAT = "response_format.json_schema.schema"
 
 
 async def compile_request_schemas(
-    payload: Mapping[str, Any], conversation: Conversation, cache: SchemaCache, body_bytes: int | None = None
+    declared: Sequence[tuple[str, str, Mapping[str, Any]]],
+    conversation: Conversation,
+    cache: SchemaCache,
+    body_bytes: int | None = None,
 ) -> Conversation:
     """``conversation`` with its schemas compiled; :class:`InvalidRequest` for one refused.
-    ``body_bytes``, the request body's size, bounds every schema's (it saves walking them)."""
+    ``declared``: the offered tools' schemas as the adapter found them (param, tool name,
+    schema). ``body_bytes``, the request body's size, bounds every schema's (it saves
+    walking them)."""
     tools: dict[str, CompiledSchema | None] = {}
-    for param, name, schema in declared_schemas(payload):
+    for param, name, schema in declared:
         try:
             tools[name] = await cache.compiled(schema, body_bytes)
         except SchemaTooLarge as exc:

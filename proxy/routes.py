@@ -50,7 +50,7 @@ from proxy.settings import Settings
 from proxy.tenants import Credentials, Tenant, TenantDirectory
 from proxy.timing import RequestTiming, begin
 from proxy.upstream import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
-from proxy.wire.chat_completions import parse_conversation
+from proxy.wire.chat_completions import CHAT_COMPLETIONS
 
 __all__ = ["ProxyRoutes", "Readiness"]
 
@@ -117,7 +117,10 @@ class ProxyRoutes:
         policy = self.policy_for(credentials.tenant, header(scope, b"x-loopwarden-policy"))
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         payload = _parse_object(body)
-        conversation = await compile_request_schemas(payload, parse_conversation(payload), self._schemas, len(body))
+        adapter = CHAT_COMPLETIONS
+        conversation = await compile_request_schemas(
+            adapter.declared_schemas(payload), adapter.parse_request(payload), self._schemas, len(body)
+        )
         session = identify(
             credentials.namespace, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id")
         )
@@ -143,6 +146,7 @@ class ProxyRoutes:
             daily_cost_usd=credentials.tenant.daily_cost_usd,
             goal=_text_header(scope, b"x-loopwarden-goal"),
             goal_criteria=_text_header(scope, b"x-loopwarden-goal-criteria"),
+            adapter=adapter,
         )
         if call.stream:
             call.respond = send

@@ -158,7 +158,7 @@ def test_low_budget_asks_the_model_to_converge(session, mentions):
     verdict = guard(session)
 
     assert verdict.kind == "budget_note"
-    assert mentions in verdict.messages[0]["content"]
+    assert mentions in verdict.turns[0].text
 
 
 def test_the_converge_note_comes_while_the_next_calls_reservation_still_fits():
