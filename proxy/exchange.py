@@ -196,6 +196,8 @@ class Conversation:
     output_schema: Mapping[str, Any] | None = None
     """The JSON Schema a structured answer must satisfy, when the request asks for one."""
     stream: bool = False
+    output_cap: tuple[str, int] | None = None
+    """The output limit the request sets, as (its field's name as the client spells it, tokens)."""
     tool_schemas: Mapping[str, CompiledSchema | None] | None = None
     """The offered tools' ``parameters`` compiled at the edge, by tool name (None for one that
     declares none or does not compile). None: the conversation did not come through the edge

@@ -92,7 +92,7 @@ class Pipeline:
         notes = RequestNotes(started=self._clock())
         enforce = call.policy.mode == "enforce"
         limits = (
-            session_limits(call.payload, len(call.body), call.policy, self._prices, fresh=call.session.fresh)
+            session_limits(call.conversation, len(call.body), call.policy, self._prices, fresh=call.session.fresh)
             if enforce
             else []
         )
@@ -126,7 +126,7 @@ class Pipeline:
         session_tokens, session_cost = (budgets.max_tokens, budgets.max_cost_usd) if enforce else (None, None)
         costs = {"API key's daily cost cap": call.daily_cost_usd, "session's cost budget": session_cost}
         check_output_cap(
-            call.payload,
+            call.conversation,
             {"API key's daily token cap": call.daily_tokens, "session's token budget": session_tokens},
             costs,
             self._prices.price(call.conversation.model) if any(v is not None for v in costs.values()) else None,

@@ -30,6 +30,7 @@ __all__ = [
     "content_text",
     "declared_schemas",
     "offered_tools",
+    "output_cap",
     "parse_conversation",
     "parse_reply",
     "parse_usage",
@@ -56,7 +57,17 @@ def parse_conversation(payload: Mapping[str, Any], *, stream: bool | None = None
         tools=offered_tools(payload),
         output_schema=requested_schema(payload),
         stream=payload.get("stream") is True if stream is None else stream,
+        output_cap=output_cap(payload),
     )
+
+
+def output_cap(payload: Mapping[str, Any]) -> tuple[str, int] | None:
+    """The output limit the request sets (``max_completion_tokens`` wins, as upstream), if any."""
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = payload.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return name, value
+    return None
 
 
 def _message(raw: Mapping[str, Any]) -> Message:

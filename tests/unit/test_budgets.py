@@ -123,7 +123,7 @@ def test_remaining_leaves_out_unset_budgets():
     ],
 )
 def test_estimate_is_prompt_bytes_over_four_plus_the_output_cap(payload, body_size, expected):
-    assert estimate_tokens(payload, body_size, Policy()) == expected
+    assert estimate_tokens(parse_conversation(payload), body_size, Policy()) == expected
 
 
 def guard(session: SessionState, now: float = T0):
