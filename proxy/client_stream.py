@@ -20,19 +20,17 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import msgspec
 from litestar.types import Send
 
 from proxy.errors import ProxyError
 from proxy.exchange import Channel
 from proxy.http import reply_headers
-from proxy.sse import comment, frame
+from proxy.sse import comment
 from proxy.wire.base import WireAdapter
 from proxy.wire.chat_completions import CHAT_COMPLETIONS
 
 __all__ = ["ClientStream"]
 
-_encode = msgspec.json.Encoder().encode
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 _OWN_HEADERS = {name for name, _ in _SSE_HEADERS}
 _KEEPALIVE = comment(b"keep-alive")
@@ -133,12 +131,12 @@ class ClientStream:
         kept: list[tuple[bytes | None, Mapping[str, Any], int]] = []
         for raw, chunk, channels in self._queue:
             if not channels & ~released:
-                out.append(raw if raw is not None else frame(_encode(chunk)))
+                out.append(raw if raw is not None else self._adapter.framed(chunk))
                 continue
             if channels & released:
                 going, staying = self._adapter.split_event(chunk, released)
                 if going is not None:
-                    out.append(frame(_encode(going)))
+                    out.append(self._adapter.framed(going))
                 if staying is not None:
                     kept.append((None, staying, channels & ~released))
             else:

@@ -75,6 +75,10 @@ class WireAdapter(Protocol):
         """A streamed event cut in two: what of ``released`` channels it carries, and the rest."""
         ...
 
+    def framed(self, event: Mapping[str, Any]) -> bytes:
+        """An event the proxy cut (see :meth:`split_event`) framed for the client's stream."""
+        ...
+
     def wants_structured_output(self, payload: Mapping[str, Any]) -> bool:
         """The client asked for a JSON answer (its ending is then a refusal)."""
         ...
@@ -152,6 +156,10 @@ class WireAdapter(Protocol):
 
     def appended(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """An ending set apart from text the client already received."""
+        ...
+
+    def error_body(self, error: ProxyError) -> bytes:
+        """An error answer's body in the format's error shape (OpenAI's: ``{"error": {…}}``)."""
         ...
 
     def error_event(self, error: ProxyError) -> bytes:

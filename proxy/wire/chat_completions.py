@@ -469,6 +469,9 @@ class ChatCompletions:
     ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         return split_chunk(event, released)
 
+    def framed(self, event: Mapping[str, Any]) -> bytes:
+        return frame(_encode(event))
+
     def wants_structured_output(self, payload: Mapping[str, Any]) -> bool:
         return wants_structured_output(payload)
 
@@ -550,8 +553,11 @@ class ChatCompletions:
     def appended(self, body: Mapping[str, Any]) -> dict[str, Any]:
         return _appended(body)
 
+    def error_body(self, error: ProxyError) -> bytes:
+        return error.body()
+
     def error_event(self, error: ProxyError) -> bytes:
-        return frame(error.body())
+        return frame(self.error_body(error))
 
     def judge_url(self, base_url: str) -> str:
         return base_url.rstrip("/") + JUDGE_PATH
