@@ -171,6 +171,8 @@ class Message:
     """The calls an assistant turn made."""
     call_id: str | None = None
     """For a tool result: the id of the call it answers."""
+    reasoning: str = ""
+    """The reasoning an assistant turn carries back (``reasoning_content``), if the client resends it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +206,22 @@ class Conversation:
     (a replay, a test), and its schemas are compiled when first needed."""
     answer_schema: CompiledSchema | None = None
     """``output_schema`` compiled at the edge."""
+
+    def with_schemas(
+        self, tool_schemas: Mapping[str, CompiledSchema | None], answer_schema: CompiledSchema | None
+    ) -> Conversation:
+        """The conversation with its schemas compiled (built directly: ``dataclasses.replace``
+        costs several times more, on every request)."""
+        return Conversation(
+            self.messages,
+            self.model,
+            self.tools,
+            self.output_schema,
+            self.stream,
+            self.output_cap,
+            tool_schemas,
+            answer_schema,
+        )
 
     def tool_parameters(self) -> dict[str, Any]:
         """Offered function name → its parameters schema (``{}`` when it declares none)."""

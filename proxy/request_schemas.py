@@ -10,7 +10,6 @@ unchecked. A ``response_format`` schema that does not compile is a 400, as upstr
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -47,4 +46,4 @@ async def compile_request_schemas(
             answer = await cache.compiled(conversation.output_schema, body_bytes)
         except SchemaInvalid as exc:
             raise InvalidRequest(str(exc), param=_RESPONSE_FORMAT) from None
-    return dataclasses.replace(conversation, tool_schemas=tools, answer_schema=answer)
+    return conversation.with_schemas(tools, answer)

@@ -47,7 +47,7 @@ _decode = msgspec.json.decode
 _encode = msgspec.json.Encoder().encode
 
 
-def parse_conversation(payload: Mapping[str, Any], *, stream: bool | None = None) -> Conversation:
+def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
     """The request's conversation in the neutral vocabulary (one pass over its messages)."""
     messages = payload.get("messages")
     model = payload.get("model")
@@ -56,7 +56,7 @@ def parse_conversation(payload: Mapping[str, Any], *, stream: bool | None = None
         model=model if isinstance(model, str) else None,
         tools=offered_tools(payload),
         output_schema=requested_schema(payload),
-        stream=payload.get("stream") is True if stream is None else stream,
+        stream=payload.get("stream") is True,
         output_cap=output_cap(payload),
     )
 
@@ -74,11 +74,13 @@ def _message(raw: Mapping[str, Any]) -> Message:
     role = raw.get("role")
     calls = raw.get("tool_calls")
     call_id = raw.get("tool_call_id")
+    reasoning = raw.get("reasoning_content") or raw.get("reasoning")
     return Message(
         role if isinstance(role, str) else "",
         content_text(raw.get("content")),
         _tool_calls(calls) if calls else (),
         None if call_id is None else str(call_id),
+        reasoning if isinstance(reasoning, str) else "",
     )
 
 

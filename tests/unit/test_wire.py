@@ -136,6 +136,7 @@ def test_the_request_parses_into_neutral_messages_tools_and_flags():
             {
                 "role": "assistant",
                 "content": None,
+                "reasoning_content": "search first",
                 "tool_calls": [
                     {"id": "c1", "type": "function", "function": {"name": "search", "arguments": "{}"}},
                     {"id": "c2", "type": "custom", "custom": {"name": "patch", "input": "x"}},
@@ -158,6 +159,7 @@ def test_the_request_parses_into_neutral_messages_tools_and_flags():
         ("assistant", "", None),
         ("tool", "found", "c1"),
     ]
+    assert conversation.messages[1].reasoning == "search first"
     assert conversation.calls_by_id() == {
         "c1": ToolCall("c1", "search", "{}"),
         "c2": ToolCall("c2", "patch", "x", "custom"),
