@@ -3,8 +3,9 @@
 Each event is decoded once; the assembler keeps the reply so far, and whenever an event
 touches a channel that is still held (or something waits in the queue) the guards are
 asked again what they hold. A stream is complete only with the event its assembler says
-ends it (chat completions' ``data: [DONE]``): one that is cut, stalls past the read
-timeout, or carries a chunk that is not a JSON object ends as an error, never as a reply.
+ends it (chat completions' ``data: [DONE]``, or an event it took that completes the reply):
+one that is cut, stalls past the read timeout, or carries a chunk that is not a JSON object
+ends as an error, never as a reply.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ async def read_streamed_reply(
                 error = _take(event.data, event.name, assembler, client, held)
                 if error is not None:
                     return _shown(error, secrets) if isinstance(error, _ErrorEvent) else error
+                if assembler.complete:  # a format whose last event carries data (Messages' message_stop)
+                    return None
             await client.flush()
             if data is None:
                 return _ended_early(parser)

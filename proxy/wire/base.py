@@ -27,9 +27,13 @@ class StreamAssembler(PartialReply, Protocol):
     """What the upstream reported (None: nothing yet, so the cost is estimated)."""
     produced_chars: int
     """Characters of every kind of output, for estimating the tokens of a stream cut short."""
+    complete: bool
+    """An event it took completed the stream (a format whose terminal event carries data, like
+    Messages' ``message_stop``); chat completions ends with the :meth:`ends` sentinel instead."""
 
     def ends(self, data: bytes) -> bool:
-        """This event's data completes the stream (chat completions' ``[DONE]``): nothing follows."""
+        """This event's data is the stream's end sentinel (chat completions' ``[DONE]``): it
+        carries nothing to take, and nothing follows."""
         ...
 
     def add(self, event: Mapping[str, Any]) -> int:

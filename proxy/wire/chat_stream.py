@@ -82,6 +82,9 @@ class _CallParts:
 class ReplyAssembler:
     """Feed it the chunks of one streamed reply; read the reply so far at any time."""
 
+    complete = False
+    """A chat-completions stream ends with the ``[DONE]`` sentinel (:meth:`ends`), not a chunk."""
+
     def __init__(self) -> None:
         self.id: str | None = None
         self.created: int | None = None
