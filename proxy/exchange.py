@@ -128,6 +128,10 @@ class Reply:
     """The model declined (OpenAI's ``message.refusal``): an answer the client handles, not silence."""
     other_output: bool = False
     """Output the guards do not read (``audio``, a legacy ``function_call``): not silence either."""
+    source: Any = field(default=None, compare=False, repr=False)
+    """The format's own reply, for its adapter alone: a format that must send an assistant turn
+    back exactly (Messages' signed thinking blocks, Responses' reasoning items) renders
+    :class:`Echo` and :class:`ReturnCalls` from it. Chat completions leaves it None."""
 
     @property
     def has_text(self) -> bool:
