@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from proxy.errors import InvalidRequest
+from proxy.exchange import Conversation
 from proxy.policy.models import Policy
 from proxy.pricing import MICROS, Price, PriceTable
 from proxy.session.base import FIELDS, Limit, SessionState
@@ -66,17 +66,8 @@ def remaining(state: SessionState, policy: Policy, now: float) -> Remaining:
     )
 
 
-def _output_cap(payload: Mapping[str, Any]) -> tuple[str, int] | None:
-    """The output limit the request sets (``max_completion_tokens`` wins, as upstream), if any."""
-    for name in ("max_completion_tokens", "max_tokens"):
-        value = payload.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return name, value
-    return None
-
-
 def check_output_cap(
-    payload: Mapping[str, Any],
+    conversation: Conversation,
     caps: Mapping[str, int | None],
     cost_caps: Mapping[str, float | None] | None = None,
     price: Price | None = None,
@@ -88,7 +79,7 @@ def check_output_cap(
     ``caps`` maps a cap's name as the client reads it (e.g. "API key's daily token cap") to
     its size in tokens, ``cost_caps`` to USD (None: not set).
     """
-    asked = _output_cap(payload)
+    asked = conversation.output_cap
     if asked is None:
         return
     name, value = asked
@@ -111,21 +102,21 @@ def check_output_cap(
             )
 
 
-def estimate_tokens(payload: Mapping[str, Any], body_size: int, policy: Policy) -> int:
+def estimate_tokens(conversation: Conversation, body_size: int, policy: Policy) -> int:
     """A call's worst case: its prompt (about 4 bytes a token) plus its output cap."""
-    asked = _output_cap(payload)
+    asked = conversation.output_cap
     return body_size // 4 + (asked[1] if asked is not None else policy.budgets.reserve_tokens)
 
 
 def session_limits(
-    payload: Mapping[str, Any], body_size: int, policy: Policy, prices: PriceTable, *, fresh: bool = False
+    conversation: Conversation, body_size: int, policy: Policy, prices: PriceTable, *, fresh: bool = False
 ) -> list[Limit]:
     """The reservations one call makes: its step, and its worst case against the session's
     token and cost budgets. A ``fresh`` session (its state starts empty, nothing to exceed)
     reserves nothing unless it has token or cost budgets to check: no round trip for it."""
     budgets = policy.budgets
     limits = [Limit("budget_steps", (FIELDS.STEPS,), FIELDS.RESERVED_STEPS, 1, policy.max_steps)]
-    estimate = estimate_tokens(payload, body_size, policy)
+    estimate = estimate_tokens(conversation, body_size, policy)
     if budgets.max_tokens is not None:
         limits.append(
             Limit(
@@ -137,7 +128,7 @@ def session_limits(
             )
         )
     if budgets.max_cost_usd is not None:
-        price = prices.price(payload.get("model") if isinstance(payload.get("model"), str) else None)
+        price = prices.price(conversation.model)
         worst = 0 if price is None else round(estimate * max(price.prompt, price.completion))
         limits.append(
             Limit(

@@ -12,6 +12,8 @@ from proxy.policy.models import Policy
 from proxy.session.base import WindowLimit
 from proxy.session.identity import SessionRef
 from proxy.upstream import UpstreamReply
+from proxy.wire.base import WireAdapter
+from proxy.wire.chat_completions import CHAT_COMPLETIONS
 
 __all__ = ["ChatCall", "Outcome", "RequestNotes"]
 
@@ -40,6 +42,8 @@ class ChatCall:
     goal_criteria: str | None = None
     respond: Send | None = None
     """For a stream: where the pipeline writes the client's events as they may go."""
+    adapter: WireAdapter = CHAT_COMPLETIONS
+    """The request's wire format (the route's): parses what comes and renders what goes."""
 
 
 @dataclass(slots=True)

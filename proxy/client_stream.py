@@ -20,19 +20,17 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import msgspec
 from litestar.types import Send
 
 from proxy.errors import ProxyError
+from proxy.exchange import Channel
 from proxy.http import reply_headers
-from proxy.sse import comment, frame
-from proxy.stream_assembly import Channel, split_chunk
-from proxy.wire.chat_completions import completion_as_sse
+from proxy.sse import comment
+from proxy.wire.base import WireAdapter
+from proxy.wire.chat_completions import CHAT_COMPLETIONS
 
 __all__ = ["ClientStream"]
 
-_encode = msgspec.json.Encoder().encode
-_DONE = b"data: [DONE]\n\n"
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 _OWN_HEADERS = {name for name, _ in _SSE_HEADERS}
 _KEEPALIVE = comment(b"keep-alive")
@@ -48,7 +46,9 @@ class ClientStream:
         *,
         include_usage: bool,
         keepalive: float,
+        adapter: WireAdapter = CHAT_COMPLETIONS,
     ) -> None:
+        self._adapter = adapter
         self._send = send
         self._headers = headers
         self._include_usage = include_usage
@@ -131,12 +131,12 @@ class ClientStream:
         kept: list[tuple[bytes | None, Mapping[str, Any], int]] = []
         for raw, chunk, channels in self._queue:
             if not channels & ~released:
-                out.append(raw if raw is not None else frame(_encode(chunk)))
+                out.append(raw if raw is not None else self._adapter.framed(chunk))
                 continue
             if channels & released:
-                going, staying = split_chunk(chunk, released)
+                going, staying = self._adapter.split_event(chunk, released)
                 if going is not None:
-                    out.append(frame(_encode(going)))
+                    out.append(self._adapter.framed(going))
                 if staying is not None:
                     kept.append((None, staying, channels & ~released))
             else:
@@ -148,7 +148,12 @@ class ClientStream:
 
     async def finish(self) -> None:
         """The verdict passed the reply: everything held, then the finish and usage chunks."""
-        out = self._take_out() + self._drain(Channel.ALL, substantive=True) + b"".join(self._final) + _DONE
+        out = (
+            self._take_out()
+            + self._drain(Channel.ALL, substantive=True)
+            + b"".join(self._final)
+            + self._adapter.stream_trailer
+        )
         await self._write(out, last=True)
 
     @property
@@ -160,13 +165,14 @@ class ClientStream:
         """End with ``body`` (an ending or a non-streamed reply) instead of the held attempt."""
         self.new_attempt()
         if self.text_started:
-            body = _appended(body)
-        await self._write(self._take_out() + completion_as_sse(body, include_usage=self._include_usage), last=True)
+            body = self._adapter.appended(body)
+        streamed = self._adapter.streamed(body, include_usage=self._include_usage)
+        await self._write(self._take_out() + streamed, last=True)
 
     async def fail(self, error: ProxyError) -> None:
         """The stream cannot be completed: an error event the SDKs raise, then the end."""
         self.new_attempt()
-        await self._write(self._take_out() + frame(error.body()), last=True)
+        await self._write(self._take_out() + self._adapter.error_event(error), last=True)
 
     def close(self) -> None:
         if self._timer is not None:
@@ -222,12 +228,3 @@ class ClientStream:
             return
         finally:
             self._pinging = None
-
-
-def _appended(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The ending's text, set apart from text the client already received."""
-    choice = body["choices"][0]
-    message = dict(choice["message"])
-    if isinstance(message.get("content"), str) and message["content"]:
-        message["content"] = "\n\n" + message["content"]
-    return {**body, "choices": [{**choice, "message": message}]}

@@ -1,8 +1,8 @@
 """The normalized exchange: what guards may read, whatever the wire format.
 
 An adapter in :mod:`proxy.wire` turns a wire format (chat completions today) into these
-types. They are read-only views: the decoded JSON stays as it came, so unknown fields
-survive and nothing is copied that no guard reads.
+types, and renders back what the proxy adds (the turns of a nudge). Nothing here knows a
+wire format: the request's own JSON stays with the adapter, so unknown fields survive.
 """
 
 from __future__ import annotations
@@ -10,13 +10,27 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from proxy.schemas import CompiledSchema
 
-__all__ = ["Conversation", "Reply", "ToolCall", "Usage", "parse_arguments"]
+__all__ = [
+    "Channel",
+    "Conversation",
+    "Echo",
+    "Message",
+    "Note",
+    "PartialReply",
+    "Reply",
+    "ReturnCalls",
+    "Tool",
+    "ToolCall",
+    "Turn",
+    "Usage",
+    "parse_arguments",
+]
 
 
 _decode = msgspec.json.decode
@@ -75,6 +89,7 @@ class ToolCall:
     id: str
     name: str
     arguments: str
+    """As the model wrote them (JSON for a function, free text for a custom tool)."""
     kind: str = "function"
     """``function`` (JSON arguments) or ``custom`` (free-text input: GPT-5's custom tools)."""
     _parsed: tuple[Any, str | None] | None = field(default=None, init=False, repr=False, compare=False)
@@ -85,30 +100,6 @@ class ToolCall:
         if self._parsed is None:
             object.__setattr__(self, "_parsed", parse_arguments(self.arguments))
         return self._parsed  # type: ignore[return-value]
-
-    @classmethod
-    def from_wire(cls, raw: Any) -> ToolCall | None:
-        """A ``tool_calls`` item as the chat-completions wire carries it (None: not an object)."""
-        if not isinstance(raw, Mapping):
-            return None
-        custom = raw.get("custom")
-        if raw.get("type") == "custom" and isinstance(custom, Mapping):
-            text = custom.get("input")
-            return cls(
-                str(raw.get("id", "")), str(custom.get("name", "")), text if isinstance(text, str) else "", "custom"
-            )
-        function = raw.get("function")
-        if not isinstance(function, Mapping):
-            function = {}
-        arguments = function.get("arguments")
-        name = str(function.get("name", ""))
-        return cls(str(raw.get("id", "")), name, arguments if isinstance(arguments, str) else "")
-
-    def wire(self) -> dict[str, Any]:
-        """The call as a ``tool_calls`` item."""
-        if self.kind == "custom":
-            return {"id": self.id, "type": "custom", "custom": {"name": self.name, "input": self.arguments}}
-        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +128,10 @@ class Reply:
     """The model declined (OpenAI's ``message.refusal``): an answer the client handles, not silence."""
     other_output: bool = False
     """Output the guards do not read (``audio``, a legacy ``function_call``): not silence either."""
+    source: Any = field(default=None, compare=False, repr=False)
+    """The format's own reply, for its adapter alone: a format that must send an assistant turn
+    back exactly (Messages' signed thinking blocks, Responses' reasoning items) renders
+    :class:`Echo` and :class:`ReturnCalls` from it. Chat completions leaves it None."""
 
     @property
     def has_text(self) -> bool:
@@ -169,96 +164,183 @@ class Reply:
 
 
 @dataclass(frozen=True, slots=True)
-class Conversation:
-    """The request's conversation as the guards see it."""
+class Message:
+    """One turn of the request's history, whatever the wire format called it."""
 
-    messages: Sequence[Mapping[str, Any]]
+    role: str
+    """``system``, ``developer``, ``user``, ``assistant`` or ``tool`` (a tool result)."""
+    text: str = ""
+    """Its text, content parts joined (empty for a pure tool-call turn)."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The calls an assistant turn made."""
+    call_id: str | None = None
+    """For a tool result: the id of the call it answers."""
+    reasoning: str = ""
+    """The reasoning an assistant turn carries back (``reasoning_content``), if the client resends it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A tool the request offers the model."""
+
+    name: str
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    """Its arguments' JSON Schema (``{}`` when it declares none)."""
+    kind: str = "function"
+    """``function`` (JSON arguments under ``parameters``) or ``custom`` (free text)."""
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """The request's conversation as the guards see it (an adapter in :mod:`proxy.wire` builds it)."""
+
+    messages: Sequence[Message] = ()
     model: str | None = None
-    tools: Sequence[Mapping[str, Any]] = ()
-    """The request's ``tools`` as sent, and its legacy ``functions`` in the same form."""
+    tools: Sequence[Tool] = ()
+    """The offered tools (chat completions' legacy ``functions`` among them)."""
     output_schema: Mapping[str, Any] | None = None
-    """The JSON Schema of ``response_format: {"type": "json_schema"}``, when the request has one."""
+    """The JSON Schema a structured answer must satisfy, when the request asks for one."""
+    stream: bool = False
+    output_cap: tuple[str, int] | None = None
+    """The output limit the request sets, as (its field's name as the client spells it, tokens)."""
     tool_schemas: Mapping[str, CompiledSchema | None] | None = None
     """The offered tools' ``parameters`` compiled at the edge, by tool name (None for one that
     declares none or does not compile). None: the conversation did not come through the edge
     (a replay, a test), and its schemas are compiled when first needed."""
     answer_schema: CompiledSchema | None = None
     """``output_schema`` compiled at the edge."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def with_schemas(
+        self, tool_schemas: Mapping[str, CompiledSchema | None], answer_schema: CompiledSchema | None
+    ) -> Conversation:
+        """The conversation with its schemas compiled (built directly: ``dataclasses.replace``
+        costs several times more, on every request)."""
+        return Conversation(
+            self.messages,
+            self.model,
+            self.tools,
+            self.output_schema,
+            self.stream,
+            self.output_cap,
+            tool_schemas,
+            answer_schema,
+        )
 
     def tool_parameters(self) -> dict[str, Any]:
         """Offered function name → its parameters schema (``{}`` when it declares none)."""
-        offered: dict[str, Any] = {}
-        for tool in self.tools:
-            function = tool.get("function")
-            if isinstance(function, Mapping) and isinstance(function.get("name"), str):
-                parameters = function.get("parameters")
-                offered[function["name"]] = parameters if isinstance(parameters, Mapping) else {}
-        return offered
+        return {tool.name: tool.parameters for tool in self.tools if tool.kind == "function"}
 
     def calls_by_id(self) -> dict[str, ToolCall]:
         """Every tool call the history's assistant turns made, by call id."""
-        calls: dict[str, ToolCall] = {}
-        for message in self.messages:
-            if message.get("role") != "assistant":
-                continue
-            for raw in message.get("tool_calls") or ():
-                call = ToolCall.from_wire(raw)
-                if call is not None:
-                    calls[call.id] = call
-        return calls
+        return {call.id: call for message in self.messages for call in message.tool_calls}
 
-    def tool_results(self) -> list[Mapping[str, Any]]:
-        """Tool results in order: ``tool`` messages, and the ``Observation:`` user turns of
+    def tool_results(self) -> list[Message]:
+        """Tool results in order: ``tool`` turns, and the ``Observation:`` user turns of
         clients that flatten tools into text (smolagents)."""
         results = []
         first_user_seen = False
         for message in self.messages:
-            role = message.get("role")
+            role = message.role
             if role == "tool":
                 results.append(message)
             elif role == "user":
-                if first_user_seen and content_text(message.get("content")).lstrip().startswith("Observation:"):
+                if first_user_seen and message.text.lstrip().startswith("Observation:"):
                     results.append(message)
                 first_user_seen = True
         return results
 
-    def trailing_tool_messages(self) -> list[Mapping[str, Any]]:
+    def trailing_tool_results(self) -> list[Message]:
         """The tool results sent after the last assistant turn (this request's new results)."""
-        trailing: list[Mapping[str, Any]] = []
+        trailing: list[Message] = []
         for message in reversed(self.messages):
-            if message.get("role") != "tool":
+            if message.role != "tool":
                 break
             trailing.append(message)
         return trailing[::-1]
 
     def assistant_texts(self) -> list[str]:
         """Text of each assistant turn, in order (empty string for pure tool-call turns)."""
-        return [content_text(m.get("content")) for m in self.messages if m.get("role") == "assistant"]
+        return [m.text for m in self.messages if m.role == "assistant"]
 
     @property
     def has_assistant_turn(self) -> bool:
-        return any(m.get("role") == "assistant" for m in self.messages)
+        return any(m.role == "assistant" for m in self.messages)
 
     @property
     def used_tools(self) -> bool:
         """The history shows tool use: an assistant tool call or a tool result."""
-        return any(m.get("role") == "tool" or m.get("tool_calls") for m in self.messages)
+        return any(m.role == "tool" or m.tool_calls for m in self.messages)
 
     def first_text(self, *roles: str) -> str | None:
-        """Text of the first message with one of ``roles`` (content parts joined)."""
+        """Text of the first message with one of ``roles``."""
         for message in self.messages:
-            if message.get("role") in roles:
-                return content_text(message.get("content"))
+            if message.role in roles:
+                return message.text
         return None
 
 
-def content_text(content: Any) -> str:
-    """A message's text, whether content is a string or a list of parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            part.get("text", "") for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
-    return ""
+# -- what the proxy adds to a conversation --------------------------------------------
+# A nudge is a list of these turns; the request's adapter renders them in its format.
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A user turn from the proxy: an instruction or a warning."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Echo:
+    """The model's own text reply, repeated as its turn (so a note can answer it)."""
+
+    reply: Reply
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnCalls:
+    """The model's tool calls handed back unexecuted, with one result per call (by call id,
+    every call answered): the transcript stays valid in every format."""
+
+    reply: Reply
+    results: Mapping[str, str]
+
+
+Turn = Note | Echo | ReturnCalls
+
+
+# -- a streamed reply, as the hold-back sees it ------------------------------------------
+
+
+class Channel:
+    """The kinds of output a streamed event can carry, as bit flags (plain ints: this runs per event)."""
+
+    NONE = 0
+    TEXT = 1
+    REASONING = 2
+    TOOL_CALLS = 4
+    ALL = 7
+    FINISH = 8
+    """Not a channel but a mark an assembler's ``add`` returns: the event ends a choice."""
+    BARE = 16
+    """The event carries no output (a usage-only event)."""
+
+
+class PartialReply(Protocol):
+    """The reply so far, while it streams (a format's stream assembler)."""
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def text_length(self) -> int: ...
+
+    @property
+    def has_text(self) -> bool: ...
+
+    @property
+    def has_reasoning(self) -> bool: ...
+
+    @property
+    def has_tool_calls(self) -> bool: ...

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-from proxy.exchange import ToolCall
+from proxy.exchange import Tool, ToolCall
 
 __all__ = [
     "GOAL_FIELD",
@@ -29,7 +29,6 @@ __all__ = [
     "goal_tool",
     "load_goal",
     "over_limit",
-    "without_goal_calls",
 ]
 
 GOAL_FIELD = "goal"
@@ -104,32 +103,31 @@ def load_goal(raw: str | None) -> Goal | None:
         return None
 
 
-def goal_tool() -> dict[str, Any]:
-    """The tool the model reports through (the proxy answers it; the agent never sees it)."""
-    return {
-        "type": "function",
-        "function": {
-            "name": GOAL_TOOL,
-            "description": (
-                "Report on the goal of this session. Call it with action 'update_status' and status "
-                "'completed' plus the evidence (what shows the goal is met) when the goal is done, or "
-                "status 'blocked' plus the reason when you cannot go on. 'update_objective' refines the "
-                "objective; 'add_evidence' records evidence and marks the goal completed."
-            ),
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "action": {"type": "string", "enum": ["update_status", "update_objective", "add_evidence"]},
-                    "status": {"type": "string", "enum": ["active", "completed", "blocked"]},
-                    "evidence": {"type": "string", "description": "What shows the goal is met."},
-                    "reason": {"type": "string", "description": "Why the goal cannot be met now."},
-                    "objective": {"type": "string", "description": "The refined objective."},
-                },
-                "required": ["action"],
-                "additionalProperties": False,
+def goal_tool() -> Tool:
+    """The tool the model reports through (the proxy answers it; the agent never sees it).
+    The request's adapter renders it in its wire format."""
+    return Tool(
+        GOAL_TOOL,
+        {
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["update_status", "update_objective", "add_evidence"]},
+                "status": {"type": "string", "enum": ["active", "completed", "blocked"]},
+                "evidence": {"type": "string", "description": "What shows the goal is met."},
+                "reason": {"type": "string", "description": "Why the goal cannot be met now."},
+                "objective": {"type": "string", "description": "The refined objective."},
             },
+            "required": ["action"],
+            "additionalProperties": False,
         },
-    }
+        "function",
+        (
+            "Report on the goal of this session. Call it with action 'update_status' and status "
+            "'completed' plus the evidence (what shows the goal is met) when the goal is done, or "
+            "status 'blocked' plus the reason when you cannot go on. 'update_objective' refines the "
+            "objective; 'add_evidence' records evidence and marks the goal completed."
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,21 +219,6 @@ def goal_calls(calls: Sequence[ToolCall]) -> tuple[list[ToolCall], list[ToolCall
     """(the proxy's own goal calls, the agent's calls)."""
     own = [c for c in calls if c.name == GOAL_TOOL]
     return own, [c for c in calls if c.name != GOAL_TOOL]
-
-
-def without_goal_calls(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A chat.completion with the goal tool's calls taken out (the agent sees only its own)."""
-    choice = body["choices"][0]
-    message = dict(choice["message"])
-    kept = [c for c in message.get("tool_calls") or [] if (c.get("function") or {}).get("name") != GOAL_TOOL]
-    if kept:
-        message["tool_calls"] = kept
-    else:
-        message.pop("tool_calls", None)
-    finish = choice.get("finish_reason")
-    if not kept and finish == "tool_calls":
-        finish = "stop"
-    return {**body, "choices": [{**choice, "message": message, "finish_reason": finish}, *body["choices"][1:]]}
 
 
 def _escaped(text: str) -> str:

@@ -8,16 +8,15 @@ drive a goal, and shadow mode leaves traffic untouched, so it has no goal mode e
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from proxy.call import ChatCall, RequestNotes
 from proxy.exchange import ToolCall
-from proxy.goal import GOAL_FIELD, Goal, apply_call, continuation_prompt, goal_tool, load_goal, over_limit
+from proxy.goal import GOAL_FIELD, Goal, apply_call, continuation_prompt, load_goal, over_limit
 from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.session.base import FIELDS, SessionDelta, SessionState
 
-__all__ = ["GoalKeeper", "with_goal_tool"]
+__all__ = ["GoalKeeper"]
 
 
 class GoalKeeper:
@@ -89,10 +88,3 @@ class GoalKeeper:
                 "turns": goal.turns,
             },
         )
-
-
-def with_goal_tool(payload: dict[str, Any] | Any) -> dict[str, Any]:
-    """The request as sent upstream while a goal is active: the agent's tools plus the goal tool."""
-    tools = payload.get("tools")
-    offered = [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
-    return {**payload, "tools": [*offered, goal_tool()]}

@@ -2,7 +2,7 @@
 
 A guard decides on the whole reply, but a streamed reply reaches the client piece by
 piece. So while a reply streams, each guard says which channels (text, reasoning, tool
-calls; :class:`~proxy.stream_assembly.Channel`) it may still object to, given what has
+calls; :class:`~proxy.exchange.Channel`) it may still object to, given what has
 arrived so far. A channel flows to the client once no guard holds it, and never stops
 again. A guard without a ``holds`` method holds everything until the reply is complete:
 a new guard is correct on streams with no streaming code, and fast once it says what it
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from proxy.stream_assembly import Channel, PartialReply
+from proxy.exchange import Channel, PartialReply
 
 if TYPE_CHECKING:  # the guards import this module's neighbours; keep the import one-way
     from proxy.guards.base import GuardContext, ResponseGuard

@@ -151,9 +151,12 @@ async def send_reply(send: Send, status: int, headers: list[tuple[bytes, bytes]]
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-async def send_error(send: Send, error: ProxyError, extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
-    """Answer with an error in OpenAI's shape and the error's own status."""
+async def send_error(
+    send: Send, error: ProxyError, extra: Sequence[tuple[bytes, bytes]] = (), body: bytes | None = None
+) -> None:
+    """Answer with an error and its own status: ``body`` (a wire format's error shape, from its
+    adapter), else OpenAI's shape."""
     headers = list(_JSON)
     headers.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in error.headers.items())
     headers.extend(extra)
-    await send_reply(send, error.status, headers, error.body())
+    await send_reply(send, error.status, headers, error.body() if body is None else body)

@@ -263,7 +263,7 @@ class Ledger:
         if notes.degraded:
             return
         limits = []
-        estimate = estimate_tokens(call.payload, len(call.body), call.policy)
+        estimate = estimate_tokens(call.conversation, len(call.body), call.policy)
         if call.daily_tokens is not None:
             limits.append(WindowLimit("daily_tokens", _DAILY_TOKENS, "reserved_tokens", estimate, call.daily_tokens))
         if call.daily_cost_usd is not None:

@@ -19,17 +19,15 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-import msgspec
-
 from proxy.budgets import check_output_cap, remaining, session_limits
 from proxy.call import SSE, ChatCall, Outcome, RequestNotes
 from proxy.client_stream import ClientStream
 from proxy.errors import ProxyError, UpstreamError
-from proxy.exchange import Reply, Usage, content_text
+from proxy.exchange import Channel, Echo, Note, Reply, ReturnCalls, Turn, Usage
 from proxy.finalize import Finalizer, local_summary
 from proxy.fingerprint import remember_calls
-from proxy.goal import goal_calls, without_goal_calls
-from proxy.goal_keeper import GoalKeeper, with_goal_tool
+from proxy.goal import GOAL_TOOL, goal_calls, goal_tool
+from proxy.goal_keeper import GoalKeeper
 from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
 from proxy.judge import JudgeTarget
 from proxy.ledger import ENDING_WAIT_SECS, Ledger
@@ -39,21 +37,10 @@ from proxy.pricing import PriceTable
 from proxy.recording import Step, StepRecorder
 from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, SessionStore
 from proxy.step_log import StepLog
-from proxy.stream_assembly import Channel
 from proxy.stream_attempts import StreamAttempts
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient, UpstreamReply
 from proxy.verdict import Amend, Finalize, Nudge, Pass, Rewrite, Verdict, verdict_name, verdict_reason
-from proxy.wire.chat_completions import (
-    amended,
-    as_refusal,
-    calls_returned,
-    completion,
-    completion_as_sse,
-    parse_reply,
-    render_request,
-    wants_structured_output,
-)
 
 _STRIKE_ENDINGS = frozenset({"empty_response", "reasoning_only"})
 """Strikes that name the session's ending when a request runs out of attempts on them; any
@@ -61,16 +48,12 @@ other correction that runs out of attempts ends it as ``max_attempts``."""
 
 __all__ = ["ChatCall", "Outcome", "Pipeline"]
 
-_encode = msgspec.json.Encoder().encode
-
 
 def _shaped_ending(call: ChatCall, body: dict[str, Any], client: ClientStream | None) -> dict[str, Any]:
     """An ending as this request can take it: a refusal when it asked for a JSON answer (a
     later request of an ended session may ask differently from the one that ended it), unless
     text of the answer already streamed to the client: then the ending follows it as text."""
-    if not wants_structured_output(call.payload) or (client is not None and client.text_started):
-        return body
-    return as_refusal(body)
+    return call.adapter.shaped(call.payload, body, text_started=client is not None and client.text_started)
 
 
 class Pipeline:
@@ -109,7 +92,7 @@ class Pipeline:
         notes = RequestNotes(started=self._clock())
         enforce = call.policy.mode == "enforce"
         limits = (
-            session_limits(call.payload, len(call.body), call.policy, self._prices, fresh=call.session.fresh)
+            session_limits(call.conversation, len(call.body), call.policy, self._prices, fresh=call.session.fresh)
             if enforce
             else []
         )
@@ -146,7 +129,7 @@ class Pipeline:
             return  # no cap at all: the common case
         costs = {"API key's daily cost cap": call.daily_cost_usd, "session's cost budget": session_cost}
         check_output_cap(
-            call.payload,
+            call.conversation,
             {"API key's daily token cap": call.daily_tokens, "session's token budget": session_tokens},
             costs,
             self._prices.price(call.conversation.model) if any(v is not None for v in costs.values()) else None,
@@ -157,14 +140,14 @@ class Pipeline:
         if not self._tracing.enabled:
             return
         calls = call.conversation.calls_by_id()
-        for message in call.conversation.trailing_tool_messages():
-            called = calls.get(str(message.get("tool_call_id")))
+        for message in call.conversation.trailing_tool_results():
+            called = calls.get(str(message.call_id))
             name = called.name if called else "unknown"
             attributes: dict[str, str | int | float | bool] = {
                 "gen_ai.operation.name": "execute_tool",
                 "gen_ai.tool.name": name,
-                "gen_ai.tool.call.id": str(message.get("tool_call_id")),
-                "loopwarden.result_size": len(content_text(message.get("content"))),
+                "gen_ai.tool.call.id": str(message.call_id),
+                "loopwarden.result_size": len(message.text),
             }
             with self._tracing.span(f"execute_tool {name}", attributes):
                 pass
@@ -183,14 +166,14 @@ class Pipeline:
         if state.termination and state.ending and enforce:
             notes.terminated = state.termination
             await self._ledger.commit(call, delta, notes)
-            stored = _shaped_ending(call, msgspec.json.decode(state.ending), client)
+            stored = _shaped_ending(call, call.adapter.stored_ending(state.ending), client)
             return await self._rendered(call, stored, state, delta, notes, client)
         if notes.refused:
             return await self._finalize(call, _refused(notes.refused), state, delta, notes, [], client)
         await self._ledger.admit_tenant(call, delta, notes)
 
         payload: Mapping[str, Any] = call.payload
-        extra: list[Mapping[str, Any]] = []
+        extra: list[Turn] = []
         retries: Counter[str] = Counter()
         context = GuardContext(call.policy, state, call.conversation, retries, now)
         for verdict in (guard.check_request(context) for guard in self._request_guards):
@@ -200,18 +183,18 @@ class Pipeline:
                 self._shadow(verdict, call, delta, notes)
             elif isinstance(verdict, Amend):
                 self._steps.intervention(call, verdict.kind, verdict.reason, notes, 0)
-                payload = amended(payload, verdict.tool_notes, verdict.drop_tools)
+                payload = call.adapter.amended(payload, verdict.tool_notes, verdict.drop_tools)
             elif isinstance(verdict, Nudge):
                 self._strike(verdict.strike, delta)
                 self._steps.intervention(call, verdict.kind, verdict.reason, notes, 0)
-                extra.extend(verdict.messages)
+                extra.extend(verdict.turns)
             elif isinstance(verdict, Finalize):
                 self._strike(verdict.strike, delta)
                 return await self._finalize(call, verdict, state, delta, notes, extra, client)
 
         goal = self._goals.open(call, state, delta, notes)
         if goal is not None and goal.active:
-            payload = with_goal_tool(payload)
+            payload = call.adapter.with_tool(payload, goal_tool())
         allowed = call.policy.max_attempts
         goal_rounds = 0
         stripped = False
@@ -223,14 +206,18 @@ class Pipeline:
             sent = time.perf_counter()
             with self._tracing.span(span_name, self._chat_attributes(call, attempt)) as span:
                 if client is None:
-                    body = call.body if payload is call.payload and not extra else render_request(payload, extra)
+                    body = (
+                        call.body
+                        if payload is call.payload and not extra
+                        else call.adapter.render_request(payload, extra)
+                    )
                     try:
                         reply = await self._upstream.send("POST", call.url, call.headers, body)
                     except asyncio.CancelledError:  # the client left: the call was made all the same
                         self._charge_cancelled(call, delta, len(body), attempt)
                         raise
                     ok = reply.response.status_code == 200
-                    parsed = parse_reply(reply.response.content) if ok else None
+                    parsed = call.adapter.parse_reply(reply.response.content) if ok else None
                     assembled = None
                 else:
                     # What the guards hold back mid-stream, judged on the session as loaded (this
@@ -272,9 +259,9 @@ class Pipeline:
                         # Only the proxy's own tool was called: answer it and let the model go on.
                         goal_rounds += 1
                         allowed += 1
-                        answered = Nudge("goal_tool", f"goal {goal.status}", calls_returned(parsed, results))
+                        answered = Nudge("goal_tool", f"goal {goal.status}", (ReturnCalls(parsed, results),))
                         self._log_goal_step(call, state, delta, retries, attempt, parsed, answered, latency, notes)
-                        extra.extend(answered.messages)
+                        extra.extend(answered.turns)
                         ending = await self._next_attempt(call, state, delta, notes, limits)
                         if ending is None:
                             continue
@@ -288,7 +275,7 @@ class Pipeline:
                     goal, prompt = self._goals.next_turn(call, goal, delta, state, notes)
                     if prompt is not None:
                         self._steps.intervention(call, "goal_continue", f"goal turn {goal.turns}", notes, attempt)
-                        turn = ({"role": "assistant", "content": parsed.content}, {"role": "user", "content": prompt})
+                        turn = (Echo(parsed), Note(prompt))
                         continued = Nudge("goal_continue", f"goal turn {goal.turns}", turn)
                         self._log_goal_step(call, state, delta, retries, attempt, parsed, continued, latency, notes)
                         extra.extend(turn)
@@ -332,7 +319,7 @@ class Pipeline:
                 else:
                     self._steps.intervention(call, verdict.kind, verdict.reason, notes, attempt)
                     retries[verdict.kind] += 1
-                    extra.extend(verdict.messages)
+                    extra.extend(verdict.turns)
                     limit = await self._next_attempt(call, state, delta, notes, limits)
                     if limit is None:
                         continue
@@ -345,14 +332,14 @@ class Pipeline:
 
         await self._ledger.commit(call, delta, notes)
         if stripped:  # the agent sees its own tool calls only, never the goal tool's
-            whole = assembled.completion() if assembled is not None else msgspec.json.decode(reply.response.content)
-            return await self._rendered(call, without_goal_calls(whole), state, delta, notes, client)
+            whole = assembled.completion() if assembled is not None else call.adapter.reply_body(reply.response.content)
+            return await self._rendered(call, call.adapter.without_calls(whole, GOAL_TOOL), state, delta, notes, client)
         if client is None:
             return self._copy(reply, state, delta, call, notes)
         if assembled is not None:
             await client.finish()
             return Outcome(200, [], delivered=True)
-        return await self._rendered(call, msgspec.json.decode(reply.response.content), state, delta, notes, client)
+        return await self._rendered(call, call.adapter.reply_body(reply.response.content), state, delta, notes, client)
 
     # -- streams --------------------------------------------------------------------
 
@@ -361,12 +348,12 @@ class Pipeline:
     ) -> ClientStream | None:
         if not call.stream or call.respond is None:
             return None
-        options = call.payload.get("stream_options")
         return ClientStream(
             call.respond,
             lambda: self._headers(call, state, delta, notes),
-            include_usage=isinstance(options, dict) and options.get("include_usage") is True,
+            include_usage=call.adapter.include_usage(call.payload),
             keepalive=self._keepalive,
+            adapter=call.adapter,
         )
 
     # -- steps ----------------------------------------------------------------------
@@ -435,7 +422,7 @@ class Pipeline:
         settings = call.policy.judge
         if not settings.use_llm_judge:
             return None
-        url = (settings.base_url.rstrip("/") + "/chat/completions") if settings.base_url else call.url
+        url = call.adapter.judge_url(settings.base_url) if settings.base_url else call.url
         headers: Sequence[tuple[str, str]] = call.headers
         if settings.api_key_env:
             key = os.environ.get(settings.api_key_env)
@@ -451,7 +438,7 @@ class Pipeline:
         state: SessionState,
         delta: SessionDelta,
         notes: RequestNotes,
-        extra: list[Mapping[str, Any]],
+        extra: list[Turn],
         client: ClientStream | None,
     ) -> Outcome:
         seen = await self._ledger.claim_ending(call, notes)
@@ -463,6 +450,7 @@ class Pipeline:
         ending = await self._finalizer.end(
             verdict,
             call.policy,
+            call.adapter,
             call.payload,
             extra,
             call.conversation,
@@ -476,7 +464,7 @@ class Pipeline:
             self._ledger.charge(call, delta, ending.usage, ending.body.get("model"), kind="finalize")
             self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "finalize").inc()
         delta.assign(FIELDS.TERMINATION, verdict.reason)
-        delta.assign(FIELDS.ENDING, _encode(ending.body).decode())
+        delta.assign(FIELDS.ENDING, call.adapter.encode(ending.body).decode())
         notes.terminated = verdict.reason
         self._metrics.terminations.labels(call.tenant, call.policy.name, verdict.reason).inc()
         self._tracing.event("loopwarden.termination", {"reason": verdict.reason, "summary_via": ending.via})
@@ -510,11 +498,11 @@ class Pipeline:
         no ending: the claimer does, and later calls replay that one."""
         if seen.termination and seen.ending:
             notes.terminated = seen.termination
-            body: dict[str, Any] = msgspec.json.decode(seen.ending)
+            body = call.adapter.stored_ending(seen.ending)
             answer = "stored"
         else:
             notes.terminated = verdict.reason
-            body = completion(local_summary(call.conversation, verdict.detail), model=call.conversation.model)
+            body = call.adapter.ending(local_summary(call.conversation, verdict.detail), model=call.conversation.model)
             answer = "local"
         self._metrics.of(self._metrics.endings_shared, call.tenant, call.policy.name, answer).inc()
         log_event(
@@ -567,11 +555,10 @@ class Pipeline:
             await client.replace(body)
             return Outcome(200, [], delivered=True)
         headers = self._headers(call, state, delta, notes)
+        adapter = call.adapter
         if call.stream:  # no client stream to write to (a caller outside the server)
-            options = call.payload.get("stream_options")
-            include_usage = isinstance(options, dict) and options.get("include_usage") is True
-            return Outcome(200, headers, completion_as_sse(body, include_usage=include_usage), SSE)
-        return Outcome(200, headers, _encode(body))
+            return Outcome(200, headers, adapter.streamed(body, include_usage=adapter.include_usage(call.payload)), SSE)
+        return Outcome(200, headers, adapter.encode(body))
 
     def _headers(
         self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: RequestNotes

@@ -112,7 +112,7 @@ def step_record(step: Step) -> dict[str, Any]:
     if attempt == 1:
         record["request"] = redacted(call.payload)
     if isinstance(verdict, Nudge):
-        record["messages"] = redacted(list(verdict.messages))
+        record["messages"] = redacted(call.adapter.rendered_turns(verdict.turns))
     return record
 
 

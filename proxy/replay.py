@@ -37,7 +37,7 @@ from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
 from proxy.upstream import UpstreamClient
 from proxy.verdict import Finalize, Verdict, verdict_name, verdict_reason
-from proxy.wire.chat_completions import parse_conversation
+from proxy.wire.chat_completions import CHAT_COMPLETIONS
 
 __all__ = [
     "JudgeMode",
@@ -295,7 +295,7 @@ async def _replay_request(
     result: ReplayResult,
 ) -> None:
     payload = {k: v for k, v in request.payload.items() if k not in ("stream", "stream_options")}
-    conversation = parse_conversation(payload)
+    conversation = CHAT_COMPLETIONS.parse_request(payload)
     tenant = str(request.steps[0].get("tenant", "replay"))
     call = ChatCall(
         tenant=tenant,

@@ -10,14 +10,12 @@ unchecked. A ``response_format`` schema that does not compile is a 400, as upstr
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from proxy.errors import InvalidRequest
 from proxy.exchange import Conversation
 from proxy.schemas import CompiledSchema, SchemaCache, SchemaInvalid, SchemaTooLarge
-from proxy.wire.chat_completions import declared_schemas
 
 __all__ = ["compile_request_schemas"]
 
@@ -25,11 +23,15 @@ _RESPONSE_FORMAT = "response_format.json_schema.schema"
 
 
 async def compile_request_schemas(
-    payload: Mapping[str, Any], conversation: Conversation, cache: SchemaCache, body_bytes: int | None = None
+    declared: Sequence[tuple[str, str, Mapping[str, Any]]],
+    conversation: Conversation,
+    cache: SchemaCache,
+    body_bytes: int | None = None,
 ) -> Conversation:
     """``conversation`` with its schemas compiled; :class:`InvalidRequest` for one refused.
-    ``body_bytes``, the request body's size, bounds every schema's (it saves walking them)."""
-    declared = declared_schemas(payload)
+    ``declared``: the offered tools' schemas as the adapter found them (param, tool name,
+    schema). ``body_bytes``, the request body's size, bounds every schema's (it saves
+    walking them)."""
     if not declared and conversation.output_schema is None:
         return conversation  # nothing to compile
     tools: dict[str, CompiledSchema | None] = {}
@@ -46,4 +48,4 @@ async def compile_request_schemas(
             answer = await cache.compiled(conversation.output_schema, body_bytes)
         except SchemaInvalid as exc:
             raise InvalidRequest(str(exc), param=_RESPONSE_FORMAT) from None
-    return dataclasses.replace(conversation, tool_schemas=tools, answer_schema=answer)
+    return conversation.with_schemas(tools, answer)

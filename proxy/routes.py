@@ -50,7 +50,8 @@ from proxy.settings import Settings
 from proxy.tenants import Credentials, Tenant, TenantDirectory
 from proxy.timing import RequestTiming, begin
 from proxy.upstream import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
-from proxy.wire.chat_completions import parse_conversation
+from proxy.wire.base import WireAdapter
+from proxy.wire.chat_completions import CHAT_COMPLETIONS
 
 __all__ = ["ProxyRoutes", "Readiness"]
 
@@ -98,7 +99,7 @@ class ProxyRoutes:
     # -- entry points ---------------------------------------------------------------
 
     async def chat_completions(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._guarded(self._chat_completions, scope, receive, send, "chat.completions")
+        await self._guarded(self._chat_completions, scope, receive, send, "chat.completions", CHAT_COMPLETIONS)
 
     async def passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._guarded(self._passthrough, scope, receive, send, "passthrough")
@@ -117,7 +118,10 @@ class ProxyRoutes:
         policy = self.policy_for(credentials.tenant, header(scope, b"x-loopwarden-policy"))
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         payload = _parse_object(body)
-        conversation = await compile_request_schemas(payload, parse_conversation(payload), self._schemas, len(body))
+        adapter = CHAT_COMPLETIONS
+        conversation = await compile_request_schemas(
+            adapter.declared_schemas(payload), adapter.parse_request(payload), self._schemas, len(body)
+        )
         session = identify(
             credentials.namespace, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id")
         )
@@ -143,6 +147,7 @@ class ProxyRoutes:
             daily_cost_usd=credentials.tenant.daily_cost_usd,
             goal=_text_header(scope, b"x-loopwarden-goal"),
             goal_criteria=_text_header(scope, b"x-loopwarden-goal-criteria"),
+            adapter=adapter,
         )
         if call.stream:
             call.respond = send
@@ -217,8 +222,17 @@ class ProxyRoutes:
         tracker.tenant = credentials.tenant.name
         return credentials
 
-    async def _guarded(self, handler: _Handler, scope: Scope, receive: Receive, send: Send, route: str) -> None:
-        """Run a handler; turn every failure into an OpenAI-shaped answer, a metric and one log line."""
+    async def _guarded(
+        self,
+        handler: _Handler,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        route: str,
+        adapter: WireAdapter | None = None,
+    ) -> None:
+        """Run a handler; turn every failure into an answer in the route's error shape (OpenAI's
+        without an adapter), a metric and one log line."""
         timing = begin()
         state = _ResponseTracker(send, timing)
         self._readiness.in_flight += 1
@@ -232,14 +246,17 @@ class ProxyRoutes:
             status = exc.status
             facts = {"error": exc.code or exc.type}
             if not state.started:
-                await send_error(state.send, exc)  # type: ignore[arg-type]
+                body = adapter.error_body(exc) if adapter is not None else None
+                await send_error(state.send, exc, body=body)  # type: ignore[arg-type]
         except ClientDisconnected:
             status = "client_disconnected"
         except Exception as exc:  # the last line of defense: never a stack trace on the wire
             status = 500
             log_event("unhandled_error", {"route": route, "error_type": type(exc).__name__}, logging.ERROR)
             if not state.started:
-                await send_error(state.send, ProxyError("The proxy failed to handle the request."))  # type: ignore[arg-type]
+                failed = ProxyError("The proxy failed to handle the request.")
+                body = adapter.error_body(failed) if adapter is not None else None
+                await send_error(state.send, failed, body=body)  # type: ignore[arg-type]
         finally:
             self._readiness.in_flight -= 1
             self._metrics.in_flight.dec()

@@ -10,7 +10,6 @@ import logging
 from prometheus_client import Counter
 
 from proxy.call import ChatCall, RequestNotes
-from proxy.exchange import content_text
 from proxy.fingerprint import fingerprint
 from proxy.logs import log_event, logger, redact
 from proxy.metrics import Metrics
@@ -37,7 +36,7 @@ class StepLog:
         if not logger.isEnabledFor(logging.INFO):
             return
         call, reply = step.call, step.reply
-        trailing = call.conversation.trailing_tool_messages()
+        trailing = call.conversation.trailing_tool_results()
         fields: dict[str, object] = {
             "tenant": call.tenant,
             "policy": call.policy.name,
@@ -47,7 +46,7 @@ class StepLog:
             "model": reply.model,
             "tools": [c.name for c in reply.tool_calls],
             "argument_digests": [fingerprint(c.name, c.arguments) for c in reply.tool_calls],
-            "tool_result_sizes": [len(content_text(m.get("content"))) for m in trailing],
+            "tool_result_sizes": [len(m.text) for m in trailing],
             "latency_ms": round(step.latency * 1000, 3),
             "tokens_in": reply.usage.prompt_tokens,
             "tokens_out": reply.usage.completion_tokens,
@@ -56,7 +55,7 @@ class StepLog:
         }
         if self._log_contents:
             fields["reply"] = redact(reply.content or "")
-            fields["new_messages"] = [redact(content_text(m.get("content"))) for m in trailing]
+            fields["new_messages"] = [redact(m.text) for m in trailing]
         log_event("step", fields)
 
     def intervention(self, call: ChatCall, kind: str, reason: str, notes: RequestNotes, attempt: int) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from proxy.call import ChatCall
 from proxy.client_stream import ClientStream
-from proxy.exchange import Reply, Usage
+from proxy.exchange import Channel, Reply, Turn, Usage
 from proxy.guards.base import GuardContext, ResponseGuard
 from proxy.holdback import held_channels
 from proxy.ledger import Ledger
@@ -26,10 +26,9 @@ from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.relay import credential_values, secret_forms
 from proxy.session.base import FIELDS, SessionDelta
-from proxy.stream_assembly import Channel, ReplyAssembler
 from proxy.streamed_reply import read_streamed_reply
 from proxy.upstream import UpstreamClient, UpstreamReply
-from proxy.wire.chat_completions import parse_reply, render_request, with_usage_requested
+from proxy.wire.base import StreamAssembler
 
 __all__ = ["StreamAttempts"]
 
@@ -49,15 +48,15 @@ class StreamAttempts:
         self,
         call: ChatCall,
         payload: Mapping[str, Any],
-        extra: Sequence[Mapping[str, Any]],
+        extra: Sequence[Turn],
         client: ClientStream,
         context: GuardContext,
         delta: SessionDelta,
         hold: int = Channel.NONE,
-    ) -> tuple[UpstreamReply, Reply | None, ReplyAssembler | None]:
+    ) -> tuple[UpstreamReply, Reply | None, StreamAssembler | None]:
         """(upstream reply, the reply or None, its assembler if it streamed). ``hold``: channels
         held besides what the guards hold (goal mode's text)."""
-        body = _stream_body(call, payload, extra)
+        body = call.adapter.render_stream_request(call.body, payload, extra, payload is call.payload and not extra)
         await client.flush()  # text an earlier attempt let through goes out before the next wait
         reply = await self._upstream.send("POST", call.url, call.headers, body, stream=True)
         response = reply.response
@@ -67,18 +66,18 @@ class StreamAttempts:
             finally:
                 await response.aclose()
             ok = response.status_code == 200
-            return reply, parse_reply(response.content) if ok else None, None
+            return reply, call.adapter.parse_reply(response.content) if ok else None, None
         if call.policy.mode == "enforce":
             guards = self._guards
 
-            def held(partial: ReplyAssembler) -> int:
+            def held(partial: StreamAssembler) -> int:
                 return held_channels(guards, partial, context) | hold
         else:
 
-            def held(partial: ReplyAssembler) -> int:
+            def held(partial: StreamAssembler) -> int:
                 return Channel.NONE  # shadow mode changes nothing, on streams too
 
-        assembler = ReplyAssembler()
+        assembler = call.adapter.assembler()
         client.new_attempt()
         try:
             failure = await read_streamed_reply(
@@ -98,7 +97,7 @@ class StreamAttempts:
         return reply, parsed, assembler
 
     def _charge_unfinished(
-        self, call: ChatCall, delta: SessionDelta, assembler: ReplyAssembler, prompt_bytes: int, reason: str
+        self, call: ChatCall, delta: SessionDelta, assembler: StreamAssembler, prompt_bytes: int, reason: str
     ) -> None:
         """A stream that did not complete still cost tokens: count what the upstream reported,
         or an estimate (4 bytes a token), and the step."""
@@ -117,24 +116,11 @@ class StreamAttempts:
             },
         )
 
-    def _estimate(self, call: ChatCall, assembler: ReplyAssembler, prompt_bytes: int, reason: str) -> Usage:
+    def _estimate(self, call: ChatCall, assembler: StreamAssembler, prompt_bytes: int, reason: str) -> Usage:
         """The tokens of a stream the upstream reported none for: its prompt and what it produced,
         about 4 bytes a token (counted by ``reason``, so a dashboard shows how much is guessed)."""
         self._metrics.of(self._metrics.usage_estimated, call.tenant, call.policy.name, reason).inc()
         return Usage(prompt_bytes // 4, assembler.produced_chars // 4 + 1)
-
-
-def _stream_body(call: ChatCall, payload: Mapping[str, Any], extra: Sequence[Mapping[str, Any]]) -> bytes:
-    """The request as sent upstream: streamed, asking for usage; the client's own bytes when
-    nothing else changed."""
-    options = payload.get("stream_options")
-    untouched = payload is call.payload and not extra
-    if untouched and isinstance(options, dict) and options.get("include_usage"):
-        return call.body
-    if untouched and "stream_options" not in payload:  # spliced: the key must not be there already
-        return with_usage_requested(call.body)
-    with_usage = {**(options if isinstance(options, dict) else {}), "include_usage": True}
-    return render_request(payload, extra, stream=True, stream_options=with_usage)
 
 
 def _is_event_stream(raw_headers: Sequence[tuple[bytes, bytes]]) -> bool:

@@ -2,9 +2,10 @@
 
 Each event is decoded once; the assembler keeps the reply so far, and whenever an event
 touches a channel that is still held (or something waits in the queue) the guards are
-asked again what they hold. A stream is complete only with ``data: [DONE]``: one that is
-cut, stalls past the read timeout, or carries a chunk that is not a JSON object ends as an
-error, never as a reply.
+asked again what they hold. A stream is complete only with the event its assembler says
+ends it (chat completions' ``data: [DONE]``, or an event it took that completes the reply):
+one that is cut, stalls past the read timeout, or carries a chunk that is not a JSON object
+ends as an error, never as a reply.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ import msgspec
 
 from proxy.client_stream import ClientStream
 from proxy.errors import ProxyError, UpstreamDisconnected, UpstreamError, UpstreamMalformed
+from proxy.exchange import Channel
 from proxy.relay import masked_text
 from proxy.sse import SSEParser, frame
-from proxy.stream_assembly import Channel, ReplyAssembler
 from proxy.timing import current
+from proxy.wire.base import StreamAssembler
 
 __all__ = ["read_streamed_reply"]
 
@@ -32,9 +34,9 @@ _SHOWN_CHARS = 560
 
 async def read_streamed_reply(
     response: httpx.Response,
-    assembler: ReplyAssembler,
+    assembler: StreamAssembler,
     client: ClientStream,
-    held: Callable[[ReplyAssembler], int],
+    held: Callable[[StreamAssembler], int],
     secrets: Callable[[], Sequence[bytes]] = tuple,
 ) -> ProxyError | None:
     """Feed the upstream's stream through ``assembler`` into ``client``; the error, if it failed.
@@ -59,11 +61,13 @@ async def read_streamed_reply(
             finally:
                 waited += time.perf_counter() - asked
             for event in parser.feed(data) if data is not None else parser.close():
-                if event.data == b"[DONE]":
+                if assembler.ends(event.data):
                     return None
                 error = _take(event.data, event.name, assembler, client, held)
                 if error is not None:
                     return _shown(error, secrets) if isinstance(error, _ErrorEvent) else error
+                if assembler.complete:  # a format whose last event carries data (Messages' message_stop)
+                    return None
             await client.flush()
             if data is None:
                 return _ended_early(parser)
@@ -77,7 +81,7 @@ async def read_streamed_reply(
 
 
 def _take(
-    data: bytes, name: bytes, assembler: ReplyAssembler, client: ClientStream, held: Callable[[ReplyAssembler], int]
+    data: bytes, name: bytes, assembler: StreamAssembler, client: ClientStream, held: Callable[[StreamAssembler], int]
 ) -> ProxyError | None:
     try:
         chunk: Any = _decode(data)

@@ -4,7 +4,7 @@
   (clear strikes, since strikes count *consecutive* misbehaviour; flag what passed
   despite a problem);
 - :class:`Amend`: (request side) append notes to tool results on their way upstream;
-- :class:`Nudge`: send the reply back to the model with these messages appended;
+- :class:`Nudge`: send the reply back to the model with these turns appended;
 - :class:`Rewrite`: replace the reply the agent receives;
 - :class:`Finalize`: end the session gracefully, for this reason.
 """
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.exchange import Usage
+from proxy.exchange import Turn, Usage
 
 __all__ = ["PASS", "Amend", "Finalize", "Nudge", "Pass", "Rewrite", "Verdict", "verdict_name", "verdict_reason"]
 
@@ -34,7 +34,7 @@ class Amend:
     kind: str
     reason: str
     tool_notes: Mapping[str, str]
-    """tool_call_id → text appended to that tool result before it goes upstream."""
+    """Tool call id → text appended to that tool result before it goes upstream."""
     drop_tools: tuple[str, ...] = ()
     """Tools removed from the request's ``tools`` before it goes upstream."""
 
@@ -44,7 +44,8 @@ class Nudge:
     kind: str
     """Intervention kind for headers, metrics and logs (e.g. ``empty_nudge``)."""
     reason: str
-    messages: tuple[Mapping[str, Any], ...]
+    turns: tuple[Turn, ...]
+    """What the model is told: neutral turns the request's adapter renders."""
     strike: str | None = None
     """The strike counter this nudge adds one to, if any."""
     spent: Usage | None = None

@@ -9,6 +9,7 @@ have instead of being cut off mid-task. Exhaustion ends the session with ``budge
 from __future__ import annotations
 
 from proxy.budgets import remaining
+from proxy.exchange import Note
 from proxy.guards.base import GuardContext
 from proxy.verdict import PASS, Finalize, Nudge, Verdict
 
@@ -46,4 +47,4 @@ class BudgetGuard:
         if not low:
             return PASS
         text = policy.nudges.budget_note.format(remaining="; ".join(low))
-        return Nudge(kind="budget_note", reason="; ".join(low), messages=({"role": "user", "content": text},))
+        return Nudge(kind="budget_note", reason="; ".join(low), turns=(Note(text),))

@@ -6,10 +6,9 @@ counting it here is a known misfire of other guards.
 
 from __future__ import annotations
 
-from proxy.exchange import Reply
+from proxy.exchange import Channel, PartialReply, Reply
 from proxy.guards.base import GuardContext
 from proxy.guards.strikes import strike_verdict
-from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import Verdict
 
 __all__ = ["EmptyReplyGuard"]

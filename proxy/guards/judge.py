@@ -14,18 +14,14 @@ still nudged (``detect_short_response``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any
 
-from proxy.exchange import Reply
+from proxy.exchange import Channel, Echo, Note, PartialReply, Reply, ReturnCalls, Turn
 from proxy.fingerprint import CALL_SEQUENCE
 from proxy.guards.base import GuardContext
 from proxy.judge import Judge, JudgeRequest
 from proxy.metrics import Metrics
 from proxy.schemas import answer_errors
-from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import PASS, Finalize, Nudge, Pass, Verdict
-from proxy.wire.chat_completions import calls_returned
 
 __all__ = ["JudgeGuard"]
 
@@ -54,10 +50,10 @@ async def _schema_valid(reply: Reply, context: GuardContext) -> bool:
     return not answer_errors(reply.content, schema)
 
 
-def _continue_messages(reply: Reply, call_id: str | None, text: str) -> tuple[Mapping[str, Any], ...]:
+def _continue_turns(reply: Reply, call_id: str | None, text: str) -> tuple[Turn, ...]:
     if call_id is None:
-        return ({"role": "assistant", "content": reply.content}, {"role": "user", "content": text})
-    return calls_returned(reply, {call_id: text})
+        return (Echo(reply), Note(text))
+    return (ReturnCalls(reply, {call_id: text}),)
 
 
 class JudgeGuard:
@@ -87,7 +83,7 @@ class JudgeGuard:
                 return Nudge(
                     "short_response_nudge",
                     "short reply to a long task",
-                    _continue_messages(reply, call_id, text),
+                    _continue_turns(reply, call_id, text),
                     STRIKE,
                 )
             return PASS
@@ -122,9 +118,7 @@ class JudgeGuard:
                 detail = f"the answer could not be checked ({outcome.reason})"
                 return Finalize("incomplete", detail, spent=outcome.usage, cause=outcome.error)
             text = context.policy.nudges.judge_unavailable
-            return Nudge(
-                "judge_continue", outcome.reason, _continue_messages(reply, call_id, text), STRIKE, outcome.usage
-            )
+            return Nudge("judge_continue", outcome.reason, _continue_turns(reply, call_id, text), STRIKE, outcome.usage)
         self._count(context, "remembered" if outcome.remembered else "not_done")
         if exhausted:
             detail = f"the model kept stopping before the task was done ({outcome.reason.rstrip('.')})"
@@ -133,7 +127,7 @@ class JudgeGuard:
         return Nudge(
             "judge_continue",
             f"judge{' (remembered)' if outcome.remembered else ''}: {outcome.reason}",
-            _continue_messages(reply, call_id, text),
+            _continue_turns(reply, call_id, text),
             STRIKE,
             outcome.usage,
         )

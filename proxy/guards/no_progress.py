@@ -10,11 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from proxy.exchange import Reply, content_text
+from proxy.exchange import Channel, PartialReply, Reply
 from proxy.fingerprint import digest
 from proxy.guards.base import GuardContext
 from proxy.guards.strikes import strike_verdict
-from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import PASS, Verdict
 
 __all__ = ["NoProgressGuard", "trailing_run"]
@@ -42,9 +41,9 @@ class NoProgressGuard:
 
     def check_request(self, context: GuardContext) -> Verdict:
         settings = context.policy.no_progress
-        if not settings.enabled or not context.conversation.trailing_tool_messages():
+        if not settings.enabled or not context.conversation.trailing_tool_results():
             return PASS
-        results = [content_text(m.get("content")) for m in context.conversation.tool_results()]
+        results = [m.text for m in context.conversation.tool_results()]
         run = trailing_run(results, settings.repeats)
         return strike_verdict(
             run >= settings.repeats,

@@ -16,10 +16,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 
-from proxy.exchange import Reply
+from proxy.exchange import Channel, Echo, Note, PartialReply, Reply
 from proxy.guards.base import GuardContext
 from proxy.schemas import CompiledSchema, answer_errors
-from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import PASS, Finalize, Nudge, Pass, Verdict
 
 __all__ = ["OutputContractGuard"]
@@ -55,5 +54,5 @@ class OutputContractGuard:
         return Nudge(
             kind="schema_retry",
             reason=f"{len(errors)} schema error(s): {errors[0]}",
-            messages=({"role": "assistant", "content": content}, {"role": "user", "content": text}),
+            turns=(Echo(reply), Note(text)),
         )

@@ -9,13 +9,11 @@ rule id and action.
 
 from __future__ import annotations
 
-from proxy.exchange import Reply
+from proxy.exchange import Channel, PartialReply, Reply, ReturnCalls
 from proxy.guards.base import GuardContext
 from proxy.metrics import Metrics
 from proxy.permissions import Decision, decide
-from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import PASS, Amend, Finalize, Nudge, Verdict
-from proxy.wire.chat_completions import calls_returned
 
 __all__ = ["PermissionGuard"]
 
@@ -76,5 +74,5 @@ class PermissionGuard:
         return Nudge(
             kind="permission_denied",
             reason=f"{call.name} refused by rule {decision.rule}",
-            messages=calls_returned(reply, results),
+            turns=(ReturnCalls(reply, results),),
         )

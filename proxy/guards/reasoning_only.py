@@ -3,10 +3,9 @@ answered nor called a tool. Nudge it to decide; after N strikes, end."""
 
 from __future__ import annotations
 
-from proxy.exchange import Reply
+from proxy.exchange import Channel, PartialReply, Reply
 from proxy.guards.base import GuardContext
 from proxy.guards.strikes import strike_verdict
-from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import Verdict
 
 __all__ = ["ReasoningOnlyGuard"]

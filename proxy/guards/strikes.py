@@ -6,6 +6,7 @@ a good reply clears the count (strikes are consecutive).
 
 from __future__ import annotations
 
+from proxy.exchange import Note
 from proxy.guards.base import GuardContext
 from proxy.verdict import PASS, Finalize, Nudge, Pass, Verdict
 
@@ -37,6 +38,6 @@ def strike_verdict(
     return Nudge(
         kind=nudge_kind,
         reason=f"{miss} (strike {strikes + 1} of {max_strikes})",
-        messages=({"role": "user", "content": nudge_text},),
+        turns=(Note(nudge_text),),
         strike=strike,
     )

@@ -18,12 +18,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Mapping
 
-from proxy.exchange import Reply, ToolCall
+from proxy.exchange import Channel, PartialReply, Reply, ReturnCalls, ToolCall
 from proxy.guards.base import GuardContext
 from proxy.schemas import CompiledSchema
-from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import PASS, Finalize, Nudge, Pass, Verdict
-from proxy.wire.chat_completions import calls_returned
 
 __all__ = ["ToolArgsGuard", "argument_errors"]
 
@@ -89,5 +87,5 @@ class ToolArgsGuard:
         return Nudge(
             kind="tool_args_retry",
             reason=f"{count} argument error(s) in {sum(1 for p in problems.values() if p)} call(s)",
-            messages=calls_returned(reply, results),
+            turns=(ReturnCalls(reply, results),),
         )

@@ -7,7 +7,6 @@ from functools import lru_cache
 
 import regex
 
-from proxy.exchange import content_text
 from proxy.guards.base import GuardContext
 from proxy.permissions import MATCH_TIMEOUT_SECS
 from proxy.verdict import PASS, Finalize, Verdict
@@ -39,12 +38,12 @@ class ToolFailuresGuard:
 
     def check_request(self, context: GuardContext) -> Verdict:
         settings = context.policy.tool_failures
-        if not settings.enabled or not context.conversation.trailing_tool_messages():
+        if not settings.enabled or not context.conversation.trailing_tool_results():
             return PASS
         patterns = compiled(settings.patterns)
         run = 0
         for message in reversed(context.conversation.tool_results()):
-            text = content_text(message.get("content"))[:_SCANNED]
+            text = message.text[:_SCANNED]
             if not _fails(text, patterns):
                 break
             run += 1

@@ -14,10 +14,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from proxy.exchange import Reply, ToolCall
+from proxy.exchange import Channel, Note, PartialReply, Reply, ToolCall
 from proxy.fingerprint import CALL_COUNT_PREFIX, CALL_SEQUENCE, canonical_arguments, fingerprint
 from proxy.guards.base import GuardContext
-from proxy.stream_assembly import Channel, PartialReply
 from proxy.verdict import PASS, Amend, Finalize, Nudge, Verdict
 
 __all__ = ["ToolLoopGuard", "cycle_repetitions"]
@@ -83,20 +82,20 @@ class ToolLoopGuard:
             return Nudge(
                 kind="loop_warning",
                 reason=f"{what} repeated {count} times",
-                messages=({"role": "user", "content": text},),
+                turns=(Note(text),),
             )
         return PASS
 
     def check_request(self, context: GuardContext) -> Verdict:
         """Attach the warning to results of calls that reached ``warn_at``."""
         settings = context.policy.loop
-        trailing = context.conversation.trailing_tool_messages()
+        trailing = context.conversation.trailing_tool_results()
         if not settings.enabled or not trailing:
             return PASS
         calls = context.conversation.calls_by_id()
         notes: dict[str, str] = {}
         for message in trailing:
-            call = calls.get(str(message.get("tool_call_id")))
+            call = calls.get(str(message.call_id))
             if call is None:
                 continue
             count = context.state.counter(CALL_COUNT_PREFIX + fingerprint(call.name, call.arguments))

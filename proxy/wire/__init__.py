@@ -1,1 +1,7 @@
-"""Wire formats: parse a provider's JSON into :mod:`proxy.exchange` and render it back."""
+"""Wire formats: the only code that knows one.
+
+:mod:`proxy.wire.base` declares the :class:`~proxy.wire.base.WireAdapter` protocol; each
+format is a sibling implementing it (:mod:`proxy.wire.chat_completions`, with its stream
+assembler :mod:`proxy.wire.chat_stream`). The route picks the adapter; everything else reads
+:mod:`proxy.exchange` and hands the adapter neutral turns and endings to render.
+"""

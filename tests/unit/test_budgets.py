@@ -123,7 +123,7 @@ def test_remaining_leaves_out_unset_budgets():
     ],
 )
 def test_estimate_is_prompt_bytes_over_four_plus_the_output_cap(payload, body_size, expected):
-    assert estimate_tokens(payload, body_size, Policy()) == expected
+    assert estimate_tokens(parse_conversation(payload), body_size, Policy()) == expected
 
 
 def guard(session: SessionState, now: float = T0):
@@ -158,7 +158,7 @@ def test_low_budget_asks_the_model_to_converge(session, mentions):
     verdict = guard(session)
 
     assert verdict.kind == "budget_note"
-    assert mentions in verdict.messages[0]["content"]
+    assert mentions in verdict.turns[0].text
 
 
 def test_the_converge_note_comes_while_the_next_calls_reservation_still_fits():

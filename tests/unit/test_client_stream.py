@@ -6,8 +6,8 @@ import json
 
 from proxy.client_stream import ClientStream
 from proxy.errors import UpstreamDisconnected
+from proxy.exchange import Channel
 from proxy.sse import frame
-from proxy.stream_assembly import Channel
 
 ROLE = {"id": "c", "created": 1, "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from proxy.exchange import ToolCall, parse_arguments
+from proxy.schemas import compiled
+from proxy.wire.chat_completions import parse_conversation
 
 
 @pytest.mark.parametrize(
@@ -42,3 +46,14 @@ def test_the_decoded_arguments_do_not_change_what_a_call_is():
     one.parsed_arguments()
     assert one == ToolCall("c1", "search", "{}")
     assert hash(one) == hash(ToolCall("c1", "search", "{}"))
+
+
+def test_a_conversation_with_its_schemas_compiled_keeps_everything_else():
+    conversation = parse_conversation(
+        {"model": "m", "stream": True, "max_tokens": 9, "messages": [{"role": "user", "content": "hi"}]}
+    )
+    schema = compiled({"type": "object"})
+
+    compiled_conversation = conversation.with_schemas({"search": schema}, None)
+
+    assert compiled_conversation == dataclasses.replace(conversation, tool_schemas={"search": schema})

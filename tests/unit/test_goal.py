@@ -13,8 +13,8 @@ from proxy.goal import (
     goal_calls,
     load_goal,
     over_limit,
-    without_goal_calls,
 )
+from proxy.wire.chat_completions import CHAT_COMPLETIONS
 
 
 def call(**arguments) -> ToolCall:
@@ -172,7 +172,7 @@ def test_the_agent_never_sees_the_goal_tool_call():
         ]
     }
 
-    kept = without_goal_calls(body)["choices"][0]
+    kept = CHAT_COMPLETIONS.without_calls(body, GOAL_TOOL)["choices"][0]
 
     assert [c["id"] for c in kept["message"]["tool_calls"]] == ["a"]
     assert kept["finish_reason"] == "tool_calls"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from proxy.exchange import Conversation, Reply
+import dataclasses
+
+from proxy.exchange import Channel, Reply
 from proxy.guards import (
     EmptyReplyGuard,
     JudgeGuard,
@@ -18,8 +20,9 @@ from proxy.judge import Judge, JudgeTarget
 from proxy.metrics import Metrics
 from proxy.policy.models import Policy
 from proxy.session.base import SessionState
-from proxy.stream_assembly import Channel, ReplyAssembler
 from proxy.verdict import PASS, Verdict
+from proxy.wire.chat_completions import parse_conversation
+from proxy.wire.chat_stream import ReplyAssembler
 
 TASK = [{"role": "user", "content": "Find the population of Lyon."}]
 AFTER_TOOLS = [
@@ -34,7 +37,12 @@ AFTER_TOOLS = [
 
 def context(messages=TASK, policy: Policy | None = None, judge: bool = True, **conversation) -> GuardContext:
     target = JudgeTarget("http://judge/v1/chat/completions", [], "m") if judge else None
-    return GuardContext(policy or Policy(), SessionState(), Conversation(messages, **conversation), judge_target=target)
+    return GuardContext(
+        policy or Policy(),
+        SessionState(),
+        dataclasses.replace(parse_conversation({"messages": messages}), **conversation),
+        judge_target=target,
+    )
 
 
 def partial(content: str = "", reasoning: str = "", call: bool = False) -> ReplyAssembler:

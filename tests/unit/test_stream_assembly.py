@@ -7,9 +7,9 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.exchange import ToolCall, Usage
-from proxy.stream_assembly import Channel, ReplyAssembler, split_chunk
+from proxy.exchange import Channel, ToolCall, Usage
 from proxy.wire.chat_completions import parse_reply
+from proxy.wire.chat_stream import ReplyAssembler, split_chunk
 
 
 def chunk(delta: dict, finish: str | None = None, **extra) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.exchange import Conversation, Reply, ToolCall, Usage
+from proxy.exchange import Conversation, Note, Reply, ToolCall, Usage
 from proxy.guards import BudgetGuard, EmptyReplyGuard, GuardContext, ReasoningOnlyGuard
 from proxy.policy.models import Policy
 from proxy.session.base import SessionState
@@ -48,7 +48,7 @@ def test_empty_reply_nudge_carries_the_policy_text():
     verdict = EmptyReplyGuard().check_reply(reply(None), context())
 
     assert verdict.kind == "empty_nudge"
-    assert verdict.messages == ({"role": "user", "content": POLICY.nudges.empty_response},)
+    assert verdict.turns == (Note(POLICY.nudges.empty_response),)
 
 
 def test_good_reply_clears_empty_strikes_only_when_there_are_some():

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from proxy.exchange import Reply, ToolCall, Usage
+from proxy.exchange import Reply, ReturnCalls, ToolCall, Usage
 from proxy.fingerprint import canonical_arguments, fingerprint, remember_calls
 from proxy.guards import GuardContext, NoProgressGuard, ToolArgsGuard, ToolFailuresGuard, ToolLoopGuard
 from proxy.guards.no_progress import trailing_run
@@ -133,8 +133,8 @@ def test_delivered_calls_are_counted_and_remembered_in_order():
 def test_loop_warning_names_the_call_and_the_count():
     verdict = ToolLoopGuard().check_reply(reply_with(CALL), context({f"fp:{MARK}": "2"}))
 
-    assert 'search({"q":"lyon"})' in verdict.messages[0]["content"]
-    assert "2 times" in verdict.messages[0]["content"]
+    assert 'search({"q":"lyon"})' in verdict.turns[0].text
+    assert "2 times" in verdict.turns[0].text
 
 
 def test_a_cycle_counts_as_repetition():
@@ -296,10 +296,11 @@ def test_bad_call_goes_back_to_the_model_with_its_errors():
     verdict = ToolArgsGuard().check_reply(reply_with(bad, good), context())
 
     assert isinstance(verdict, Nudge)
-    assistant, first, second = verdict.messages
-    assert [c["id"] for c in assistant["tool_calls"]] == ["c1", "c2"]
-    assert "$.city: 3 is not of type 'string'" in first["content"]
-    assert second["content"].startswith("Not executed")
+    (returned,) = verdict.turns
+    assert isinstance(returned, ReturnCalls)
+    assert [c.id for c in returned.reply.tool_calls] == ["c1", "c2"]
+    assert "$.city: 3 is not of type 'string'" in returned.results["c1"]
+    assert returned.results["c2"].startswith("Not executed")
 
 
 def test_a_call_giving_a_key_twice_goes_back_to_the_model_as_invalid():
@@ -308,7 +309,7 @@ def test_a_call_giving_a_key_twice_goes_back_to_the_model_as_invalid():
     verdict = ToolArgsGuard().check_reply(reply_with(twice), context())
 
     assert isinstance(verdict, Nudge)
-    assert "arguments give the key 'q' more than once" in verdict.messages[1]["content"]
+    assert "arguments give the key 'q' more than once" in verdict.turns[0].results["c1"]
 
 
 def test_bad_call_ends_the_session_once_retries_are_spent():

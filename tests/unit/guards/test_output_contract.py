@@ -34,7 +34,7 @@ def test_an_invalid_answer_goes_back_with_its_errors(answer, error):
 
     assert isinstance(verdict, Nudge)
     assert verdict.kind == "schema_retry"
-    assert error in verdict.messages[-1]["content"]
+    assert error in verdict.turns[-1].text
 
 
 def test_an_answer_still_invalid_after_the_retries_ends_the_session():

@@ -2,52 +2,41 @@
 
 Content and reasoning deltas are appended; tool-call deltas are joined by their ``index``
 (id, type and name from the first delta that has them, arguments concatenated). The guards
-then see a streamed reply exactly as they see a complete one. ``Channel`` names what a
-chunk carries, so the hold-back can pass on some kinds of delta and keep others.
+then see a streamed reply exactly as they see a complete one. Each chunk is reported by the
+:class:`~proxy.exchange.Channel` it carries, so the hold-back can pass on some kinds of delta
+and keep others.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
-from proxy.exchange import Reply, ToolCall, Usage
-from proxy.wire.chat_completions import parse_usage
+from proxy.exchange import Channel, Reply, ToolCall, Usage
 
-__all__ = ["Channel", "PartialReply", "ReplyAssembler", "split_chunk"]
-
-
-class Channel:
-    """The kinds of delta a chunk can carry, as bit flags (plain ints: this runs per chunk)."""
-
-    NONE = 0
-    TEXT = 1
-    REASONING = 2
-    TOOL_CALLS = 4
-    ALL = 7
-    FINISH = 8
-    """Not a channel but a mark :meth:`ReplyAssembler.add` returns: the chunk ends a choice."""
-    BARE = 16
-    """The chunk has no choices (the usage chunk)."""
+__all__ = ["ReplyAssembler", "parse_usage", "split_chunk", "wire_call"]
 
 
-class PartialReply(Protocol):
-    """The reply so far (a :class:`ReplyAssembler`)."""
+def parse_usage(raw: Any) -> Usage:
+    """A ``usage`` object (from a completion or the last chunk of a stream)."""
+    if not isinstance(raw, dict):
+        return Usage()
+    prompt = raw.get("prompt_tokens")
+    completion_tokens = raw.get("completion_tokens")
+    details = raw.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return Usage(
+        prompt_tokens=prompt if isinstance(prompt, int) else 0,
+        completion_tokens=completion_tokens if isinstance(completion_tokens, int) else 0,
+        cached_tokens=cached if isinstance(cached, int) else 0,
+    )
 
-    @property
-    def content(self) -> str: ...
 
-    @property
-    def text_length(self) -> int: ...
-
-    @property
-    def has_text(self) -> bool: ...
-
-    @property
-    def has_reasoning(self) -> bool: ...
-
-    @property
-    def has_tool_calls(self) -> bool: ...
+def wire_call(call: ToolCall) -> dict[str, Any]:
+    """The call as a ``tool_calls`` item."""
+    if call.kind == "custom":
+        return {"id": call.id, "type": "custom", "custom": {"name": call.name, "input": call.arguments}}
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
 
 
 _KEYS: dict[str, int] = {
@@ -93,6 +82,9 @@ class _CallParts:
 class ReplyAssembler:
     """Feed it the chunks of one streamed reply; read the reply so far at any time."""
 
+    complete = False
+    """A chat-completions stream ends with the ``[DONE]`` sentinel (:meth:`ends`), not a chunk."""
+
     def __init__(self) -> None:
         self.id: str | None = None
         self.created: int | None = None
@@ -112,6 +104,11 @@ class ReplyAssembler:
         """Characters of every kind of delta, for estimating the tokens of a stream cut short."""
         self.has_text = False
         """Some content (or a refusal) that is not whitespace arrived: the reply is not empty."""
+
+    @staticmethod
+    def ends(data: bytes) -> bool:
+        """``data: [DONE]`` completes a chat-completions stream."""
+        return data == b"[DONE]"
 
     def add(self, chunk: Mapping[str, Any]) -> int:
         """Take one chunk; return what it carries (channels, plus ``FINISH`` / ``BARE`` marks).
@@ -244,7 +241,7 @@ class ReplyAssembler:
         if self._reasoning:
             message["reasoning_content"] = "".join(self._reasoning)
         if self._calls:
-            message["tool_calls"] = [call.wire() for call in self._tool_calls()]
+            message["tool_calls"] = [wire_call(call) for call in self._tool_calls()]
         message.update(self._other)
         body: dict[str, Any] = {
             "id": self.id or "chatcmpl-lw",

@@ -1,0 +1,177 @@
+"""The wire boundary: one adapter per wire format, the only code that knows that format.
+
+The route picks the adapter; the pipeline, the guards and the ledger see only what it parses
+(:class:`~proxy.exchange.Conversation`, :class:`~proxy.exchange.Reply`, a
+:class:`~proxy.exchange.PartialReply` while a reply streams) and hand it neutral turns and
+endings to render. Payloads stay the client's own decoded JSON: an adapter changes only what
+it must, so fields the proxy does not understand survive. Implementations are siblings of
+this module (:mod:`proxy.wire.chat_completions`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from proxy.errors import ProxyError
+from proxy.exchange import Conversation, PartialReply, Reply, Tool, Turn, Usage
+
+__all__ = ["StreamAssembler", "WireAdapter"]
+
+
+class StreamAssembler(PartialReply, Protocol):
+    """Feed it the decoded events of one streamed reply; read the reply so far at any time."""
+
+    model: str | None
+    usage: Usage | None
+    """What the upstream reported (None: nothing yet, so the cost is estimated)."""
+    produced_chars: int
+    """Characters of every kind of output, for estimating the tokens of a stream cut short."""
+    complete: bool
+    """An event it took completed the stream (a format whose terminal event carries data, like
+    Messages' ``message_stop``); chat completions ends with the :meth:`ends` sentinel instead."""
+
+    def ends(self, data: bytes) -> bool:
+        """This event's data is the stream's end sentinel (chat completions' ``[DONE]``): it
+        carries nothing to take, and nothing follows."""
+        ...
+
+    def add(self, event: Mapping[str, Any]) -> int:
+        """Take one event; return the :class:`~proxy.exchange.Channel` flags it carries."""
+        ...
+
+    def reply(self) -> Reply: ...
+
+    def completion(self) -> dict[str, Any]:
+        """The reply as the complete, non-streamed body the format would have returned."""
+        ...
+
+
+class WireAdapter(Protocol):
+    """Parse one wire format into the neutral exchange, and render the proxy's words back."""
+
+    name: str
+    """The format's name in logs and records (``chat.completions``)."""
+    stream_trailer: bytes
+    """What a stream the proxy completes ends with (chat completions' ``data: [DONE]``)."""
+
+    # -- reading ----------------------------------------------------------------------
+
+    def parse_request(self, payload: Mapping[str, Any]) -> Conversation:
+        """The request body (decoded) as the guards see it."""
+        ...
+
+    def declared_schemas(self, payload: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
+        """Every offered tool's parameters schema as (param naming it in an error, tool name, schema)."""
+        ...
+
+    def parse_reply(self, body: bytes) -> Reply | None:
+        """A complete reply body; None when it is not one."""
+        ...
+
+    def assembler(self) -> StreamAssembler:
+        """A fresh assembler for one streamed reply."""
+        ...
+
+    def split_event(
+        self, event: Mapping[str, Any], released: int
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """A streamed event cut in two: what of ``released`` channels it carries, and the rest."""
+        ...
+
+    def framed(self, event: Mapping[str, Any]) -> bytes:
+        """An event the proxy cut (see :meth:`split_event`) framed for the client's stream."""
+        ...
+
+    def wants_structured_output(self, payload: Mapping[str, Any]) -> bool:
+        """The client asked for a JSON answer (its ending is then a refusal)."""
+        ...
+
+    def include_usage(self, payload: Mapping[str, Any]) -> bool:
+        """A streaming client asked for the usage event."""
+        ...
+
+    # -- the request upstream -------------------------------------------------------------
+
+    def render_request(self, payload: Mapping[str, Any], turns: Sequence[Turn]) -> bytes:
+        """The request with the proxy's turns appended."""
+        ...
+
+    def render_stream_request(
+        self, body: bytes, payload: Mapping[str, Any], turns: Sequence[Turn], untouched: bool
+    ) -> bytes:
+        """The request streamed and asking for usage; ``body`` itself (or spliced) when ``untouched``."""
+        ...
+
+    def render_summary_request(
+        self,
+        payload: Mapping[str, Any],
+        turns: Sequence[Turn],
+        instruction: str,
+        max_tokens: int | None,
+        force_cap: bool,
+    ) -> bytes:
+        """The last call of an ending: turns and instruction appended, tools forbidden, output
+        unconstrained and not streamed, its length capped at ``max_tokens`` (always, if ``force_cap``)."""
+        ...
+
+    def amended(
+        self, payload: Mapping[str, Any], tool_notes: Mapping[str, str], drop_tools: Sequence[str]
+    ) -> Mapping[str, Any]:
+        """Notes appended to tool results (by call id), hidden tools removed."""
+        ...
+
+    def with_tool(self, payload: Mapping[str, Any], tool: Tool) -> Mapping[str, Any]:
+        """The request offering one more tool (goal mode's)."""
+        ...
+
+    def rendered_turns(self, turns: Sequence[Turn]) -> list[dict[str, Any]]:
+        """The proxy's turns as the format's messages (for step records)."""
+        ...
+
+    # -- what goes back to the client -----------------------------------------------------
+
+    def ending(self, text: str, *, model: str | None, usage: Usage | None = None) -> dict[str, Any]:
+        """A complete reply carrying ``text`` (an ending)."""
+        ...
+
+    def shaped(self, payload: Mapping[str, Any], body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:
+        """An ending as this request takes it: a refusal when it asked for a JSON answer,
+        unless text already streamed to the client."""
+        ...
+
+    def stored_ending(self, raw: str) -> dict[str, Any]:
+        """A session's stored ending (as :meth:`encode` wrote it), to replay."""
+        ...
+
+    def reply_body(self, raw: bytes) -> dict[str, Any]:
+        """A complete upstream reply (one :meth:`parse_reply` accepted), to rewrite."""
+        ...
+
+    def without_calls(self, body: Mapping[str, Any], name: str) -> dict[str, Any]:
+        """A complete reply with the calls of tool ``name`` taken out."""
+        ...
+
+    def encode(self, body: Mapping[str, Any]) -> bytes: ...
+
+    def streamed(self, body: Mapping[str, Any], *, include_usage: bool) -> bytes:
+        """A complete reply as the events of a stream, trailer included."""
+        ...
+
+    def appended(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """An ending set apart from text the client already received."""
+        ...
+
+    def error_body(self, error: ProxyError) -> bytes:
+        """An error answer's body in the format's error shape (OpenAI's: ``{"error": {…}}``)."""
+        ...
+
+    def error_event(self, error: ProxyError) -> bytes:
+        """The event that ends a stream in error, in the format's error shape."""
+        ...
+
+    # -- the judge ----------------------------------------------------------------------
+
+    def judge_url(self, base_url: str) -> str:
+        """Where a judge's own endpoint (``judge.base_url``) takes this format's requests."""
+        ...

@@ -1,0 +1,99 @@
+"""Reading a streamed reply ends where its format says the stream ends, and nowhere else."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+
+from proxy.client_stream import ClientStream
+from proxy.errors import UpstreamDisconnected
+from proxy.exchange import Channel, Reply, Usage
+from proxy.streamed_reply import read_streamed_reply
+from proxy.wire.chat_stream import ReplyAssembler
+
+
+class Events(httpx.AsyncByteStream):
+    def __init__(self, *chunks: bytes) -> None:
+        self._chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            yield chunk
+
+
+def response(*chunks: bytes) -> httpx.Response:
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Events(*chunks))
+
+
+class Sink:
+    async def __call__(self, message: dict) -> None:
+        pass
+
+
+def client() -> ClientStream:
+    return ClientStream(Sink(), list, include_usage=False, keepalive=0)
+
+
+class TerminalEventAssembler:
+    """A format whose last event carries data and completes the stream (like Messages' ``message_stop``)."""
+
+    def __init__(self) -> None:
+        self.model: str | None = None
+        self.usage: Usage | None = None
+        self.produced_chars = 0
+        self.complete = False
+        self.content = ""
+        self.text_length = 0
+        self.has_text = False
+        self.has_reasoning = False
+        self.has_tool_calls = False
+        self.taken: list[str] = []
+
+    def ends(self, data: bytes) -> bool:
+        return False
+
+    def add(self, event: Mapping[str, Any]) -> int:
+        self.taken.append(event["type"])
+        if event["type"] == "message_stop":
+            self.usage = Usage(3, 1)
+            self.complete = True
+            return Channel.FINISH
+        self.content += event["text"]
+        return Channel.TEXT
+
+    def reply(self) -> Reply:
+        return Reply(self.content, None, (), "stop", self.usage or Usage())
+
+    def completion(self) -> dict[str, Any]:
+        return {}
+
+
+async def test_a_chat_stream_ends_with_the_done_sentinel():
+    assembler = ReplyAssembler()
+    chunk = b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n'
+
+    failure = await read_streamed_reply(response(chunk, b"data: [DONE]\n\n"), assembler, client(), lambda _: 0)
+
+    assert failure is None
+    assert assembler.reply().content == "hi"
+
+
+async def test_a_chat_stream_without_the_sentinel_is_cut():
+    chunk = b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n'
+
+    failure = await read_streamed_reply(response(chunk), ReplyAssembler(), client(), lambda _: 0)
+
+    assert isinstance(failure, UpstreamDisconnected)
+
+
+async def test_a_stream_whose_last_event_carries_data_ends_once_that_event_is_taken():
+    assembler = TerminalEventAssembler()
+    events = b'data: {"type":"text","text":"hi"}\n\ndata: {"type":"message_stop"}\n\n'
+
+    failure = await read_streamed_reply(response(events), assembler, client(), lambda _: 0)
+
+    assert failure is None
+    assert assembler.taken == ["text", "message_stop"]
+    assert assembler.usage == Usage(3, 1)

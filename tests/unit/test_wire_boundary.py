@@ -1,0 +1,84 @@
+"""The wire boundary: guards, the exchange types, the pipeline and the ledger never import a
+wire format. A new format is a new adapter under ``proxy/wire/``, not a change to them."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import pkgutil
+
+import pytest
+
+import proxy.guards
+
+NEUTRAL = ["proxy.exchange", "proxy.pipeline", "proxy.ledger", "proxy.verdict"]
+WIRE = "proxy.wire"
+
+
+def neutral_modules() -> list[str]:
+    """Every module of the guards package (found by walking it, so a new guard is covered), and
+    the neutral modules named above."""
+    guards = [name for _, name, _ in pkgutil.walk_packages(proxy.guards.__path__, "proxy.guards.")]
+    return sorted(["proxy.guards", *guards, *NEUTRAL])
+
+
+def imported_modules(source: str, module: str, is_package: bool = False) -> set[str]:
+    """Every module an import statement of ``source`` names, relative ones resolved against
+    ``module``; ``from a import b`` names both ``a`` and ``a.b`` (b may be a module)."""
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level else ""
+            base = base or node.module or ""
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def wire_imports(module: str) -> list[str]:
+    spec = importlib.util.find_spec(module)
+    assert spec is not None, module
+    assert spec.origin is not None, module
+    with open(spec.origin, encoding="utf-8") as source:
+        names = imported_modules(source.read(), module, spec.submodule_search_locations is not None)
+    return sorted(name for name in names if name == WIRE or name.startswith(WIRE + "."))
+
+
+def test_the_walk_covers_every_guard_module():
+    modules = neutral_modules()
+
+    assert {"proxy.guards.base", "proxy.guards.judge", "proxy.guards.tool_args"} <= set(modules)
+    assert len([m for m in modules if m.startswith("proxy.guards.")]) >= 12
+
+
+@pytest.mark.parametrize("module", neutral_modules())
+def test_a_neutral_module_imports_nothing_from_the_wire_package(module):
+    assert wire_imports(module) == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from proxy.wire.chat_completions import calls_returned",
+        "import proxy.wire.chat_completions as chat",
+        "from proxy.wire import base",
+        "from proxy import wire",
+        "from ..wire.chat_stream import ReplyAssembler",
+        "from .. import wire",
+        "def later():\n    from proxy.wire.base import WireAdapter",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from proxy.wire.base import WireAdapter",
+    ],
+)
+def test_every_spelling_of_a_wire_import_is_caught(source):
+    names = imported_modules(source, "proxy.guards.example")
+
+    assert any(name == WIRE or name.startswith(WIRE + ".") for name in names)
+
+
+def test_imports_of_neutral_modules_are_not_mistaken_for_wire_ones():
+    source = "from proxy.exchange import Reply\nimport proxy.wiring\nfrom proxy.guards.base import GuardContext"
+
+    assert not any(n == WIRE or n.startswith(WIRE + ".") for n in imported_modules(source, "proxy.guards.example"))
