@@ -40,11 +40,7 @@ from proxy.step_log import StepLog
 from proxy.stream_attempts import StreamAttempts
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient, UpstreamReply
-from proxy.verdict import Amend, Finalize, Nudge, Pass, Rewrite, Verdict, verdict_name, verdict_reason
-
-_STRIKE_ENDINGS = frozenset({"empty_response", "reasoning_only"})
-"""Strikes that name the session's ending when a request runs out of attempts on them; any
-other correction that runs out of attempts ends it as ``max_attempts``."""
+from proxy.verdict import Amend, Finalize, Nudge, Pass, ReplyVerdict, Rewrite, Verdict, verdict_name, verdict_reason
 
 __all__ = ["ChatCall", "Outcome", "Pipeline"]
 
@@ -176,21 +172,21 @@ class Pipeline:
         extra: list[Turn] = []
         retries: Counter[str] = Counter()
         context = GuardContext(call.policy, state, call.conversation, retries, now)
-        for verdict in (guard.check_request(context) for guard in self._request_guards):
-            if isinstance(verdict, Pass):
-                self._apply(verdict, call, delta, notes)
+        for asked in (guard.check_request(context) for guard in self._request_guards):
+            if isinstance(asked, Pass):
+                self._apply(asked, call, delta, notes)
             elif not enforce:
-                self._shadow(verdict, call, delta, notes)
-            elif isinstance(verdict, Amend):
-                self._steps.intervention(call, verdict.kind, verdict.reason, notes, 0)
-                payload = call.adapter.amended(payload, verdict.tool_notes, verdict.drop_tools)
-            elif isinstance(verdict, Nudge):
-                self._strike(verdict.strike, delta)
-                self._steps.intervention(call, verdict.kind, verdict.reason, notes, 0)
-                extra.extend(verdict.turns)
-            elif isinstance(verdict, Finalize):
-                self._strike(verdict.strike, delta)
-                return await self._finalize(call, verdict, state, delta, notes, extra, client)
+                self._shadow(asked, call, delta, notes)
+            elif isinstance(asked, Amend):
+                self._steps.intervention(call, asked.kind, asked.reason, notes, 0)
+                payload = call.adapter.amended(payload, asked.tool_notes, asked.drop_tools)
+            elif isinstance(asked, Nudge):
+                self._strike(asked.strike, delta)
+                self._steps.intervention(call, asked.kind, asked.reason, notes, 0)
+                extra.extend(asked.turns)
+            elif isinstance(asked, Finalize):
+                self._strike(asked.strike, delta)
+                return await self._finalize(call, asked, state, delta, notes, extra, client)
 
         goal = self._goals.open(call, state, delta, notes)
         if goal is not None and goal.active:
@@ -314,8 +310,7 @@ class Pipeline:
             if isinstance(verdict, Nudge):
                 self._strike(verdict.strike, delta)
                 if attempt >= allowed:
-                    reason = verdict.strike if verdict.strike in _STRIKE_ENDINGS else "max_attempts"
-                    verdict = Finalize(reason, f"the model kept failing: {verdict.reason}")
+                    verdict = Finalize(verdict.exhausted, f"the model kept failing: {verdict.reason}")
                 else:
                     self._steps.intervention(call, verdict.kind, verdict.reason, notes, attempt)
                     retries[verdict.kind] += 1
@@ -358,7 +353,7 @@ class Pipeline:
 
     # -- steps ----------------------------------------------------------------------
 
-    async def _first_decision(self, reply: Reply, context: GuardContext) -> tuple[list[Pass], Verdict | None]:
+    async def _first_decision(self, reply: Reply, context: GuardContext) -> tuple[list[Pass], ReplyVerdict | None]:
         """Run the response guards in order; the first verdict that is not a Pass wins."""
         passes: list[Pass] = []
         for guard in self._response_guards:
@@ -608,7 +603,7 @@ class Pipeline:
         self._steps.step(Step(call, context, attempt, reply, decision, latency, notes))
 
 
-async def _decided(verdict: Verdict | Awaitable[Verdict]) -> Verdict:
+async def _decided(verdict: ReplyVerdict | Awaitable[ReplyVerdict]) -> ReplyVerdict:
     """A guard's verdict, awaited when the guard needed I/O to decide (the judge)."""
     return await verdict if inspect.isawaitable(verdict) else verdict
 

@@ -5,8 +5,12 @@
   despite a problem);
 - :class:`Amend`: (request side) append notes to tool results on their way upstream;
 - :class:`Nudge`: send the reply back to the model with these turns appended;
-- :class:`Rewrite`: replace the reply the agent receives;
+- :class:`Rewrite`: (reply side) replace the reply the agent receives;
 - :class:`Finalize`: end the session gracefully, for this reason.
+
+Each side has its own union (:data:`RequestVerdict`, :data:`ReplyVerdict`), so a guard that
+returns a verdict its side cannot act on (a request-side Rewrite, a reply-side Amend) is a
+type error, not a verdict silently ignored or a failure at run time.
 """
 
 from __future__ import annotations
@@ -17,7 +21,19 @@ from typing import Any
 
 from proxy.exchange import Turn, Usage
 
-__all__ = ["PASS", "Amend", "Finalize", "Nudge", "Pass", "Rewrite", "Verdict", "verdict_name", "verdict_reason"]
+__all__ = [
+    "PASS",
+    "Amend",
+    "Finalize",
+    "Nudge",
+    "Pass",
+    "ReplyVerdict",
+    "RequestVerdict",
+    "Rewrite",
+    "Verdict",
+    "verdict_name",
+    "verdict_reason",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +65,9 @@ class Nudge:
     strike: str | None = None
     """The strike counter this nudge adds one to, if any."""
     spent: Usage | None = None
+    exhausted: str = "max_attempts"
+    """The session's ending when this nudge is due but the request has no attempt left: the
+    strike's own name for a guard whose strikes name the ending (``empty_response``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +90,12 @@ class Finalize:
     """What lies behind the reason, in one word for logs (a judge error's cause: ``missing_nonce``)."""
 
 
+RequestVerdict = Pass | Amend | Nudge | Finalize
+"""What a request guard may decide, before the upstream call."""
+ReplyVerdict = Pass | Nudge | Rewrite | Finalize
+"""What a response guard may decide about a reply."""
 Verdict = Pass | Amend | Nudge | Rewrite | Finalize
+"""Any decision, as logs and records name it."""
 PASS = Pass()
 
 

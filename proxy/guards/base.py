@@ -16,7 +16,7 @@ from proxy.judge import JudgeTarget
 from proxy.policy.models import Policy
 from proxy.schemas import CompiledSchema, compiled
 from proxy.session.base import SessionState
-from proxy.verdict import Verdict
+from proxy.verdict import ReplyVerdict, RequestVerdict
 
 __all__ = ["GuardContext", "RequestGuard", "ResponseGuard"]
 
@@ -62,12 +62,12 @@ class GuardContext:
 class RequestGuard(Protocol):
     name: str
 
-    def check_request(self, context: GuardContext) -> Verdict: ...
+    def check_request(self, context: GuardContext) -> RequestVerdict: ...
 
 
 class ResponseGuard(Protocol):
     name: str
 
-    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict | Awaitable[Verdict]:
+    def check_reply(self, reply: Reply, context: GuardContext) -> ReplyVerdict | Awaitable[ReplyVerdict]:
         """A verdict, or (for guards with an injected client, like the judge) an awaitable one."""
         ...

@@ -11,7 +11,7 @@ from __future__ import annotations
 from proxy.budgets import remaining
 from proxy.exchange import Note
 from proxy.guards.base import GuardContext
-from proxy.verdict import PASS, Finalize, Nudge, Verdict
+from proxy.verdict import PASS, Finalize, Nudge, RequestVerdict
 
 __all__ = ["BudgetGuard"]
 
@@ -19,7 +19,7 @@ __all__ = ["BudgetGuard"]
 class BudgetGuard:
     name = "budget"
 
-    def check_request(self, context: GuardContext) -> Verdict:
+    def check_request(self, context: GuardContext) -> RequestVerdict:
         policy, budgets = context.policy, context.policy.budgets
         left = remaining(context.state, policy, context.now)
         if left.steps <= 0:

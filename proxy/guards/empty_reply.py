@@ -9,7 +9,7 @@ from __future__ import annotations
 from proxy.exchange import Channel, PartialReply, Reply
 from proxy.guards.base import GuardContext
 from proxy.guards.strikes import strike_verdict
-from proxy.verdict import Verdict
+from proxy.verdict import ReplyVerdict
 
 __all__ = ["EmptyReplyGuard"]
 
@@ -21,11 +21,12 @@ class EmptyReplyGuard:
         """Whitespace waits until real text or a tool call shows the reply is not empty."""
         return Channel.NONE if partial.has_text or partial.has_tool_calls else Channel.TEXT
 
-    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
+    def check_reply(self, reply: Reply, context: GuardContext) -> ReplyVerdict:
         return strike_verdict(
             reply.is_empty,
             context,
             strike="empty_response",
+            exhausted="empty_response",
             max_strikes=context.policy.empty_response_max_strikes,
             nudge_kind="empty_nudge",
             nudge_text=context.policy.nudges.empty_response,

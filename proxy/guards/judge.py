@@ -21,7 +21,7 @@ from proxy.guards.base import GuardContext
 from proxy.judge import Judge, JudgeRequest
 from proxy.metrics import Metrics
 from proxy.schemas import answer_errors
-from proxy.verdict import PASS, Finalize, Nudge, Pass, Verdict
+from proxy.verdict import PASS, Finalize, Nudge, Pass, ReplyVerdict
 
 __all__ = ["JudgeGuard"]
 
@@ -63,7 +63,7 @@ class JudgeGuard:
         self._judge = judge
         self._metrics = metrics
 
-    async def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
+    async def check_reply(self, reply: Reply, context: GuardContext) -> ReplyVerdict:
         settings = context.policy.judge
         answer, call_id = _answer(reply, settings.completion_tools)
         if answer is None:

@@ -14,7 +14,7 @@ from proxy.exchange import Channel, PartialReply, Reply
 from proxy.fingerprint import digest
 from proxy.guards.base import GuardContext
 from proxy.guards.strikes import strike_verdict
-from proxy.verdict import PASS, Verdict
+from proxy.verdict import PASS, ReplyVerdict, RequestVerdict
 
 __all__ = ["NoProgressGuard", "trailing_run"]
 
@@ -39,7 +39,7 @@ def _digest(text: str) -> str:
 class NoProgressGuard:
     name = "no_progress"
 
-    def check_request(self, context: GuardContext) -> Verdict:
+    def check_request(self, context: GuardContext) -> RequestVerdict:
         settings = context.policy.no_progress
         if not settings.enabled or not context.conversation.trailing_tool_results():
             return PASS
@@ -67,7 +67,7 @@ class NoProgressGuard:
         so_far = _SPACE.sub(" ", partial.content).lstrip()
         return Channel.TEXT if _SPACE.sub(" ", texts[-1]).strip().startswith(so_far.rstrip()) else Channel.NONE
 
-    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
+    def check_reply(self, reply: Reply, context: GuardContext) -> ReplyVerdict:
         settings = context.policy.no_progress
         if not settings.enabled or not reply.has_text or reply.tool_calls:
             return PASS

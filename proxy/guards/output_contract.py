@@ -19,7 +19,7 @@ from collections.abc import Awaitable
 from proxy.exchange import Channel, Echo, Note, PartialReply, Reply
 from proxy.guards.base import GuardContext
 from proxy.schemas import CompiledSchema, answer_errors
-from proxy.verdict import PASS, Finalize, Nudge, Pass, Verdict
+from proxy.verdict import PASS, Finalize, Nudge, Pass, ReplyVerdict
 
 __all__ = ["OutputContractGuard"]
 
@@ -33,7 +33,7 @@ class OutputContractGuard:
             return Channel.NONE
         return Channel.TEXT
 
-    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict | Awaitable[Verdict]:
+    def check_reply(self, reply: Reply, context: GuardContext) -> ReplyVerdict | Awaitable[ReplyVerdict]:
         schema = context.answer_schema(reply)
         if schema is None or reply.content is None:
             return PASS
@@ -41,7 +41,7 @@ class OutputContractGuard:
             return asyncio.to_thread(self._decide, reply, reply.content, schema, context)
         return self._decide(reply, reply.content, schema, context)
 
-    def _decide(self, reply: Reply, content: str, schema: CompiledSchema, context: GuardContext) -> Verdict:
+    def _decide(self, reply: Reply, content: str, schema: CompiledSchema, context: GuardContext) -> ReplyVerdict:
         errors = answer_errors(content, schema)
         if not errors:
             return PASS

@@ -13,7 +13,7 @@ from proxy.exchange import Channel, PartialReply, Reply, ReturnCalls
 from proxy.guards.base import GuardContext
 from proxy.metrics import Metrics
 from proxy.permissions import Decision, decide
-from proxy.verdict import PASS, Amend, Finalize, Nudge, Verdict
+from proxy.verdict import PASS, Amend, Finalize, Nudge, ReplyVerdict, RequestVerdict
 
 __all__ = ["PermissionGuard"]
 
@@ -26,7 +26,7 @@ class PermissionGuard:
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
 
-    def check_request(self, context: GuardContext) -> Verdict:
+    def check_request(self, context: GuardContext) -> RequestVerdict:
         """Remove hidden tools from what the model is offered."""
         settings = context.policy.permissions
         if not any(rule.hide for rule in settings.rules):
@@ -43,7 +43,7 @@ class PermissionGuard:
         settings = context.policy.permissions
         return Channel.NONE if not settings.rules and settings.default == "allow" else Channel.TOOL_CALLS
 
-    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
+    def check_reply(self, reply: Reply, context: GuardContext) -> ReplyVerdict:
         settings = context.policy.permissions
         if not reply.tool_calls or (not settings.rules and settings.default == "allow"):
             return PASS

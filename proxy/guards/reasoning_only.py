@@ -6,7 +6,7 @@ from __future__ import annotations
 from proxy.exchange import Channel, PartialReply, Reply
 from proxy.guards.base import GuardContext
 from proxy.guards.strikes import strike_verdict
-from proxy.verdict import Verdict
+from proxy.verdict import ReplyVerdict
 
 __all__ = ["ReasoningOnlyGuard"]
 
@@ -20,11 +20,12 @@ class ReasoningOnlyGuard:
             return Channel.NONE
         return Channel.REASONING
 
-    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
+    def check_reply(self, reply: Reply, context: GuardContext) -> ReplyVerdict:
         return strike_verdict(
             reply.is_reasoning_only,
             context,
             strike="reasoning_only",
+            exhausted="reasoning_only",
             max_strikes=context.policy.reasoning_only_max_strikes,
             nudge_kind="reasoning_nudge",
             nudge_text=context.policy.nudges.reasoning_only,

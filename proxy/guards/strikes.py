@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from proxy.exchange import Note
 from proxy.guards.base import GuardContext
-from proxy.verdict import PASS, Finalize, Nudge, Pass, Verdict
+from proxy.verdict import PASS, Finalize, Nudge, Pass
 
 __all__ = ["strike_verdict"]
 
@@ -23,10 +23,12 @@ def strike_verdict(
     nudge_text: str,
     miss: str,
     reason: str | None = None,
-) -> Verdict:
+    exhausted: str = "max_attempts",
+) -> Pass | Nudge | Finalize:
     """Pass (clearing old strikes), Nudge, or Finalize once ``max_strikes`` misses in a row.
 
-    ``reason`` names the ending when it differs from the strike counter's name.
+    ``reason`` names the ending when it differs from the strike counter's name; ``exhausted``
+    names it when a nudge is due but the request has no attempt left.
     """
     strikes = context.state.strikes(strike)
     if not missed:
@@ -40,4 +42,5 @@ def strike_verdict(
         reason=f"{miss} (strike {strikes + 1} of {max_strikes})",
         turns=(Note(nudge_text),),
         strike=strike,
+        exhausted=exhausted,
     )

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Mapping
 from proxy.exchange import Channel, PartialReply, Reply, ReturnCalls, ToolCall
 from proxy.guards.base import GuardContext
 from proxy.schemas import CompiledSchema
-from proxy.verdict import PASS, Finalize, Nudge, Pass, Verdict
+from proxy.verdict import PASS, Finalize, Nudge, Pass, ReplyVerdict
 
 __all__ = ["ToolArgsGuard", "argument_errors"]
 
@@ -59,7 +59,7 @@ class ToolArgsGuard:
         """Arguments are validated once complete: tool calls wait for the whole reply."""
         return Channel.TOOL_CALLS if context.policy.tool_args.enabled else Channel.NONE
 
-    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict | Awaitable[Verdict]:
+    def check_reply(self, reply: Reply, context: GuardContext) -> ReplyVerdict | Awaitable[ReplyVerdict]:
         """Quick checks run here; slow ones (see :meth:`CompiledSchema.off_loop`) in a worker thread."""
         if not context.policy.tool_args.enabled or not reply.tool_calls:
             return PASS
@@ -68,7 +68,9 @@ class ToolArgsGuard:
             return asyncio.to_thread(self._decide, reply, context, offered)
         return self._decide(reply, context, offered)
 
-    def _decide(self, reply: Reply, context: GuardContext, offered: Mapping[str, CompiledSchema | None]) -> Verdict:
+    def _decide(
+        self, reply: Reply, context: GuardContext, offered: Mapping[str, CompiledSchema | None]
+    ) -> ReplyVerdict:
         settings = context.policy.tool_args
         problems = {call.id: argument_errors(call, offered) for call in reply.tool_calls}
         if not any(problems.values()):

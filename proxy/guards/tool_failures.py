@@ -9,7 +9,7 @@ import regex
 
 from proxy.guards.base import GuardContext
 from proxy.permissions import MATCH_TIMEOUT_SECS
-from proxy.verdict import PASS, Finalize, Verdict
+from proxy.verdict import PASS, Finalize, RequestVerdict
 
 __all__ = ["ToolFailuresGuard", "compiled"]
 
@@ -36,7 +36,7 @@ def _fails(text: str, patterns: tuple[regex.Pattern[str], ...]) -> bool:
 class ToolFailuresGuard:
     name = "tool_failures"
 
-    def check_request(self, context: GuardContext) -> Verdict:
+    def check_request(self, context: GuardContext) -> RequestVerdict:
         settings = context.policy.tool_failures
         if not settings.enabled or not context.conversation.trailing_tool_results():
             return PASS

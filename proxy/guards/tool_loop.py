@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from proxy.exchange import Channel, Note, PartialReply, Reply, ToolCall
 from proxy.fingerprint import CALL_COUNT_PREFIX, CALL_SEQUENCE, canonical_arguments, fingerprint
 from proxy.guards.base import GuardContext
-from proxy.verdict import PASS, Amend, Finalize, Nudge, Verdict
+from proxy.verdict import PASS, Amend, Finalize, Nudge, ReplyVerdict, RequestVerdict
 
 __all__ = ["ToolLoopGuard", "cycle_repetitions"]
 
@@ -56,7 +56,7 @@ class ToolLoopGuard:
         """A repeated call is known only once its arguments are complete."""
         return Channel.TOOL_CALLS if context.policy.loop.enabled else Channel.NONE
 
-    def check_reply(self, reply: Reply, context: GuardContext) -> Verdict:
+    def check_reply(self, reply: Reply, context: GuardContext) -> ReplyVerdict:
         settings = context.policy.loop
         if not settings.enabled or not reply.tool_calls:
             return PASS
@@ -86,7 +86,7 @@ class ToolLoopGuard:
             )
         return PASS
 
-    def check_request(self, context: GuardContext) -> Verdict:
+    def check_request(self, context: GuardContext) -> RequestVerdict:
         """Attach the warning to results of calls that reached ``warn_at``."""
         settings = context.policy.loop
         trailing = context.conversation.trailing_tool_results()

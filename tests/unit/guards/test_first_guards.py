@@ -81,3 +81,22 @@ def test_step_limit_guard(steps, ends):
     assert isinstance(verdict, Finalize) is ends
     if ends:
         assert verdict.reason == "budget_steps"
+
+
+EXHAUSTED_CASES = [
+    # guard, a reply it nudges, the ending when the request has no attempt left for the nudge
+    (EmptyReplyGuard(), reply(None), "empty_response"),
+    (ReasoningOnlyGuard(), reply(None, reasoning="let me think"), "reasoning_only"),
+]
+
+
+@pytest.mark.parametrize(("guard", "given", "ending"), EXHAUSTED_CASES)
+def test_a_strike_nudge_names_the_ending_when_attempts_run_out(guard, given, ending):
+    verdict = guard.check_reply(given, context())
+
+    assert isinstance(verdict, Nudge)
+    assert verdict.exhausted == ending
+
+
+def test_a_nudge_names_max_attempts_unless_its_guard_says_otherwise():
+    assert Nudge("any_nudge", "why", ()).exhausted == "max_attempts"
