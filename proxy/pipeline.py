@@ -157,7 +157,6 @@ class Pipeline:
         limits: Sequence[Limit],
         client: ClientStream | None,
     ) -> Outcome:
-        now = notes.started
         enforce = call.policy.mode == "enforce"
         if state.termination and state.ending and enforce:
             notes.terminated = state.termination
@@ -171,7 +170,7 @@ class Pipeline:
         payload: Mapping[str, Any] = call.payload
         extra: list[Turn] = []
         retries: Counter[str] = Counter()
-        context = GuardContext(call.policy, state, call.conversation, retries, now)
+        context = self._context(call, state, notes, retries)
         for asked in (guard.check_request(context) for guard in self._request_guards):
             if isinstance(asked, Pass):
                 self._apply(asked, call, delta, notes)
@@ -218,7 +217,7 @@ class Pipeline:
                 else:
                     # What the guards hold back mid-stream, judged on the session as loaded (this
                     # request's own strikes only make them hold more, never less, than needed).
-                    holding = GuardContext(call.policy, state, call.conversation, retries, now, judge_target)
+                    holding = self._context(call, state, notes, retries, judge_target)
                     # In goal mode a text-only reply is a turn to continue, not an answer: held whole.
                     hold_text = Channel.TEXT if goal is not None and goal.active else Channel.NONE
                     try:
@@ -281,26 +280,22 @@ class Pipeline:
                             continue
                         self._strike(ending.strike, delta)
                         return await self._finalize(call, ending, state, delta, notes, extra, client)
-            context = GuardContext(call.policy, delta.applied_to(state), call.conversation, retries, now, judge_target)
-            if not enforce:
-                for guard in self._response_guards:
-                    verdict = await _decided(guard.check_reply(parsed, context))
-                    self._ledger.charge_guard(call, delta, verdict)
-                    if isinstance(verdict, Pass):
-                        self._apply(verdict, call, delta, notes)
-                    else:
-                        self._shadow(verdict, call, delta, notes)
-                remember_calls(delta, parsed.tool_calls, call.policy.loop.history)
-                self._steps.step(Step(call, context, attempt, parsed, None, latency, notes))
-                break
-            passes, decision = await self._first_decision(parsed, context)
-            for decided in (*passes, decision):
+            context = self._context(call, delta.applied_to(state), notes, retries, judge_target)
+            verdicts = await self._decide(parsed, context, enforce)
+            for decided in verdicts:
                 self._ledger.charge_guard(call, delta, decided)
-            self._steps.step(Step(call, context, attempt, parsed, decision, latency, notes))
+            decision = verdicts[-1] if enforce and verdicts and not isinstance(verdicts[-1], Pass) else None
+            if enforce:
+                self._steps.step(Step(call, context, attempt, parsed, decision, latency, notes))
             if decision is None:
-                for passed in passes:
-                    self._apply(passed, call, delta, notes)
+                for decided in verdicts:
+                    if isinstance(decided, Pass):
+                        self._apply(decided, call, delta, notes)
+                    else:
+                        self._shadow(decided, call, delta, notes)
                 remember_calls(delta, parsed.tool_calls, call.policy.loop.history)
+                if not enforce:
+                    self._steps.step(Step(call, context, attempt, parsed, None, latency, notes))
                 break
             verdict = decision
             if isinstance(verdict, Rewrite):
@@ -353,22 +348,37 @@ class Pipeline:
 
     # -- steps ----------------------------------------------------------------------
 
-    async def _first_decision(self, reply: Reply, context: GuardContext) -> tuple[list[Pass], ReplyVerdict | None]:
-        """Run the response guards in order; the first verdict that is not a Pass wins."""
-        passes: list[Pass] = []
+    async def _decide(self, reply: Reply, context: GuardContext, enforce: bool) -> list[ReplyVerdict]:
+        """The response guards' verdicts, in order. Enforced, the first that is not a Pass wins
+        and ends the list; in shadow mode every guard decides, and nothing is acted on."""
+        verdicts: list[ReplyVerdict] = []
         for guard in self._response_guards:
             verdict = await _decided(guard.check_reply(reply, context))
-            if not isinstance(verdict, Pass):
-                return passes, verdict
-            passes.append(verdict)
-        return passes, None
+            verdicts.append(verdict)
+            if enforce and not isinstance(verdict, Pass):
+                break
+        return verdicts
+
+    @staticmethod
+    def _context(
+        call: ChatCall,
+        state: SessionState,
+        notes: RequestNotes,
+        retries: Mapping[str, int] | None = None,
+        judge_target: JudgeTarget | None = None,
+    ) -> GuardContext:
+        """What a guard reads about this request: the session as ``state`` shows it, the nudges
+        sent so far, the request's start as its clock, and where a judge call goes."""
+        return GuardContext(
+            call.policy, state, call.conversation, {} if retries is None else retries, notes.started, judge_target
+        )
 
     async def _next_attempt(
         self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: RequestNotes, limits: Sequence[Limit]
     ) -> Finalize | None:
         """Before another upstream call of this request: the ending, if a request guard would
         end the session now (e.g. steps) or the call's reservation does not fit; else None."""
-        ending = self._request_limit(call, delta.applied_to(state), notes.started)
+        ending = self._request_limit(call, delta.applied_to(state), notes)
         if ending is not None:
             return ending
         refused = await self._ledger.reserve(call, delta, notes, limits)
@@ -385,9 +395,9 @@ class Pipeline:
             {"tenant": call.tenant, "policy": call.policy.name, "session": call.session.id, "usage_estimated": True},
         )
 
-    def _request_limit(self, call: ChatCall, state: SessionState, now: float) -> Finalize | None:
+    def _request_limit(self, call: ChatCall, state: SessionState, notes: RequestNotes) -> Finalize | None:
         """Before another attempt: would a request guard end the session now (e.g. steps)?"""
-        context = GuardContext(call.policy, state, call.conversation, now=now)
+        context = self._context(call, state, notes)
         for guard in self._request_guards:
             verdict = guard.check_request(context)
             if isinstance(verdict, Finalize):
@@ -599,7 +609,7 @@ class Pipeline:
         notes: RequestNotes,
     ) -> None:
         """A step goal mode answered itself: logged (and recorded) like any other step."""
-        context = GuardContext(call.policy, delta.applied_to(state), call.conversation, retries, notes.started)
+        context = self._context(call, delta.applied_to(state), notes, retries)
         self._steps.step(Step(call, context, attempt, reply, decision, latency, notes))
 
 
