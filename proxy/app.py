@@ -16,14 +16,12 @@ from litestar.openapi import ResponseSpec
 from litestar.params import FromPath
 from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
 
+from proxy.build import build_pipeline
 from proxy.errors import MethodNotAllowed, ProxyError, RouteNotFound, ServiceUnavailable
-from proxy.guards import default_request_guards, default_response_guards
 from proxy.http import header_text
-from proxy.judge import Judge
 from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.openapi import AUTHENTICATED, describe_raw_routes, error_responses, openapi_config
-from proxy.pipeline import Pipeline
 from proxy.policy.loader import BUNDLED_POLICIES, PolicyError, PolicyRegistry
 from proxy.pricing import load_pricing
 from proxy.recording import Recorder
@@ -164,12 +162,10 @@ def create_app(
         },
     )
     steps = recorder or Recorder(settings.redis_url, cluster=settings.redis_cluster, timeout=settings.redis_timeout)
-    pipeline = Pipeline(
+    pipeline = build_pipeline(
         client,
         state_store,
         series,
-        default_request_guards(series),
-        default_response_guards(Judge(client), series),
         prices=prices,
         log_contents=settings.log_contents,
         tracing=tracing or Tracing.from_endpoint(settings.otel_endpoint),

@@ -284,6 +284,7 @@ class Pipeline:
             verdicts = await self._decide(parsed, context, enforce)
             for decided in verdicts:
                 self._ledger.charge_guard(call, delta, decided)
+                self._steps.observed(call, decided)
             decision = verdicts[-1] if enforce and verdicts and not isinstance(verdicts[-1], Pass) else None
             if enforce:
                 self._steps.step(Step(call, context, attempt, parsed, decision, latency, notes))

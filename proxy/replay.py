@@ -25,9 +25,8 @@ import httpx
 import msgspec
 import redis.asyncio as redis
 
+from proxy.build import build_pipeline
 from proxy.call import ChatCall
-from proxy.guards import default_request_guards, default_response_guards
-from proxy.judge import Judge
 from proxy.metrics import Metrics
 from proxy.pipeline import Pipeline
 from proxy.policy.models import Policy, RecordingSettings
@@ -261,12 +260,10 @@ async def replay_session(
     capture = _Capture()
     clock = [requests[0].ts if requests else 0.0]
     metrics = Metrics()
-    pipeline = Pipeline(
+    pipeline = build_pipeline(
         upstream,
         MemoryStore(),
         metrics,
-        default_request_guards(metrics),
-        default_response_guards(Judge(upstream), metrics),
         clock=lambda: clock[0],
         recorder=capture,
     )

@@ -15,7 +15,7 @@ from proxy.logs import log_event, logger, redact
 from proxy.metrics import Metrics
 from proxy.recording import Step, StepRecorder
 from proxy.tracing import Tracing
-from proxy.verdict import verdict_name
+from proxy.verdict import JudgeCall, PermissionCheck, Verdict, verdict_name
 
 __all__ = ["StepLog"]
 
@@ -57,6 +57,20 @@ class StepLog:
             fields["reply"] = redact(reply.content or "")
             fields["new_messages"] = [redact(m.text) for m in trailing]
         log_event("step", fields)
+
+    def observed(self, call: ChatCall, verdict: Verdict | None) -> None:
+        """Count what a guard saw on the way to its verdict (guards write no metrics)."""
+        for seen in getattr(verdict, "seen", ()):
+            policy, metrics = call.policy.name, self._metrics
+            if isinstance(seen, PermissionCheck):
+                metrics.permission_decisions.labels(policy, seen.rule, seen.action).inc()
+            elif isinstance(seen, JudgeCall):
+                if seen.latency is not None:
+                    metrics.judge_latency.labels(policy).observe(seen.latency)
+                    metrics.of(metrics.upstream_calls, call.tenant, policy, "judge").inc()
+                metrics.judge_verdicts.labels(policy, seen.verdict).inc()
+                if seen.error is not None:
+                    metrics.judge_errors.labels(policy, seen.error).inc()
 
     def intervention(self, call: ChatCall, kind: str, reason: str, notes: RequestNotes, attempt: int) -> None:
         notes.interventions.append(kind)

@@ -25,8 +25,11 @@ __all__ = [
     "PASS",
     "Amend",
     "Finalize",
+    "JudgeCall",
     "Nudge",
+    "Observation",
     "Pass",
+    "PermissionCheck",
     "ReplyVerdict",
     "RequestVerdict",
     "Rewrite",
@@ -37,12 +40,35 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
+class PermissionCheck:
+    """A tool call a permission rule decided (any decision but the default's allow)."""
+
+    rule: str
+    action: str
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeCall:
+    """What the judge did to reach a verdict: ``done``, ``not_done``, ``remembered``,
+    ``skipped`` or ``error``; ``latency`` when it asked its model (not from memory)."""
+
+    verdict: str
+    latency: float | None = None
+    error: str | None = None
+
+
+Observation = PermissionCheck | JudgeCall
+"""What a guard saw on its way to a verdict, for the step log to count: guards write no metrics."""
+
+
+@dataclass(frozen=True, slots=True)
 class Pass:
     clear_strikes: tuple[str, ...] = ()
     spent: Usage | None = None
     """Tokens the guard itself used to decide (the judge's), charged to the session apart."""
     flags: tuple[str, ...] = ()
     """What passed despite a problem (headers and metrics), e.g. ``tool_args_invalid``."""
+    seen: tuple[Observation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +94,7 @@ class Nudge:
     exhausted: str = "max_attempts"
     """The session's ending when this nudge is due but the request has no attempt left: the
     strike's own name for a guard whose strikes name the ending (``empty_response``)."""
+    seen: tuple[Observation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +115,7 @@ class Finalize:
     """Tokens the guard spent deciding (the judge), charged like a Pass's."""
     cause: str | None = None
     """What lies behind the reason, in one word for logs (a judge error's cause: ``missing_nonce``)."""
+    seen: tuple[Observation, ...] = ()
 
 
 RequestVerdict = Pass | Amend | Nudge | Finalize

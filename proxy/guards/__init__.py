@@ -12,7 +12,6 @@ from proxy.guards.tool_args import ToolArgsGuard
 from proxy.guards.tool_failures import ToolFailuresGuard
 from proxy.guards.tool_loop import ToolLoopGuard
 from proxy.judge import Judge
-from proxy.metrics import Metrics
 
 __all__ = [
     "BudgetGuard",
@@ -33,26 +32,23 @@ __all__ = [
 ]
 
 
-def default_request_guards(metrics: Metrics | None = None) -> list[RequestGuard]:
+def default_request_guards() -> list[RequestGuard]:
     """In order: endings first (budgets, failing tools), then nudges, then amendments."""
-    guards: list[RequestGuard] = [BudgetGuard(), ToolFailuresGuard(), NoProgressGuard(), ToolLoopGuard()]
-    if metrics is not None:
-        guards.append(PermissionGuard(metrics))
-    return guards
+    return [BudgetGuard(), ToolFailuresGuard(), NoProgressGuard(), ToolLoopGuard(), PermissionGuard()]
 
 
-def default_response_guards(judge: Judge | None = None, metrics: Metrics | None = None) -> list[ResponseGuard]:
-    """In order: say something, say it validly, do not repeat yourself, and (last, since it
-    costs a model call) do not stop early."""
-    guards: list[ResponseGuard] = [EmptyReplyGuard(), ReasoningOnlyGuard()]
-    if metrics is not None:
-        guards.append(PermissionGuard(metrics))  # a refused call is not validated or counted
-    guards += [
+def default_response_guards(judge: Judge | None = None) -> list[ResponseGuard]:
+    """In order: say something, say it validly (a refused call is not validated or counted),
+    do not repeat yourself, and (last, since it costs a model call) do not stop early."""
+    guards: list[ResponseGuard] = [
+        EmptyReplyGuard(),
+        ReasoningOnlyGuard(),
+        PermissionGuard(),
         ToolArgsGuard(),
         ToolLoopGuard(),
         NoProgressGuard(),
         OutputContractGuard(),
     ]
-    if judge is not None and metrics is not None:
-        guards.append(JudgeGuard(judge, metrics))
+    if judge is not None:
+        guards.append(JudgeGuard(judge))
     return guards

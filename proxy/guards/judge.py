@@ -8,7 +8,8 @@ replies pass. Not done → the model is told why and continues, transparently. A
 times out, errs or returns anything but a valid verdict with its nonce counts as not done
 unless ``judge_fail_open``. A definite verdict is reused for the same task and answer for
 ``verdict_memory_secs``. With the judge off, a long task answered in a few words is
-still nudged (``detect_short_response``).
+still nudged (``detect_short_response``). What the judge did rides on the verdict
+(:class:`~proxy.verdict.JudgeCall`) for the step log to count: the guard writes no metrics.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from proxy.exchange import Channel, Echo, Note, PartialReply, Reply, ReturnCalls
 from proxy.fingerprint import CALL_SEQUENCE
 from proxy.guards.base import GuardContext
 from proxy.judge import Judge, JudgeRequest
-from proxy.metrics import Metrics
 from proxy.schemas import answer_errors
-from proxy.verdict import PASS, Finalize, Nudge, Pass, ReplyVerdict
+from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass, ReplyVerdict
 
 __all__ = ["JudgeGuard"]
 
 STRIKE = "judge_continue"
+_SKIPPED = Pass(seen=(JudgeCall("skipped"),))
 
 
 def _answer(reply: Reply, completion_tools: tuple[str, ...]) -> tuple[str | None, str | None]:
@@ -59,9 +60,8 @@ def _continue_turns(reply: Reply, call_id: str | None, text: str) -> tuple[Turn,
 class JudgeGuard:
     name = "judge"
 
-    def __init__(self, judge: Judge, metrics: Metrics) -> None:
+    def __init__(self, judge: Judge) -> None:
         self._judge = judge
-        self._metrics = metrics
 
     async def check_reply(self, reply: Reply, context: GuardContext) -> ReplyVerdict:
         settings = context.policy.judge
@@ -88,11 +88,9 @@ class JudgeGuard:
                 )
             return PASS
         if len(answer) >= settings.judge_skip_threshold or len(task) + len(answer) > settings.judge_max_input_chars:
-            self._count(context, "skipped")
-            return PASS
+            return _SKIPPED
         if not settings.judge_schema_valid_answers and await _schema_valid(reply, context):
-            self._count(context, "skipped")
-            return PASS
+            return _SKIPPED
         outcome = await self._judge.decide(
             JudgeRequest(
                 task,
@@ -103,26 +101,24 @@ class JudgeGuard:
                 settings.verdict_memory_secs,
             )
         )
-        if not outcome.remembered:
-            self._metrics.judge_latency.labels(context.policy.name).observe(outcome.latency)
-            self._metrics.of(self._metrics.upstream_calls, target.scope, context.policy.name, "judge").inc()
+        latency = None if outcome.remembered else outcome.latency
         if outcome.done is True:
-            self._count(context, "remembered" if outcome.remembered else "done")
-            return Pass(spent=outcome.usage)
+            seen = (JudgeCall("remembered" if outcome.remembered else "done", latency),)
+            return Pass(spent=outcome.usage, seen=seen)
         if outcome.done is None:
-            self._count(context, "error")
-            self._metrics.judge_errors.labels(context.policy.name, outcome.error or "upstream_error").inc()
+            seen = (JudgeCall("error", latency, outcome.error or "upstream_error"),)
             if settings.judge_fail_open:
-                return Pass(spent=outcome.usage)
+                return Pass(spent=outcome.usage, seen=seen)
             if exhausted:
                 detail = f"the answer could not be checked ({outcome.reason})"
-                return Finalize("incomplete", detail, spent=outcome.usage, cause=outcome.error)
+                return Finalize("incomplete", detail, spent=outcome.usage, cause=outcome.error, seen=seen)
             text = context.policy.nudges.judge_unavailable
-            return Nudge("judge_continue", outcome.reason, _continue_turns(reply, call_id, text), STRIKE, outcome.usage)
-        self._count(context, "remembered" if outcome.remembered else "not_done")
+            turns = _continue_turns(reply, call_id, text)
+            return Nudge("judge_continue", outcome.reason, turns, STRIKE, outcome.usage, seen=seen)
+        seen = (JudgeCall("remembered" if outcome.remembered else "not_done", latency),)
         if exhausted:
             detail = f"the model kept stopping before the task was done ({outcome.reason.rstrip('.')})"
-            return Finalize("incomplete", detail, spent=outcome.usage)
+            return Finalize("incomplete", detail, spent=outcome.usage, seen=seen)
         text = context.policy.nudges.judge_not_done.format(reason=outcome.reason.rstrip("."))
         return Nudge(
             "judge_continue",
@@ -130,6 +126,7 @@ class JudgeGuard:
             _continue_turns(reply, call_id, text),
             STRIKE,
             outcome.usage,
+            seen=seen,
         )
 
     def holds(self, partial: PartialReply, context: GuardContext) -> int:
@@ -153,6 +150,3 @@ class JudgeGuard:
         else:
             short = False
         return tools | (Channel.TEXT if short else Channel.NONE)
-
-    def _count(self, context: GuardContext, verdict: str) -> None:
-        self._metrics.judge_verdicts.labels(context.policy.name, verdict).inc()

@@ -4,16 +4,15 @@ The model gets its call back, refused with the rule's message, and chooses anoth
 it insists past ``max_denials`` in one request, or a ``deny_session`` rule matches, the
 session ends with reason ``permission``. Tools hidden by a rule are removed from the
 request before it goes upstream, so the model is not tempted. Every decision is counted by
-rule id and action.
+rule id and action (the verdict carries the decisions; the step log counts them).
 """
 
 from __future__ import annotations
 
 from proxy.exchange import Channel, PartialReply, Reply, ReturnCalls
 from proxy.guards.base import GuardContext
-from proxy.metrics import Metrics
 from proxy.permissions import Decision, decide
-from proxy.verdict import PASS, Amend, Finalize, Nudge, ReplyVerdict, RequestVerdict
+from proxy.verdict import PASS, Amend, Finalize, Nudge, Pass, PermissionCheck, ReplyVerdict, RequestVerdict
 
 __all__ = ["PermissionGuard"]
 
@@ -22,9 +21,6 @@ _NOT_RUN = "Not executed: another call in this reply was refused. Send again the
 
 class PermissionGuard:
     name = "permissions"
-
-    def __init__(self, metrics: Metrics) -> None:
-        self._metrics = metrics
 
     def check_request(self, context: GuardContext) -> RequestVerdict:
         """Remove hidden tools from what the model is offered."""
@@ -47,22 +43,20 @@ class PermissionGuard:
         settings = context.policy.permissions
         if not reply.tool_calls or (not settings.rules and settings.default == "allow"):
             return PASS
-        decisions: list[Decision] = []
-        for call in reply.tool_calls:
-            decision = decide(call, settings)
-            decisions.append(decision)
-            if decision.rule != "default" or decision.action != "allow":
-                self._metrics.permission_decisions.labels(context.policy.name, decision.rule, decision.action).inc()
+        decisions: list[Decision] = [decide(call, settings) for call in reply.tool_calls]
+        seen = tuple(PermissionCheck(d.rule, d.action) for d in decisions if d.rule != "default" or d.action != "allow")
         refused = [(c, d) for c, d in zip(reply.tool_calls, decisions, strict=True) if d.action != "allow"]
         if not refused:
-            return PASS
+            return Pass(seen=seen) if seen else PASS
         call, decision = refused[0]
         if (
             any(d.action == "deny_session" for _, d in refused)
             or context.retries.get("permission_denied", 0) >= settings.max_denials
         ):
             ending = next((d for _, d in refused if d.action == "deny_session"), decision)
-            return Finalize("permission", f"the model asked for {call.name}, which rule {ending.rule} forbids")
+            return Finalize(
+                "permission", f"the model asked for {call.name}, which rule {ending.rule} forbids", seen=seen
+            )
         results = {}
         for each, verdict in zip(reply.tool_calls, decisions, strict=True):
             reason = verdict.message or "this call is not allowed here"
@@ -75,4 +69,5 @@ class PermissionGuard:
             kind="permission_denied",
             reason=f"{call.name} refused by rule {decision.rule}",
             turns=(ReturnCalls(reply, results),),
+            seen=seen,
         )

@@ -7,9 +7,9 @@ import asyncio
 import httpx
 import msgspec
 
-from proxy.guards import default_request_guards, default_response_guards
+from proxy.build import build_pipeline
 from proxy.metrics import Metrics
-from proxy.pipeline import ChatCall, Pipeline
+from proxy.pipeline import ChatCall
 from proxy.policy.models import Policy
 from proxy.session.base import SessionDelta
 from proxy.session.identity import identify
@@ -44,7 +44,7 @@ def completion(request: httpx.Request) -> httpx.Response:
 async def test_a_request_cancelled_while_it_commits_still_writes_its_usage():
     store = SlowCommits()
     upstream = UpstreamClient(Settings(upstream="http://up/v1"), httpx.MockTransport(completion))
-    pipeline = Pipeline(upstream, store, Metrics(), default_request_guards(), default_response_guards())
+    pipeline = build_pipeline(upstream, store, Metrics())
     conversation = parse_conversation(PAYLOAD)
     call = ChatCall(
         tenant="t",

@@ -17,7 +17,6 @@ from proxy.guards import (
 from proxy.guards.base import GuardContext
 from proxy.holdback import held_channels
 from proxy.judge import Judge, JudgeTarget
-from proxy.metrics import Metrics
 from proxy.policy.models import Policy
 from proxy.session.base import SessionState
 from proxy.verdict import PASS, Verdict
@@ -112,19 +111,19 @@ def test_a_structured_answer_is_held_whole():
 
 
 def test_judge_holds_a_short_answer_after_tool_use():
-    guard = JudgeGuard(Judge(None), Metrics())  # type: ignore[arg-type]
+    guard = JudgeGuard(Judge(None))  # type: ignore[arg-type]
 
     assert guard.holds(partial("Done."), context(AFTER_TOOLS)) & Channel.TEXT
 
 
 def test_judge_releases_text_past_the_skip_threshold():
-    guard = JudgeGuard(Judge(None), Metrics())  # type: ignore[arg-type]
+    guard = JudgeGuard(Judge(None))  # type: ignore[arg-type]
 
     assert not guard.holds(partial("x" * 256), context(AFTER_TOOLS)) & Channel.TEXT
 
 
 def test_judge_holds_nothing_before_any_tool_use():
-    guard = JudgeGuard(Judge(None), Metrics())  # type: ignore[arg-type]
+    guard = JudgeGuard(Judge(None))  # type: ignore[arg-type]
 
     assert guard.holds(partial("Done."), context(TASK)) == Channel.NONE
 

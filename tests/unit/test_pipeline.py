@@ -8,10 +8,10 @@ import httpx
 import msgspec
 import pytest
 
+from proxy.build import build_pipeline
 from proxy.errors import RateLimited
-from proxy.guards import default_request_guards, default_response_guards
 from proxy.metrics import Metrics
-from proxy.pipeline import ChatCall, Pipeline
+from proxy.pipeline import ChatCall
 from proxy.policy.models import Policy
 from proxy.pricing import Price, PriceTable
 from proxy.session.identity import identify
@@ -47,12 +47,10 @@ def make(
 ):
     store = MemoryStore()
     upstream = UpstreamClient(Settings(upstream="http://up/v1", retry_attempts=1), httpx.MockTransport(script))
-    pipeline = Pipeline(
+    pipeline = build_pipeline(
         upstream,
         store,
         Metrics(),
-        default_request_guards(),
-        default_response_guards(),
         clock=clock or (lambda: 1_800_000_000.0),
         prices=prices,
         ending_wait_secs=ending_wait_secs,

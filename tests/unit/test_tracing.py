@@ -10,9 +10,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from proxy.guards import default_request_guards, default_response_guards
+from proxy.build import build_pipeline
 from proxy.metrics import Metrics
-from proxy.pipeline import ChatCall, Pipeline
+from proxy.pipeline import ChatCall
 from proxy.policy.models import Policy
 from proxy.session.identity import identify
 from proxy.session.memory import MemoryStore
@@ -42,12 +42,10 @@ async def test_spans_follow_the_genai_conventions_and_carry_decisions():
         return httpx.Response(200, content=json.dumps(replies.pop(0)).encode())
 
     upstream = UpstreamClient(Settings(upstream="http://up/v1"), httpx.MockTransport(handler))
-    pipeline = Pipeline(
+    pipeline = build_pipeline(
         upstream,
         MemoryStore(),
         Metrics(),
-        default_request_guards(),
-        default_response_guards(),
         tracing=Tracing(provider.get_tracer("test")),
     )
     conversation = parse_conversation(PAYLOAD)
