@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from proxy.errors import InvalidRequest
 from proxy.exchange import Conversation
@@ -17,7 +18,18 @@ from proxy.policy.models import Policy
 from proxy.pricing import MICROS, Price, PriceTable
 from proxy.session.base import FIELDS, Limit, SessionState
 
-__all__ = ["Remaining", "active_ms", "check_output_cap", "estimate_tokens", "remaining", "session_limits"]
+if TYPE_CHECKING:
+    from proxy.call import ChatCall
+
+__all__ = [
+    "Remaining",
+    "active_ms",
+    "check_output_cap",
+    "check_request_cap",
+    "estimate_tokens",
+    "remaining",
+    "session_limits",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +75,23 @@ def remaining(state: SessionState, policy: Policy, now: float) -> Remaining:
         seconds=None
         if budgets.max_active_secs is None
         else budgets.max_active_secs - active_ms(state, now, budgets.idle_gap_secs) / 1000,
+    )
+
+
+def check_request_cap(call: ChatCall, enforce: bool, prices: PriceTable) -> None:
+    """A 400 for a request that no budget could ever admit (its output limit alone is over):
+    the session's budgets (enforced only) and the API key's daily caps."""
+    budgets = call.policy.budgets
+    session_tokens, session_cost = (budgets.max_tokens, budgets.max_cost_usd) if enforce else (None, None)
+    caps = (session_tokens, session_cost, call.daily_tokens, call.daily_cost_usd)
+    if caps == (None, None, None, None):
+        return  # no cap at all: the common case
+    costs = {"API key's daily cost cap": call.daily_cost_usd, "session's cost budget": session_cost}
+    check_output_cap(
+        call.conversation,
+        {"API key's daily token cap": call.daily_tokens, "session's token budget": session_tokens},
+        costs,
+        prices.price(call.conversation.model) if any(v is not None for v in costs.values()) else None,
     )
 
 

@@ -4,7 +4,8 @@ First choice: one last upstream call with tools kept (so a history with tool cal
 valid) but forbidden (``tool_choice: "none"``), no output constraint (``response_format``,
 vLLM's ``guided_*``: a summary is prose, and a schema would make the model invent an object),
 and an instruction to summarize. If that call fails or says nothing, a summary is built
-locally from the transcript.
+locally from the transcript. :class:`Endings` makes a session's ending once: of the parallel
+requests that end a session, one makes it and the others answer with it.
 """
 
 from __future__ import annotations
@@ -13,14 +14,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.call import ChatCall, RequestNotes
 from proxy.errors import ProxyError
 from proxy.exchange import Conversation, Turn, Usage
+from proxy.ledger import Ledger
+from proxy.logs import log_event
+from proxy.metrics import Metrics
 from proxy.policy.models import Policy
+from proxy.session.base import FIELDS, SessionDelta, SessionState
+from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient
 from proxy.verdict import Finalize
 from proxy.wire.base import WireAdapter
 
-__all__ = ["Ending", "Finalizer", "local_summary"]
+__all__ = ["Ending", "Endings", "Finalizer", "local_summary"]
 
 _CLIP = 300
 
@@ -104,3 +111,88 @@ class Finalizer:
             return Ending(adapter.ending(summary, model=model), "local", Usage(), upstream_called=True)
         summary = local_summary(conversation, verdict.detail)
         return Ending(adapter.ending(summary, model=model), "local", Usage(), False)
+
+
+class Endings:
+    def __init__(self, upstream: UpstreamClient, ledger: Ledger, metrics: Metrics, tracing: Tracing) -> None:
+        self._finalizer = Finalizer(upstream)
+        self._ledger = ledger
+        self._metrics = metrics
+        self._tracing = tracing
+
+    async def make(
+        self,
+        call: ChatCall,
+        verdict: Finalize,
+        state: SessionState,
+        delta: SessionDelta,
+        notes: RequestNotes,
+        extra: Sequence[Turn],
+    ) -> dict[str, Any]:
+        """The ending this request answers with (written to ``delta`` when it makes it; the
+        caller commits). Counted, traced and logged with its reason."""
+        seen = await self._ledger.claim_ending(call, notes)
+        if not notes.claim:  # another request of this session makes (or made) the ending
+            seen = await self._ledger.await_ending(call, notes, seen or state)
+            if not notes.claim:
+                return self._shared(call, verdict, seen, notes)
+        local_only = verdict.reason == "budget_cost" and call.policy.budgets.hard_cost_cap
+        ending = await self._finalizer.end(
+            verdict,
+            call.policy,
+            call.adapter,
+            call.payload,
+            extra,
+            call.conversation,
+            call.url,
+            call.headers,
+            local_only=local_only,
+            cap_output=verdict.reason.startswith("budget_"),
+        )
+        if ending.upstream_called:
+            delta.incr(FIELDS.STEPS)
+            self._ledger.charge(call, delta, ending.usage, ending.body.get("model"), kind="finalize")
+            self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "finalize").inc()
+        delta.assign(FIELDS.TERMINATION, verdict.reason)
+        delta.assign(FIELDS.ENDING, call.adapter.encode(ending.body).decode())
+        notes.terminated = verdict.reason
+        self._metrics.terminations.labels(call.tenant, call.policy.name, verdict.reason).inc()
+        self._tracing.event("loopwarden.termination", {"reason": verdict.reason, "summary_via": ending.via})
+        log_event(
+            "termination",
+            {
+                "tenant": call.tenant,
+                "policy": call.policy.name,
+                "session": call.session.id,
+                "reason": verdict.reason,
+                "summary_via": ending.via,
+                **({"cause": verdict.cause} if verdict.cause else {}),
+            },
+        )
+        return ending.body
+
+    def _shared(self, call: ChatCall, verdict: Finalize, seen: SessionState, notes: RequestNotes) -> dict[str, Any]:
+        """The session is ending and another request claimed the ending: answer without an
+        upstream call, with the stored ending when there is one, else (it was not made in
+        time) a summary of this request's own transcript, built here. This request stores
+        no ending: the claimer does, and later calls replay that one."""
+        if seen.termination and seen.ending:
+            notes.terminated = seen.termination
+            body = call.adapter.stored_ending(seen.ending)
+            answer = "stored"
+        else:
+            notes.terminated = verdict.reason
+            body = call.adapter.ending(local_summary(call.conversation, verdict.detail), model=call.conversation.model)
+            answer = "local"
+        self._metrics.of(self._metrics.endings_shared, call.tenant, call.policy.name, answer).inc()
+        log_event(
+            "ending_shared",
+            {
+                "tenant": call.tenant,
+                "policy": call.policy.name,
+                "session": call.session.id,
+                "reason": notes.terminated,
+                "answer": answer,
+            },
+        )
+        return body

@@ -1,5 +1,9 @@
 """The pipeline's side of goal mode: start a goal, answer the goal tool, decide continuations.
 
+Goal mode is a participant of the guard loop: for each reply it returns a decision the loop
+applies like a verdict (:class:`GoalTurn`: continue with these turns; :class:`GoalStrip`: the
+reply without the goal tool's calls; None: nothing to do).
+
 Every change of the goal is written to the session delta (committed with the request), counted
 in ``loopwarden_goal_events_total`` and logged. Sub-agents (``X-Agent-Id``) never start or
 drive a goal, and shadow mode leaves traffic untouched, so it has no goal mode either.
@@ -7,16 +11,40 @@ drive a goal, and shadow mode leaves traffic untouched, so it has no goal mode e
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from proxy.call import ChatCall, RequestNotes
-from proxy.exchange import ToolCall
-from proxy.goal import GOAL_FIELD, Goal, apply_call, continuation_prompt, load_goal, over_limit
+from proxy.exchange import Echo, Note, Reply, ReturnCalls, ToolCall
+from proxy.goal import GOAL_FIELD, Goal, apply_call, continuation_prompt, goal_calls, load_goal, over_limit
 from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.session.base import FIELDS, SessionDelta, SessionState
+from proxy.verdict import Nudge
 
-__all__ = ["GoalKeeper"]
+__all__ = ["GoalDecision", "GoalKeeper", "GoalStrip", "GoalTurn"]
+
+
+@dataclass(frozen=True, slots=True)
+class GoalTurn:
+    """Continue: these turns go upstream and the model is called again, on an attempt of goal
+    mode's own (not one of the request's nudge attempts)."""
+
+    nudge: Nudge
+    tool_round: bool
+    """The model called only the goal tool (bounded by ``max_tool_rounds``); else a goal turn,
+    counted as an intervention."""
+
+
+@dataclass(frozen=True, slots=True)
+class GoalStrip:
+    """The reply without the goal tool's calls: what the guards judge and the agent receives."""
+
+    reply: Reply
+
+
+GoalDecision = GoalTurn | GoalStrip | None
 
 
 class GoalKeeper:
@@ -43,6 +71,35 @@ class GoalKeeper:
             self._save(call, goal, delta, notes, "started")
         notes.goal = goal.status
         return goal
+
+    def decide(
+        self,
+        call: ChatCall,
+        goal: Goal,
+        reply: Reply,
+        delta: SessionDelta,
+        state: SessionState,
+        notes: RequestNotes,
+        *,
+        tool_rounds_left: bool,
+    ) -> tuple[Goal, GoalDecision]:
+        """The goal after ``reply``, and what the loop does about it."""
+        own, theirs = goal_calls(reply.tool_calls)
+        if own:
+            goal, results = self.absorb(call, goal, own, delta, notes)
+            if not theirs and tool_rounds_left:
+                # Only the proxy's own tool was called: answer it and let the model go on.
+                answered = Nudge("goal_tool", f"goal {goal.status}", (ReturnCalls(reply, results),))
+                return goal, GoalTurn(answered, tool_round=True)
+            return goal, GoalStrip(dataclasses.replace(reply, tool_calls=tuple(theirs)))
+        if goal.active and reply.has_text and not reply.tool_calls:
+            # A continuation is the goal's turn, bounded by the goal's own turn and time
+            # limits (and the session's budgets), not by the request's nudge attempts.
+            goal, prompt = self.next_turn(call, goal, delta, state, notes)
+            if prompt is not None:
+                continued = Nudge("goal_continue", f"goal turn {goal.turns}", (Echo(reply), Note(prompt)))
+                return goal, GoalTurn(continued, tool_round=False)
+        return goal, None
 
     def absorb(
         self, call: ChatCall, goal: Goal, calls: Sequence[ToolCall], delta: SessionDelta, notes: RequestNotes

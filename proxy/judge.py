@@ -22,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -35,6 +36,9 @@ from proxy.errors import ProxyError
 from proxy.exchange import Usage
 from proxy.upstream import UpstreamClient
 from proxy.wire.chat_completions import parse_reply
+
+if TYPE_CHECKING:
+    from proxy.call import ChatCall
 
 __all__ = [
     "JUDGE_ERROR_CAUSES",
@@ -45,6 +49,7 @@ __all__ = [
     "VerdictMemory",
     "build_judge_messages",
     "escape",
+    "judge_target",
     "parse_verdict",
 ]
 
@@ -169,6 +174,23 @@ class JudgeTarget:
     model: str | None
     scope: str = ""
     """Whose verdicts these are (the tenant): a remembered verdict is never reused across scopes."""
+
+
+def judge_target(call: ChatCall) -> JudgeTarget | None:
+    """Where this request's judge calls go, resolved once per request: the policy's own
+    endpoint, or the agent's upstream with the agent's key (None: the judge is off, or its
+    key's variable is unset)."""
+    settings = call.policy.judge
+    if not settings.use_llm_judge:
+        return None
+    url = call.adapter.judge_url(settings.base_url) if settings.base_url else call.url
+    headers: Sequence[tuple[str, str]] = call.headers
+    if settings.api_key_env:
+        key = os.environ.get(settings.api_key_env)
+        if not key:
+            return None
+        headers = [("content-type", "application/json"), ("authorization", f"Bearer {key}")]
+    return JudgeTarget(url, headers, settings.model or call.conversation.model, scope=call.tenant)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,7 @@ from proxy.session.base import (
 )
 from proxy.verdict import Verdict
 
-__all__ = ["ENDING_LEASE_MS", "ENDING_WAIT_SECS", "Ledger"]
+__all__ = ["ENDING_LEASE_MS", "ENDING_WAIT_SECS", "Ledger", "reached_model"]
 
 ENDING_LEASE_MS = 120_000
 """How long a claim on a session's ending holds if its request dies without giving it back:
@@ -197,6 +197,20 @@ class Ledger:
         for limit in limits:
             delta.incr(limit.reserved, -limit.amount)  # settled with the real usage at commit
         return None
+
+    async def settle(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
+        """Commit a request that reached a model (or ended the session); release one that did not."""
+        await (self.commit if reached_model(delta) else self.release)(call, delta, notes)
+
+    def charge_cancelled(self, call: ChatCall, delta: SessionDelta, prompt_bytes: int, attempt: int) -> None:
+        """A call cut off before its reply still took a step and its prompt: counted as an
+        estimate (4 bytes a token), as an unfinished stream is."""
+        delta.incr(FIELDS.STEPS)
+        self.charge(call, delta, Usage(prompt_bytes // 4, 0), None, kind="agent" if attempt == 1 else "nudge")
+        log_event(
+            "call_unfinished",
+            {"tenant": call.tenant, "policy": call.policy.name, "session": call.session.id, "usage_estimated": True},
+        )
 
     async def release(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
         """Settle a request that reached no model: give back what it reserved, record nothing
@@ -401,3 +415,9 @@ def _settle_daily(delta: SessionDelta, notes: RequestNotes) -> SessionDelta:
         if used:
             settle.incr(f"{limit.prefix}{hour}", used)
     return settle
+
+
+def reached_model(delta: SessionDelta) -> bool:
+    """The request made an upstream call (or ended the session): its delta is worth committing.
+    One that reached no model (refused upstream, or failed before) gives back its reservations only."""
+    return delta.increments.get(FIELDS.STEPS, 0) > 0 or FIELDS.TERMINATION in delta.assignments

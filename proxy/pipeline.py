@@ -3,40 +3,39 @@
 Guards decide, the pipeline acts. Per request: one store load (none for a fresh session),
 request guards, then at most ``policy.max_attempts`` upstream calls; each reply goes
 through the response guards, and the first verdict that is not a Pass wins: a Nudge
-appends messages and calls again (the agent only ever sees the final reply), a Rewrite
-replaces the reply, a Finalize ends the session with a summary. Then one atomic commit.
-In shadow mode every decision is counted and logged and the traffic is left alone.
+appends turns and calls again (the agent only ever sees the final reply), a Rewrite
+replaces the reply, a Finalize ends the session with a summary. Goal mode takes part like a
+guard. The loop returns one ending value; :meth:`Pipeline.run` commits it once and renders
+it once. In shadow mode every decision is counted and logged and the traffic is left alone.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import inspect
-import os
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.budgets import check_output_cap, remaining, session_limits
+from proxy.budgets import check_request_cap, session_limits
 from proxy.call import SSE, ChatCall, Outcome, RequestNotes
 from proxy.client_stream import ClientStream
 from proxy.errors import ProxyError, UpstreamError
-from proxy.exchange import Channel, Echo, Note, Reply, ReturnCalls, Turn, Usage
-from proxy.finalize import Finalizer, local_summary
+from proxy.exchange import Channel, Reply, Turn
+from proxy.finalize import Endings
 from proxy.fingerprint import remember_calls
-from proxy.goal import GOAL_TOOL, goal_calls, goal_tool
-from proxy.goal_keeper import GoalKeeper
+from proxy.goal import GOAL_TOOL, Goal, goal_tool
+from proxy.goal_keeper import GoalKeeper, GoalStrip
 from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
-from proxy.judge import JudgeTarget
+from proxy.judge import JudgeTarget, judge_target
 from proxy.ledger import ENDING_WAIT_SECS, Ledger
-from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.pricing import PriceTable
 from proxy.recording import Step, StepRecorder
 from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, SessionStore
-from proxy.step_log import StepLog
+from proxy.step_log import StepLog, chat_attributes, response_headers, usage_attributes
 from proxy.stream_attempts import StreamAttempts
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient, UpstreamReply
@@ -45,11 +44,77 @@ from proxy.verdict import Amend, Finalize, Nudge, Pass, ReplyVerdict, Rewrite, V
 __all__ = ["ChatCall", "Outcome", "Pipeline"]
 
 
-def _shaped_ending(call: ChatCall, body: dict[str, Any], client: ClientStream | None) -> dict[str, Any]:
-    """An ending as this request can take it: a refusal when it asked for a JSON answer (a
-    later request of an ended session may ask differently from the one that ended it), unless
-    text of the answer already streamed to the client: then the ending follows it as text."""
-    return call.adapter.shaped(call.payload, body, text_started=client is not None and client.text_started)
+@dataclass(slots=True)
+class _Request:
+    """One request in the loop: what it is, the session's books, and what it sends next."""
+
+    call: ChatCall
+    state: SessionState
+    delta: SessionDelta
+    notes: RequestNotes
+    limits: Sequence[Limit]
+    client: ClientStream | None
+    enforce: bool
+    payload: Mapping[str, Any]
+    judge: JudgeTarget | None
+    allowed: int
+    extra: list[Turn] = field(default_factory=list)
+    retries: Counter[str] = field(default_factory=Counter)
+    goal: Goal | None = None
+    goal_rounds: int = 0
+    stripped: bool = False
+
+    def context(self, state: SessionState, *, retries: bool = True) -> GuardContext:
+        """What a guard reads: the session as ``state`` shows it, the nudges sent so far, the
+        request's start as its clock, and where a judge call goes."""
+        call = self.call
+        return GuardContext(
+            call.policy, state, call.conversation, self.retries if retries else {}, self.notes.started, self.judge
+        )
+
+
+@dataclass(slots=True)
+class _Tried:
+    """An attempt with a usable reply."""
+
+    upstream: UpstreamReply
+    reply: Reply
+    streamed: Callable[[], dict[str, Any]] | None
+    """For a reply that streamed: its whole completion, as assembled."""
+    latency: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    """A body the proxy wrote: an ending (``shaped`` for the request's answer channel), a
+    rewrite, the reply without the goal tool's calls."""
+
+    body: dict[str, Any]
+    shaped: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Relayed:
+    """The upstream's reply, passed by the guards."""
+
+    tried: _Tried
+
+
+@dataclass(frozen=True, slots=True)
+class _Unusable:
+    """An upstream error status or a body that is no completion."""
+
+    upstream: UpstreamReply
+
+
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    """The stream failed after part of it reached the client."""
+
+    error: ProxyError
+
+
+_Ending = _Written | _Relayed | _Unusable | _Failed | Finalize
 
 
 class Pipeline:
@@ -71,14 +136,13 @@ class Pipeline:
         self._keepalive = keepalive_secs
         self._tracing = tracing or Tracing()
         self._upstream = upstream
-        self._store = store
         self._metrics = metrics
         self._request_guards = tuple(request_guards)
         self._response_guards = tuple(response_guards)
-        self._finalizer = Finalizer(upstream)
         self._clock = clock
         self._prices = prices or PriceTable({})
         self._ledger = Ledger(store, metrics, self._prices, clock, ending_wait_secs)
+        self._endings = Endings(upstream, self._ledger, metrics, self._tracing)
         self._goals = GoalKeeper(metrics)
         self._steps = StepLog(metrics, self._tracing, log_contents=log_contents, recorder=recorder)
         self._streams = StreamAttempts(upstream, self._ledger, metrics, self._response_guards)
@@ -99,311 +163,213 @@ class Pipeline:
             "loopwarden.policy": call.policy.name,
         }
         with self._tracing.span("invoke_agent", attributes) as span:
-            self._trace_tool_results(call)
-            self._check_output_cap(call, enforce)
+            self._steps.tool_results(call)
+            check_request_cap(call, enforce, self._prices)
             state, delta = await self._ledger.open(call, limits, notes)
             client = self._client_stream(call, state, delta, notes)
+            request = _Request(
+                call, state, delta, notes, limits, client, enforce, call.payload, None, call.policy.max_attempts
+            )
             try:
-                outcome = await self._run(call, state, delta, notes, limits, client)
+                ending = await self._run(request)
+                if isinstance(ending, Finalize):
+                    ending = _Written(await self._endings.make(call, ending, state, delta, notes, request.extra), True)
+                if isinstance(ending, _Unusable):  # refused upstream (400, 401, ...): nothing happened
+                    await self._ledger.settle(call, delta, notes)
+                else:
+                    await self._ledger.commit(call, delta, notes)
+                outcome = await self._render(request, ending)
             finally:
                 if client is not None:
                     client.close()
                 if not notes.committed:
                     # Shielded: a streamed request is cancelled when its client leaves, and
                     # what it reserved and spent must still be written.
-                    settle = self._ledger.commit if _reached_model(delta) else self._ledger.release
-                    await asyncio.shield(settle(call, delta, notes))
+                    await asyncio.shield(self._ledger.settle(call, delta, notes))
             self._tracing.annotate(span, {"loopwarden.terminated": notes.terminated or ""})
             return outcome
 
-    def _check_output_cap(self, call: ChatCall, enforce: bool) -> None:
-        """A 400 for a request that no budget could ever admit (its output limit alone is over)."""
-        budgets = call.policy.budgets
-        session_tokens, session_cost = (budgets.max_tokens, budgets.max_cost_usd) if enforce else (None, None)
-        caps = (session_tokens, session_cost, call.daily_tokens, call.daily_cost_usd)
-        if caps == (None, None, None, None):
-            return  # no cap at all: the common case
-        costs = {"API key's daily cost cap": call.daily_cost_usd, "session's cost budget": session_cost}
-        check_output_cap(
-            call.conversation,
-            {"API key's daily token cap": call.daily_tokens, "session's token budget": session_tokens},
-            costs,
-            self._prices.price(call.conversation.model) if any(v is not None for v in costs.values()) else None,
-        )
-
-    def _trace_tool_results(self, call: ChatCall) -> None:
-        """The tools the agent ran since its last turn, as ``execute_tool`` spans."""
-        if not self._tracing.enabled:
-            return
-        calls = call.conversation.calls_by_id()
-        for message in call.conversation.trailing_tool_results():
-            called = calls.get(str(message.call_id))
-            name = called.name if called else "unknown"
-            attributes: dict[str, str | int | float | bool] = {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": name,
-                "gen_ai.tool.call.id": str(message.call_id),
-                "loopwarden.result_size": len(message.text),
-            }
-            with self._tracing.span(f"execute_tool {name}", attributes):
-                pass
-
-    async def _run(
-        self,
-        call: ChatCall,
-        state: SessionState,
-        delta: SessionDelta,
-        notes: RequestNotes,
-        limits: Sequence[Limit],
-        client: ClientStream | None,
-    ) -> Outcome:
-        enforce = call.policy.mode == "enforce"
-        if state.termination and state.ending and enforce:
+    async def _run(self, request: _Request) -> _Ending:
+        """The loop: request guards, then attempts until a reply passes or the request ends."""
+        call, state, delta, notes = request.call, request.state, request.delta, request.notes
+        if state.termination and state.ending and request.enforce:
             notes.terminated = state.termination
-            await self._ledger.commit(call, delta, notes)
-            stored = _shaped_ending(call, call.adapter.stored_ending(state.ending), client)
-            return await self._rendered(call, stored, state, delta, notes, client)
+            return _Written(call.adapter.stored_ending(state.ending), shaped=True)
         if notes.refused:
-            return await self._finalize(call, _refused(notes.refused), state, delta, notes, [], client)
+            return _refused(notes.refused)
         await self._ledger.admit_tenant(call, delta, notes)
-
-        payload: Mapping[str, Any] = call.payload
-        extra: list[Turn] = []
-        retries: Counter[str] = Counter()
-        context = self._context(call, state, notes, retries)
-        for asked in (guard.check_request(context) for guard in self._request_guards):
-            if isinstance(asked, Pass):
-                self._apply(asked, call, delta, notes)
-            elif not enforce:
-                self._shadow(asked, call, delta, notes)
-            elif isinstance(asked, Amend):
-                self._steps.intervention(call, asked.kind, asked.reason, notes, 0)
-                payload = call.adapter.amended(payload, asked.tool_notes, asked.drop_tools)
-            elif isinstance(asked, Nudge):
-                self._strike(asked.strike, delta)
-                self._steps.intervention(call, asked.kind, asked.reason, notes, 0)
-                extra.extend(asked.turns)
-            elif isinstance(asked, Finalize):
-                self._strike(asked.strike, delta)
-                return await self._finalize(call, asked, state, delta, notes, extra, client)
-
-        goal = self._goals.open(call, state, delta, notes)
-        if goal is not None and goal.active:
-            payload = call.adapter.with_tool(payload, goal_tool())
-        allowed = call.policy.max_attempts
-        goal_rounds = 0
-        stripped = False
-        judge_target = self._judge_target(call)
-        span_name = f"chat {call.conversation.model or ''}".strip()
+        ending = self._ask_request_guards(request)
+        if ending is not None:
+            return ending
+        request.goal = self._goals.open(call, state, delta, notes)
+        if request.goal is not None and request.goal.active:
+            request.payload = call.adapter.with_tool(request.payload, goal_tool())
+        request.judge = judge_target(call)
         attempt = 0
         while True:
             attempt += 1
-            sent = time.perf_counter()
-            with self._tracing.span(span_name, self._chat_attributes(call, attempt)) as span:
-                if client is None:
-                    body = (
-                        call.body
-                        if payload is call.payload and not extra
-                        else call.adapter.render_request(payload, extra)
-                    )
-                    try:
-                        reply = await self._upstream.send("POST", call.url, call.headers, body)
-                    except asyncio.CancelledError:  # the client left: the call was made all the same
-                        self._charge_cancelled(call, delta, len(body), attempt)
-                        raise
-                    ok = reply.response.status_code == 200
-                    parsed = call.adapter.parse_reply(reply.response.content) if ok else None
-                    assembled = None
-                else:
-                    # What the guards hold back mid-stream, judged on the session as loaded (this
-                    # request's own strikes only make them hold more, never less, than needed).
-                    holding = self._context(call, state, notes, retries, judge_target)
-                    # In goal mode a text-only reply is a turn to continue, not an answer: held whole.
-                    hold_text = Channel.TEXT if goal is not None and goal.active else Channel.NONE
-                    try:
-                        reply, parsed, assembled = await self._streams.attempt(
-                            call, payload, extra, client, holding, delta, hold_text
-                        )
-                    except ProxyError as error:
-                        if not client.started:
-                            raise
-                        await self._ledger.commit(call, delta, notes)
-                        await client.fail(error)  # the client already has part of the stream
-                        return Outcome(200, [], delivered=True)
-                    ok = reply.response.status_code == 200
-                if parsed is not None:
-                    self._tracing.annotate(span, _usage_attributes(parsed))
-            latency = time.perf_counter() - sent
-            purpose = "agent" if attempt == 1 else "nudge"
-            self._metrics.of(self._metrics.upstream_calls, call.tenant, call.policy.name, purpose).inc()
-            if not ok or parsed is None:
-                if ok:
-                    delta.incr(FIELDS.STEPS)
-                if _reached_model(delta):
-                    await self._ledger.commit(call, delta, notes)
-                else:  # the upstream refused the call (400, 401, ...): nothing happened
-                    await self._ledger.release(call, delta, notes)
-                return await self._unusable(reply, call, state, delta, notes, client)
-            delta.incr(FIELDS.STEPS)
-            self._ledger.charge(call, delta, parsed.usage, parsed.model, kind="agent" if attempt == 1 else "nudge")
-            if goal is not None:
-                own, theirs = goal_calls(parsed.tool_calls)
-                if own:
-                    goal, results = self._goals.absorb(call, goal, own, delta, notes)
-                    if not theirs and goal_rounds < call.policy.goal.max_tool_rounds:
-                        # Only the proxy's own tool was called: answer it and let the model go on.
-                        goal_rounds += 1
-                        allowed += 1
-                        answered = Nudge("goal_tool", f"goal {goal.status}", (ReturnCalls(parsed, results),))
-                        self._log_goal_step(call, state, delta, retries, attempt, parsed, answered, latency, notes)
-                        extra.extend(answered.turns)
-                        ending = await self._next_attempt(call, state, delta, notes, limits)
-                        if ending is None:
-                            continue
-                        self._strike(ending.strike, delta)
-                        return await self._finalize(call, ending, state, delta, notes, extra, client)
-                    parsed = dataclasses.replace(parsed, tool_calls=tuple(theirs))
-                    stripped = True
-                elif goal.active and parsed.has_text and not parsed.tool_calls:
-                    # A continuation is the goal's turn, bounded by the goal's own turn and time
-                    # limits (and the session's budgets), not by the request's nudge attempts.
-                    goal, prompt = self._goals.next_turn(call, goal, delta, state, notes)
-                    if prompt is not None:
-                        self._steps.intervention(call, "goal_continue", f"goal turn {goal.turns}", notes, attempt)
-                        turn = (Echo(parsed), Note(prompt))
-                        continued = Nudge("goal_continue", f"goal turn {goal.turns}", turn)
-                        self._log_goal_step(call, state, delta, retries, attempt, parsed, continued, latency, notes)
-                        extra.extend(turn)
-                        allowed += 1
-                        ending = await self._next_attempt(call, state, delta, notes, limits)
-                        if ending is None:
-                            continue
-                        self._strike(ending.strike, delta)
-                        return await self._finalize(call, ending, state, delta, notes, extra, client)
-            context = self._context(call, delta.applied_to(state), notes, retries, judge_target)
-            verdicts = await self._decide(parsed, context, enforce)
-            for decided in verdicts:
-                self._ledger.charge_guard(call, delta, decided)
-                self._steps.observed(call, decided)
-            decision = verdicts[-1] if enforce and verdicts and not isinstance(verdicts[-1], Pass) else None
-            if enforce:
-                self._steps.step(Step(call, context, attempt, parsed, decision, latency, notes))
-            if decision is None:
-                for decided in verdicts:
-                    if isinstance(decided, Pass):
-                        self._apply(decided, call, delta, notes)
-                    else:
-                        self._shadow(decided, call, delta, notes)
-                remember_calls(delta, parsed.tool_calls, call.policy.loop.history)
-                if not enforce:
-                    self._steps.step(Step(call, context, attempt, parsed, None, latency, notes))
-                break
-            verdict = decision
+            tried = await self._attempt(request, attempt)
+            if not isinstance(tried, _Tried):
+                return tried
+            turn = self._goal_turn(request, attempt, tried)
+            if turn is not None:
+                ending = await self._continue(request, turn.turns)
+                if ending is None:
+                    continue
+                self._strike(ending.strike, delta)
+                return ending
+            verdict = await self._decide(request, attempt, tried)
+            if verdict is None:
+                return _Written(self._stripped(request, tried)) if request.stripped else _Relayed(tried)
             if isinstance(verdict, Rewrite):
                 self._steps.intervention(call, verdict.kind, verdict.reason, notes, attempt)
-                await self._ledger.commit(call, delta, notes)
-                return await self._rendered(call, dict(verdict.body), state, delta, notes, client)
-            if isinstance(verdict, Nudge):
-                self._strike(verdict.strike, delta)
-                if attempt >= allowed:
-                    verdict = Finalize(verdict.exhausted, f"the model kept failing: {verdict.reason}")
-                else:
-                    self._steps.intervention(call, verdict.kind, verdict.reason, notes, attempt)
-                    retries[verdict.kind] += 1
-                    extra.extend(verdict.turns)
-                    limit = await self._next_attempt(call, state, delta, notes, limits)
-                    if limit is None:
-                        continue
-                    verdict = limit
-            elif isinstance(verdict, Finalize):
-                self._strike(verdict.strike, delta)
-            if not isinstance(verdict, Finalize):  # every other verdict was handled above
-                raise TypeError(f"unhandled verdict {verdict!r}")
-            return await self._finalize(call, verdict, state, delta, notes, extra, client)
+                return _Written(dict(verdict.body))
+            self._strike(verdict.strike, delta)
+            if isinstance(verdict, Finalize):
+                return verdict
+            if attempt >= request.allowed:
+                return Finalize(verdict.exhausted, f"the model kept failing: {verdict.reason}")
+            self._steps.intervention(call, verdict.kind, verdict.reason, notes, attempt)
+            request.retries[verdict.kind] += 1
+            ending = await self._continue(request, verdict.turns)
+            if ending is not None:
+                return ending
 
-        await self._ledger.commit(call, delta, notes)
-        if stripped:  # the agent sees its own tool calls only, never the goal tool's
-            whole = assembled.completion() if assembled is not None else call.adapter.reply_body(reply.response.content)
-            return await self._rendered(call, call.adapter.without_calls(whole, GOAL_TOOL), state, delta, notes, client)
-        if client is None:
-            return self._copy(reply, state, delta, call, notes)
-        if assembled is not None:
-            await client.finish()
-            return Outcome(200, [], delivered=True)
-        return await self._rendered(call, call.adapter.reply_body(reply.response.content), state, delta, notes, client)
+    # -- the loop's steps -----------------------------------------------------------
 
-    # -- streams --------------------------------------------------------------------
+    def _ask_request_guards(self, request: _Request) -> Finalize | None:
+        """The request guards, before the first attempt: amend, nudge, or end (None: go on)."""
+        call, delta, notes = request.call, request.delta, request.notes
+        context = request.context(request.state)
+        for asked in (guard.check_request(context) for guard in self._request_guards):
+            if isinstance(asked, Pass):
+                self._apply(asked, call, delta, notes)
+            elif not request.enforce:
+                self._shadow(asked, call, delta, notes)
+            elif isinstance(asked, Amend):
+                self._steps.intervention(call, asked.kind, asked.reason, notes, 0)
+                request.payload = call.adapter.amended(request.payload, asked.tool_notes, asked.drop_tools)
+            elif isinstance(asked, Nudge):
+                self._strike(asked.strike, delta)
+                self._steps.intervention(call, asked.kind, asked.reason, notes, 0)
+                request.extra.extend(asked.turns)
+            else:
+                self._strike(asked.strike, delta)
+                return asked
+        return None
 
-    def _client_stream(
-        self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: RequestNotes
-    ) -> ClientStream | None:
-        if not call.stream or call.respond is None:
+    async def _attempt(self, request: _Request, attempt: int) -> _Tried | _Unusable | _Failed:
+        """One upstream call, streamed or not, charged to the session."""
+        call, delta, client = request.call, request.delta, request.client
+        sent = time.perf_counter()
+        with self._tracing.span(
+            f"chat {call.conversation.model or ''}".strip(), chat_attributes(call, attempt)
+        ) as span:
+            if client is None:
+                unchanged = request.payload is call.payload and not request.extra
+                body = call.body if unchanged else call.adapter.render_request(request.payload, request.extra)
+                try:
+                    upstream = await self._upstream.send("POST", call.url, call.headers, body)
+                except asyncio.CancelledError:  # the client left: the call was made all the same
+                    self._ledger.charge_cancelled(call, delta, len(body), attempt)
+                    raise
+                ok = upstream.response.status_code == 200
+                reply = call.adapter.parse_reply(upstream.response.content) if ok else None
+                assembled = None
+            else:
+                # What the guards hold back mid-stream, judged on the session as loaded (this
+                # request's own strikes only make them hold more, never less, than needed).
+                # In goal mode a text-only reply is a turn to continue, not an answer: held whole.
+                goal = request.goal
+                hold_text = Channel.TEXT if goal is not None and goal.active else Channel.NONE
+                holding = request.context(request.state)
+                try:
+                    upstream, reply, assembled = await self._streams.attempt(
+                        call, request.payload, request.extra, client, holding, delta, hold_text
+                    )
+                except ProxyError as error:
+                    if not client.started:
+                        raise
+                    return _Failed(error)  # the client already has part of the stream
+                ok = upstream.response.status_code == 200
+            if reply is not None:
+                self._tracing.annotate(span, usage_attributes(reply))
+        latency = time.perf_counter() - sent
+        purpose = "agent" if attempt == 1 else "nudge"
+        self._metrics.of(self._metrics.upstream_calls, call.tenant, call.policy.name, purpose).inc()
+        if ok:
+            delta.incr(FIELDS.STEPS)
+        if not ok or reply is None:
+            return _Unusable(upstream)
+        self._ledger.charge(call, delta, reply.usage, reply.model, kind=purpose)
+        return _Tried(upstream, reply, assembled.completion if assembled is not None else None, latency)
+
+    def _goal_turn(self, request: _Request, attempt: int, tried: _Tried) -> Nudge | None:
+        """Goal mode's decision on the reply, applied: the turns to continue with, or None (a
+        reply stripped of the goal tool's calls goes on to the guards)."""
+        if request.goal is None:
             return None
-        return ClientStream(
-            call.respond,
-            lambda: self._headers(call, state, delta, notes),
-            include_usage=call.adapter.include_usage(call.payload),
-            keepalive=self._keepalive,
-            adapter=call.adapter,
+        call, state, delta, notes = request.call, request.state, request.delta, request.notes
+        rounds_left = request.goal_rounds < call.policy.goal.max_tool_rounds
+        request.goal, decision = self._goals.decide(
+            call, request.goal, tried.reply, delta, state, notes, tool_rounds_left=rounds_left
         )
+        if decision is None:
+            return None
+        if isinstance(decision, GoalStrip):
+            tried.reply, request.stripped = decision.reply, True
+            return None
+        nudge = decision.nudge
+        if decision.tool_round:
+            request.goal_rounds += 1
+        else:
+            self._steps.intervention(call, nudge.kind, nudge.reason, notes, attempt)
+        request.allowed += 1
+        context = request.context(delta.applied_to(state))
+        self._steps.step(Step(call, context, attempt, tried.reply, nudge, tried.latency, notes))
+        return nudge
 
-    # -- steps ----------------------------------------------------------------------
-
-    async def _decide(self, reply: Reply, context: GuardContext, enforce: bool) -> list[ReplyVerdict]:
-        """The response guards' verdicts, in order. Enforced, the first that is not a Pass wins
-        and ends the list; in shadow mode every guard decides, and nothing is acted on."""
+    async def _decide(self, request: _Request, attempt: int, tried: _Tried) -> Nudge | Rewrite | Finalize | None:
+        """The response guards on a reply, in order: enforced, the first that is not a Pass
+        wins (returned); in shadow mode every guard decides and nothing is acted on."""
+        call, delta, notes, enforce = request.call, request.delta, request.notes, request.enforce
+        context = request.context(delta.applied_to(request.state))
         verdicts: list[ReplyVerdict] = []
         for guard in self._response_guards:
-            verdict = await _decided(guard.check_reply(reply, context))
-            verdicts.append(verdict)
-            if enforce and not isinstance(verdict, Pass):
+            verdicts.append(await _decided(guard.check_reply(tried.reply, context)))
+            if enforce and not isinstance(verdicts[-1], Pass):
                 break
-        return verdicts
+        for decided in verdicts:
+            self._ledger.charge_guard(call, delta, decided)
+            self._steps.observed(call, decided)
+        last = verdicts[-1] if verdicts else None
+        decision = None if not enforce or last is None or isinstance(last, Pass) else last
+        if enforce:
+            self._steps.step(Step(call, context, attempt, tried.reply, decision, tried.latency, notes))
+        if decision is not None:
+            return decision
+        for decided in verdicts:
+            if isinstance(decided, Pass):
+                self._apply(decided, call, delta, notes)
+            else:
+                self._shadow(decided, call, delta, notes)
+        remember_calls(delta, tried.reply.tool_calls, call.policy.loop.history)
+        if not enforce:
+            self._steps.step(Step(call, context, attempt, tried.reply, None, tried.latency, notes))
+        return None
 
-    @staticmethod
-    def _context(
-        call: ChatCall,
-        state: SessionState,
-        notes: RequestNotes,
-        retries: Mapping[str, int] | None = None,
-        judge_target: JudgeTarget | None = None,
-    ) -> GuardContext:
-        """What a guard reads about this request: the session as ``state`` shows it, the nudges
-        sent so far, the request's start as its clock, and where a judge call goes."""
-        return GuardContext(
-            call.policy, state, call.conversation, {} if retries is None else retries, notes.started, judge_target
-        )
-
-    async def _next_attempt(
-        self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: RequestNotes, limits: Sequence[Limit]
-    ) -> Finalize | None:
-        """Before another upstream call of this request: the ending, if a request guard would
-        end the session now (e.g. steps) or the call's reservation does not fit; else None."""
-        ending = self._request_limit(call, delta.applied_to(state), notes)
-        if ending is not None:
-            return ending
-        refused = await self._ledger.reserve(call, delta, notes, limits)
-        return _refused(refused) if refused else None
-
-    def _charge_cancelled(self, call: ChatCall, delta: SessionDelta, prompt_bytes: int, attempt: int) -> None:
-        """A call cut off before its reply still took a step and its prompt: counted as an
-        estimate (4 bytes a token), as an unfinished stream is."""
-        delta.incr(FIELDS.STEPS)
-        usage = Usage(prompt_bytes // 4, 0)
-        self._ledger.charge(call, delta, usage, None, kind="agent" if attempt == 1 else "nudge")
-        log_event(
-            "call_unfinished",
-            {"tenant": call.tenant, "policy": call.policy.name, "session": call.session.id, "usage_estimated": True},
-        )
-
-    def _request_limit(self, call: ChatCall, state: SessionState, notes: RequestNotes) -> Finalize | None:
-        """Before another attempt: would a request guard end the session now (e.g. steps)?"""
-        context = self._context(call, state, notes)
+    async def _continue(self, request: _Request, turns: Sequence[Turn]) -> Finalize | None:
+        """Append ``turns`` for another upstream call; the ending instead, if a request guard
+        would end the session now (e.g. steps) or the call's reservation does not fit."""
+        request.extra.extend(turns)
+        call, state, delta, notes = request.call, request.state, request.delta, request.notes
+        context = request.context(delta.applied_to(state), retries=False)
         for guard in self._request_guards:
             verdict = guard.check_request(context)
             if isinstance(verdict, Finalize):
                 return verdict
-        return None
+        refused = await self._ledger.reserve(call, delta, notes, request.limits)
+        return _refused(refused) if refused else None
 
     def _apply(self, verdict: Pass, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
         """The bookkeeping of a reply that reaches the agent."""
@@ -423,195 +389,64 @@ class Pipeline:
         if strike:
             delta.incr(FIELDS.STRIKE_PREFIX + strike)
 
-    def _judge_target(self, call: ChatCall) -> JudgeTarget | None:
-        """The judge's endpoint: the policy's own, or the agent's upstream with the agent's key."""
-        settings = call.policy.judge
-        if not settings.use_llm_judge:
-            return None
-        url = call.adapter.judge_url(settings.base_url) if settings.base_url else call.url
-        headers: Sequence[tuple[str, str]] = call.headers
-        if settings.api_key_env:
-            key = os.environ.get(settings.api_key_env)
-            if not key:
-                return None
-            headers = [("content-type", "application/json"), ("authorization", f"Bearer {key}")]
-        return JudgeTarget(url, headers, settings.model or call.conversation.model, scope=call.tenant)
+    # -- rendering ------------------------------------------------------------------
 
-    async def _finalize(
-        self,
-        call: ChatCall,
-        verdict: Finalize,
-        state: SessionState,
-        delta: SessionDelta,
-        notes: RequestNotes,
-        extra: list[Turn],
-        client: ClientStream | None,
-    ) -> Outcome:
-        seen = await self._ledger.claim_ending(call, notes)
-        if not notes.claim:  # another request of this session makes (or made) the ending
-            seen = await self._ledger.await_ending(call, notes, seen or state)
-            if not notes.claim:
-                return await self._shared_ending(call, verdict, seen, state, delta, notes, client)
-        local_only = verdict.reason == "budget_cost" and call.policy.budgets.hard_cost_cap
-        ending = await self._finalizer.end(
-            verdict,
-            call.policy,
-            call.adapter,
-            call.payload,
-            extra,
-            call.conversation,
-            call.url,
-            call.headers,
-            local_only=local_only,
-            cap_output=verdict.reason.startswith("budget_"),
-        )
-        if ending.upstream_called:
-            delta.incr(FIELDS.STEPS)
-            self._ledger.charge(call, delta, ending.usage, ending.body.get("model"), kind="finalize")
-            self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "finalize").inc()
-        delta.assign(FIELDS.TERMINATION, verdict.reason)
-        delta.assign(FIELDS.ENDING, call.adapter.encode(ending.body).decode())
-        notes.terminated = verdict.reason
-        self._metrics.terminations.labels(call.tenant, call.policy.name, verdict.reason).inc()
-        self._tracing.event("loopwarden.termination", {"reason": verdict.reason, "summary_via": ending.via})
-        log_event(
-            "termination",
-            {
-                "tenant": call.tenant,
-                "policy": call.policy.name,
-                "session": call.session.id,
-                "reason": verdict.reason,
-                "summary_via": ending.via,
-                **({"cause": verdict.cause} if verdict.cause else {}),
-            },
-        )
-        await self._ledger.commit(call, delta, notes)
-        return await self._rendered(call, _shaped_ending(call, ending.body, client), state, delta, notes, client)
+    @staticmethod
+    def _stripped(request: _Request, tried: _Tried) -> dict[str, Any]:
+        """The agent sees its own tool calls only, never the goal tool's."""
+        adapter, streamed = request.call.adapter, tried.streamed
+        whole = streamed() if streamed is not None else adapter.reply_body(tried.upstream.response.content)
+        return adapter.without_calls(whole, GOAL_TOOL)
 
-    async def _shared_ending(
-        self,
-        call: ChatCall,
-        verdict: Finalize,
-        seen: SessionState,
-        state: SessionState,
-        delta: SessionDelta,
-        notes: RequestNotes,
-        client: ClientStream | None,
-    ) -> Outcome:
-        """The session is ending and another request claimed the ending: answer without an
-        upstream call, with the stored ending when there is one, else (it was not made in
-        time) a summary of this request's own transcript, built here. This request stores
-        no ending: the claimer does, and later calls replay that one."""
-        if seen.termination and seen.ending:
-            notes.terminated = seen.termination
-            body = call.adapter.stored_ending(seen.ending)
-            answer = "stored"
+    async def _render(self, request: _Request, ending: _Ending) -> Outcome:
+        """The one place a request's answer is written: JSON, a copy of the upstream's, or SSE."""
+        call, client = request.call, request.client
+        if isinstance(ending, _Failed | _Unusable) and client is not None and client.started:
+            error = ending.error if isinstance(ending, _Failed) else _upstream_error(ending.upstream)
+            await client.fail(error)
+            return Outcome(200, [], delivered=True)
+        if isinstance(ending, _Unusable) or (isinstance(ending, _Relayed) and client is None):
+            upstream = ending.upstream if isinstance(ending, _Unusable) else ending.tried.upstream
+            return Outcome(upstream.response.status_code, self._headers(request), upstream=upstream)
+        if isinstance(ending, _Relayed) and ending.tried.streamed is not None and client is not None:
+            await client.finish()
+            return Outcome(200, [], delivered=True)
+        if isinstance(ending, _Relayed):  # a whole completion where a stream was asked for
+            body = call.adapter.reply_body(ending.tried.upstream.response.content)
+        elif isinstance(ending, _Written):
+            body = ending.body
+            if ending.shaped:
+                # As this request can take it: a refusal when it asked for a JSON answer (a later
+                # request of an ended session may ask differently from the one that ended it),
+                # unless text of the answer already streamed: then the ending follows it as text.
+                text_started = client is not None and client.text_started
+                body = call.adapter.shaped(call.payload, body, text_started=text_started)
         else:
-            notes.terminated = verdict.reason
-            body = call.adapter.ending(local_summary(call.conversation, verdict.detail), model=call.conversation.model)
-            answer = "local"
-        self._metrics.of(self._metrics.endings_shared, call.tenant, call.policy.name, answer).inc()
-        log_event(
-            "ending_shared",
-            {
-                "tenant": call.tenant,
-                "policy": call.policy.name,
-                "session": call.session.id,
-                "reason": notes.terminated,
-                "answer": answer,
-            },
-        )
-        await self._ledger.commit(call, delta, notes)
-        return await self._rendered(call, _shaped_ending(call, body, client), state, delta, notes, client)
-
-    # -- outcomes -------------------------------------------------------------------
-
-    def _copy(
-        self, reply: UpstreamReply, state: SessionState, delta: SessionDelta, call: ChatCall, notes: RequestNotes
-    ) -> Outcome:
-        return Outcome(reply.response.status_code, self._headers(call, state, delta, notes), upstream=reply)
-
-    async def _unusable(
-        self,
-        reply: UpstreamReply,
-        call: ChatCall,
-        state: SessionState,
-        delta: SessionDelta,
-        notes: RequestNotes,
-        client: ClientStream | None,
-    ) -> Outcome:
-        """An upstream error status or a body that is no completion: passed on as it came,
-        unless part of a stream already reached the client (then an error event ends it)."""
-        if client is None or not client.started:
-            return self._copy(reply, state, delta, call, notes)
-        await client.fail(UpstreamError(f"The upstream model API answered {reply.response.status_code}."))
-        return Outcome(200, [], delivered=True)
-
-    async def _rendered(
-        self,
-        call: ChatCall,
-        body: dict[str, Any],
-        state: SessionState,
-        delta: SessionDelta,
-        notes: RequestNotes,
-        client: ClientStream | None,
-    ) -> Outcome:
-        """A reply the proxy wrote (an ending, a replay): JSON, or SSE for a stream."""
+            raise TypeError(f"unhandled ending {ending!r}")
         if client is not None:
             await client.replace(body)
             return Outcome(200, [], delivered=True)
-        headers = self._headers(call, state, delta, notes)
-        adapter = call.adapter
+        adapter, headers = call.adapter, self._headers(request)
         if call.stream:  # no client stream to write to (a caller outside the server)
             return Outcome(200, headers, adapter.streamed(body, include_usage=adapter.include_usage(call.payload)), SSE)
         return Outcome(200, headers, adapter.encode(body))
 
-    def _headers(
+    def _headers(self, request: _Request) -> list[tuple[bytes, bytes]]:
+        after = request.delta.applied_to(request.state)
+        return response_headers(request.call, after, request.notes, self._clock())
+
+    def _client_stream(
         self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: RequestNotes
-    ) -> list[tuple[bytes, bytes]]:
-        after = delta.applied_to(state)
-        headers = [
-            (b"x-loopwarden-session", call.session.id.encode()),
-            (b"x-loopwarden-policy", call.policy.name.encode()),
-            (b"x-loopwarden-step", str(after.steps).encode()),
-            (b"x-loopwarden-interventions", (",".join(notes.interventions) or "none").encode()),
-            (b"x-loopwarden-budget-remaining", remaining(after, call.policy, self._clock()).header().encode()),
-        ]
-        if notes.terminated:
-            headers.append((b"x-loopwarden-terminated", notes.terminated.encode()))
-        if notes.shadow:
-            headers.append((b"x-loopwarden-shadow", ",".join(notes.shadow).encode()))
-        if notes.flags:
-            headers.append((b"x-loopwarden-flags", ",".join(notes.flags).encode()))
-        if notes.degraded:
-            headers.append((b"x-loopwarden-degraded", b"state-store"))
-        if notes.goal:
-            headers.append((b"x-loopwarden-goal", notes.goal.encode()))
-        return headers
-
-    @staticmethod
-    def _chat_attributes(call: ChatCall, attempt: int) -> dict[str, str | int]:
-        return {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.request.model": call.conversation.model or "",
-            "loopwarden.attempt": attempt,
-        }
-
-    def _log_goal_step(
-        self,
-        call: ChatCall,
-        state: SessionState,
-        delta: SessionDelta,
-        retries: Mapping[str, int],
-        attempt: int,
-        reply: Reply,
-        decision: Nudge,
-        latency: float,
-        notes: RequestNotes,
-    ) -> None:
-        """A step goal mode answered itself: logged (and recorded) like any other step."""
-        context = self._context(call, delta.applied_to(state), notes, retries)
-        self._steps.step(Step(call, context, attempt, reply, decision, latency, notes))
+    ) -> ClientStream | None:
+        if not call.stream or call.respond is None:
+            return None
+        return ClientStream(
+            call.respond,
+            lambda: response_headers(call, delta.applied_to(state), notes, self._clock()),
+            include_usage=call.adapter.include_usage(call.payload),
+            keepalive=self._keepalive,
+            adapter=call.adapter,
+        )
 
 
 async def _decided(verdict: ReplyVerdict | Awaitable[ReplyVerdict]) -> ReplyVerdict:
@@ -624,15 +459,5 @@ def _refused(limit: str) -> Finalize:
     return Finalize(limit, f"the next call would not fit in the session's {limit.removeprefix('budget_')} budget")
 
 
-def _reached_model(delta: SessionDelta) -> bool:
-    """The request made an upstream call (or ended the session): its delta is worth committing.
-    One that reached no model (refused upstream, or failed before) gives back its reservations only."""
-    return delta.increments.get(FIELDS.STEPS, 0) > 0 or FIELDS.TERMINATION in delta.assignments
-
-
-def _usage_attributes(reply: Reply) -> dict[str, str | int | float | bool]:
-    return {
-        "gen_ai.response.model": reply.model or "",
-        "gen_ai.usage.input_tokens": reply.usage.prompt_tokens,
-        "gen_ai.usage.output_tokens": reply.usage.completion_tokens,
-    }
+def _upstream_error(upstream: UpstreamReply) -> UpstreamError:
+    return UpstreamError(f"The upstream model API answered {upstream.response.status_code}.")

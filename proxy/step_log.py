@@ -9,15 +9,18 @@ import logging
 
 from prometheus_client import Counter
 
+from proxy.budgets import remaining
 from proxy.call import ChatCall, RequestNotes
+from proxy.exchange import Reply
 from proxy.fingerprint import fingerprint
 from proxy.logs import log_event, logger, redact
 from proxy.metrics import Metrics
 from proxy.recording import Step, StepRecorder
+from proxy.session.base import SessionState
 from proxy.tracing import Tracing
 from proxy.verdict import JudgeCall, PermissionCheck, Verdict, verdict_name
 
-__all__ = ["StepLog"]
+__all__ = ["StepLog", "chat_attributes", "response_headers", "usage_attributes"]
 
 
 class StepLog:
@@ -28,6 +31,23 @@ class StepLog:
         self._tracing = tracing
         self._log_contents = log_contents
         self._recorder = recorder
+
+    def tool_results(self, call: ChatCall) -> None:
+        """The tools the agent ran since its last turn, as ``execute_tool`` spans."""
+        if not self._tracing.enabled:
+            return
+        calls = call.conversation.calls_by_id()
+        for message in call.conversation.trailing_tool_results():
+            called = calls.get(str(message.call_id))
+            name = called.name if called else "unknown"
+            attributes: dict[str, str | int | float | bool] = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": name,
+                "gen_ai.tool.call.id": str(message.call_id),
+                "loopwarden.result_size": len(message.text),
+            }
+            with self._tracing.span(f"execute_tool {name}", attributes):
+                pass
 
     def step(self, step: Step) -> None:
         """One line per upstream step: what was asked and decided, never what was said."""
@@ -90,3 +110,43 @@ class StepLog:
         fields = {"tenant": call.tenant, "policy": call.policy.name, "session": call.session.id}
         log_event(event, {**fields, "kind": kind, "reason": reason, **extra})
         self._tracing.event(f"loopwarden.{event}", {"kind": kind, "reason": reason})
+
+
+def response_headers(call: ChatCall, after: SessionState, notes: RequestNotes, now: float) -> list[tuple[bytes, bytes]]:
+    """The ``X-LoopWarden-*`` headers: the session after this request, and what happened on it."""
+    headers = [
+        (b"x-loopwarden-session", call.session.id.encode()),
+        (b"x-loopwarden-policy", call.policy.name.encode()),
+        (b"x-loopwarden-step", str(after.steps).encode()),
+        (b"x-loopwarden-interventions", (",".join(notes.interventions) or "none").encode()),
+        (b"x-loopwarden-budget-remaining", remaining(after, call.policy, now).header().encode()),
+    ]
+    if notes.terminated:
+        headers.append((b"x-loopwarden-terminated", notes.terminated.encode()))
+    if notes.shadow:
+        headers.append((b"x-loopwarden-shadow", ",".join(notes.shadow).encode()))
+    if notes.flags:
+        headers.append((b"x-loopwarden-flags", ",".join(notes.flags).encode()))
+    if notes.degraded:
+        headers.append((b"x-loopwarden-degraded", b"state-store"))
+    if notes.goal:
+        headers.append((b"x-loopwarden-goal", notes.goal.encode()))
+    return headers
+
+
+def chat_attributes(call: ChatCall, attempt: int) -> dict[str, str | int]:
+    """An upstream attempt's span attributes (GenAI conventions)."""
+    return {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": call.conversation.model or "",
+        "loopwarden.attempt": attempt,
+    }
+
+
+def usage_attributes(reply: Reply) -> dict[str, str | int | float | bool]:
+    """What an attempt's reply used, for its span."""
+    return {
+        "gen_ai.response.model": reply.model or "",
+        "gen_ai.usage.input_tokens": reply.usage.prompt_tokens,
+        "gen_ai.usage.output_tokens": reply.usage.completion_tokens,
+    }

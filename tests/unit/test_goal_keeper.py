@@ -1,0 +1,98 @@
+"""Goal mode as a participant of the loop: per reply, a decision the loop applies like a verdict."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+import pytest
+
+from proxy.call import ChatCall, RequestNotes
+from proxy.exchange import Echo, Reply, ReturnCalls, ToolCall, Usage
+from proxy.goal import GOAL_TOOL, Goal
+from proxy.goal_keeper import GoalKeeper, GoalStrip, GoalTurn
+from proxy.metrics import Metrics
+from proxy.policy.models import Policy
+from proxy.session.base import SessionDelta, SessionState
+from proxy.session.identity import identify
+from proxy.wire.chat_completions import parse_conversation
+
+PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "Write the report."}]}
+POLICY = Policy.model_validate({"goal": {"enabled": True}})
+GOAL = Goal("Write the Q3 report.")
+GOAL_CALL = ToolCall("g1", GOAL_TOOL, json.dumps({"action": "get_status"}))
+THEIR_CALL = ToolCall("c1", "search", "{}")
+
+
+def request() -> ChatCall:
+    conversation = parse_conversation(PAYLOAD)
+    return ChatCall(
+        "t",
+        POLICY,
+        identify("t", conversation, "s1", None),
+        PAYLOAD,
+        msgspec.json.encode(PAYLOAD),
+        conversation,
+        "http://up/v1/chat/completions",
+        [],
+        False,
+    )
+
+
+def reply(content=None, *calls: ToolCall) -> Reply:
+    return Reply(content, None, calls, "tool_calls" if calls else "stop", Usage())
+
+
+def decide(given: Reply, rounds_left: bool = True):
+    keeper = GoalKeeper(Metrics())
+    return keeper.decide(
+        request(),
+        GOAL,
+        given,
+        SessionDelta(),
+        SessionState({}),
+        RequestNotes(started=1.0),
+        tool_rounds_left=rounds_left,
+    )
+
+
+def test_a_reply_calling_only_the_goal_tool_is_answered_and_continued():
+    given = reply(None, GOAL_CALL)
+
+    _, decision = decide(given)
+
+    assert isinstance(decision, GoalTurn)
+    assert decision.tool_round
+    assert decision.nudge.kind == "goal_tool"
+    assert isinstance(decision.nudge.turns[0], ReturnCalls)
+    assert set(decision.nudge.turns[0].results) == {"g1"}
+
+
+@pytest.mark.parametrize(
+    ("given", "rounds_left"),
+    [
+        (reply(None, GOAL_CALL, THEIR_CALL), True),  # the agent's own calls go on to the agent
+        (reply(None, GOAL_CALL), False),  # no goal tool round left
+    ],
+)
+def test_the_goal_tool_calls_are_stripped_from_a_reply_that_goes_on(given, rounds_left):
+    _, decision = decide(given, rounds_left)
+
+    assert isinstance(decision, GoalStrip)
+    assert decision.reply.tool_calls == tuple(c for c in given.tool_calls if c.name != GOAL_TOOL)
+
+
+def test_a_text_reply_while_the_goal_is_active_is_continued_as_a_goal_turn():
+    given = reply("Here is a first draft.")
+
+    goal, decision = decide(given)
+
+    assert isinstance(decision, GoalTurn)
+    assert not decision.tool_round
+    assert decision.nudge.kind == "goal_continue"
+    assert decision.nudge.reason == f"goal turn {goal.turns}"
+    assert decision.nudge.turns[0] == Echo(given)
+
+
+def test_a_reply_calling_only_the_agents_tools_is_left_to_the_guards():
+    assert decide(reply(None, THEIR_CALL))[1] is None
