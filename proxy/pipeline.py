@@ -19,11 +19,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.answer import Answer, Failed, Relayed, Tried, Unusable, Written, render
 from proxy.budgets import check_request_cap, session_limits
-from proxy.call import SSE, ChatCall, Outcome, RequestNotes
+from proxy.call import ChatCall, Outcome, RequestNotes
 from proxy.client_stream import ClientStream
-from proxy.errors import ProxyError, UpstreamError
-from proxy.exchange import Channel, Reply, Turn
+from proxy.errors import ProxyError
+from proxy.exchange import Channel, Turn
 from proxy.finalize import Endings
 from proxy.fingerprint import remember_calls
 from proxy.goal import GOAL_TOOL, Goal, goal_tool
@@ -38,7 +39,7 @@ from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, Sessio
 from proxy.step_log import StepLog, chat_attributes, response_headers, usage_attributes
 from proxy.stream_attempts import StreamAttempts
 from proxy.tracing import Tracing
-from proxy.upstream import UpstreamClient, UpstreamReply
+from proxy.upstream import UpstreamClient
 from proxy.verdict import Amend, Finalize, Nudge, Pass, ReplyVerdict, Rewrite, Verdict, verdict_name, verdict_reason
 
 __all__ = ["ChatCall", "Outcome", "Pipeline"]
@@ -73,48 +74,7 @@ class _Request:
         )
 
 
-@dataclass(slots=True)
-class _Tried:
-    """An attempt with a usable reply."""
-
-    upstream: UpstreamReply
-    reply: Reply
-    streamed: Callable[[], dict[str, Any]] | None
-    """For a reply that streamed: its whole completion, as assembled."""
-    latency: float
-
-
-@dataclass(frozen=True, slots=True)
-class _Written:
-    """A body the proxy wrote: an ending (``shaped`` for the request's answer channel), a
-    rewrite, the reply without the goal tool's calls."""
-
-    body: dict[str, Any]
-    shaped: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Relayed:
-    """The upstream's reply, passed by the guards."""
-
-    tried: _Tried
-
-
-@dataclass(frozen=True, slots=True)
-class _Unusable:
-    """An upstream error status or a body that is no completion."""
-
-    upstream: UpstreamReply
-
-
-@dataclass(frozen=True, slots=True)
-class _Failed:
-    """The stream failed after part of it reached the client."""
-
-    error: ProxyError
-
-
-_Ending = _Written | _Relayed | _Unusable | _Failed | Finalize
+_Ending = Answer | Finalize
 
 
 class Pipeline:
@@ -173,8 +133,8 @@ class Pipeline:
             try:
                 ending = await self._run(request)
                 if isinstance(ending, Finalize):
-                    ending = _Written(await self._endings.make(call, ending, state, delta, notes, request.extra), True)
-                if isinstance(ending, _Unusable):  # refused upstream (400, 401, ...): nothing happened
+                    ending = Written(await self._endings.make(call, ending, state, delta, notes, request.extra), True)
+                if isinstance(ending, Unusable):  # one the upstream refused (400, 401, ...) reached no model
                     await self._ledger.settle(call, delta, notes)
                 else:
                     await self._ledger.commit(call, delta, notes)
@@ -194,7 +154,7 @@ class Pipeline:
         call, state, delta, notes = request.call, request.state, request.delta, request.notes
         if state.termination and state.ending and request.enforce:
             notes.terminated = state.termination
-            return _Written(call.adapter.stored_ending(state.ending), shaped=True)
+            return Written(call.adapter.stored_ending(state.ending), shaped=True)
         if notes.refused:
             return _refused(notes.refused)
         await self._ledger.admit_tenant(call, delta, notes)
@@ -209,7 +169,7 @@ class Pipeline:
         while True:
             attempt += 1
             tried = await self._attempt(request, attempt)
-            if not isinstance(tried, _Tried):
+            if not isinstance(tried, Tried):
                 return tried
             turn = self._goal_turn(request, attempt, tried)
             if turn is not None:
@@ -220,10 +180,10 @@ class Pipeline:
                 return ending
             verdict = await self._decide(request, attempt, tried)
             if verdict is None:
-                return _Written(self._stripped(request, tried)) if request.stripped else _Relayed(tried)
+                return Written(self._stripped(request, tried)) if request.stripped else Relayed(tried)
             if isinstance(verdict, Rewrite):
                 self._steps.intervention(call, verdict.kind, verdict.reason, notes, attempt)
-                return _Written(dict(verdict.body))
+                return Written(dict(verdict.body))
             self._strike(verdict.strike, delta)
             if isinstance(verdict, Finalize):
                 return verdict
@@ -258,7 +218,7 @@ class Pipeline:
                 return asked
         return None
 
-    async def _attempt(self, request: _Request, attempt: int) -> _Tried | _Unusable | _Failed:
+    async def _attempt(self, request: _Request, attempt: int) -> Tried | Unusable | Failed:
         """One upstream call, streamed or not, charged to the session."""
         call, delta, client = request.call, request.delta, request.client
         sent = time.perf_counter()
@@ -290,7 +250,7 @@ class Pipeline:
                 except ProxyError as error:
                     if not client.started:
                         raise
-                    return _Failed(error)  # the client already has part of the stream
+                    return Failed(error)  # the client already has part of the stream
                 ok = upstream.response.status_code == 200
             if reply is not None:
                 self._tracing.annotate(span, usage_attributes(reply))
@@ -300,11 +260,11 @@ class Pipeline:
         if ok:
             delta.incr(FIELDS.STEPS)
         if not ok or reply is None:
-            return _Unusable(upstream)
+            return Unusable(upstream)
         self._ledger.charge(call, delta, reply.usage, reply.model, kind=purpose)
-        return _Tried(upstream, reply, assembled.completion if assembled is not None else None, latency)
+        return Tried(upstream, reply, assembled.completion if assembled is not None else None, latency)
 
-    def _goal_turn(self, request: _Request, attempt: int, tried: _Tried) -> Nudge | None:
+    def _goal_turn(self, request: _Request, attempt: int, tried: Tried) -> Nudge | None:
         """Goal mode's decision on the reply, applied: the turns to continue with, or None (a
         reply stripped of the goal tool's calls goes on to the guards)."""
         if request.goal is None:
@@ -329,7 +289,7 @@ class Pipeline:
         self._steps.step(Step(call, context, attempt, tried.reply, nudge, tried.latency, notes))
         return nudge
 
-    async def _decide(self, request: _Request, attempt: int, tried: _Tried) -> Nudge | Rewrite | Finalize | None:
+    async def _decide(self, request: _Request, attempt: int, tried: Tried) -> Nudge | Rewrite | Finalize | None:
         """The response guards on a reply, in order: enforced, the first that is not a Pass
         wins (returned); in shadow mode every guard decides and nothing is acted on."""
         call, delta, notes, enforce = request.call, request.delta, request.notes, request.enforce
@@ -392,44 +352,14 @@ class Pipeline:
     # -- rendering ------------------------------------------------------------------
 
     @staticmethod
-    def _stripped(request: _Request, tried: _Tried) -> dict[str, Any]:
+    def _stripped(request: _Request, tried: Tried) -> dict[str, Any]:
         """The agent sees its own tool calls only, never the goal tool's."""
         adapter, streamed = request.call.adapter, tried.streamed
         whole = streamed() if streamed is not None else adapter.reply_body(tried.upstream.response.content)
         return adapter.without_calls(whole, GOAL_TOOL)
 
-    async def _render(self, request: _Request, ending: _Ending) -> Outcome:
-        """The one place a request's answer is written: JSON, a copy of the upstream's, or SSE."""
-        call, client = request.call, request.client
-        if isinstance(ending, _Failed | _Unusable) and client is not None and client.started:
-            error = ending.error if isinstance(ending, _Failed) else _upstream_error(ending.upstream)
-            await client.fail(error)
-            return Outcome(200, [], delivered=True)
-        if isinstance(ending, _Unusable) or (isinstance(ending, _Relayed) and client is None):
-            upstream = ending.upstream if isinstance(ending, _Unusable) else ending.tried.upstream
-            return Outcome(upstream.response.status_code, self._headers(request), upstream=upstream)
-        if isinstance(ending, _Relayed) and ending.tried.streamed is not None and client is not None:
-            await client.finish()
-            return Outcome(200, [], delivered=True)
-        if isinstance(ending, _Relayed):  # a whole completion where a stream was asked for
-            body = call.adapter.reply_body(ending.tried.upstream.response.content)
-        elif isinstance(ending, _Written):
-            body = ending.body
-            if ending.shaped:
-                # As this request can take it: a refusal when it asked for a JSON answer (a later
-                # request of an ended session may ask differently from the one that ended it),
-                # unless text of the answer already streamed: then the ending follows it as text.
-                text_started = client is not None and client.text_started
-                body = call.adapter.shaped(call.payload, body, text_started=text_started)
-        else:
-            raise TypeError(f"unhandled ending {ending!r}")
-        if client is not None:
-            await client.replace(body)
-            return Outcome(200, [], delivered=True)
-        adapter, headers = call.adapter, self._headers(request)
-        if call.stream:  # no client stream to write to (a caller outside the server)
-            return Outcome(200, headers, adapter.streamed(body, include_usage=adapter.include_usage(call.payload)), SSE)
-        return Outcome(200, headers, adapter.encode(body))
+    async def _render(self, request: _Request, ending: Answer) -> Outcome:
+        return await render(request.call, request.client, ending, lambda: self._headers(request))
 
     def _headers(self, request: _Request) -> list[tuple[bytes, bytes]]:
         after = request.delta.applied_to(request.state)
@@ -457,7 +387,3 @@ async def _decided(verdict: ReplyVerdict | Awaitable[ReplyVerdict]) -> ReplyVerd
 def _refused(limit: str) -> Finalize:
     """The ending of a call whose reservation did not fit."""
     return Finalize(limit, f"the next call would not fit in the session's {limit.removeprefix('budget_')} budget")
-
-
-def _upstream_error(upstream: UpstreamReply) -> UpstreamError:
-    return UpstreamError(f"The upstream model API answered {upstream.response.status_code}.")

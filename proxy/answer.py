@@ -1,0 +1,106 @@
+"""What a request answers, as a value the guard loop returns, and the one place it is written.
+
+The loop decides; :func:`render` writes: the upstream's reply copied or its stream finished,
+a body the proxy wrote (an ending, a rewrite), or an error event for a stream that already
+reached the client. The ledger commits between the two, so what the client reads (headers,
+a stream's last event) reflects the books.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.call import SSE, ChatCall, Outcome
+from proxy.client_stream import ClientStream
+from proxy.errors import ProxyError, UpstreamError
+from proxy.exchange import Reply
+from proxy.upstream import UpstreamReply
+
+__all__ = ["Answer", "Failed", "Relayed", "Tried", "Unusable", "Written", "render"]
+
+
+@dataclass(slots=True)
+class Tried:
+    """An upstream attempt with a usable reply."""
+
+    upstream: UpstreamReply
+    reply: Reply
+    streamed: Callable[[], dict[str, Any]] | None
+    """For a reply that streamed: its whole completion, as assembled."""
+    latency: float
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A body the proxy wrote: an ending (``shaped`` for the request's answer channel), a
+    rewrite, the reply without the goal tool's calls."""
+
+    body: dict[str, Any]
+    shaped: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Relayed:
+    """The upstream's reply, passed by the guards."""
+
+    tried: Tried
+
+
+@dataclass(frozen=True, slots=True)
+class Unusable:
+    """An upstream error status or a body that is no completion: passed on as it came."""
+
+    upstream: UpstreamReply
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The stream failed after part of it reached the client."""
+
+    error: ProxyError
+
+
+Answer = Written | Relayed | Unusable | Failed
+
+
+async def render(
+    call: ChatCall,
+    client: ClientStream | None,
+    answer: Answer,
+    headers: Callable[[], list[tuple[bytes, bytes]]],
+) -> Outcome:
+    """The request's answer: JSON, a copy of the upstream's, or SSE (to ``client`` when the
+    server streams it, else as a body)."""
+    if isinstance(answer, Failed | Unusable) and client is not None and client.started:
+        status = answer.upstream.response.status_code if isinstance(answer, Unusable) else 0
+        error = (
+            answer.error if isinstance(answer, Failed) else UpstreamError(f"The upstream model API answered {status}.")
+        )
+        await client.fail(error)  # the client already has part of the stream: an error event ends it
+        return Outcome(200, [], delivered=True)
+    if isinstance(answer, Unusable) or (isinstance(answer, Relayed) and client is None):
+        upstream = answer.upstream if isinstance(answer, Unusable) else answer.tried.upstream
+        return Outcome(upstream.response.status_code, headers(), upstream=upstream)
+    if isinstance(answer, Relayed) and answer.tried.streamed is not None and client is not None:
+        await client.finish()
+        return Outcome(200, [], delivered=True)
+    if isinstance(answer, Relayed):  # a whole completion where a stream was asked for
+        body = call.adapter.reply_body(answer.tried.upstream.response.content)
+    elif isinstance(answer, Written):
+        body = answer.body
+        if answer.shaped:
+            # As this request can take it: a refusal when it asked for a JSON answer (a later
+            # request of an ended session may ask differently from the one that ended it),
+            # unless text of the answer already streamed: then the ending follows it as text.
+            body = call.adapter.shaped(call.payload, body, text_started=client is not None and client.text_started)
+    else:
+        raise TypeError(f"unhandled answer {answer!r}")
+    if client is not None:
+        await client.replace(body)
+        return Outcome(200, [], delivered=True)
+    adapter = call.adapter
+    if call.stream:  # no client stream to write to (a caller outside the server)
+        return Outcome(200, headers(), adapter.streamed(body, include_usage=adapter.include_usage(call.payload)), SSE)
+    return Outcome(200, headers(), adapter.encode(body))
