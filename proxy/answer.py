@@ -73,21 +73,14 @@ async def render(
 ) -> Outcome:
     """The request's answer: JSON, a copy of the upstream's, or SSE (to ``client`` when the
     server streams it, else as a body)."""
-    if isinstance(answer, Failed | Unusable) and client is not None and client.started:
-        status = answer.upstream.response.status_code if isinstance(answer, Unusable) else 0
-        error = (
-            answer.error if isinstance(answer, Failed) else UpstreamError(f"The upstream model API answered {status}.")
-        )
-        await client.fail(error)  # the client already has part of the stream: an error event ends it
-        return Outcome(200, [], delivered=True)
-    if isinstance(answer, Unusable) or (isinstance(answer, Relayed) and client is None):
-        upstream = answer.upstream if isinstance(answer, Unusable) else answer.tried.upstream
-        return Outcome(upstream.response.status_code, headers(), upstream=upstream)
-    if isinstance(answer, Relayed) and answer.tried.streamed is not None and client is not None:
-        await client.finish()
-        return Outcome(200, [], delivered=True)
-    if isinstance(answer, Relayed):  # a whole completion where a stream was asked for
-        body = call.adapter.reply_body(answer.tried.upstream.response.content)
+    if isinstance(answer, Relayed):  # the common case first
+        upstream = answer.tried.upstream
+        if client is None:
+            return Outcome(upstream.response.status_code, headers(), upstream=upstream)
+        if answer.tried.streamed is not None:
+            await client.finish()
+            return Outcome(200, [], delivered=True)
+        body = call.adapter.reply_body(upstream.response.content)  # a whole completion, where a stream was asked
     elif isinstance(answer, Written):
         body = answer.body
         if answer.shaped:
@@ -95,8 +88,17 @@ async def render(
             # request of an ended session may ask differently from the one that ended it),
             # unless text of the answer already streamed: then the ending follows it as text.
             body = call.adapter.shaped(call.payload, body, text_started=client is not None and client.text_started)
-    else:
-        raise TypeError(f"unhandled answer {answer!r}")
+    elif isinstance(answer, Unusable) and (client is None or not client.started):
+        return Outcome(answer.upstream.response.status_code, headers(), upstream=answer.upstream)
+    else:  # part of the stream already reached the client: an error event ends it
+        if isinstance(answer, Unusable):
+            status = answer.upstream.response.status_code
+            error: ProxyError = UpstreamError(f"The upstream model API answered {status}.")
+        else:
+            error = answer.error
+        if client is not None:
+            await client.fail(error)
+        return Outcome(200, [], delivered=True)
     if client is not None:
         await client.replace(body)
         return Outcome(200, [], delivered=True)

@@ -40,7 +40,18 @@ from proxy.step_log import StepLog, chat_attributes, response_headers, usage_att
 from proxy.stream_attempts import StreamAttempts
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient
-from proxy.verdict import Amend, Finalize, Nudge, Pass, ReplyVerdict, Rewrite, Verdict, verdict_name, verdict_reason
+from proxy.verdict import (
+    PASS,
+    Amend,
+    Finalize,
+    Nudge,
+    Pass,
+    ReplyVerdict,
+    Rewrite,
+    Verdict,
+    verdict_name,
+    verdict_reason,
+)
 
 __all__ = ["ChatCall", "Outcome", "Pipeline"]
 
@@ -171,7 +182,7 @@ class Pipeline:
             tried = await self._attempt(request, attempt)
             if not isinstance(tried, Tried):
                 return tried
-            turn = self._goal_turn(request, attempt, tried)
+            turn = self._goal_turn(request, request.goal, attempt, tried) if request.goal is not None else None
             if turn is not None:
                 ending = await self._continue(request, turn.turns)
                 if ending is None:
@@ -264,15 +275,13 @@ class Pipeline:
         self._ledger.charge(call, delta, reply.usage, reply.model, kind=purpose)
         return Tried(upstream, reply, assembled.completion if assembled is not None else None, latency)
 
-    def _goal_turn(self, request: _Request, attempt: int, tried: Tried) -> Nudge | None:
+    def _goal_turn(self, request: _Request, goal: Goal, attempt: int, tried: Tried) -> Nudge | None:
         """Goal mode's decision on the reply, applied: the turns to continue with, or None (a
         reply stripped of the goal tool's calls goes on to the guards)."""
-        if request.goal is None:
-            return None
         call, state, delta, notes = request.call, request.state, request.delta, request.notes
         rounds_left = request.goal_rounds < call.policy.goal.max_tool_rounds
         request.goal, decision = self._goals.decide(
-            call, request.goal, tried.reply, delta, state, notes, tool_rounds_left=rounds_left
+            call, goal, tried.reply, delta, state, notes, tool_rounds_left=rounds_left
         )
         if decision is None:
             return None
@@ -300,8 +309,9 @@ class Pipeline:
             if enforce and not isinstance(verdicts[-1], Pass):
                 break
         for decided in verdicts:
-            self._ledger.charge_guard(call, delta, decided)
-            self._steps.observed(call, decided)
+            if decided is not PASS:  # the common verdict: nothing spent, nothing seen
+                self._ledger.charge_guard(call, delta, decided)
+                self._steps.observed(call, decided)
         last = verdicts[-1] if verdicts else None
         decision = None if not enforce or last is None or isinstance(last, Pass) else last
         if enforce:
