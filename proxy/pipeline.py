@@ -12,10 +12,9 @@ it once. In shadow mode every decision is counted and logged and the traffic is 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -305,8 +304,11 @@ class Pipeline:
         context = request.context(delta.applied_to(request.state))
         verdicts: list[ReplyVerdict] = []
         for guard in self._response_guards:
-            verdicts.append(await _decided(guard.check_reply(tried.reply, context)))
-            if enforce and not isinstance(verdicts[-1], Pass):
+            given = guard.check_reply(tried.reply, context)
+            # Awaited only when the guard needed I/O to decide (the judge): no coroutine per guard.
+            verdict = given if isinstance(given, (Pass, Nudge, Rewrite, Finalize)) else await given
+            verdicts.append(verdict)
+            if enforce and not isinstance(verdict, Pass):
                 break
         for decided in verdicts:
             if decided is not PASS:  # the common verdict: nothing spent, nothing seen
@@ -387,11 +389,6 @@ class Pipeline:
             keepalive=self._keepalive,
             adapter=call.adapter,
         )
-
-
-async def _decided(verdict: ReplyVerdict | Awaitable[ReplyVerdict]) -> ReplyVerdict:
-    """A guard's verdict, awaited when the guard needed I/O to decide (the judge)."""
-    return await verdict if inspect.isawaitable(verdict) else verdict
 
 
 def _refused(limit: str) -> Finalize:
