@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -220,3 +221,61 @@ def test_the_cache_refuses_a_schema_past_its_limits_before_compiling():
         asyncio.run(cache.compiled(_object(11)))
 
     assert len(cache._entries) == 0
+
+
+# -- references and the time of one validation ---------------------------------------------
+
+
+def _fanning_out(levels: int, dialect: str | None = None) -> dict:
+    """References that unfold into 2**levels checks of one value."""
+    defs = {f"d{i}": {"allOf": [{"$ref": f"#/$defs/d{i + 1}"}] * 2} for i in range(levels)}
+    defs[f"d{levels}"] = {"type": "string"}
+    entry = {"allOf": [{"$ref": "#/$defs/d0"}]} | ({"$schema": dialect} if dialect else {})
+    return {"type": "object", "properties": {"a": entry}, "$defs": defs}
+
+
+@pytest.mark.parametrize(
+    "ref",
+    ["http://169.254.169.254/latest/meta-data/", "https://example.com/s.json#/x", "other.json", "#/$defs/missing"],
+)
+def test_a_reference_outside_the_schema_does_not_compile(ref):
+    with pytest.raises(SchemaInvalid, match="cannot be resolved"):
+        compile_schema({"$id": "https://tools.example/", "properties": {"a": {"$ref": ref}}})
+
+
+@pytest.mark.parametrize(
+    ("schema", "valid", "invalid"),
+    [
+        ({"$defs": {"s": {"type": "string"}}, "properties": {"a": {"$ref": "#/$defs/s"}}}, {"a": "x"}, {"a": 1}),
+        ({"$id": "https://tools.example/r", "$defs": {"s": {"$id": "s", "type": "string"}}, "$ref": "s"}, "x", 1),
+        ({"$ref": "https://json-schema.org/draft/2020-12/schema"}, {"type": "string"}, {"type": 1}),
+        ({"enum": [{"$ref": "http://169.254.169.254/"}]}, {"$ref": "http://169.254.169.254/"}, {}),
+    ],
+    ids=["local", "by-id", "meta-schema", "a-value-not-a-reference"],
+)
+def test_references_within_the_schema_compile_and_resolve(schema, valid, invalid):
+    compiled = compile_schema(schema)
+
+    assert compiled.errors(valid) == []
+    assert compiled.errors(invalid) != []
+
+
+@pytest.mark.parametrize("dialect", [None, "http://json-schema.org/draft-07/schema#"], ids=["same", "switched-draft"])
+def test_a_validation_that_unfolds_past_its_time_is_invalid(dialect):
+    schema = compile_schema(_fanning_out(40, dialect))
+
+    started = time.perf_counter()
+    errors = schema.errors({"a": "x"})
+
+    assert time.perf_counter() - started < 1.5  # 2**40 checks: days
+    assert errors == ["$: the value could not be checked within 1 s"]
+
+
+def test_a_schema_with_references_is_validated_off_the_event_loop():
+    assert compile_schema(_fanning_out(2)).off_loop(10)
+
+
+def test_a_large_schema_against_a_long_value_is_validated_off_the_event_loop():
+    schema = compile_schema({"type": "array", "items": {"anyOf": [{"const": i} for i in range(100)]}})
+
+    assert (schema.off_loop(10), schema.off_loop(1200)) == (False, True)
