@@ -34,7 +34,7 @@ from proxy.session.inspect import describe
 from proxy.session.memory import MemoryStore
 from proxy.session.redis import RedisStore
 from proxy.settings import Settings
-from proxy.tenants import TenantDirectory, load_tenants
+from proxy.tenants import API_KEY_HEADERS, Credentials, TenantDirectory, load_tenants
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient
 
@@ -218,9 +218,7 @@ def create_app(
     )
     async def inspect_session(request: Request[Any, Any, Any], session_id: FromPath[str]) -> dict[str, object]:
         """A session's counters, budgets left and ending; only the caller's tenant's own (else 404)."""
-        credentials = directory.authenticate(
-            request.headers.get("authorization"), request.headers.get("x-loopwarden-key"), identified=True
-        )
+        credentials = _session_caller(directory, request)
         requested = request.headers.get("x-loopwarden-policy")  # litestar reads headers as latin-1
         policy = routes.policy_for(credentials.tenant, header_text(requested.encode("latin-1")) if requested else None)
         try:
@@ -240,9 +238,7 @@ def create_app(
     )
     async def reset_session(request: Request[Any, Any, Any], session_id: FromPath[str]) -> dict[str, object]:
         """Forget a session (its budgets, strikes and ending); only the caller's tenant's own (else 404)."""
-        credentials = directory.authenticate(
-            request.headers.get("authorization"), request.headers.get("x-loopwarden-key"), identified=True
-        )
+        credentials = _session_caller(directory, request)
         try:
             existed = await state_store.reset(session_key(credentials.namespace, session_id))
         except StoreUnavailable:
@@ -297,3 +293,12 @@ def create_app(
     )
     describe_raw_routes(app)
     return app
+
+
+def _session_caller(directory: TenantDirectory, request: Request[Any, Any, Any]) -> Credentials:
+    """The sessions API's caller, identified as the session's requests were (see ``ProxyRoutes``)."""
+    authorization = request.headers.get("authorization")
+    api_key = None if authorization else next(filter(None, map(request.headers.get, API_KEY_HEADERS)), None)
+    return directory.authenticate(
+        authorization, request.headers.get("x-loopwarden-key"), identified=True, api_key=api_key
+    )

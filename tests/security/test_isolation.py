@@ -156,3 +156,20 @@ def test_without_tenants_file_the_sessions_api_refuses_callers_without_a_key(pro
     response = httpx.request(method, f"{proxy.base_url}/loopwarden/sessions/s1")
 
     assert_openai_error(response, 401, "invalid_api_key")
+
+
+@pytest.mark.parametrize("name", ["api-key", "x-api-key", "x-goog-api-key"])
+def test_without_tenants_file_two_keys_in_another_key_header_never_share_a_session(proxy, upstream, name):
+    first, second = {name: "sk-first-" + "1" * 16}, {name: "sk-second-" + "2" * 16}
+
+    def call(key: dict[str, str]) -> httpx.Response:  # Azure's SDK sends api-key, Anthropic's x-api-key
+        body = {"model": "m", "messages": MESSAGES}
+        return httpx.post(f"{proxy.base_url}/chat/completions", json=body, headers={**key, "X-Session-Id": "s1"})
+
+    for _ in range(3):
+        call(first)
+    other = call(second)
+
+    assert other.headers["x-loopwarden-step"] == "1"
+    url = f"{proxy.base_url}/loopwarden/sessions/s1"
+    assert [httpx.get(url, headers=key).json()["steps"] for key in (first, second)] == [3, 1]
