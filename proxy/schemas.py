@@ -422,7 +422,7 @@ def extract_json(text: str) -> tuple[Any, str | None]:
             continue
         try:
             return json.loads(candidate), None
-        except json.JSONDecodeError as exc:
+        except ValueError as exc:  # JSONDecodeError, or a number past int's 4,300 digits
             first_error = first_error or f"the answer is not valid JSON: {exc}"
         except RecursionError:
             first_error = first_error or "the answer is nested too deeply"

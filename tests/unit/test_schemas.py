@@ -312,3 +312,9 @@ def test_unique_items_compares_as_json_schema_does(items, unique):
 
     assert (errors == []) is unique
     assert unique or "has non-unique elements" in errors[0]
+
+
+def test_an_answer_with_a_number_too_long_to_read_is_not_json():
+    assert answer_errors('{"n": 1' + "0" * 5000 + "}", compile_schema({"type": "object"}))[0].startswith(
+        "the answer is not valid JSON: "
+    )
