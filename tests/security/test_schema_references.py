@@ -128,7 +128,7 @@ def test_references_that_fan_out_cost_the_model_a_retry_and_never_hold_the_event
         health_latencies.append(time.perf_counter() - before)
     agent.join()
 
-    assert time.perf_counter() - started < 2.0  # 2**40 checks: days, before
-    assert max(health_latencies) < 0.3
+    assert time.perf_counter() - started < 3.0  # 2**40 checks: days, before (the check stops at 1 s)
+    assert max(health_latencies) < 0.5
     assert answered[0].headers["x-loopwarden-interventions"] == "tool_args_retry"
     assert "could not be checked" in upstream.requests[1].json()["messages"][-1]["content"]
