@@ -296,9 +296,14 @@ def create_app(
 
 
 def _session_caller(directory: TenantDirectory, request: Request[Any, Any, Any]) -> Credentials:
-    """The sessions API's caller, identified as the session's requests were (see ``ProxyRoutes``)."""
-    authorization = request.headers.get("authorization")
-    api_key = None if authorization else next(filter(None, map(request.headers.get, API_KEY_HEADERS)), None)
-    return directory.authenticate(
-        authorization, request.headers.get("x-loopwarden-key"), identified=True, api_key=api_key
-    )
+    """The sessions API's caller, identified as the session's requests were (see ``ProxyRoutes``):
+    headers read as :func:`header_text` reads them (litestar reads latin-1), so a key in UTF-8
+    names the same caller here as there."""
+
+    def text(name: str) -> str | None:
+        value = request.headers.get(name)
+        return header_text(value.encode("latin-1")) if value is not None else None
+
+    authorization = text("authorization")
+    api_key = None if authorization else next(filter(None, map(text, API_KEY_HEADERS)), None)
+    return directory.authenticate(authorization, text("x-loopwarden-key"), identified=True, api_key=api_key)
