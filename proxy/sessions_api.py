@@ -25,7 +25,7 @@ from proxy.policy.models import Policy
 from proxy.pricing import MICROS
 from proxy.session.base import FIELDS, SessionState, SessionStore, StoreUnavailable
 from proxy.session.identity import session_key
-from proxy.tenants import Credentials, Tenant, TenantDirectory
+from proxy.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
 
 __all__ = ["describe", "session_routes"]
 
@@ -38,9 +38,17 @@ def session_routes(
     """The sessions API's handlers (OPTIONS first: see there), for ``create_app`` to mount."""
 
     def caller(request: Request[Any, Any, Any]) -> Credentials:
-        return directory.authenticate(
-            request.headers.get("authorization"), request.headers.get("x-loopwarden-key"), identified=True
-        )
+        """Identified as the session's requests were (see ``ProxyRoutes``): headers read as
+        :func:`header_text` reads them (litestar reads latin-1), so a key in UTF-8 names the
+        same caller here as there."""
+
+        def text(name: str) -> str | None:
+            value = request.headers.get(name)
+            return header_text(value.encode("latin-1")) if value is not None else None
+
+        authorization = text("authorization")
+        api_key = None if authorization else next(filter(None, map(text, API_KEY_HEADERS)), None)
+        return directory.authenticate(authorization, text("x-loopwarden-key"), identified=True, api_key=api_key)
 
     @route(SESSION_PATH, http_method=HttpMethod.OPTIONS, status_code=204, include_in_schema=False)
     async def session_options() -> Response[None]:
