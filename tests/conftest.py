@@ -28,9 +28,26 @@ def upstream(_upstream_server: FakeUpstream) -> Iterator[FakeUpstream]:
     _upstream_server.reset()
 
 
+@pytest.fixture(scope="session")
+def _stopping_proxies() -> Iterator[list[RunningProxy]]:
+    """Idle proxies told to stop, finishing their shutdown while later tests run; joined at the end."""
+    stopping: list[RunningProxy] = []
+    yield stopping
+    for running in stopping:
+        running.thread.join(15)
+
+
 @pytest.fixture
-def make_proxy(upstream: FakeUpstream) -> Iterator[Callable[..., RunningProxy]]:
-    """Start proxies pointing at the fake upstream; each is stopped after the test."""
+def make_proxy(
+    upstream: FakeUpstream, _stopping_proxies: list[RunningProxy]
+) -> Iterator[Callable[..., RunningProxy]]:
+    """Start proxies pointing at the fake upstream; each is stopped after the test.
+
+    uvicorn's graceful stop is mostly waiting (its tick, its drain pause, the metrics
+    listener's poll), so an idle proxy is only told to stop and finishes while the next
+    test runs; one with a request still in flight is waited for, so that request cannot
+    reach the shared upstream during a later test.
+    """
     started: list[RunningProxy] = []
 
     def factory(**overrides: Any) -> RunningProxy:
@@ -41,7 +58,13 @@ def make_proxy(upstream: FakeUpstream) -> Iterator[Callable[..., RunningProxy]]:
 
     yield factory
     for running in started:
-        running.stop()
+        running.request_stop()
+    _stopping_proxies[:] = [running for running in _stopping_proxies if running.thread.is_alive()]
+    for running in started:
+        if running.idle:
+            _stopping_proxies.append(running)
+        else:
+            running.thread.join(15)
 
 
 @pytest.fixture
