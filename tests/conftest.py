@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -67,10 +68,44 @@ def make_proxy(
             running.thread.join(15)
 
 
+@pytest.fixture(scope="session")
+def _shared_proxies(_upstream_server: FakeUpstream) -> Iterator[dict[str, RunningProxy]]:
+    """Default proxies shared by the tests of a ``shared_proxy`` module, one per module."""
+    shared: dict[str, RunningProxy] = {}
+    yield shared
+    for running in shared.values():
+        running.stop()
+
+
 @pytest.fixture
-def proxy(make_proxy: Callable[..., RunningProxy]) -> RunningProxy:
-    """A proxy with default settings and no tenants file (the quick-start setup)."""
-    return make_proxy()
+def proxy(
+    request: pytest.FixtureRequest,
+    make_proxy: Callable[..., RunningProxy],
+    upstream: FakeUpstream,
+    _shared_proxies: dict[str, RunningProxy],
+) -> Iterator[RunningProxy]:
+    """A proxy with default settings and no tenants file (the quick-start setup).
+
+    Fresh for each test, unless the module is marked ``shared_proxy``: then its tests share
+    one, which is for tests whose requests leave nothing a later test could see (no
+    metrics, logs, readiness or session state read; no session id or opening reused
+    mid-loop; no upstream failures that spend the process-wide retry budget). A shared
+    proxy is waited for until no request is in flight after each test, or replaced.
+    """
+    if request.node.get_closest_marker("shared_proxy") is None:
+        yield make_proxy()
+        return
+    module = request.node.module.__name__
+    running = _shared_proxies.get(module)
+    if running is None:
+        running = _shared_proxies[module] = start_proxy(upstream=upstream.url)
+    yield running
+    deadline = time.monotonic() + 15
+    while not running.idle and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if not running.idle:
+        del _shared_proxies[module]
+        running.stop()
 
 
 @pytest.fixture(scope="session")
