@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -108,11 +110,31 @@ def proxy(
         running.stop()
 
 
+_CONFIGURED_REDIS_CLEANUP = pytest.StashKey[contextlib.ExitStack]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under pytest-xdist the workers share a configured Redis database, so the controller,
+    not a worker that finishes early, removes what the run wrote there once all are done."""
+    from tests.support.redis import CONFIGURED_URL, written_keys_removed
+
+    if CONFIGURED_URL and session.config.pluginmanager.hasplugin("dsession"):
+        cleanup = contextlib.ExitStack()
+        cleanup.enter_context(written_keys_removed(CONFIGURED_URL))
+        session.config.stash[_CONFIGURED_REDIS_CLEANUP] = cleanup
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    cleanup = session.config.stash.get(_CONFIGURED_REDIS_CLEANUP, None)
+    if cleanup is not None:
+        cleanup.close()
+
+
 @pytest.fixture(scope="session")
 def _redis_server() -> Iterator[str]:
     from tests.support.redis import redis_for_tests
 
-    with redis_for_tests() as url:
+    with redis_for_tests(remove_written="PYTEST_XDIST_WORKER" not in os.environ) as url:
         yield url
 
 
