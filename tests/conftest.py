@@ -1,4 +1,5 @@
-"""Shared fixtures: one scripted upstream per session, proxies started per test as needed."""
+"""Shared fixtures: one scripted upstream per session (per xdist worker), proxies started per
+test as needed, or one per ``shared_proxy`` module."""
 
 from __future__ import annotations
 
@@ -47,9 +48,9 @@ def make_proxy(
     """Start proxies pointing at the fake upstream; each is stopped after the test.
 
     uvicorn's graceful stop is mostly waiting (its tick, its drain pause, the metrics
-    listener's poll), so an idle proxy is only told to stop and finishes while the next
-    test runs; one with a request still in flight is waited for, so that request cannot
-    reach the shared upstream during a later test.
+    listener's poll), so a proxy stops listening at once and, when idle, finishes its stop
+    while the next test runs; one with a request still in flight is waited for, so that
+    request cannot reach the shared upstream during a later test.
     """
     started: list[RunningProxy] = []
 
