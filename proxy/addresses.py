@@ -2,7 +2,9 @@
 
 Resolvers accept more notations for an IP address than the dotted quad: ``2852039166``,
 ``0xa9fea9fe``, ``0251.0376.0251.0376`` and ``169.254.43518`` all reach 169.254.169.254
-(``inet_aton``'s forms), and IPv6 can wrap an IPv4 address (``::ffff:…``, NAT64, 6to4).
+(``inet_aton``'s forms), and IPv6 can wrap an IPv4 address (``::ffff:…``, SIIT, NAT64, 6to4);
+a non-ASCII host is IDNA-mapped (``169。254。169。254``, full-width dots and letters) before
+it is connected to.
 A check on the host's text is bypassed by any of them, so the host is first normalized to
 the one address it names, then checked against the link-local, unspecified and multicast
 ranges and the known cloud metadata endpoints.
@@ -11,6 +13,7 @@ ranges and the known cloud metadata endpoints.
 from __future__ import annotations
 
 import ipaddress
+import unicodedata
 from urllib.parse import unquote
 
 __all__ = ["METADATA_ADDRESSES", "METADATA_HOSTS", "blocked_reason", "host_address"]
@@ -46,6 +49,9 @@ METADATA_ADDRESSES = frozenset(
 
 _THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")  # "0.x.y.z": connects to the local host on Linux
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_SIIT = ipaddress.ip_network("::ffff:0:0:0/96")
+_IDEOGRAPHIC_STOP = "\u3002"
+"""What IDNA maps to '.' besides what NFKC already does (full-width and half-width stops)."""
 _HEX_DIGITS = frozenset("0123456789abcdef")
 
 
@@ -83,9 +89,18 @@ def _ipv4(host: str) -> ipaddress.IPv4Address | None:
     return ipaddress.IPv4Address(value)
 
 
+def _host_text(host: str) -> str:
+    """The host as the HTTP client will resolve it: unquoted, lower-case, IDNA's mapping of
+    dots and compatibility characters applied."""
+    host = unquote(host).strip()
+    if not host.isascii():
+        host = unicodedata.normalize("NFKC", host).replace(_IDEOGRAPHIC_STOP, ".")
+    return host.lower()
+
+
 def host_address(host: str) -> IPAddress | None:
     """The address a URL's host names (None for a DNS name), IPv4 inside IPv6 unwrapped."""
-    host = unquote(host).strip().lower()
+    host = _host_text(host)
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     if ":" in host:
@@ -100,7 +115,7 @@ def host_address(host: str) -> IPAddress | None:
         address = found
     if isinstance(address, ipaddress.IPv6Address):
         embedded = address.ipv4_mapped or address.sixtofour
-        if embedded is None and address in _NAT64:
+        if embedded is None and (address in _NAT64 or address in _SIIT):
             embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
         if embedded is None and int(address) >> 32 == 0 and int(address) > 1:
             embedded = ipaddress.IPv4Address(int(address))  # IPv4-compatible "::a.b.c.d"
@@ -113,7 +128,7 @@ def host_address(host: str) -> IPAddress | None:
 
 def blocked_reason(host: str) -> str | None:
     """Why the proxy must not call ``host`` (a metadata endpoint, link-local…), or None."""
-    name = unquote(host).strip().lower().rstrip(".")
+    name = _host_text(host).rstrip(".")
     if name in METADATA_HOSTS:
         return f"upstream host {host!r} is a cloud metadata endpoint"
     address = host_address(host)

@@ -6,31 +6,27 @@ import asyncio
 import contextlib
 import gc
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
-from litestar import HttpMethod, Litestar, MediaType, Request, Response, asgi, delete, get, route
+from litestar import Litestar, MediaType, Request, Response, asgi, get
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 from litestar.openapi import ResponseSpec
-from litestar.params import FromPath
 from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
 
 from proxy.build import build_pipeline
-from proxy.errors import MethodNotAllowed, ProxyError, RouteNotFound, ServiceUnavailable
-from proxy.http import header_text
+from proxy.errors import MethodNotAllowed, ProxyError, RouteNotFound
 from proxy.logs import log_event
 from proxy.metrics import Metrics
-from proxy.openapi import AUTHENTICATED, describe_raw_routes, error_responses, openapi_config
+from proxy.openapi import describe_raw_routes, openapi_config
 from proxy.policy.loader import BUNDLED_POLICIES, PolicyError, PolicyRegistry
 from proxy.pricing import load_pricing
 from proxy.recording import Recorder
 from proxy.routes import ProxyRoutes, Readiness
 from proxy.session.base import SessionStore, StoreUnavailable
-from proxy.session.identity import session_key
-from proxy.session.inspect import describe
 from proxy.session.memory import MemoryStore
 from proxy.session.redis import RedisStore
+from proxy.sessions_api import session_routes
 from proxy.settings import Settings
 from proxy.tenants import TenantDirectory, load_tenants
 from proxy.tracing import Tracing
@@ -94,9 +90,6 @@ _NOT_READY = {
         generate_examples=False,
     )
 }
-
-
-_SESSION = "/v1/loopwarden/sessions/{session_id:str}"
 
 
 def _error_response(error: ProxyError) -> Response[bytes]:
@@ -200,53 +193,6 @@ def create_app(
             return Response({"status": "state store unavailable"}, status_code=HTTP_503_SERVICE_UNAVAILABLE)
         return Response({"status": "ready"})
 
-    @route(_SESSION, http_method=HttpMethod.OPTIONS, status_code=204, include_in_schema=False)
-    async def session_options() -> Response[None]:
-        """Registered before GET and DELETE: litestar's automatic OPTIONS answer would be
-        bound to the route as it was at the first registration and list only GET."""
-        return Response(None, status_code=204, headers={"Allow": "DELETE, GET, OPTIONS"})
-
-    @get(
-        _SESSION,
-        media_type=MediaType.JSON,
-        security=AUTHENTICATED,
-        responses=error_responses(400, 401, 403, 404, 503),
-    )
-    async def inspect_session(request: Request[Any, Any, Any], session_id: FromPath[str]) -> dict[str, object]:
-        """A session's counters, budgets left and ending; only the caller's tenant's own (else 404)."""
-        credentials = directory.authenticate(
-            request.headers.get("authorization"), request.headers.get("x-loopwarden-key"), identified=True
-        )
-        requested = request.headers.get("x-loopwarden-policy")  # litestar reads headers as latin-1
-        policy = routes.policy_for(credentials.tenant, header_text(requested.encode("latin-1")) if requested else None)
-        try:
-            state = await state_store.load(session_key(credentials.namespace, session_id))
-        except StoreUnavailable:
-            raise ServiceUnavailable("Session state is unavailable; try again shortly.") from None
-        if state.is_new:
-            raise RouteNotFound(f"No session {session_id!r} for this API key.", param="session_id")
-        return describe(session_id, state, policy, time.time())
-
-    @delete(
-        _SESSION,
-        status_code=200,
-        media_type=MediaType.JSON,
-        security=AUTHENTICATED,
-        responses=error_responses(400, 401, 404, 503),
-    )
-    async def reset_session(request: Request[Any, Any, Any], session_id: FromPath[str]) -> dict[str, object]:
-        """Forget a session (its budgets, strikes and ending); only the caller's tenant's own (else 404)."""
-        credentials = directory.authenticate(
-            request.headers.get("authorization"), request.headers.get("x-loopwarden-key"), identified=True
-        )
-        try:
-            existed = await state_store.reset(session_key(credentials.namespace, session_id))
-        except StoreUnavailable:
-            raise ServiceUnavailable("Session state is unavailable; try again shortly.") from None
-        if not existed:
-            raise RouteNotFound(f"No session {session_id!r} for this API key.", param="session_id")
-        return {"id": session_id, "object": "loopwarden.session.deleted", "deleted": existed}
-
     async def on_startup() -> None:
         ready.started = True
         # Everything built so far (the app, routes, policies, imported modules) lives for the
@@ -274,9 +220,7 @@ def create_app(
             passthrough,
             healthz,
             readyz,
-            session_options,  # before the sessions' GET and DELETE (see there)
-            inspect_session,
-            reset_session,
+            *session_routes(directory, state_store, routes.policy_for),
         ],
         exception_handlers={
             NotFoundException: _not_found,

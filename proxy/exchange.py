@@ -78,7 +78,7 @@ def parse_arguments(text: str) -> tuple[Any, str | None]:
         return _EXACT.decode(text), None
     except _RepeatedKey as exc:
         return None, f"arguments give the key {exc.key!r} more than once"
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, or a number past int's 4,300 digits
         return None, f"arguments are not valid JSON: {exc}"
     except RecursionError:
         return None, "arguments are nested too deeply"

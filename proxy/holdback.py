@@ -12,20 +12,14 @@ needs.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from proxy.exchange import Channel, PartialReply
 
 if TYPE_CHECKING:  # the guards import this module's neighbours; keep the import one-way
     from proxy.guards.base import GuardContext, ResponseGuard
 
-__all__ = ["StreamAware", "held_channels"]
-
-
-class StreamAware(Protocol):
-    def holds(self, partial: PartialReply, context: GuardContext) -> int:
-        """The channels this guard may still object to, given the reply so far."""
-        ...
+__all__ = ["held_channels"]
 
 
 def held_channels(guards: Sequence[ResponseGuard], partial: PartialReply, context: GuardContext) -> int:

@@ -121,7 +121,9 @@ def parse_verdict(text: str, verdict_nonce: str) -> tuple[bool, str] | JudgeErro
     """(done, reason) from the one verdict in ``text`` carrying the right nonce; else why not.
 
     Every JSON object in the text is a candidate (the whole text, a fenced block, one inline
-    in prose): exactly one may look like a verdict, and no object may repeat a key.
+    in prose): exactly one may look like a verdict, nested ones counted (a draft inside a
+    wrapper, or inside the verdict), no object may repeat a key, and the nonce appears once
+    (a broken verdict before a whole one reads two ways too).
     """
     if len(text) > _MAX_VERDICT_CHARS:
         return JudgeError("unparseable", f"the judge's reply is longer than {_MAX_VERDICT_CHARS} characters")
@@ -131,8 +133,11 @@ def parse_verdict(text: str, verdict_nonce: str) -> tuple[bool, str] | JudgeErro
     verdicts = [c for c in candidates if _VERDICT_KEYS & c.keys()]
     if not verdicts:
         return JudgeError("unparseable", "the judge's reply holds no verdict object")
-    if len(verdicts) > 1:
-        return JudgeError("ambiguous", f"the judge's reply holds {len(verdicts)} verdicts")
+    seen = sum(_verdict_like(c) for c in candidates)
+    if seen > 1:
+        return JudgeError("ambiguous", f"the judge's reply holds {seen} verdicts")
+    if text.count(verdict_nonce) > 1:
+        return JudgeError("ambiguous", "the judge's reply gives its nonce more than once")
     value = verdicts[0]
     if "nonce" not in value:
         return JudgeError("missing_nonce", "the verdict lacks the nonce the judge was told to echo")
@@ -143,6 +148,19 @@ def parse_verdict(text: str, verdict_nonce: str) -> tuple[bool, str] | JudgeErro
     if not isinstance(value["reason"], str) or not value["reason"].strip():
         return JudgeError("invalid_verdict", "the verdict gives no reason")
     return value["done"], value["reason"].strip()[:500]
+
+
+def _verdict_like(value: Any) -> int:
+    """How many objects in ``value``, itself included and at any depth, look like a verdict."""
+    count, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            count += bool(_VERDICT_KEYS & item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
 
 
 def _objects(text: str) -> tuple[list[dict[str, Any]], JudgeError | None]:

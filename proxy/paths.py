@@ -7,12 +7,15 @@ on the way (by httpx, by the upstream's own proxies, by servers that decode ``%2
 reads what the tenant's key may reach but the proxy never meant to offer, and
 ``/v1/x/../chat/completions`` would reach the model without the guards. Such paths are
 refused before anything is sent (as sent, once and twice percent-decoded), and the joined
-URL is checked to lie under the base.
+URL is checked to lie under the base. A segment counts as ``..`` also in the forms some
+servers read that way: overlong UTF-8 (``%c0%ae``), IIS's ``%u002e``, full-width dots
+(Unicode-normalized), cut at a NUL (C code), or padded with whitespace (trimmed).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from urllib.parse import unquote_to_bytes
 
 import httpx
@@ -24,6 +27,9 @@ __all__ = ["passthrough_url"]
 _MOUNT = b"/v1"
 _SEPARATORS = re.compile(rb"[/\\]")
 _UNSAFE_SEGMENTS = frozenset({b"", b".", b".."})
+_UNSAFE_TEXT = frozenset({"", ".", ".."})
+_TRIMMED = b" \t\r\n\x0b\x0c"
+_IIS_ESCAPE = re.compile(rb"%u([0-9a-fA-F]{4})")
 _DECODINGS = 2
 """Percent-decodings checked: the upstream's own, and one more by a gateway in front of it."""
 _REFUSED = (
@@ -35,7 +41,20 @@ _REFUSED = (
 def _has_unsafe_segment(path: bytes) -> bool:
     """``path`` is what follows the mount, starting with '/'. Backslashes count as separators,
     and a segment's ``;parameters`` are ignored (servers that strip them read ``..;x`` as ``..``)."""
-    return any(segment.partition(b";")[0] in _UNSAFE_SEGMENTS for segment in _SEPARATORS.split(path[1:]))
+    return any(_unsafe(segment) for segment in _SEPARATORS.split(path[1:]))
+
+
+def _unsafe(segment: bytes) -> bool:
+    segment = segment.partition(b";")[0].partition(b"\x00")[0].strip(_TRIMMED)
+    if segment in _UNSAFE_SEGMENTS:
+        return True
+    if segment.isascii():
+        return False
+    try:
+        text = segment.decode("utf-8")
+    except UnicodeDecodeError:  # overlong forms of '.' and '/' among them: no plain path has these
+        return True
+    return unicodedata.normalize("NFKC", text).strip() in _UNSAFE_TEXT
 
 
 def _subpath(raw_path: bytes) -> bytes:
@@ -50,8 +69,12 @@ def _subpath(raw_path: bytes) -> bytes:
             raise InvalidRequest(_REFUSED)
         if b"%" not in form:
             break
-        form = unquote_to_bytes(form)
+        form = unquote_to_bytes(_IIS_ESCAPE.sub(_iis_decoded, form))
     return rest
+
+
+def _iis_decoded(match: re.Match[bytes]) -> bytes:
+    return chr(int(match[1], 16)).encode("utf-8", "surrogatepass")
 
 
 def passthrough_url(base_url: str, raw_path: bytes, query: bytes) -> httpx.URL:

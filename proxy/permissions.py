@@ -2,10 +2,11 @@
 
 Rules are evaluated in order and the first match wins; a rule matches a tool name (exact or
 glob) and, optionally, conditions on the arguments (a JSON path with a regex or an exact
-value). Regexes run on the ``regex`` engine with a per-match time bound, so a pattern that
-backtracks catastrophically on hostile arguments costs at most that bound (and counts as a
-match: a deny rule fails closed). Arguments that cannot be read unambiguously fail a deny
-rule's conditions closed too (:func:`decide`).
+value). Regexes run on the ``regex`` engine with a per-match time bound, over the whole value
+(a prefix would let ``rm -rf /`` hide behind 10,000 spaces, or end an anchored ``allow``
+pattern early), so a pattern that backtracks catastrophically on hostile arguments costs at
+most that bound, and fails closed: it holds for a deny rule, not for an allow rule. Arguments
+that cannot be read unambiguously fail a deny rule's conditions closed too (:func:`decide`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _PATH = re.compile(r"^\$((\.[A-Za-z_][\w-]*)|(\[\d+\]))*$")
 _STEP = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d+)\]")
 MATCH_TIMEOUT_SECS = 0.05
-_SCANNED = 10_000
 MISSING = object()
 
 
@@ -140,7 +140,8 @@ def resolve_path(value: Any, path: str) -> Any:
     return current
 
 
-def _condition_holds(condition: ArgumentCondition, arguments: Any) -> bool:
+def _condition_holds(condition: ArgumentCondition, arguments: Any, undecided: bool) -> bool:
+    """Whether the condition holds; ``undecided`` when its regex ran out of time."""
     found = resolve_path(arguments, condition.path)
     if found is MISSING:
         return False
@@ -148,9 +149,9 @@ def _condition_holds(condition: ArgumentCondition, arguments: Any) -> bool:
         return bool(found == condition.equals and type(found) is type(condition.equals))
     text = found if isinstance(found, str) else json.dumps(found, sort_keys=True)
     try:
-        return _compiled(condition.regex).search(text[:_SCANNED], timeout=MATCH_TIMEOUT_SECS) is not None
+        return _compiled(condition.regex).search(text, timeout=MATCH_TIMEOUT_SECS) is not None
     except TimeoutError:
-        return True  # a pathological match fails closed
+        return undecided
 
 
 def decide(call: ToolCall, settings: PermissionSettings) -> Decision:
@@ -173,7 +174,7 @@ def decide(call: ToolCall, settings: PermissionSettings) -> Decision:
                 if rule.action == "allow":
                     continue
                 return Decision("deny", rule.id, f"The call's {problem}; send it again with valid JSON arguments.")
-            if not all(_condition_holds(c, arguments) for c in rule.when):
+            if not all(_condition_holds(c, arguments, rule.action != "allow") for c in rule.when):
                 continue
         return Decision(rule.action, rule.id, rule.message)
     return Decision(settings.default, "default")

@@ -47,7 +47,7 @@ from proxy.request_schemas import compile_request_schemas
 from proxy.schemas import SchemaCache, SchemaLimits
 from proxy.session.identity import identify
 from proxy.settings import Settings
-from proxy.tenants import Credentials, Tenant, TenantDirectory
+from proxy.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
 from proxy.timing import RequestTiming, begin
 from proxy.upstream import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
 from proxy.wire.base import WireAdapter
@@ -218,7 +218,10 @@ class ProxyRoutes:
 
     def _authenticate(self, scope: HTTPScope, tracker: _ResponseTracker) -> Credentials:
         """The caller; its tenant is noted at once, so a later failure is counted against it."""
-        credentials = self._tenants.authenticate(header(scope, b"authorization"), header(scope, b"x-loopwarden-key"))
+        authorization = header(scope, b"authorization")
+        credentials = self._tenants.authenticate(
+            authorization, header(scope, b"x-loopwarden-key"), api_key=None if authorization else _api_key(scope)
+        )
         tracker.tenant = credentials.tenant.name
         return credentials
 
@@ -410,6 +413,10 @@ class _ResponseTracker:
             if not message.get("more_body"):
                 self.finished = True
         await self._send(message)  # type: ignore[arg-type]
+
+
+def _api_key(scope: HTTPScope) -> str | None:
+    return next((value for name in API_KEY_HEADERS if (value := header(scope, name.encode()))), None)
 
 
 def _text_header(scope: HTTPScope, name: bytes) -> str | None:

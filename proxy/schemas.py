@@ -14,8 +14,17 @@ A schema a client sends is untrusted work: an 8.7 MB tool schema held the event 
 - its patterns run on the bounded engine of :mod:`proxy.patterns`; all the pattern work of one
   validation shares :data:`VALIDATION_BUDGET_SECS`, and a value that cannot be checked in
   time is invalid (fails closed);
-- validating against a schema with patterns, or a large value, runs in a worker thread
-  (:meth:`CompiledSchema.off_loop`), so the event loop only ever does the quick checks.
+- a ``$ref`` is only ever resolved within the schema (and the JSON Schema meta-schemas):
+  jsonschema's default downloads any other URI, which would let a client make the proxy
+  request any address it reaches. A reference that resolves nowhere makes the schema not
+  compile;
+- references unfold (``a`` refers twice to ``b``, ``b`` twice to ``c``…: 1.3 KB held the loop
+  6 s), and arrays multiply schemas: every keyword jsonschema applies first checks the
+  validation's time (:data:`VALIDATION_WORK_SECS`), past which the value is invalid; and
+  ``uniqueItems`` compares in linear time (jsonschema compares objects pairwise: 2,000 of
+  them, 25 KB of answer, took 10 s);
+- validating against a schema with patterns or references, or a large value, runs in a worker
+  thread (:meth:`CompiledSchema.off_loop`), so the event loop only ever does the quick checks.
 """
 
 from __future__ import annotations
@@ -23,12 +32,18 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import re
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+import referencing
+import referencing.exceptions
+import referencing.jsonschema
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 
@@ -37,6 +52,7 @@ from proxy.weighted_cache import WeightedCache
 
 __all__ = [
     "VALIDATION_BUDGET_SECS",
+    "VALIDATION_WORK_SECS",
     "CompiledSchema",
     "SchemaCache",
     "SchemaInvalid",
@@ -54,17 +70,28 @@ patterns.install()
 
 VALIDATION_BUDGET_SECS = 0.1
 """All pattern matching of one validation; past it the value counts as invalid."""
+VALIDATION_WORK_SECS = 1.0
+"""All the work of one validation; past it the value counts as invalid."""
 MAX_DEPTH = 64
 """Nesting a schema may have: jsonschema recurses a few frames per level."""
 OFF_LOOP_CHARS = 32_768
 """A value this long (its JSON text) is validated in a worker thread."""
+OFF_LOOP_WORK = 1 << 16
+"""Schema bytes times value characters past which a validation goes to a worker thread: each
+part of a value may meet each part of a schema (``items`` of an ``anyOf`` of 100 ``const``,
+1.3 KB, against 300 numbers took a second)."""
 _FALLBACK_CACHE_BYTES = 8 * 1024 * 1024
 _ENCODE_FIRST = 4
 """A schema known to be at most this many times the size limit is encoded before it is walked."""
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _MESSAGE_CHARS = 300
 """An error message quotes the offending value, which may be the whole answer: clipped."""
-_PATTERN_KEYS = (b'"pattern"', b'"patternProperties"')
+_SLOW_KEYS = (b'"pattern"', b'"patternProperties"', b'"$ref"', b'"$dynamicRef"', b'"$recursiveRef"')
+"""A schema with one of these may take long on any value: validated off the event loop."""
+_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
+_NO_FETCH: referencing.jsonschema.SchemaRegistry = referencing.Registry()
+"""Resolves only what it holds (jsonschema adds the meta-schemas): an unknown URI is unresolvable."""
+_work_deadline: ContextVar[float] = ContextVar("loopwarden_validation_deadline", default=math.inf)
 _encode = msgspec.json.Encoder(order="sorted").encode
 _END = object()
 
@@ -75,6 +102,57 @@ class SchemaInvalid(ValueError):
 
 class SchemaTooLarge(SchemaInvalid):
     """A schema past the limits: refused before any work is spent on it."""
+
+
+class _OutOfTime(Exception):
+    """The validation's time ran out (:data:`VALIDATION_WORK_SECS`)."""
+
+
+def _timed(keyword: Callable[..., Any]) -> Callable[..., Any]:
+    def check(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        if time.monotonic() > _work_deadline.get():
+            raise _OutOfTime
+        return keyword(validator, value, instance, schema)
+
+    check.__wrapped__ = keyword  # type: ignore[attr-defined]
+    return check
+
+
+def _hashable(value: Any) -> Any:
+    """``value`` as a hashable, equal exactly when JSON Schema says two values are equal:
+    ``1 == 1.0``, but ``true`` is not ``1``; objects regardless of key order."""
+    if isinstance(value, bool) or value is None:
+        return (bool, value)
+    if isinstance(value, int | float):
+        return (float, value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return (list, tuple(_hashable(item) for item in value))
+    if isinstance(value, dict):
+        return (dict, frozenset((key, _hashable(item)) for key, item in value.items()))
+    return (object, id(value))  # not JSON: only ever equal to itself
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if unique and validator.is_type(instance, "array") and len({_hashable(item) for item in instance}) < len(instance):
+        yield schema_errors.ValidationError(f"{instance!r} has non-unique elements")
+
+
+def _bound_keywords() -> None:
+    """Every keyword of every validator class jsonschema may pick checks the time first. In
+    place, on jsonschema's own classes: a subschema's ``$schema`` switches to its draft's class
+    mid-validation, so a wrapper class of ours would be left there (idempotent)."""
+    known = getattr(validators, "_META_SCHEMAS", None)
+    if known is None:
+        raise RuntimeError("jsonschema no longer lists its validator classes as expected: review proxy.schemas")
+    for cls in set(known.values()):
+        for name, keyword in cls.VALIDATORS.items():
+            if not hasattr(keyword, "__wrapped__"):
+                cls.VALIDATORS[name] = _timed(_unique_items if name == "uniqueItems" else keyword)
+
+
+_bound_keywords()
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,20 +203,22 @@ def measure(schema: Any, limits: SchemaLimits) -> None:
 class CompiledSchema:
     """A schema checked once, ready to validate values against, within bounds."""
 
-    __slots__ = ("_validator", "has_patterns", "size")
+    __slots__ = ("_validator", "size", "slow")
 
-    def __init__(self, validator: Any, size: int, has_patterns: bool) -> None:
+    def __init__(self, validator: Any, size: int, slow: bool) -> None:
         self._validator = validator
         self.size = size
         """Bytes of the schema's JSON."""
-        self.has_patterns = has_patterns
+        self.slow = slow
+        """It has patterns or references: any value may take long."""
 
     def off_loop(self, chars: int) -> bool:
         """Validating a value of ``chars`` characters may take a while: do it in a worker thread."""
-        return self.has_patterns or chars > OFF_LOOP_CHARS
+        return self.slow or chars > OFF_LOOP_CHARS or self.size * chars > OFF_LOOP_WORK
 
     def errors(self, instance: Any, limit: int = 20) -> list[str]:
         """Path-level errors of ``instance``, one line each; empty when it is valid."""
+        deadline = _work_deadline.set(time.monotonic() + VALIDATION_WORK_SECS)
         try:
             with patterns.budget(VALIDATION_BUDGET_SECS):
                 errors = sorted(self._validator.iter_errors(instance), key=lambda e: (_path(e), e.message))
@@ -146,6 +226,12 @@ class CompiledSchema:
             return ["$: the value is nested too deeply to check"]
         except patterns.PatternUnchecked as exc:
             return [f"$: the value {exc}"]
+        except _OutOfTime:
+            return [f"$: the value could not be checked within {VALIDATION_WORK_SECS:g} s"]
+        except referencing.exceptions.Unresolvable as exc:
+            return [f"$: the value could not be checked: the schema's reference {_reference(exc)!r} cannot be resolved"]
+        finally:
+            _work_deadline.reset(deadline)
         return [f"{_path(e)}: {_clipped(e.message)}" for e in errors[:limit]]
 
 
@@ -170,7 +256,44 @@ def compile_schema(schema: Any) -> CompiledSchema:
         raise SchemaInvalid("the schema nests too deeply") from None
     except patterns.PatternUnchecked as exc:
         raise SchemaInvalid(f"the schema {exc}") from None
-    return CompiledSchema(cls(schema), len(encoded), any(key in encoded for key in _PATTERN_KEYS))
+    validator = cls(schema, registry=_NO_FETCH)
+    unresolvable = _unresolvable(validator, schema)
+    if unresolvable is not None:
+        raise SchemaInvalid(
+            f"the schema's reference {unresolvable!r} cannot be resolved "
+            "(only references within the schema are followed; nothing is fetched)"
+        )
+    return CompiledSchema(validator, len(encoded), any(key in encoded for key in _SLOW_KEYS))
+
+
+def _unresolvable(validator: Any, schema: dict[str, Any]) -> str | None:
+    """The first reference of ``schema`` that resolves nowhere, found once at compile time
+    rather than as a failure of some later validation. Walks the schema's subschemas only
+    (a ``{"$ref": …}`` inside an ``enum`` is a value), each with its base URI."""
+    resolver = getattr(validator, "_resolver", None)
+    if resolver is None:  # a future jsonschema: validation reports what does not resolve
+        return None
+    dialect = referencing.jsonschema.specification_with(
+        validator.ID_OF(validator.META_SCHEMA) or "", default=referencing.Specification.OPAQUE
+    )
+    stack = [(dialect.create_resource(schema), resolver)]
+    while stack:
+        resource, scope = stack.pop()
+        contents = resource.contents
+        if isinstance(contents, dict):
+            for key in _REFERENCES:
+                ref = contents.get(key)
+                if isinstance(ref, str):
+                    try:
+                        scope.lookup(ref)
+                    except referencing.exceptions.Unresolvable:
+                        return ref
+        stack.extend((sub, scope.in_subresource(sub)) for sub in resource.subresources())
+    return None
+
+
+def _reference(error: referencing.exceptions.Unresolvable) -> str:
+    return str(getattr(getattr(error, "_wrapped", error), "ref", error))
 
 
 def check_schema(schema: Any) -> None:
@@ -299,7 +422,7 @@ def extract_json(text: str) -> tuple[Any, str | None]:
             continue
         try:
             return json.loads(candidate), None
-        except json.JSONDecodeError as exc:
+        except ValueError as exc:  # JSONDecodeError, or a number past int's 4,300 digits
             first_error = first_error or f"the answer is not valid JSON: {exc}"
         except RecursionError:
             first_error = first_error or "the answer is nested too deeply"

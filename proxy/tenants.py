@@ -24,6 +24,7 @@ from proxy.addresses import blocked_reason
 from proxy.errors import AuthenticationFailed, PermissionDenied
 
 __all__ = [
+    "API_KEY_HEADERS",
     "KEY_HEADER",
     "Tenant",
     "TenantDirectory",
@@ -35,6 +36,9 @@ __all__ = [
 
 KEY_HEADER = "x-loopwarden-key"
 """Carries the proxy key when ``Authorization`` carries the client's own provider key."""
+API_KEY_HEADERS = ("api-key", "x-api-key", "x-goog-api-key")
+"""Where clients without ``Authorization`` send their provider key (Azure's SDK, Anthropic's,
+Google's): without a tenants file, what tells those callers apart."""
 
 
 class TenantsFileError(ValueError):
@@ -199,18 +203,22 @@ class TenantDirectory:
         return list(seen.values())
 
     def authenticate(
-        self, authorization: str | None, proxy_key: str | None, *, identified: bool = False
+        self, authorization: str | None, proxy_key: str | None, *, identified: bool = False, api_key: str | None = None
     ) -> Credentials:
         """Resolve the caller; every failure is the same 401 so nothing is learned by probing.
 
-        ``identified`` (the sessions API) also refuses a caller of the implicit tenant who
-        sends no ``Authorization``: its sessions belong to nobody in particular."""
+        ``api_key``: the first of :data:`API_KEY_HEADERS` the caller sent, which identifies a
+        caller of the implicit tenant without ``Authorization``. ``identified`` (the sessions
+        API) also refuses a caller of the implicit tenant who sends neither: its sessions
+        belong to nobody in particular."""
         if self._open is not None:
-            if identified and not (authorization or "").strip():
+            caller = authorization if (authorization or "").strip() else api_key
+            if identified and not (caller or "").strip():
                 raise AuthenticationFailed(
-                    "The sessions API needs the Authorization header the session's requests were sent with."
+                    "The sessions API needs the Authorization (or api-key) header the session's requests "
+                    "were sent with."
                 )
-            return Credentials(self._open, authorization, caller_namespace(self._open.name, authorization))
+            return Credentials(self._open, authorization, caller_namespace(self._open.name, caller))
         client_key = _bearer(authorization)
         presented = proxy_key if proxy_key is not None else client_key
         if not presented:

@@ -1,9 +1,13 @@
-"""Shared fixtures: one scripted upstream per session, proxies started per test as needed."""
+"""Shared fixtures: one scripted upstream per session (per xdist worker), proxies started per
+test as needed, or one per ``shared_proxy`` module."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,9 +32,26 @@ def upstream(_upstream_server: FakeUpstream) -> Iterator[FakeUpstream]:
     _upstream_server.reset()
 
 
+@pytest.fixture(scope="session")
+def _stopping_proxies() -> Iterator[list[RunningProxy]]:
+    """Idle proxies told to stop, finishing their shutdown while later tests run; joined at the end."""
+    stopping: list[RunningProxy] = []
+    yield stopping
+    for running in stopping:
+        running.thread.join(15)
+
+
 @pytest.fixture
-def make_proxy(upstream: FakeUpstream) -> Iterator[Callable[..., RunningProxy]]:
-    """Start proxies pointing at the fake upstream; each is stopped after the test."""
+def make_proxy(
+    upstream: FakeUpstream, _stopping_proxies: list[RunningProxy]
+) -> Iterator[Callable[..., RunningProxy]]:
+    """Start proxies pointing at the fake upstream; each is stopped after the test.
+
+    uvicorn's graceful stop is mostly waiting (its tick, its drain pause, the metrics
+    listener's poll), so a proxy stops listening at once and, when idle, finishes its stop
+    while the next test runs; one with a request still in flight is waited for, so that
+    request cannot reach the shared upstream during a later test.
+    """
     started: list[RunningProxy] = []
 
     def factory(**overrides: Any) -> RunningProxy:
@@ -41,20 +62,80 @@ def make_proxy(upstream: FakeUpstream) -> Iterator[Callable[..., RunningProxy]]:
 
     yield factory
     for running in started:
+        running.request_stop()
+    _stopping_proxies[:] = [running for running in _stopping_proxies if running.thread.is_alive()]
+    for running in started:
+        if running.idle:
+            _stopping_proxies.append(running)
+        else:
+            running.thread.join(15)
+
+
+@pytest.fixture(scope="session")
+def _shared_proxies(_upstream_server: FakeUpstream) -> Iterator[dict[str, RunningProxy]]:
+    """Default proxies shared by the tests of a ``shared_proxy`` module, one per module."""
+    shared: dict[str, RunningProxy] = {}
+    yield shared
+    for running in shared.values():
         running.stop()
 
 
 @pytest.fixture
-def proxy(make_proxy: Callable[..., RunningProxy]) -> RunningProxy:
-    """A proxy with default settings and no tenants file (the quick-start setup)."""
-    return make_proxy()
+def proxy(
+    request: pytest.FixtureRequest,
+    make_proxy: Callable[..., RunningProxy],
+    upstream: FakeUpstream,
+    _shared_proxies: dict[str, RunningProxy],
+) -> Iterator[RunningProxy]:
+    """A proxy with default settings and no tenants file (the quick-start setup).
+
+    Fresh for each test, unless the module is marked ``shared_proxy``: then its tests share
+    one, which is for tests whose requests leave nothing a later test could see (no
+    metrics, logs, readiness or session state read; no session id or opening reused
+    mid-loop; no upstream failures that spend the process-wide retry budget). A shared
+    proxy is waited for until no request is in flight after each test, or replaced.
+    """
+    if request.node.get_closest_marker("shared_proxy") is None:
+        yield make_proxy()
+        return
+    module = request.node.module.__name__
+    running = _shared_proxies.get(module)
+    if running is None:
+        running = _shared_proxies[module] = start_proxy(upstream=upstream.url)
+    yield running
+    deadline = time.monotonic() + 15
+    while not running.idle and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if not running.idle:
+        del _shared_proxies[module]
+        running.stop()
+
+
+_CONFIGURED_REDIS_CLEANUP = pytest.StashKey[contextlib.ExitStack]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under pytest-xdist the workers share a configured Redis database, so the controller,
+    not a worker that finishes early, removes what the run wrote there once all are done."""
+    from tests.support.redis import CONFIGURED_URL, written_keys_removed
+
+    if CONFIGURED_URL and session.config.pluginmanager.hasplugin("dsession"):
+        cleanup = contextlib.ExitStack()
+        cleanup.enter_context(written_keys_removed(CONFIGURED_URL))
+        session.config.stash[_CONFIGURED_REDIS_CLEANUP] = cleanup
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    cleanup = session.config.stash.get(_CONFIGURED_REDIS_CLEANUP, None)
+    if cleanup is not None:
+        cleanup.close()
 
 
 @pytest.fixture(scope="session")
 def _redis_server() -> Iterator[str]:
     from tests.support.redis import redis_for_tests
 
-    with redis_for_tests() as url:
+    with redis_for_tests(remove_written="PYTEST_XDIST_WORKER" not in os.environ) as url:
         yield url
 
 

@@ -164,12 +164,6 @@ class MemoryStore:
     async def aclose(self) -> None:
         self._groups.clear()
 
-    def ttl(self, key: str) -> float | None:
-        """Seconds left for ``key`` (tests and the inspect API use it)."""
-        group = self._groups.get(tenant_of(key))
-        entry = group.get(key) if group is not None else None
-        return None if entry is None else entry[0] - self._clock()
-
     def __len__(self) -> int:
         """Entries held, expired ones not yet dropped included."""
         return sum(len(group) for group in self._groups.values())

@@ -205,3 +205,23 @@ def test_a_deny_rule_refuses_tool_arguments_giving_a_key_twice(make_proxy, upstr
 
     assert response.json()["choices"][0]["message"]["content"] == "I will not do that."
     assert response.headers["x-loopwarden-interventions"] == "permission_denied"
+
+
+def test_a_number_too_long_to_read_in_tool_arguments_goes_back_to_the_model(proxy, upstream):
+    upstream.script(calling('{"code": 1' + "0" * 5000 + "}"), calling('{"code": "aa"}', "c2"))
+
+    response = post(proxy, {"tools": lookup_tool("^a+$")})
+
+    assert response.status_code == 200
+    assert response.headers["x-loopwarden-interventions"] == "tool_args_retry"
+    assert "not valid JSON" in upstream.requests[1].json()["messages"][-1]["content"]
+
+
+def test_an_answer_with_a_number_too_long_to_read_is_retried(proxy, upstream):
+    response_format = {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object"}}}
+    upstream.script(Json(chat_completion('{"n": 1' + "0" * 5000 + "}")), Json(chat_completion('{"n": 1}')))
+
+    response = post(proxy, {"response_format": response_format})
+
+    assert response.status_code == 200
+    assert response.json()["choices"][0]["message"]["content"] == '{"n": 1}'

@@ -10,6 +10,8 @@ import pytest
 
 from tests.support.fake_upstream import Json, Sse, chat_completion, stream_chunks, tool_call
 
+pytestmark = pytest.mark.shared_proxy
+
 MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 

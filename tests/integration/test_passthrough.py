@@ -10,6 +10,8 @@ import pytest
 
 from tests.support.fake_upstream import Json
 
+pytestmark = pytest.mark.shared_proxy
+
 AUTH = {"Authorization": "Bearer sk-provider"}
 
 

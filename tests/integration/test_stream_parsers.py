@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.support.fake_upstream import chat_completion, streamed, tool_call
+
+pytestmark = pytest.mark.shared_proxy
 
 TASK = "How many people live in Lyon?"
 SEARCH = {

@@ -15,6 +15,8 @@ from pydantic import BaseModel
 
 from tests.support.fake_upstream import Json, chat_completion, streamed, tool_call
 
+pytestmark = pytest.mark.shared_proxy
+
 TASK = "How many people live in Lyon? Answer with the city and its population."
 SUMMARY = "Found: Lyon. Missing: a population figure that fits the schema. Next step: ask again."
 

@@ -8,8 +8,11 @@ import json
 
 import httpx
 import openai
+import pytest
 
 from tests.support.fake_upstream import Json, Sse, chat_completion, streamed
+
+pytestmark = pytest.mark.shared_proxy
 
 TASK = [{"role": "user", "content": "How many people live in Lyon?"}]
 SEARCH = {"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}

@@ -11,6 +11,7 @@ from proxy.logs import JsonFormatter
 from proxy.tenants import hash_key
 from tests.support.assertions import assert_openai_error
 from tests.support.fake_upstream import Json, chat_completion
+from tests.support.raw_http import raw_request
 
 KEYS = {"alpha": "lw-alpha-" + "1" * 24, "beta": "lw-beta-" + "2" * 24}
 MESSAGES = [{"role": "user", "content": "task"}]
@@ -156,3 +157,31 @@ def test_without_tenants_file_the_sessions_api_refuses_callers_without_a_key(pro
     response = httpx.request(method, f"{proxy.base_url}/loopwarden/sessions/s1")
 
     assert_openai_error(response, 401, "invalid_api_key")
+
+
+@pytest.mark.parametrize("name", ["api-key", "x-api-key", "x-goog-api-key"])
+def test_without_tenants_file_two_keys_in_another_key_header_never_share_a_session(proxy, upstream, name):
+    first, second = {name: "sk-first-" + "1" * 16}, {name: "sk-second-" + "2" * 16}
+
+    def call(key: dict[str, str]) -> httpx.Response:  # Azure's SDK sends api-key, Anthropic's x-api-key
+        body = {"model": "m", "messages": MESSAGES}
+        return httpx.post(f"{proxy.base_url}/chat/completions", json=body, headers={**key, "X-Session-Id": "s1"})
+
+    for _ in range(3):
+        call(first)
+    other = call(second)
+
+    assert other.headers["x-loopwarden-step"] == "1"
+    url = f"{proxy.base_url}/loopwarden/sessions/s1"
+    assert [httpx.get(url, headers=key).json()["steps"] for key in (first, second)] == [3, 1]
+
+
+def test_without_tenants_file_a_caller_with_a_non_ascii_key_reaches_its_sessions(proxy, upstream):
+    key = {"Authorization": "Bearer sk-clé-".encode() + b"1" * 16}  # UTF-8 bytes, as a client sends them
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "task"}]}'
+
+    raw_request(proxy.port, "POST", "/v1/chat/completions", {**key, "X-Session-Id": "s1"}, body)
+    seen = raw_request(proxy.port, "GET", "/v1/loopwarden/sessions/s1", key)
+
+    assert seen.status == 200
+    assert seen.json()["steps"] == 1

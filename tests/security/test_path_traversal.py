@@ -37,6 +37,17 @@ ESCAPES = [
     "/v1/..;/_control/state",
     "/v1/%252e%252e/_control/state",
     "/v1/chat/completions/../../x",
+    # forms some servers read as '..': overlong UTF-8, IIS's %u, full-width dots (NFKC), a NUL
+    # that ends the segment for C code, whitespace trimmed away
+    "/v1/%c0%ae%c0%ae/_control/state",
+    "/v1/%e0%80%ae%e0%80%ae/_control/state",
+    "/v1/%u002e%u002e/_control/state",
+    "/v1/%ef%bc%8e%ef%bc%8e/_control/state",
+    "/v1/..%00/_control/state",
+    "/v1/models/..%00.json/x",
+    "/v1/..%20/_control/state",
+    "/v1/%09../_control/state",
+    "/v1/models/%20",
 ]
 
 

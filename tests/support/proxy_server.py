@@ -38,8 +38,24 @@ class RunningProxy:
     def readiness(self) -> Readiness:
         return self.server.readiness
 
-    def stop(self) -> None:
+    @property
+    def idle(self) -> bool:
+        """No request in flight, so nothing it does while stopping can reach a later test."""
+        return self.server.readiness.in_flight == 0
+
+    def request_stop(self) -> None:
+        """Stop accepting connections now and ask the server to stop, without waiting for its
+        graceful shutdown (uvicorn notices the request within its 0.1 s tick)."""
         self.server.should_exit = True
+        listeners = getattr(self.server, "servers", [])
+        for listener in listeners:
+            listener.get_loop().call_soon_threadsafe(listener.close)
+        deadline = time.monotonic() + 1
+        while any(listener.is_serving() for listener in listeners) and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+    def stop(self) -> None:
+        self.request_stop()
         self.thread.join(15)
 
 

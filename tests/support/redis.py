@@ -58,8 +58,19 @@ class PrivateRedis:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is required for the state-store tests (apt-get install redis-server)")
-        if not self.port:
-            self.port = _free_port(with_bus="--cluster-enabled" in self.extra_args)
+        chosen = not self.port
+        for _ in range(5):
+            if chosen:
+                self.port = _free_port(with_bus="--cluster-enabled" in self.extra_args)
+            if self._spawn(binary):
+                return self
+            if not chosen:
+                break
+            # Another process (a parallel test worker) took the free port before the server bound it.
+        raise RuntimeError(f"private redis-server on port {self.port} did not start")
+
+    def _spawn(self, binary: str) -> bool:
+        """Run the server on ``self.port``; False when it exits (the port was taken) or never answers."""
         self.process = subprocess.Popen(
             [
                 binary,
@@ -77,17 +88,17 @@ class PrivateRedis:
             stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self.process.poll() is None:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
                     sock.sendall(b"PING\r\n")
                     if sock.recv(16).startswith(b"+PONG"):
-                        return self
+                        return True
             except OSError:
                 time.sleep(0.05)
-        code = self.process.poll()
         self.process.kill()
-        raise RuntimeError(f"private redis-server on port {self.port} did not start (exit code {code})")
+        self.process.wait(10)
+        return False
 
     def freeze(self) -> None:
         assert self.process is not None
@@ -177,9 +188,13 @@ def written_keys_removed(url: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def redis_for_tests(configured: str | None = CONFIGURED_URL) -> Iterator[str]:
-    """The URL the tests use: ``configured`` (cleaned up after), else a private server."""
+def redis_for_tests(configured: str | None = CONFIGURED_URL, *, remove_written: bool = True) -> Iterator[str]:
+    """The URL the tests use: ``configured`` (cleaned up after, unless ``remove_written`` is
+    False: a parallel worker leaves that to the run's controller), else a private server."""
     if configured is not None:
+        if not remove_written:
+            yield configured
+            return
         with written_keys_removed(configured):
             yield configured
         return

@@ -76,6 +76,12 @@ def test_hosts_ending_in_a_number_that_is_no_address_are_refused(host):
         "http://metadata.goog/",
         "http://instance-data.ec2.internal/",
         "http://metadata.tencentyun.com/",
+        # dots IDNA maps to '.', as httpx does before it connects
+        "http://169\u3002254\u3002169\u3002254/",
+        "http://169\uff0e254\uff0e169\uff0e254/",
+        "http://169\uff61254\uff61169\uff61254/",
+        "http://metadata\u3002google\u3002internal/",
+        "http://[::ffff:0:a9fe:a9fe]/",  # IPv4-translated (SIIT)
     ],
 )
 def test_metadata_and_link_local_upstreams_are_refused_in_any_notation(url):

@@ -34,6 +34,14 @@ def test_parse_arguments(text, expected):
     assert parse_arguments(text) == expected
 
 
+def test_a_number_too_long_to_read_makes_the_arguments_invalid():
+    value, problem = parse_arguments('{"n": 1' + "0" * 5000 + "}")  # past Python's 4,300 digits: a ValueError
+
+    assert value is None
+    assert problem.startswith("arguments are not valid JSON: ")
+    assert "4300 digits" in problem
+
+
 def test_a_call_decodes_its_arguments_once():
     call = ToolCall("c1", "search", '{"q": "x"}')
 

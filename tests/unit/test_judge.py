@@ -72,8 +72,26 @@ def test_parse_verdict(text, expected):
         _verdict(True, "ok") + "\n" + _verdict(True, "ok"),
         '{"done": false}\n' + _verdict(True, "ok"),
         "{}" * 70 + _verdict(True, "ok"),
+        json.dumps({"draft": json.loads(_verdict(False, "no"))}) + "\n" + _verdict(True, "ok"),
+        json.dumps({"drafts": [json.loads(_verdict(False, "no"))]}) + "\n" + _verdict(True, "ok"),
+        _verdict(True, "ok")[:-1] + ', "draft": ' + json.dumps({"done": False}) + "}",
+        f'{{"draft": {{"nonce": "\\u0066{NONCE[1:]}", "done": false, "reason": "no"}}}}\n' + _verdict(True, "ok"),
+        _verdict(False, "no")[:-1] + "\n" + _verdict(True, "ok"),
     ],
-    ids=["duplicate-done", "duplicate-reason", "duplicate-nonce", "inline-then-fenced", "twice", "decoy", "crowded"],
+    ids=[
+        "duplicate-done",
+        "duplicate-reason",
+        "duplicate-nonce",
+        "inline-then-fenced",
+        "twice",
+        "decoy",
+        "crowded",
+        "nested-then-top-level",
+        "nested-in-a-list",
+        "nested-in-the-verdict",
+        "nested-with-an-escaped-nonce",
+        "broken-then-whole",
+    ],
 )
 def test_a_reply_that_reads_two_ways_is_an_ambiguous_judge_error(text):
     parsed = parse_verdict(text, NONCE)

@@ -160,3 +160,32 @@ def test_duplicate_rule_ids_are_refused(tmp_path):
 
     with pytest.raises(PolicyError, match="used twice"):
         load_policies(tmp_path)
+
+
+def _rule(action: str, regex: str, default: str = "allow") -> PermissionSettings:
+    return PermissionSettings.model_validate(
+        {
+            "default": default,
+            "rules": [{"id": "r", "tool": "t", "when": [{"path": "$.q", "regex": regex}], "action": action}],
+        }
+    )
+
+
+def test_a_deny_rule_reads_the_whole_value():
+    decision = decide(ToolCall("c", "t", '{"q": "' + " " * 10_000 + 'rm -rf /"}'), _rule("deny", r"rm\s+-rf"))
+
+    assert (decision.action, decision.rule) == ("deny", "r")
+
+
+def test_an_allow_rule_reads_the_whole_value():
+    within = "/workspace/" + "a" * 10_000 + "/../../etc/passwd"
+
+    decision = decide(ToolCall("c", "t", f'{{"q": "{within}"}}'), _rule("allow", r"^/workspace/[^.]*$", "deny"))
+
+    assert (decision.action, decision.rule) == ("deny", "default")
+
+
+def test_a_catastrophic_pattern_never_approves_a_call():
+    decision = decide(ToolCall("c", "t", '{"q": "' + "x" * 5000 + '"}'), _rule("allow", "(x+x+)+y", "deny"))
+
+    assert (decision.action, decision.rule) == ("deny", "default")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -220,3 +221,109 @@ def test_the_cache_refuses_a_schema_past_its_limits_before_compiling():
         asyncio.run(cache.compiled(_object(11)))
 
     assert len(cache._entries) == 0
+
+
+# -- references and the time of one validation ---------------------------------------------
+
+
+def _fanning_out(levels: int, dialect: str | None = None) -> dict:
+    """References that unfold into 2**levels checks of one value."""
+    defs = {f"d{i}": {"allOf": [{"$ref": f"#/$defs/d{i + 1}"}] * 2} for i in range(levels)}
+    defs[f"d{levels}"] = {"type": "string"}
+    entry = {"allOf": [{"$ref": "#/$defs/d0"}]} | ({"$schema": dialect} if dialect else {})
+    return {"type": "object", "properties": {"a": entry}, "$defs": defs}
+
+
+@pytest.mark.parametrize(
+    "ref",
+    ["http://169.254.169.254/latest/meta-data/", "https://example.com/s.json#/x", "other.json", "#/$defs/missing"],
+)
+def test_a_reference_outside_the_schema_does_not_compile(ref):
+    with pytest.raises(SchemaInvalid, match="cannot be resolved"):
+        compile_schema({"$id": "https://tools.example/", "properties": {"a": {"$ref": ref}}})
+
+
+@pytest.mark.parametrize(
+    ("schema", "valid", "invalid"),
+    [
+        ({"$defs": {"s": {"type": "string"}}, "properties": {"a": {"$ref": "#/$defs/s"}}}, {"a": "x"}, {"a": 1}),
+        ({"$id": "https://tools.example/r", "$defs": {"s": {"$id": "s", "type": "string"}}, "$ref": "s"}, "x", 1),
+        ({"$ref": "https://json-schema.org/draft/2020-12/schema"}, {"type": "string"}, {"type": 1}),
+        ({"enum": [{"$ref": "http://169.254.169.254/"}]}, {"$ref": "http://169.254.169.254/"}, {}),
+    ],
+    ids=["local", "by-id", "meta-schema", "a-value-not-a-reference"],
+)
+def test_references_within_the_schema_compile_and_resolve(schema, valid, invalid):
+    compiled = compile_schema(schema)
+
+    assert compiled.errors(valid) == []
+    assert compiled.errors(invalid) != []
+
+
+@pytest.mark.parametrize("dialect", [None, "http://json-schema.org/draft-07/schema#"], ids=["same", "switched-draft"])
+def test_a_validation_that_unfolds_past_its_time_is_invalid(dialect):
+    schema = compile_schema(_fanning_out(40, dialect))
+
+    started = time.perf_counter()
+    errors = schema.errors({"a": "x"})
+
+    assert time.perf_counter() - started < 1.5  # 2**40 checks: days
+    assert errors == ["$: the value could not be checked within 1 s"]
+
+
+def test_a_schema_with_references_is_validated_off_the_event_loop():
+    assert compile_schema(_fanning_out(2)).off_loop(10)
+
+
+def test_a_large_schema_against_a_long_value_is_validated_off_the_event_loop():
+    schema = compile_schema({"type": "array", "items": {"anyOf": [{"const": i} for i in range(100)]}})
+
+    assert (schema.off_loop(10), schema.off_loop(1200)) == (False, True)
+
+
+def test_unique_items_over_thousands_of_objects_takes_linear_time():
+    schema = compile_schema({"type": "array", "uniqueItems": True})
+    objects = [{"a": i, "b": [i, {"c": str(i)}]} for i in range(5000)]  # jsonschema compared each pair: 39 s
+
+    started = time.perf_counter()
+    errors = schema.errors(objects)
+
+    assert time.perf_counter() - started < 0.5
+    assert errors == []
+
+
+@pytest.mark.parametrize(
+    ("items", "unique"),
+    [
+        ([{"a": 1, "b": 2}, {"b": 2, "a": 1}], False),
+        ([1, 1.0], False),
+        ([[1, {"x": None}], [1, {"x": None}]], False),
+        ([1, True], True),
+        ([0, False], True),
+        ([[1], [True]], True),
+        ([{"a": 1}, {"a": True}], True),
+        (["1", 1], True),
+        ([None, 0], True),
+        ([[1, 2], [2, 1]], True),
+    ],
+)
+def test_unique_items_compares_as_json_schema_does(items, unique):
+    errors = compile_schema({"uniqueItems": True}).errors(items)
+
+    assert (errors == []) is unique
+    assert unique or "has non-unique elements" in errors[0]
+
+
+def test_an_answer_with_a_number_too_long_to_read_is_not_json():
+    assert answer_errors('{"n": 1' + "0" * 5000 + "}", compile_schema({"type": "object"}))[0].startswith(
+        "the answer is not valid JSON: "
+    )
+
+
+def test_a_draft_04_schema_with_a_long_enum_of_objects_compiles_in_linear_time():
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "enum": [{"a": i} for i in range(15_000)]}
+
+    started = time.perf_counter()
+    compile_schema(schema)  # draft-04's meta-schema asks for unique enum items: 3,000 took 23 s
+
+    assert time.perf_counter() - started < 2.0
