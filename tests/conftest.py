@@ -42,9 +42,7 @@ def _stopping_proxies() -> Iterator[list[RunningProxy]]:
 
 
 @pytest.fixture
-def make_proxy(
-    upstream: FakeUpstream, _stopping_proxies: list[RunningProxy]
-) -> Iterator[Callable[..., RunningProxy]]:
+def make_proxy(upstream: FakeUpstream, _stopping_proxies: list[RunningProxy]) -> Iterator[Callable[..., RunningProxy]]:
     """Start proxies pointing at the fake upstream; each is stopped after the test.
 
     uvicorn's graceful stop is mostly waiting (its tick, its drain pause, the metrics
