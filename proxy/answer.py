@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.call import SSE, ChatCall, Outcome
-from proxy.client_stream import ClientStream
 from proxy.errors import ProxyError, UpstreamError
 from proxy.exchange import Reply
+from proxy.request import SSE, AgentRequest, Outcome
+from proxy.streaming.client import ClientStream
 from proxy.upstream import UpstreamReply
 
 __all__ = ["Answer", "Failed", "Relayed", "Tried", "Unusable", "Written", "render"]
@@ -66,7 +66,7 @@ Answer = Written | Relayed | Unusable | Failed
 
 
 async def render(
-    call: ChatCall,
+    call: AgentRequest,
     client: ClientStream | None,
     answer: Answer,
     headers: Callable[[], list[tuple[bytes, bytes]]],

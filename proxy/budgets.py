@@ -19,7 +19,7 @@ from proxy.pricing import MICROS, Price, PriceTable
 from proxy.session.base import FIELDS, Limit, SessionState
 
 if TYPE_CHECKING:
-    from proxy.call import ChatCall
+    from proxy.request import AgentRequest
 
 __all__ = [
     "Remaining",
@@ -78,7 +78,7 @@ def remaining(state: SessionState, policy: Policy, now: float) -> Remaining:
     )
 
 
-def check_request_cap(call: ChatCall, enforce: bool, prices: PriceTable) -> None:
+def check_request_cap(call: AgentRequest, enforce: bool, prices: PriceTable) -> None:
     """A 400 for a request that no budget could ever admit (its output limit alone is over):
     the session's budgets (enforced only) and the API key's daily caps."""
     budgets = call.policy.budgets

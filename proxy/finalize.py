@@ -14,13 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.call import ChatCall, RequestNotes
 from proxy.errors import ProxyError
 from proxy.exchange import Conversation, Turn, Usage
 from proxy.ledger import Ledger
 from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.policy.models import Policy
+from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import FIELDS, SessionDelta, SessionState
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient
@@ -122,7 +122,7 @@ class Endings:
 
     async def make(
         self,
-        call: ChatCall,
+        call: AgentRequest,
         verdict: Finalize,
         state: SessionState,
         delta: SessionDelta,
@@ -171,7 +171,7 @@ class Endings:
         )
         return ending.body
 
-    def _shared(self, call: ChatCall, verdict: Finalize, seen: SessionState, notes: RequestNotes) -> dict[str, Any]:
+    def _shared(self, call: AgentRequest, verdict: Finalize, seen: SessionState, notes: RequestNotes) -> dict[str, Any]:
         """The session is ending and another request claimed the ending: answer without an
         upstream call, with the stored ending when there is one, else (it was not made in
         time) a summary of this request's own transcript, built here. This request stores

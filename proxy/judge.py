@@ -38,7 +38,7 @@ from proxy.upstream import UpstreamClient
 from proxy.wire.chat_completions import parse_reply
 
 if TYPE_CHECKING:
-    from proxy.call import ChatCall
+    from proxy.request import AgentRequest
 
 __all__ = [
     "JUDGE_ERROR_CAUSES",
@@ -194,7 +194,7 @@ class JudgeTarget:
     """Whose verdicts these are (the tenant): a remembered verdict is never reused across scopes."""
 
 
-def judge_target(call: ChatCall) -> JudgeTarget | None:
+def judge_target(call: AgentRequest) -> JudgeTarget | None:
     """Where this request's judge calls go, resolved once per request: the policy's own
     endpoint, or the agent's upstream with the agent's key (None: the judge is off, or its
     key's variable is unset)."""

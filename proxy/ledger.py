@@ -22,12 +22,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from proxy.budgets import active_ms, estimate_tokens
-from proxy.call import ChatCall, RequestNotes
 from proxy.errors import RateLimited, ServiceUnavailable
 from proxy.exchange import Usage
 from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.pricing import MICROS, PriceTable
+from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import (
     FIELDS,
     Claim,
@@ -67,7 +67,7 @@ class Ledger:
         self._ending_wait = ending_wait_secs
 
     async def open(
-        self, call: ChatCall, limits: Sequence[Limit], notes: RequestNotes
+        self, call: AgentRequest, limits: Sequence[Limit], notes: RequestNotes
     ) -> tuple[SessionState, SessionDelta]:
         """Load the session (reserving this call's budget share in the same round trip)."""
         fresh = call.session.fresh
@@ -121,7 +121,7 @@ class Ledger:
     def _claim(notes: RequestNotes) -> Claim:
         return Claim(int(notes.started * 1000), ENDING_LEASE_MS)
 
-    async def claim_ending(self, call: ChatCall, notes: RequestNotes) -> SessionState | None:
+    async def claim_ending(self, call: AgentRequest, notes: RequestNotes) -> SessionState | None:
         """Ask for the right to produce the session's ending (once per request: a refused
         admission has already asked). Returns the state the claim saw, None if not asked here.
 
@@ -144,7 +144,7 @@ class Ledger:
         notes.claim = seen.claimed
         return seen.state
 
-    async def await_ending(self, call: ChatCall, notes: RequestNotes, seen: SessionState) -> SessionState:
+    async def await_ending(self, call: AgentRequest, notes: RequestNotes, seen: SessionState) -> SessionState:
         """Another request holds the ending's claim: wait (a little, polling) for the ending it
         stores, so parallel requests end alike. When the claim is given back or lapses with no
         ending stored, this request tries to take it (``notes.claim`` then says it did). After
@@ -173,7 +173,7 @@ class Ledger:
         return seen
 
     async def reserve(
-        self, call: ChatCall, delta: SessionDelta, notes: RequestNotes, limits: Sequence[Limit]
+        self, call: AgentRequest, delta: SessionDelta, notes: RequestNotes, limits: Sequence[Limit]
     ) -> str | None:
         """Before another upstream call of this request (a nudge, a goal turn): reserve its
         step (and tokens, cost) as the admission did, so parallel requests cannot overshoot
@@ -198,11 +198,11 @@ class Ledger:
             delta.incr(limit.reserved, -limit.amount)  # settled with the real usage at commit
         return None
 
-    async def settle(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
+    async def settle(self, call: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
         """Commit a request that reached a model (or ended the session); release one that did not."""
         await (self.commit if reached_model(delta) else self.release)(call, delta, notes)
 
-    def charge_cancelled(self, call: ChatCall, delta: SessionDelta, prompt_bytes: int, attempt: int) -> None:
+    def charge_cancelled(self, call: AgentRequest, delta: SessionDelta, prompt_bytes: int, attempt: int) -> None:
         """A call cut off before its reply still took a step and its prompt: counted as an
         estimate (4 bytes a token), as an unfinished stream is."""
         delta.incr(FIELDS.STEPS)
@@ -212,7 +212,7 @@ class Ledger:
             {"tenant": call.tenant, "policy": call.policy.name, "session": call.session.id, "usage_estimated": True},
         )
 
-    async def release(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
+    async def release(self, call: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
         """Settle a request that reached no model: give back what it reserved, record nothing
         else (no turn, no session created for a call the upstream refused)."""
         released = SessionDelta()
@@ -228,7 +228,7 @@ class Ledger:
             self._metrics.state_resets.inc(losses - self._losses)
             self._losses = losses
 
-    def _lost_unseen(self, call: ChatCall, state: SessionState, now: float) -> bool:
+    def _lost_unseen(self, call: AgentRequest, state: SessionState, now: float) -> bool:
         """A fail-closed session that the store has forgotten, and no client was told yet.
 
         After the store lost its data (see :meth:`SessionStore.lost_at`), a request that
@@ -244,7 +244,7 @@ class Ledger:
             return False
         return FIELDS.TURNS not in state.values and FIELDS.STATE_LOST not in state.values
 
-    async def _refuse_lost(self, call: ChatCall, reserved: Sequence[Limit], notes: RequestNotes) -> None:
+    async def _refuse_lost(self, call: AgentRequest, reserved: Sequence[Limit], notes: RequestNotes) -> None:
         """Tell the client once, and record that it was told: its next call starts the
         session's books afresh, knowingly. Reservations made by this call are given back."""
         mark = SessionDelta()
@@ -268,7 +268,7 @@ class Ledger:
             headers={"x-should-retry": "false"},
         )
 
-    async def admit_tenant(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
+    async def admit_tenant(self, call: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
         """The tenant's rolling-day caps: a call that does not fit gets a 429 with Retry-After.
 
         Not when the session's load already failed (fail-open): a frozen store costs one
@@ -307,13 +307,15 @@ class Ledger:
             )
         notes.daily = limits
 
-    def charge_guard(self, call: ChatCall, delta: SessionDelta, verdict: Verdict | None) -> None:
+    def charge_guard(self, call: AgentRequest, delta: SessionDelta, verdict: Verdict | None) -> None:
         """Tokens a guard spent deciding (the judge) count in the session, metered apart."""
         spent = getattr(verdict, "spent", None)
         if spent is not None and spent.total:
             self.charge(call, delta, spent, call.policy.judge.model or call.conversation.model, kind="judge")
 
-    def charge(self, call: ChatCall, delta: SessionDelta, usage: Usage, model: str | None, kind: str = "agent") -> None:
+    def charge(
+        self, call: AgentRequest, delta: SessionDelta, usage: Usage, model: str | None, kind: str = "agent"
+    ) -> None:
         """Count a call's tokens and cost (an unpriced model is counted, not guessed)."""
         tenant, policy, tokens = call.tenant, call.policy.name, self._metrics.tokens
         if usage.prompt_tokens:
@@ -332,7 +334,7 @@ class Ledger:
             delta.incr(FIELDS.COST_MICROS, cost)
             self._metrics.of(self._metrics.cost, tenant, policy).inc(cost / MICROS)
 
-    async def commit(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes, *, touch: bool = True) -> None:
+    async def commit(self, call: AgentRequest, delta: SessionDelta, notes: RequestNotes, *, touch: bool = True) -> None:
         """Write what the request did, once. ``touch``: it counts as activity (not a release)."""
         notes.committed = True
         if notes.claim:
@@ -358,7 +360,7 @@ class Ledger:
         else:
             await asyncio.shield(self._write(call, delta, notes))
 
-    async def _write(self, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
+    async def _write(self, call: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
         try:
             if delta:
                 with self._timed("commit"):
@@ -370,7 +372,7 @@ class Ledger:
             self._store_failed(call, "commit", exc)
             notes.degraded = True
 
-    def _store_failed(self, call: ChatCall, operation: str, exc: StoreUnavailable) -> None:
+    def _store_failed(self, call: AgentRequest, operation: str, exc: StoreUnavailable) -> None:
         """Every store failure is counted and logged alike; what follows is the caller's (the policy's fail mode)."""
         self._metrics.state_errors.labels(operation, call.policy.state_fail_mode).inc()
         log_event("state_store_error", {"operation": operation, "error": str(exc)}, logging.WARNING)

@@ -20,23 +20,23 @@ from typing import Any
 
 from proxy.answer import Answer, Failed, Relayed, Tried, Unusable, Written, render
 from proxy.budgets import check_request_cap, session_limits
-from proxy.call import ChatCall, Outcome, RequestNotes
-from proxy.client_stream import ClientStream
 from proxy.errors import ProxyError
 from proxy.exchange import Channel, Turn
 from proxy.finalize import Endings
 from proxy.fingerprint import remember_calls
-from proxy.goal import GOAL_TOOL, Goal, goal_tool
-from proxy.goal_keeper import GoalKeeper, GoalStrip
+from proxy.goal.keeper import GoalKeeper, GoalStrip
+from proxy.goal.model import GOAL_TOOL, Goal, goal_tool
 from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
 from proxy.judge import JudgeTarget, judge_target
 from proxy.ledger import ENDING_WAIT_SECS, Ledger
 from proxy.metrics import Metrics
 from proxy.pricing import PriceTable
 from proxy.recording import Step, StepRecorder
+from proxy.request import AgentRequest, Outcome, RequestNotes
 from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, SessionStore
 from proxy.step_log import StepLog, chat_attributes, response_headers, usage_attributes
-from proxy.stream_attempts import StreamAttempts
+from proxy.streaming.attempts import StreamAttempts
+from proxy.streaming.client import ClientStream
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient
 from proxy.verdict import (
@@ -52,14 +52,14 @@ from proxy.verdict import (
     verdict_reason,
 )
 
-__all__ = ["ChatCall", "Outcome", "Pipeline"]
+__all__ = ["Pipeline"]
 
 
 @dataclass(slots=True)
 class _Request:
     """One request in the loop: what it is, the session's books, and what it sends next."""
 
-    call: ChatCall
+    call: AgentRequest
     state: SessionState
     delta: SessionDelta
     notes: RequestNotes
@@ -117,7 +117,7 @@ class Pipeline:
         self._steps = StepLog(metrics, self._tracing, log_contents=log_contents, recorder=recorder)
         self._streams = StreamAttempts(upstream, self._ledger, metrics, self._response_guards)
 
-    async def run(self, call: ChatCall) -> Outcome:
+    async def run(self, call: AgentRequest) -> Outcome:
         """One agent request. Whatever happens, what it reserved and spent is committed once."""
         notes = RequestNotes(started=self._clock())
         enforce = call.policy.mode == "enforce"
@@ -343,14 +343,14 @@ class Pipeline:
         refused = await self._ledger.reserve(call, delta, notes, request.limits)
         return _refused(refused) if refused else None
 
-    def _apply(self, verdict: Pass, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
+    def _apply(self, verdict: Pass, call: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
         """The bookkeeping of a reply that reaches the agent."""
         for strike in verdict.clear_strikes:
             delta.assign(FIELDS.STRIKE_PREFIX + strike, 0)
         for flag in verdict.flags:
             self._steps.flag(call, flag, notes)
 
-    def _shadow(self, verdict: Verdict, call: ChatCall, delta: SessionDelta, notes: RequestNotes) -> None:
+    def _shadow(self, verdict: Verdict, call: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
         """Shadow mode: count and log the decision, keep strikes as enforce would, change nothing."""
         if isinstance(verdict, Nudge | Finalize):
             self._strike(verdict.strike, delta)
@@ -378,7 +378,7 @@ class Pipeline:
         return response_headers(request.call, after, request.notes, self._clock())
 
     def _client_stream(
-        self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: RequestNotes
+        self, call: AgentRequest, state: SessionState, delta: SessionDelta, notes: RequestNotes
     ) -> ClientStream | None:
         if not call.stream or call.respond is None:
             return None

@@ -27,10 +27,10 @@ import redis.asyncio as redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
-from proxy.call import ChatCall, RequestNotes
 from proxy.exchange import Reply
 from proxy.guards.base import GuardContext
 from proxy.logs import log_event, redact
+from proxy.request import AgentRequest, RequestNotes
 from proxy.verdict import Nudge, Verdict, verdict_name, verdict_reason
 
 __all__ = ["FORMAT_VERSION", "Recorder", "Step", "StepRecorder", "redacted", "step_record"]
@@ -44,7 +44,7 @@ class Step:
     """One upstream step of the guard loop: what was asked, answered and decided. (Not frozen:
     one is built per upstream call, and a frozen dataclass pays a setattr call per field.)"""
 
-    call: ChatCall
+    call: AgentRequest
     context: GuardContext
     """The guards' view when they decided (the session as it stood, with this step counted)."""
     attempt: int

@@ -26,11 +26,11 @@ import msgspec
 import redis.asyncio as redis
 
 from proxy.build import build_pipeline
-from proxy.call import ChatCall
 from proxy.metrics import Metrics
 from proxy.pipeline import Pipeline
 from proxy.policy.models import Policy, RecordingSettings
 from proxy.recording import Step
+from proxy.request import AgentRequest
 from proxy.session.identity import SessionRef, session_key
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
@@ -294,7 +294,7 @@ async def _replay_request(
     payload = {k: v for k, v in request.payload.items() if k not in ("stream", "stream_options")}
     conversation = CHAT_COMPLETIONS.parse_request(payload)
     tenant = str(request.steps[0].get("tenant", "replay"))
-    call = ChatCall(
+    call = AgentRequest(
         tenant=tenant,
         policy=policy,
         session=SessionRef(session, session_key(tenant, session), derived=False, fresh=False),

@@ -39,10 +39,11 @@ from proxy.http import (
 from proxy.logs import log_event, logger
 from proxy.metrics import Metrics
 from proxy.paths import passthrough_url
-from proxy.pipeline import ChatCall, Outcome, Pipeline
+from proxy.pipeline import Pipeline
 from proxy.policy.loader import PolicyRegistry
 from proxy.policy.models import Policy
 from proxy.relay import credential_values, relayed_error, secret_forms
+from proxy.request import AgentRequest, Outcome
 from proxy.request_schemas import compile_request_schemas
 from proxy.schemas import SchemaCache, SchemaLimits
 from proxy.session.identity import identify
@@ -131,7 +132,7 @@ class ProxyRoutes:
                 {"session": session.id, "derived": session.derived, "fresh": session.fresh, "policy": policy.name},
                 logging.DEBUG,
             )
-        call = ChatCall(
+        call = AgentRequest(
             tenant=credentials.tenant.name,
             policy=policy,
             session=session,

@@ -18,7 +18,7 @@ from litestar.params import FromPath
 from proxy.budgets import active_ms, remaining
 from proxy.errors import RouteNotFound, ServiceUnavailable
 from proxy.fingerprint import CALL_COUNT_PREFIX
-from proxy.goal import GOAL_FIELD, load_goal
+from proxy.goal.model import GOAL_FIELD, load_goal
 from proxy.http import header_text
 from proxy.openapi import AUTHENTICATED, error_responses
 from proxy.policy.models import Policy

@@ -10,12 +10,12 @@ import logging
 from prometheus_client import Counter
 
 from proxy.budgets import remaining
-from proxy.call import ChatCall, RequestNotes
 from proxy.exchange import Reply
 from proxy.fingerprint import fingerprint
 from proxy.logs import log_event, logger, redact
 from proxy.metrics import Metrics
 from proxy.recording import Step, StepRecorder
+from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import SessionState
 from proxy.tracing import Tracing
 from proxy.verdict import JudgeCall, PermissionCheck, Verdict, verdict_name
@@ -32,7 +32,7 @@ class StepLog:
         self._log_contents = log_contents
         self._recorder = recorder
 
-    def tool_results(self, call: ChatCall) -> None:
+    def tool_results(self, call: AgentRequest) -> None:
         """The tools the agent ran since its last turn, as ``execute_tool`` spans."""
         if not self._tracing.enabled:
             return
@@ -78,7 +78,7 @@ class StepLog:
             fields["new_messages"] = [redact(m.text) for m in trailing]
         log_event("step", fields)
 
-    def observed(self, call: ChatCall, verdict: Verdict | None) -> None:
+    def observed(self, call: AgentRequest, verdict: Verdict | None) -> None:
         """Count what a guard saw on the way to its verdict (guards write no metrics)."""
         for seen in getattr(verdict, "seen", ()):
             policy, metrics = call.policy.name, self._metrics
@@ -92,19 +92,21 @@ class StepLog:
                 if seen.error is not None:
                     metrics.judge_errors.labels(policy, seen.error).inc()
 
-    def intervention(self, call: ChatCall, kind: str, reason: str, notes: RequestNotes, attempt: int) -> None:
+    def intervention(self, call: AgentRequest, kind: str, reason: str, notes: RequestNotes, attempt: int) -> None:
         notes.interventions.append(kind)
         self._decision(self._metrics.interventions, "intervention", call, kind, reason, attempt=attempt)
 
-    def shadow(self, call: ChatCall, kind: str, reason: str, notes: RequestNotes) -> None:
+    def shadow(self, call: AgentRequest, kind: str, reason: str, notes: RequestNotes) -> None:
         notes.shadow.append(kind)
         self._decision(self._metrics.shadow_decisions, "shadow_decision", call, kind, reason)
 
-    def flag(self, call: ChatCall, flag: str, notes: RequestNotes) -> None:
+    def flag(self, call: AgentRequest, flag: str, notes: RequestNotes) -> None:
         notes.flags.append(flag)
         self._decision(self._metrics.flags, "flag", call, flag, "passed despite a problem")
 
-    def _decision(self, counter: Counter, event: str, call: ChatCall, kind: str, reason: str, **extra: object) -> None:
+    def _decision(
+        self, counter: Counter, event: str, call: AgentRequest, kind: str, reason: str, **extra: object
+    ) -> None:
         """One decision: a metric sample (bounded labels) and a log line (with the session)."""
         self._metrics.of(counter, call.tenant, call.policy.name, kind).inc()
         fields = {"tenant": call.tenant, "policy": call.policy.name, "session": call.session.id}
@@ -112,7 +114,9 @@ class StepLog:
         self._tracing.event(f"loopwarden.{event}", {"kind": kind, "reason": reason})
 
 
-def response_headers(call: ChatCall, after: SessionState, notes: RequestNotes, now: float) -> list[tuple[bytes, bytes]]:
+def response_headers(
+    call: AgentRequest, after: SessionState, notes: RequestNotes, now: float
+) -> list[tuple[bytes, bytes]]:
     """The ``X-LoopWarden-*`` headers: the session after this request, and what happened on it."""
     headers = [
         (b"x-loopwarden-session", call.session.id.encode()),
@@ -134,7 +138,7 @@ def response_headers(call: ChatCall, after: SessionState, notes: RequestNotes, n
     return headers
 
 
-def chat_attributes(call: ChatCall, attempt: int) -> dict[str, str | int]:
+def chat_attributes(call: AgentRequest, attempt: int) -> dict[str, str | int]:
     """An upstream attempt's span attributes (GenAI conventions)."""
     return {
         "gen_ai.operation.name": "chat",

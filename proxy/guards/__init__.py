@@ -3,10 +3,10 @@
 from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
 from proxy.guards.budget import BudgetGuard
 from proxy.guards.empty_reply import EmptyReplyGuard
-from proxy.guards.judge import JudgeGuard
 from proxy.guards.no_progress import NoProgressGuard
 from proxy.guards.output_contract import OutputContractGuard
 from proxy.guards.permissions import PermissionGuard
+from proxy.guards.premature_stop import JudgeGuard
 from proxy.guards.reasoning_only import ReasoningOnlyGuard
 from proxy.guards.tool_args import ToolArgsGuard
 from proxy.guards.tool_failures import ToolFailuresGuard

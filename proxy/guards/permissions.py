@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from proxy.exchange import Channel, PartialReply, Reply, ReturnCalls
 from proxy.guards.base import GuardContext
-from proxy.permissions import Decision, decide
+from proxy.policy.permissions import Decision, decide
 from proxy.verdict import PASS, Amend, Finalize, Nudge, Pass, PermissionCheck, ReplyVerdict, RequestVerdict
 
 __all__ = ["PermissionGuard"]

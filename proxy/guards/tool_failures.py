@@ -8,7 +8,7 @@ from functools import lru_cache
 import regex
 
 from proxy.guards.base import GuardContext
-from proxy.permissions import MATCH_TIMEOUT_SECS
+from proxy.policy.permissions import MATCH_TIMEOUT_SECS
 from proxy.verdict import PASS, Finalize, RequestVerdict
 
 __all__ = ["ToolFailuresGuard", "compiled"]

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from proxy.permissions import PermissionSettings
+from proxy.policy.permissions import PermissionSettings
 from proxy.schemas import check_schema
 
 __all__ = [

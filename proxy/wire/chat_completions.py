@@ -15,7 +15,7 @@ import msgspec
 
 from proxy.errors import ProxyError
 from proxy.exchange import Conversation, Echo, Message, Note, Reply, Tool, ToolCall, Turn, Usage
-from proxy.sse import frame
+from proxy.streaming.sse import frame
 from proxy.wire.chat_stream import ReplyAssembler, parse_usage, split_chunk, wire_call
 
 __all__ = [

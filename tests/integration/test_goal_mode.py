@@ -8,7 +8,7 @@ import json
 import httpx
 import openai
 
-from proxy.goal import GOAL_TOOL
+from proxy.goal.model import GOAL_TOOL
 from tests.support.fake_upstream import Json, chat_completion, streamed, tool_call
 
 OBJECTIVE = "Find the population of Lyon and cite the source."

@@ -9,8 +9,8 @@ import msgspec
 
 from proxy.build import build_pipeline
 from proxy.metrics import Metrics
-from proxy.pipeline import ChatCall
 from proxy.policy.models import Policy
+from proxy.request import AgentRequest
 from proxy.session.base import SessionDelta
 from proxy.session.identity import identify
 from proxy.session.memory import MemoryStore
@@ -46,7 +46,7 @@ async def test_a_request_cancelled_while_it_commits_still_writes_its_usage():
     upstream = UpstreamClient(Settings(upstream="http://up/v1"), httpx.MockTransport(completion))
     pipeline = build_pipeline(upstream, store, Metrics())
     conversation = parse_conversation(PAYLOAD)
-    call = ChatCall(
+    call = AgentRequest(
         tenant="t",
         policy=Policy(),
         session=identify("t", conversation, "s1", None),

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from proxy.client_stream import ClientStream
 from proxy.errors import UpstreamDisconnected
 from proxy.exchange import Channel
-from proxy.sse import frame
+from proxy.streaming.client import ClientStream
+from proxy.streaming.sse import frame
 
 ROLE = {"id": "c", "created": 1, "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from proxy.exchange import ToolCall
-from proxy.goal import (
+from proxy.goal.model import (
     GOAL_TOOL,
     Goal,
     apply_call,

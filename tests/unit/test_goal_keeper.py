@@ -7,12 +7,12 @@ import json
 import msgspec
 import pytest
 
-from proxy.call import ChatCall, RequestNotes
 from proxy.exchange import Echo, Reply, ReturnCalls, ToolCall, Usage
-from proxy.goal import GOAL_TOOL, Goal
-from proxy.goal_keeper import GoalKeeper, GoalStrip, GoalTurn
+from proxy.goal.keeper import GoalKeeper, GoalStrip, GoalTurn
+from proxy.goal.model import GOAL_TOOL, Goal
 from proxy.metrics import Metrics
 from proxy.policy.models import Policy
+from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import SessionDelta, SessionState
 from proxy.session.identity import identify
 from proxy.wire.chat_completions import parse_conversation
@@ -24,9 +24,9 @@ GOAL_CALL = ToolCall("g1", GOAL_TOOL, json.dumps({"action": "get_status"}))
 THEIR_CALL = ToolCall("c1", "search", "{}")
 
 
-def request() -> ChatCall:
+def request() -> AgentRequest:
     conversation = parse_conversation(PAYLOAD)
-    return ChatCall(
+    return AgentRequest(
         "t",
         POLICY,
         identify("t", conversation, "s1", None),

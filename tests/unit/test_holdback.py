@@ -15,10 +15,10 @@ from proxy.guards import (
     ToolLoopGuard,
 )
 from proxy.guards.base import GuardContext
-from proxy.holdback import held_channels
 from proxy.judge import Judge, JudgeTarget
 from proxy.policy.models import Policy
 from proxy.session.base import SessionState
+from proxy.streaming.holdback import held_channels
 from proxy.verdict import PASS, Verdict
 from proxy.wire.chat_completions import parse_conversation
 from proxy.wire.chat_stream import ReplyAssembler

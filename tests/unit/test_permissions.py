@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from proxy.exchange import ToolCall
-from proxy.permissions import MISSING, PermissionSettings, decide, resolve_path
 from proxy.policy import PolicyError, load_policies
+from proxy.policy.permissions import MISSING, PermissionSettings, decide, resolve_path
 
 SETTINGS = PermissionSettings.model_validate(
     {

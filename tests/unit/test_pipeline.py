@@ -11,9 +11,9 @@ import pytest
 from proxy.build import build_pipeline
 from proxy.errors import RateLimited
 from proxy.metrics import Metrics
-from proxy.pipeline import ChatCall
 from proxy.policy.models import Policy
 from proxy.pricing import Price, PriceTable
+from proxy.request import AgentRequest
 from proxy.session.identity import identify
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
@@ -59,7 +59,7 @@ def make(
     conversation = parse_conversation(PAYLOAD)
 
     def call(payload=PAYLOAD, **extra):
-        return ChatCall(
+        return AgentRequest(
             tenant="t",
             policy=policy,
             session=identify("t", conversation, session, None),

@@ -7,11 +7,11 @@ import json
 
 import msgspec
 
-from proxy.call import ChatCall, RequestNotes
 from proxy.exchange import Reply, ToolCall, Usage
 from proxy.guards.base import GuardContext
 from proxy.policy.models import Policy, RecordingSettings
 from proxy.recording import Recorder, Step, redacted, step_record
+from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import SessionState
 from proxy.session.identity import identify
 from proxy.verdict import Finalize, Nudge, verdict_name
@@ -21,10 +21,10 @@ PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "token sk-abcd
 REPLY = Reply("ok", None, (ToolCall("c1", "search", '{"q": "x"}'),), "tool_calls", Usage(10, 5))
 
 
-def chat_call(recording: RecordingSettings | None = None) -> ChatCall:
+def chat_call(recording: RecordingSettings | None = None) -> AgentRequest:
     policy = Policy(recording=recording or RecordingSettings())
     conversation = parse_conversation(PAYLOAD)
-    return ChatCall(
+    return AgentRequest(
         tenant="t",
         policy=policy,
         session=identify("t", conversation, "s1", None),
@@ -37,7 +37,7 @@ def chat_call(recording: RecordingSettings | None = None) -> ChatCall:
     )
 
 
-def record_once(recorder: Recorder, call: ChatCall, attempt: int = 1) -> None:
+def record_once(recorder: Recorder, call: AgentRequest, attempt: int = 1) -> None:
     context = GuardContext(call.policy, SessionState(), call.conversation)
     recorder.record(Step(call, context, attempt, REPLY, None, 0.01, RequestNotes(started=1.0)))
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import httpx
 
-from proxy.client_stream import ClientStream
 from proxy.errors import UpstreamDisconnected
 from proxy.exchange import Channel, Reply, Usage
-from proxy.streamed_reply import read_streamed_reply
+from proxy.streaming.client import ClientStream
+from proxy.streaming.reader import read_streamed_reply
 from proxy.wire.chat_stream import ReplyAssembler
 
 

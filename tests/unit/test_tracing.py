@@ -12,8 +12,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from proxy.build import build_pipeline
 from proxy.metrics import Metrics
-from proxy.pipeline import ChatCall
 from proxy.policy.models import Policy
+from proxy.request import AgentRequest
 from proxy.session.identity import identify
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
@@ -49,7 +49,7 @@ async def test_spans_follow_the_genai_conventions_and_carry_decisions():
         tracing=Tracing(provider.get_tracer("test")),
     )
     conversation = parse_conversation(PAYLOAD)
-    call = ChatCall(
+    call = AgentRequest(
         "t",
         Policy(),
         identify("t", conversation, "s1", None),

@@ -8,7 +8,7 @@ import pytest
 
 from proxy.errors import UpstreamError
 from proxy.exchange import Echo, Note, Reply, ReturnCalls, ToolCall, Usage
-from proxy.goal import GOAL_TOOL, goal_tool
+from proxy.goal.model import GOAL_TOOL, goal_tool
 from proxy.wire.base import WireAdapter
 from proxy.wire.chat_completions import (
     CHAT_COMPLETIONS,

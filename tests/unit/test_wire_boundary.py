@@ -50,7 +50,7 @@ def wire_imports(module: str) -> list[str]:
 def test_the_walk_covers_every_guard_module():
     modules = neutral_modules()
 
-    assert {"proxy.guards.base", "proxy.guards.judge", "proxy.guards.tool_args"} <= set(modules)
+    assert {"proxy.guards.base", "proxy.guards.premature_stop", "proxy.guards.tool_args"} <= set(modules)
     assert len([m for m in modules if m.startswith("proxy.guards.")]) >= 12
 
 

@@ -9,8 +9,8 @@ from proxy.exchange import Conversation, Message, Reply, ToolCall, Usage
 from proxy.guards import GuardContext, JudgeGuard, PermissionGuard, default_request_guards, default_response_guards
 from proxy.judge import JudgeOutcome, JudgeRequest, JudgeTarget
 from proxy.metrics import Metrics
-from proxy.permissions import PermissionSettings
 from proxy.policy.models import Policy
+from proxy.policy.permissions import PermissionSettings
 from proxy.session.base import SessionState
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass, PermissionCheck
 

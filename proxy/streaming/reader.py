@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 import msgspec
 
-from proxy.client_stream import ClientStream
 from proxy.errors import ProxyError, UpstreamDisconnected, UpstreamError, UpstreamMalformed
 from proxy.exchange import Channel
 from proxy.relay import masked_text
-from proxy.sse import SSEParser, frame
+from proxy.streaming.client import ClientStream
+from proxy.streaming.sse import SSEParser, frame
 from proxy.timing import current
 from proxy.wire.base import StreamAssembler
 

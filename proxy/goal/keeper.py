@@ -15,11 +15,11 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from proxy.call import ChatCall, RequestNotes
 from proxy.exchange import Echo, Note, Reply, ReturnCalls, ToolCall
-from proxy.goal import GOAL_FIELD, Goal, apply_call, continuation_prompt, goal_calls, load_goal, over_limit
+from proxy.goal.model import GOAL_FIELD, Goal, apply_call, continuation_prompt, goal_calls, load_goal, over_limit
 from proxy.logs import log_event
 from proxy.metrics import Metrics
+from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import FIELDS, SessionDelta, SessionState
 from proxy.verdict import Nudge
 
@@ -51,7 +51,7 @@ class GoalKeeper:
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
 
-    def open(self, call: ChatCall, state: SessionState, delta: SessionDelta, notes: RequestNotes) -> Goal | None:
+    def open(self, call: AgentRequest, state: SessionState, delta: SessionDelta, notes: RequestNotes) -> Goal | None:
         """The session's goal, started now if this request sets one; None outside goal mode."""
         settings = call.policy.goal
         if not settings.enabled or call.session.sub_agent or call.policy.mode != "enforce":
@@ -74,7 +74,7 @@ class GoalKeeper:
 
     def decide(
         self,
-        call: ChatCall,
+        call: AgentRequest,
         goal: Goal,
         reply: Reply,
         delta: SessionDelta,
@@ -102,7 +102,7 @@ class GoalKeeper:
         return goal, None
 
     def absorb(
-        self, call: ChatCall, goal: Goal, calls: Sequence[ToolCall], delta: SessionDelta, notes: RequestNotes
+        self, call: AgentRequest, goal: Goal, calls: Sequence[ToolCall], delta: SessionDelta, notes: RequestNotes
     ) -> tuple[Goal, dict[str, str]]:
         """Answer the model's goal tool calls: the goal after them, and each call's result."""
         results: dict[str, str] = {}
@@ -114,7 +114,7 @@ class GoalKeeper:
         return goal, results
 
     def next_turn(
-        self, call: ChatCall, goal: Goal, delta: SessionDelta, state: SessionState, notes: RequestNotes
+        self, call: AgentRequest, goal: Goal, delta: SessionDelta, state: SessionState, notes: RequestNotes
     ) -> tuple[Goal, str | None]:
         """A text-only reply while the goal is active: the continuation prompt, or None when a
         limit is reached (the goal becomes ``limit_reached`` and the reply passes)."""
@@ -130,7 +130,7 @@ class GoalKeeper:
         self._save(call, goal, delta, notes, "continued")
         return goal, prompt
 
-    def _save(self, call: ChatCall, goal: Goal, delta: SessionDelta, notes: RequestNotes, event: str) -> None:
+    def _save(self, call: AgentRequest, goal: Goal, delta: SessionDelta, notes: RequestNotes, event: str) -> None:
         delta.assign(GOAL_FIELD, goal.dumps())
         notes.goal = goal.status
         self._metrics.goal_events.labels(call.tenant, call.policy.name, event).inc()

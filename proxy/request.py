@@ -15,14 +15,14 @@ from proxy.upstream import UpstreamReply
 from proxy.wire.base import WireAdapter
 from proxy.wire.chat_completions import CHAT_COMPLETIONS
 
-__all__ = ["ChatCall", "Outcome", "RequestNotes"]
+__all__ = ["AgentRequest", "Outcome", "RequestNotes"]
 
 JSON = b"application/json"
 SSE = b"text/event-stream"
 
 
 @dataclass(slots=True)
-class ChatCall:
+class AgentRequest:
     """One agent request, authenticated and parsed."""
 
     tenant: str

@@ -25,7 +25,7 @@ from litestar.types import Send
 from proxy.errors import ProxyError
 from proxy.exchange import Channel
 from proxy.http import reply_headers
-from proxy.sse import comment
+from proxy.streaming.sse import comment
 from proxy.wire.base import WireAdapter
 from proxy.wire.chat_completions import CHAT_COMPLETIONS
 

@@ -16,17 +16,17 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from proxy.call import ChatCall
-from proxy.client_stream import ClientStream
 from proxy.exchange import Channel, Reply, Turn, Usage
 from proxy.guards.base import GuardContext, ResponseGuard
-from proxy.holdback import held_channels
 from proxy.ledger import Ledger
 from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.relay import credential_values, secret_forms
+from proxy.request import AgentRequest
 from proxy.session.base import FIELDS, SessionDelta
-from proxy.streamed_reply import read_streamed_reply
+from proxy.streaming.client import ClientStream
+from proxy.streaming.holdback import held_channels
+from proxy.streaming.reader import read_streamed_reply
 from proxy.upstream import UpstreamClient, UpstreamReply
 from proxy.wire.base import StreamAssembler
 
@@ -46,7 +46,7 @@ class StreamAttempts:
 
     async def attempt(
         self,
-        call: ChatCall,
+        call: AgentRequest,
         payload: Mapping[str, Any],
         extra: Sequence[Turn],
         client: ClientStream,
@@ -97,7 +97,7 @@ class StreamAttempts:
         return reply, parsed, assembler
 
     def _charge_unfinished(
-        self, call: ChatCall, delta: SessionDelta, assembler: StreamAssembler, prompt_bytes: int, reason: str
+        self, call: AgentRequest, delta: SessionDelta, assembler: StreamAssembler, prompt_bytes: int, reason: str
     ) -> None:
         """A stream that did not complete still cost tokens: count what the upstream reported,
         or an estimate (4 bytes a token), and the step."""
@@ -116,7 +116,7 @@ class StreamAttempts:
             },
         )
 
-    def _estimate(self, call: ChatCall, assembler: StreamAssembler, prompt_bytes: int, reason: str) -> Usage:
+    def _estimate(self, call: AgentRequest, assembler: StreamAssembler, prompt_bytes: int, reason: str) -> Usage:
         """The tokens of a stream the upstream reported none for: its prompt and what it produced,
         about 4 bytes a token (counted by ``reason``, so a dashboard shows how much is guessed)."""
         self._metrics.of(self._metrics.usage_estimated, call.tenant, call.policy.name, reason).inc()
