@@ -46,65 +46,11 @@ from proxy.session.base import (
     StoreUnavailable,
     WindowLimit,
 )
+from proxy.session.scripts import ADMIT, ADMIT_WINDOW, CLAIM, COMMIT, LOAD
 
 __all__ = ["RedisStore"]
 
-# Every script is idempotent: KEYS[2] is a short-lived marker for this operation (same hash
-# tag as the data, so the script stays on one Cluster node), set once it changed something.
-# A call retried after a connection broke mid-reply finds its marker and changes nothing
-# twice; a refused admission sets no marker, so its retry is judged afresh.
-_ONCE = "if redis.call('EXISTS', KEYS[2]) == 1 then return {} end\n"
-# Every script starts here: the last key is the sentinel of the data's scope, the last
-# argument a fresh epoch to create it with when it is missing; the epoch is returned first.
-_EPOCH = (
-    "local epoch = redis.call('GET', KEYS[#KEYS])\n"
-    "if not epoch then epoch = ARGV[#ARGV]; redis.call('SET', KEYS[#KEYS], epoch) end\n"
-)
-# KEYS[1] = session hash, KEYS[2] = sentinel. ARGV[1] = candidate epoch.
-_LOAD = _EPOCH + "return {epoch, redis.call('HGETALL', KEYS[1])}\n"
-_DONE = "redis.call('SET', KEYS[2], '1', 'EX', 300)\n"
-
-# KEYS[1] = session hash. ARGV = ttl_ms, n_defaults, n_assignments, n_increments, replace, n_appends,
-# the reservation fields' prefix, then the pairs of each group, then for each append: field, keep,
-# items (comma-joined). A hash left with nothing but zero reservations is deleted.
-_COMMIT = (
-    _EPOCH
-    + _ONCE.replace("{}", "{epoch, redis.call('HGETALL', KEYS[1])}")
-    + _DONE
-    + """
-local key = KEYS[1]
-if ARGV[5] == '1' then redis.call('DEL', key) end
-local i = 8
-for _ = 1, tonumber(ARGV[2]) do
-  redis.call('HSETNX', key, ARGV[i], ARGV[i + 1]); i = i + 2
-end
-for _ = 1, tonumber(ARGV[3]) do
-  redis.call('HSET', key, ARGV[i], ARGV[i + 1]); i = i + 2
-end
-for _ = 1, tonumber(ARGV[4]) do
-  redis.call('HINCRBY', key, ARGV[i], ARGV[i + 1]); i = i + 2
-end
-for _ = 1, tonumber(ARGV[6]) do
-  local field, keep, added = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]; i = i + 3
-  local old = redis.call('HGET', key, field)
-  local list = (old and old ~= '') and (old .. ',' .. added) or added
-  local _, commas = string.gsub(list, ',', '')
-  while commas >= keep do
-    list = string.sub(list, string.find(list, ',', 1, true) + 1); commas = commas - 1
-  end
-  redis.call('HSET', key, field, list)
-end
-local all = redis.call('HGETALL', key)
-for j = 1, #all, 2 do
-  if string.sub(all[j], 1, #ARGV[7]) ~= ARGV[7] or tonumber(all[j + 1]) ~= 0 then
-    redis.call('PEXPIRE', key, ARGV[1])
-    return {epoch, all}
-  end
-end
-redis.call('DEL', key)  -- nothing but reservations given back: a session that never was
-return {epoch, {}}
-"""
-)
+_NOSCRIPT_RETRIES = 3
 
 
 async def _once_more(command: Callable[[], Awaitable[Any]]) -> Any:
@@ -113,7 +59,7 @@ async def _once_more(command: Callable[[], Awaitable[Any]]) -> Any:
     A pooled connection to a server that restarted fails on first use; the second try gets a
     fresh connection. Timeouts are not retried: a frozen server costs one timeout, not several.
     A connection that broke after a script ran but before its reply arrived is safe too: the
-    scripts are idempotent (see ``_ONCE``), so the retry changes nothing twice.
+    scripts are idempotent (see ``scripts.ONCE``), so the retry changes nothing twice.
 
     ``Script`` reloads a script the server does not know (NOSCRIPT) once per call; a
     ``SCRIPT FLUSH`` landing between that load and the call leaves NOSCRIPT again, so that
@@ -130,139 +76,6 @@ async def _once_more(command: Callable[[], Awaitable[Any]]) -> Any:
         except NoScriptError:
             continue
     return await command()
-
-
-_NOSCRIPT_RETRIES = 3
-
-
-# Claims the ending (see ``Claim``) unless one is stored or another claim is live. Needs ``key``,
-# ``now`` (ms), ``lease`` (ms), ``ending`` and ``claim`` (the two field names) in scope.
-_CLAIM_IF_FREE = """
-local function claim_if_free()
-  local stored = redis.call('HGET', key, ending)
-  local held = tonumber(redis.call('HGET', key, claim) or '0') or 0
-  if (stored and stored ~= '') or held > now then return false end
-  redis.call('HSET', key, claim, tostring(now + lease))
-  return true
-end
-"""
-
-# KEYS[1] = session hash. ARGV = ttl_ms, replace, claim now_ms (0: no claim), lease_ms, ending field,
-# claim field, n_limits, then per limit: name, reserved field, amount, limit, n_used, used fields...,
-# then the epoch. Reserves all or nothing; a refusal claims the ending when asked to.
-# Returns {epoch, refused name or '', '1' when claimed or '', HGETALL}. The op marker holds the
-# outcome ('1': admitted, else the refused limit that claimed), so a retry answers the same.
-_ADMIT = (
-    _EPOCH
-    + """
-local key = KEYS[1]
-local done = redis.call('GET', KEYS[2])
-if done then
-  if done == '1' then return {epoch, '', '', redis.call('HGETALL', key)} end
-  return {epoch, done, '1', redis.call('HGETALL', key)}
-end
-local now, lease, ending, claim = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
-"""
-    + _CLAIM_IF_FREE
-    + """
-if ARGV[2] == '1' then redis.call('DEL', key) end
-local function num(field) return tonumber(redis.call('HGET', key, field) or '0') or 0 end
-local i, taken = 8, {}
-for _ = 1, tonumber(ARGV[7]) do
-  local name, reserved, amount, limit, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]),
-    tonumber(ARGV[i + 4])
-  i = i + 5
-  local used = num(reserved)
-  for _ = 1, n do used = used + num(ARGV[i]); i = i + 1 end
-  if used + amount > limit then
-    if now > 0 and claim_if_free() then
-      redis.call('SET', KEYS[2], name, 'EX', 300)
-      redis.call('PEXPIRE', key, ARGV[1])
-      return {epoch, name, '1', redis.call('HGETALL', key)}
-    end
-    return {epoch, name, '', redis.call('HGETALL', key)}
-  end
-  taken[#taken + 1] = {reserved, amount}
-end
-for _, t in ipairs(taken) do redis.call('HINCRBY', key, t[1], t[2]) end
-redis.call('SET', KEYS[2], '1', 'EX', 300)
-redis.call('PEXPIRE', key, ARGV[1])
-return {epoch, '', '', redis.call('HGETALL', key)}
-"""
-)
-
-# KEYS[1] = session hash. ARGV = ttl_ms, now_ms, lease_ms, ending field, claim field, epoch.
-# Returns {epoch, '1' when claimed or '', HGETALL}.
-_CLAIM = (
-    _EPOCH
-    + _ONCE.replace("{}", "{epoch, '1', redis.call('HGETALL', KEYS[1])}")
-    + """
-local key = KEYS[1]
-local now, lease, ending, claim = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
-"""
-    + _CLAIM_IF_FREE
-    + """
-if not claim_if_free() then return {epoch, '', redis.call('HGETALL', key)} end
-redis.call('SET', KEYS[2], '1', 'EX', 300)
-redis.call('PEXPIRE', key, ARGV[1])
-return {epoch, '1', redis.call('HGETALL', key)}
-"""
-)
-
-# KEYS[1] = window hash. ARGV = now, n_limits, then per limit:
-# name, prefix, reserved field, amount, limit, window_secs, bucket_secs.
-# Returns {refused name or '', retry_after seconds or '', HGETALL}.
-_ADMIT_WINDOW = (
-    _EPOCH
-    + _ONCE.replace("{}", "{epoch, '', '', redis.call('HGETALL', KEYS[1])}")
-    + """
-local key = KEYS[1]
-local now = tonumber(ARGV[1])
-local i, taken, longest = 3, {}, 60
-for _ = 1, tonumber(ARGV[2]) do
-  local name, prefix, reserved = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local amount, limit = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
-  local window, bucket_secs = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
-  i = i + 7
-  if window + bucket_secs > longest then longest = window + bucket_secs end
-  local slots = math.floor(window / bucket_secs)
-  local oldest = math.floor(now / bucket_secs) - slots + 1
-  local used = tonumber(redis.call('HGET', key, reserved) or '0') or 0
-  local buckets = {}
-  local all = redis.call('HGETALL', key)
-  for j = 1, #all, 2 do
-    if string.sub(all[j], 1, #prefix) == prefix then
-      local b = tonumber(string.sub(all[j], #prefix + 1))
-      if b ~= nil then
-        if b < oldest then redis.call('HDEL', key, all[j])
-        else
-          local v = tonumber(all[j + 1]) or 0
-          used = used + v
-          buckets[#buckets + 1] = {b, v}
-        end
-      end
-    end
-  end
-  if used + amount > limit then
-    table.sort(buckets, function(x, y) return x[1] < y[1] end)
-    local freed = 0
-    for _, bv in ipairs(buckets) do
-      freed = freed + bv[2]
-      if used - freed + amount <= limit then
-        local wait = math.max(1, math.ceil((bv[1] + slots) * bucket_secs - now))
-        return {epoch, name, tostring(wait), redis.call('HGETALL', key)}
-      end
-    end
-    return {epoch, name, tostring(window), redis.call('HGETALL', key)}
-  end
-  taken[#taken + 1] = {reserved, amount}
-end
-for _, t in ipairs(taken) do redis.call('HINCRBY', key, t[1], t[2]) end
-redis.call('SET', KEYS[2], '1', 'EX', 300)
-redis.call('EXPIRE', key, longest)
-return {epoch, '', '', redis.call('HGETALL', key)}
-"""
-)
 
 
 def _epoch() -> str:
@@ -337,11 +150,11 @@ class RedisStore:
         self.losses = 0
         """Data losses this store detected (one per scope that found its sentinel changed)."""
         self.in_process = False
-        self._load = client.register_script(_LOAD)
-        self._commit = client.register_script(_COMMIT)
-        self._admit = client.register_script(_ADMIT)
-        self._claim = client.register_script(_CLAIM)
-        self._admit_window = client.register_script(_ADMIT_WINDOW)
+        self._load = client.register_script(LOAD)
+        self._commit = client.register_script(COMMIT)
+        self._admit = client.register_script(ADMIT)
+        self._claim = client.register_script(CLAIM)
+        self._admit_window = client.register_script(ADMIT_WINDOW)
 
     @classmethod
     def from_url(
