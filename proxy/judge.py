@@ -35,7 +35,7 @@ import msgspec
 from proxy.errors import ProxyError
 from proxy.exchange import Usage
 from proxy.upstream import UpstreamClient
-from proxy.wire.chat_completions import parse_reply
+from proxy.wire.chat_parse import parse_reply
 
 if TYPE_CHECKING:
     from proxy.request import AgentRequest

@@ -10,7 +10,7 @@ from proxy.guards import BudgetGuard, GuardContext
 from proxy.policy.models import Policy
 from proxy.pricing import Price, PriceTable, PricingError, load_pricing
 from proxy.session.base import SessionState
-from proxy.wire.chat_completions import parse_conversation
+from proxy.wire.chat_parse import parse_conversation
 
 PRICES = PriceTable(
     {

@@ -8,7 +8,7 @@ import pytest
 
 from proxy.exchange import ToolCall, parse_arguments
 from proxy.schemas import compiled
-from proxy.wire.chat_completions import parse_conversation
+from proxy.wire.chat_parse import parse_conversation
 
 
 @pytest.mark.parametrize(

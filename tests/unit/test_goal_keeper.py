@@ -15,7 +15,7 @@ from proxy.policy.models import Policy
 from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import SessionDelta, SessionState
 from proxy.session.identity import identify
-from proxy.wire.chat_completions import parse_conversation
+from proxy.wire.chat_parse import parse_conversation
 
 PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "Write the report."}]}
 POLICY = Policy.model_validate({"goal": {"enabled": True}})

@@ -20,7 +20,7 @@ from proxy.policy.models import Policy
 from proxy.session.base import SessionState
 from proxy.streaming.holdback import held_channels
 from proxy.verdict import PASS, Verdict
-from proxy.wire.chat_completions import parse_conversation
+from proxy.wire.chat_parse import parse_conversation
 from proxy.wire.chat_stream import ReplyAssembler
 
 TASK = [{"role": "user", "content": "Find the population of Lyon."}]

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from proxy.session.identity import identify
-from proxy.wire.chat_completions import parse_conversation
+from proxy.wire.chat_parse import parse_conversation
 
 SYSTEM = {"role": "system", "content": "You are a travel agent."}
 USER = {"role": "user", "content": "Book me a flight to Paris."}

@@ -18,7 +18,7 @@ from proxy.session.identity import identify
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
 from proxy.upstream import UpstreamClient
-from proxy.wire.chat_completions import parse_conversation
+from proxy.wire.chat_parse import parse_conversation
 from tests.support.fake_upstream import chat_completion
 
 PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "Do the task."}]}

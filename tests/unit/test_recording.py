@@ -15,7 +15,7 @@ from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import SessionState
 from proxy.session.identity import identify
 from proxy.verdict import Finalize, Nudge, verdict_name
-from proxy.wire.chat_completions import parse_conversation
+from proxy.wire.chat_parse import parse_conversation
 
 PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "token sk-abcdefghijklmnop please"}]}
 REPLY = Reply("ok", None, (ToolCall("c1", "search", '{"q": "x"}'),), "tool_calls", Usage(10, 5))

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proxy.exchange import Channel, ToolCall, Usage
-from proxy.wire.chat_completions import parse_reply
+from proxy.wire.chat_parse import parse_reply
 from proxy.wire.chat_stream import ReplyAssembler, split_chunk
 
 

@@ -19,7 +19,7 @@ from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient
-from proxy.wire.chat_completions import parse_conversation
+from proxy.wire.chat_parse import parse_conversation
 from tests.support.fake_upstream import chat_completion, tool_call
 
 PAYLOAD = {

@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from proxy.wire.chat_completions import completion_as_sse
+from proxy.wire.chat_render import completion_as_sse
 from tests.bench.efficacy import scenarios
 from tests.support.fake_upstream import FakeUpstream, Json, Sse, chat_completion
 

@@ -15,7 +15,7 @@ from proxy.guards.tool_loop import cycle_repetitions
 from proxy.policy.models import Policy
 from proxy.session.base import SessionDelta, SessionState
 from proxy.verdict import Amend, Finalize, Nudge, Pass
-from proxy.wire.chat_completions import parse_conversation
+from proxy.wire.chat_parse import parse_conversation
 
 POLICY = Policy()
 

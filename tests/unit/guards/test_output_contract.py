@@ -12,7 +12,7 @@ from proxy.guards import GuardContext, OutputContractGuard
 from proxy.policy.models import Policy
 from proxy.session.base import SessionState
 from proxy.verdict import Finalize, Nudge, Pass
-from proxy.wire.chat_completions import parse_conversation
+from proxy.wire.chat_parse import parse_conversation
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"], "additionalProperties": False}
 FORMAT = {"type": "json_schema", "json_schema": {"name": "n", "schema": SCHEMA}}
