@@ -7,17 +7,16 @@ than everything else the proxy does. Everything else is ordinary litestar.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 import httpx
 import msgspec
 from litestar.types import HTTPScope, Receive, Scope, Send
 
+from proxy.client_watch import ResponseTracker, unless_client_leaves
 from proxy.errors import (
     InvalidRequest,
     MalformedJSON,
@@ -49,7 +48,7 @@ from proxy.schemas import SchemaCache, SchemaLimits
 from proxy.session.identity import identify
 from proxy.settings import Settings
 from proxy.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
-from proxy.timing import RequestTiming, begin
+from proxy.timing import begin
 from proxy.upstream import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
 from proxy.wire.base import WireAdapter
 from proxy.wire.chat_completions import CHAT_COMPLETIONS
@@ -57,12 +56,8 @@ from proxy.wire.chat_completions import CHAT_COMPLETIONS
 __all__ = ["ProxyRoutes", "Readiness"]
 
 _decode = msgspec.json.decode
-_T = TypeVar("_T")
-_EVENT_STREAM = b"text/event-stream"
 _ATTEMPTS = ATTEMPTS_HEADER.encode()
-_WATCH_AFTER = 0.03
-"""Seconds before a request starts watching for its client leaving."""
-_Handler = Callable[[HTTPScope, Receive, "_ResponseTracker"], Awaitable[dict[str, object]]]
+_Handler = Callable[[HTTPScope, Receive, "ResponseTracker"], Awaitable[dict[str, object]]]
 
 
 @dataclass(slots=True)
@@ -108,7 +103,7 @@ class ProxyRoutes:
     # -- handlers -------------------------------------------------------------------
 
     async def _chat_completions(
-        self, scope: HTTPScope, receive: Receive, tracker: _ResponseTracker
+        self, scope: HTTPScope, receive: Receive, tracker: ResponseTracker
     ) -> dict[str, object]:
         send: Send = tracker.send  # type: ignore[assignment]
         if scope["method"] != "POST":
@@ -160,7 +155,7 @@ class ProxyRoutes:
         }
         # Streamed or not, a client that hangs up cancels the upstream call (and any nudge or
         # judge call that would follow); the pipeline still commits what was used.
-        outcome = await _unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
+        outcome = await unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
         await self._deliver(outcome, send, facts, call.headers)
         return facts
 
@@ -188,7 +183,7 @@ class ProxyRoutes:
             raise ProxyError("The proxy produced no reply.")
         await self._answer(outcome.upstream, send, facts, sent, own=outcome.headers)
 
-    async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: _ResponseTracker) -> dict[str, object]:
+    async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
         credentials = self._authenticate(scope, tracker)
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         headers = upstream_request_headers(client_headers(scope), credentials.upstream_authorization)
@@ -197,7 +192,7 @@ class ProxyRoutes:
         # A call answered whole (embeddings, a non-streamed response) waits here for all of it:
         # a client that hangs up meanwhile cancels it, as it does a body being relayed.
         sending = self._upstream.send(scope["method"], url, headers, body, stream=True)
-        reply = await _unless_client_leaves(sending, receive, facts, tracker)
+        reply = await unless_client_leaves(sending, receive, facts, tracker)
         await self._relay(reply, tracker, receive, facts, headers)
         return facts
 
@@ -217,7 +212,7 @@ class ProxyRoutes:
                 keys.append(os.environ.get(policy.judge.api_key_env, ""))
         return secret_forms(keys)
 
-    def _authenticate(self, scope: HTTPScope, tracker: _ResponseTracker) -> Credentials:
+    def _authenticate(self, scope: HTTPScope, tracker: ResponseTracker) -> Credentials:
         """The caller; its tenant is noted at once, so a later failure is counted against it."""
         authorization = header(scope, b"authorization")
         credentials = self._tenants.authenticate(
@@ -238,7 +233,7 @@ class ProxyRoutes:
         """Run a handler; turn every failure into an answer in the route's error shape (OpenAI's
         without an adapter), a metric and one log line."""
         timing = begin()
-        state = _ResponseTracker(send, timing)
+        state = ResponseTracker(send, timing)
         self._readiness.in_flight += 1
         self._metrics.in_flight.inc()
         status: int | str = "error"
@@ -301,7 +296,7 @@ class ProxyRoutes:
     async def _relay(
         self,
         reply: UpstreamReply,
-        tracker: _ResponseTracker,
+        tracker: ResponseTracker,
         receive: Receive,
         facts: dict[str, object],
         sent: Sequence[tuple[str, str]],
@@ -320,7 +315,7 @@ class ProxyRoutes:
         headers = reply_headers(response.headers.raw, _own_headers(reply))
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
         try:
-            await _unless_client_leaves(_copy_body(response, send), receive, facts, tracker)
+            await unless_client_leaves(_copy_body(response, send), receive, facts, tracker)
         except UpstreamDisconnected:
             facts["outcome"] = "upstream_cut"  # the status is out: all a client can see is a short body
         finally:
@@ -336,84 +331,6 @@ async def _copy_body(response: httpx.Response, send: Send) -> None:
         raise UpstreamDisconnected("The upstream model API stopped sending (read timeout).") from exc
     except httpx.TransportError as exc:
         raise UpstreamDisconnected("The upstream model API broke off the response.") from exc
-
-
-async def _unless_client_leaves(
-    work: Awaitable[_T], receive: Receive, facts: dict[str, object], tracker: _ResponseTracker
-) -> _T:
-    """Run work while watching the client: when it leaves, the work (and with it the upstream
-    request) is cancelled; the pipeline still commits what it used.
-
-    The watch (a task waiting on ``receive``) starts after ``_WATCH_AFTER``: fast calls are
-    over by then and pay only a timer, and a client that left earlier is still noticed the
-    moment the watch starts (well within 100 ms)."""
-    task = asyncio.current_task()
-    if task is None:  # not under a running task: nothing to cancel, nothing to watch
-        return await work
-    watching: list[asyncio.Task[None]] = []
-
-    def watch() -> None:
-        watching.append(asyncio.ensure_future(_cancel_on_disconnect(receive, task, tracker)))
-
-    timer = asyncio.get_running_loop().call_later(_WATCH_AFTER, watch)
-    try:
-        return await work
-    except asyncio.CancelledError:
-        if not watching or not watching[0].done() or watching[0].cancelled():
-            raise  # cancelled from elsewhere (shutdown): not ours to swallow
-        task.uncancel()
-        facts["outcome"] = "client_disconnected"
-        raise ClientDisconnected from None
-    finally:
-        timer.cancel()
-        for watcher in watching:
-            watcher.cancel()
-
-
-async def _cancel_on_disconnect(receive: Receive, task: asyncio.Task[object], tracker: _ResponseTracker) -> None:
-    """Servers also say ``http.disconnect`` once the response is complete: only a client that
-    left before that cancels the work."""
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            if not tracker.finished:
-                task.cancel()
-            return
-
-
-class _ResponseTracker:
-    """Wraps ``send``: knows whether the response started and with which status, stamps the
-    proxy's overhead on every reply, and notes when a streamed body's first bytes left."""
-
-    __slots__ = ("_send", "_timing", "finished", "started", "status", "streaming", "tenant")
-
-    def __init__(self, send: Send, timing: RequestTiming) -> None:
-        self._send = send
-        self._timing = timing
-        self.started = False
-        self.finished = False
-        self.streaming = False
-        self.status: int = 0
-        self.tenant: str | None = None
-        """The authenticated tenant, once known (for the metric and log line of a failure)."""
-
-    async def send(self, message: dict[str, object]) -> None:
-        if message["type"] == "http.response.start":
-            self.started = True
-            self.status = int(message["status"])  # type: ignore[call-overload]
-            headers: list[tuple[bytes, bytes]] = message["headers"]  # type: ignore[assignment]
-            self.streaming = any(
-                k.lower() == b"content-type" and v.lower().startswith(_EVENT_STREAM) for k, v in headers
-            )
-            overhead = f"{self._timing.overhead() * 1000:.3f}".encode()
-            message["headers"] = [*headers, (b"x-loopwarden-overhead-ms", overhead)]
-        else:
-            # A stream's first bytes, whether it comes in chunks or all at once (an ending replayed).
-            if self.streaming and self._timing.first_byte is None and message.get("body"):
-                self._timing.first_byte = self._timing.elapsed()
-            if not message.get("more_body"):
-                self.finished = True
-        await self._send(message)  # type: ignore[arg-type]
 
 
 def _api_key(scope: HTTPScope) -> str | None:

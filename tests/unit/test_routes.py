@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.routes import _ResponseTracker
+from proxy.client_watch import ResponseTracker
 from proxy.timing import begin
 
 
@@ -14,7 +14,7 @@ async def _send_all(messages):
     async def send(message):
         sent.append(message)
 
-    tracker = _ResponseTracker(send, begin())
+    tracker = ResponseTracker(send, begin())
     for message in messages:
         await tracker.send(message)
     return tracker, sent
