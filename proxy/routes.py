@@ -138,7 +138,7 @@ class ProxyRoutes:
             headers=upstream_request_headers(
                 client_headers(scope), credentials.upstream_authorization, identity_encoding=True
             ),
-            stream=payload.get("stream") is True,
+            stream=conversation.stream,
             daily_tokens=credentials.tenant.daily_tokens,
             daily_cost_usd=credentials.tenant.daily_cost_usd,
             goal=_text_header(scope, b"x-loopwarden-goal"),

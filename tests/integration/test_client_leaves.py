@@ -36,14 +36,19 @@ def settle(until: float) -> None:
     time.sleep(max(0.0, until - time.monotonic()))
 
 
+def wait_for_hangup(proxy, upstream) -> None:
+    """Until the upstream saw the proxy hang up and the proxy is done with the request (3 s at most)."""
+    deadline = time.monotonic() + 3
+    while (not upstream.hangups or proxy.readiness.in_flight) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_a_client_leaving_a_non_streamed_call_cancels_the_upstream_call(proxy, upstream):
     upstream.script(Json(chat_completion("A very slow answer."), delay=5))
 
     left = leave_after(proxy, 0.3, {"model": "m", "messages": TASK}, "non-stream-leaver")
 
-    deadline = time.monotonic() + 3
-    while (not upstream.hangups or proxy.readiness.in_flight) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for_hangup(proxy, upstream)
     assert upstream.hangups
     assert upstream.hangups[0] - left < 1.0
     assert proxy.readiness.in_flight == 0
@@ -86,9 +91,7 @@ def test_a_client_leaving_a_pass_through_call_before_its_answer_cancels_it(proxy
         httpx.post(f"{proxy.base_url}/responses", json={"model": "m", "input": "hi"}, headers=AUTH, timeout=0.3)
     left = time.monotonic()
 
-    deadline = time.monotonic() + 3
-    while (not upstream.hangups or proxy.readiness.in_flight) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for_hangup(proxy, upstream)
     assert upstream.hangups
     assert upstream.hangups[0] - left < 1.0
     assert proxy.readiness.in_flight == 0

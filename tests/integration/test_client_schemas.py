@@ -5,7 +5,6 @@ model's tool arguments go back to it as invalid."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import httpx
@@ -13,6 +12,7 @@ import openai
 import pytest
 
 from tests.support.fake_upstream import Json, chat_completion, tool_call
+from tests.support.timed import while_probing_health
 
 TASK = [{"role": "user", "content": "Look up the code."}]
 NESTED_BACKTRACKING = r"^(a+)+$"
@@ -45,22 +45,13 @@ def post(proxy, body: dict, session: str = "schemas") -> httpx.Response:
 
 def test_a_catastrophic_pattern_costs_the_model_a_retry_and_never_holds_the_event_loop(proxy, upstream):
     upstream.script(calling(json.dumps({"code": "a" * 27 + "!"})), calling('{"code": "aaa"}', "c2"))
-    answered: list[httpx.Response] = []
-    agent = threading.Thread(target=lambda: answered.append(post(proxy, {"tools": lookup_tool(NESTED_BACKTRACKING)})))
-
-    started = time.perf_counter()
-    agent.start()
-    health_latencies = []
-    while agent.is_alive() and time.perf_counter() - started < 30:
-        before = time.perf_counter()
-        httpx.get(f"{proxy.url}/healthz", timeout=60)
-        health_latencies.append(time.perf_counter() - before)
-    agent.join()
-    elapsed = time.perf_counter() - started
+    answered, elapsed, health_latencies = while_probing_health(
+        f"{proxy.url}/healthz", lambda: post(proxy, {"tools": lookup_tool(NESTED_BACKTRACKING)})
+    )
 
     assert elapsed < 1.0  # Python's re took > 7 s here, the whole event loop with it
     assert max(health_latencies) < 0.5
-    reply = answered[0].json()["choices"][0]["message"]
+    reply = answered.json()["choices"][0]["message"]
     assert json.loads(reply["tool_calls"][0]["function"]["arguments"]) == {"code": "aaa"}
     retry = upstream.requests[1].json()["messages"]
     assert "does not match" in retry[-1]["content"]
@@ -157,18 +148,11 @@ def test_the_schema_limits_are_settings(make_proxy, upstream):
 def test_a_large_schema_within_the_limits_compiles_without_holding_the_event_loop(make_proxy, upstream):
     proxy = make_proxy(max_schema_bytes=4 * 1024 * 1024, max_schema_properties=20_000)
     upstream.script(Json(chat_completion(None, tool_calls=[tool_call("bulk", '{"field_1": "x"}')])))
-    answered: list[httpx.Response] = []
-    agent = threading.Thread(target=lambda: answered.append(post(proxy, {"tools": big_tools(5000, "d" * 100)})))
+    answered, _, health_latencies = while_probing_health(
+        f"{proxy.url}/healthz", lambda: post(proxy, {"tools": big_tools(5000, "d" * 100)})
+    )
 
-    agent.start()
-    health_latencies = []
-    while agent.is_alive():
-        before = time.perf_counter()
-        httpx.get(f"{proxy.url}/healthz", timeout=60)
-        health_latencies.append(time.perf_counter() - before)
-    agent.join()
-
-    assert answered[0].status_code == 200
+    assert answered.status_code == 200
     assert len(health_latencies) > 1
     assert max(health_latencies) < 0.5
 
