@@ -105,7 +105,7 @@ class ProxyRoutes:
         return handle
 
     async def passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._guarded(self._passthrough, scope, receive, send, "passthrough")
+        await self._guarded(self._passthrough, scope, receive, send, _passthrough_route(scope))
 
     # -- handlers -------------------------------------------------------------------
 
@@ -341,6 +341,26 @@ async def _copy_body(response: httpx.Response, send: Send) -> None:
         raise UpstreamDisconnected("The upstream model API stopped sending (read timeout).") from exc
     except httpx.TransportError as exc:
         raise UpstreamDisconnected("The upstream model API broke off the response.") from exc
+
+
+_PASSTHROUGH_FAMILIES = frozenset(
+    {
+        "assistants", "audio", "batches", "chat", "completions", "conversations", "embeddings", "files",
+        "fine_tuning", "images", "messages", "models", "moderations", "responses", "threads", "uploads",
+        "vector_stores",
+    }
+)  # fmt: skip
+"""The API families a pass-through request is counted under (anything else is ``passthrough``):
+a fixed set, so no path a client sends can grow the metrics' label space."""
+
+
+def _passthrough_route(scope: Scope) -> str:
+    """``passthrough:<family>`` for ``/v1/<family>/…`` (``passthrough:responses`` for a stored
+    response's ``GET``), by the path's first segment after ``/v1``."""
+    raw = scope.get("raw_path") or b""
+    path = raw.decode("latin-1") if isinstance(raw, bytes) else ""
+    family = path[4:].partition("/")[0].partition("?")[0] if path.startswith("/v1/") else ""
+    return f"passthrough:{family}" if family in _PASSTHROUGH_FAMILIES else "passthrough"
 
 
 def _api_key(scope: HTTPScope) -> str | None:

@@ -59,6 +59,8 @@ class WireAdapter(Protocol):
     upstream_path: str
     """What follows the tenant's upstream base URL for it (``/chat/completions``)."""
     stream_trailer: bytes
+    keepalive: bytes
+    """What a held-back stream sends while nothing may flow (an SSE comment; Messages' ``ping``)."""
     """What a stream the proxy completes ends with (chat completions' ``data: [DONE]``)."""
 
     # -- reading ----------------------------------------------------------------------

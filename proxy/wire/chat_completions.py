@@ -11,7 +11,7 @@ import msgspec
 
 from proxy.errors import ProxyError
 from proxy.exchange import Conversation, Note, Reply, Tool, Turn, Usage
-from proxy.streaming.sse import frame
+from proxy.streaming.sse import comment, frame
 from proxy.wire.chat_parse import (
     declared_schemas,
     function_tool,
@@ -48,6 +48,7 @@ class ChatCompletions:
     route = "/v1/chat/completions"
     upstream_path = "/chat/completions"
     stream_trailer = DONE
+    keepalive = comment(b"keep-alive")
 
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
         return None  # no chat client sends one of its own: X-Session-Id, or the derived hash
