@@ -50,10 +50,10 @@ def local_summary(conversation: Conversation, detail: str) -> str:
     """A summary from the transcript alone, for when the model cannot give one."""
     found: list[str] = []
     names: dict[str, str] = {}
-    for message in conversation.messages:
-        for call in message.tool_calls:
-            names[call.id] = call.name or "tool"
-        if message.role == "tool" and message.text.strip():
+    for call in conversation.calls_by_id().values():
+        names[call.id] = call.name or "tool"
+    for message in conversation.tool_results():  # ``Observation:`` turns too
+        if message.text.strip():
             found.append(f"{names.get(str(message.call_id), 'a tool')} returned: {_clip(message.text)}")
     task = _clip(conversation.first_text("user") or "the task", 200)
     lines = [f"I have to stop here: {detail}.", "", "What was found:"]
