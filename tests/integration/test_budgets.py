@@ -201,3 +201,54 @@ def test_an_output_limit_above_the_session_budget_is_a_400_and_the_session_goes_
     assert answered.status_code == 200
     assert "x-loopwarden-terminated" not in answered.headers
     assert len(upstream.requests) == 1
+
+
+FAILED_THRICE = [
+    {"role": "user", "content": "How many people live in Lyon?"},
+    *[
+        turn
+        for n in range(3)
+        for turn in (
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": f"c{n}", "type": "function", "function": {"name": "search", "arguments": f'{{"q": "{n}"}}'}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": f"c{n}", "content": "Error: search is down"},
+        )
+    ],
+]
+
+
+def _finalize_tokens(proxy) -> float:
+    text = httpx.get(f"{proxy.metrics_url}/metrics").text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("loopwarden_tokens_total{") and 'kind="finalize"' in line
+    )
+
+
+@pytest.mark.parametrize("unusable", ["empty", "tool_call"])
+def test_an_unusable_summary_reply_is_replaced_locally_but_its_tokens_are_booked(proxy, upstream, unusable):
+    reply = costly(300, "") if unusable == "empty" else costly(300, None)
+    if unusable == "tool_call":
+        reply.body["choices"][0]["message"]["tool_calls"] = [
+            {"id": "x", "type": "function", "function": {"name": "search", "arguments": "{}"}}
+        ]
+    upstream.script(reply)
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+
+    ended = client.chat.completions.with_raw_response.create(
+        model="m", messages=FAILED_THRICE, extra_headers={"X-Session-Id": f"unusable-summary-{unusable}"}
+    )
+
+    assert ended.headers["x-loopwarden-terminated"] == "tool_failures"
+    assert ended.parse().choices[0].message.content.startswith("I have to stop here")  # the local summary
+    session = httpx.get(
+        f"{proxy.base_url}/loopwarden/sessions/unusable-summary-{unusable}", headers={"Authorization": "Bearer sk-p"}
+    ).json()
+    assert session["tokens"] == {"prompt": 150, "completion": 150, "total": 300}
+    assert _finalize_tokens(proxy) == 300
