@@ -188,9 +188,15 @@ class LoopSettings(BaseModel):
     model_config = _FROZEN
 
     enabled: bool = True
-    warn_at: int = Field(3, ge=2, description="Repetitions at which the model is warned.")
-    block_at: int = Field(5, ge=2, description="Repetitions at which the session ends (reason: loop).")
-    max_period: int = Field(3, ge=1, le=10, description="Longest cycle (A-B-A-B is 2) counted as repetition.")
+    warn_at: int = Field(
+        3, ge=2, description="Calls of the same call, or of a cycle's run, at which the model is warned."
+    )
+    block_at: int = Field(
+        5, ge=2, description="Calls of the same call, or of a cycle's run, at which the session ends (reason: loop)."
+    )
+    max_period: int = Field(
+        3, ge=1, le=10, description="Longest cycle (A-B-A-B is 2) counted as a loop; 1: exact repeats only."
+    )
     history: int = Field(60, ge=4, le=500, description="Recent tool calls remembered per session.")
 
     @model_validator(mode="after")

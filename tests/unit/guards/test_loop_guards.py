@@ -11,7 +11,7 @@ from proxy.fingerprint import canonical_arguments, fingerprint, remember_calls
 from proxy.guards import GuardContext, NoProgressGuard, ToolArgsGuard, ToolFailuresGuard, ToolLoopGuard
 from proxy.guards.no_progress import trailing_run
 from proxy.guards.tool_args import argument_errors
-from proxy.guards.tool_loop import cycle_repetitions
+from proxy.guards.tool_loop import cycle_run
 from proxy.policy.models import Policy
 from proxy.session.base import SessionDelta, SessionState
 from proxy.verdict import Amend, Finalize, Nudge, Pass
@@ -62,18 +62,22 @@ def test_canonical_arguments_are_sorted_compact_json():
 @pytest.mark.parametrize(
     ("sequence", "max_period", "expected"),
     [
-        (list("ABAB"), 3, (2, 2)),
-        (list("ABABAB"), 3, (3, 2)),
-        (list("ABCABC"), 3, (2, 3)),
-        (list("ABCABC"), 2, (1, 0)),  # period beyond the limit is not a cycle
-        (list("XABAB"), 3, (2, 2)),
-        (list("AAAA"), 3, (1, 0)),  # plain repetition is counted per call, not as a cycle
-        (list("ABCD"), 3, (1, 0)),
-        ([], 3, (1, 0)),
+        (list("AB"), 3, (0, 0)),  # nothing repeats yet
+        (list("ABA"), 3, (3, 2)),  # counted in calls, once a call repeats
+        (list("ABAB"), 3, (4, 2)),
+        (list("ABABAB"), 3, (6, 2)),  # the shortest period wins (not 4)
+        (list("ABCA"), 3, (4, 3)),
+        (list("ABCABC"), 3, (6, 3)),
+        (list("ABCABC"), 2, (0, 0)),  # period beyond the limit is not a cycle
+        (list("XABAB"), 3, (4, 2)),  # the run starts after X
+        (list("ABACA"), 3, (3, 2)),  # A C A: only the run at the end counts
+        (list("AAAA"), 3, (0, 0)),  # plain repetition is counted per call, not as a cycle
+        (list("ABCD"), 3, (0, 0)),
+        ([], 3, (0, 0)),
     ],
 )
-def test_cycle_repetitions(sequence, max_period, expected):
-    assert cycle_repetitions(sequence, max_period) == expected
+def test_cycle_run(sequence, max_period, expected):
+    assert cycle_run(sequence, max_period) == expected
 
 
 @pytest.mark.parametrize(
@@ -140,7 +144,7 @@ def test_loop_warning_names_the_call_and_the_count():
 def test_a_cycle_counts_as_repetition():
     other = ToolCall("c8", "fetch", '{"url": "x"}')
     other_mark = fingerprint(other.name, other.arguments)
-    values = {"fp_seq": ",".join([MARK, other_mark] * 2 + [MARK]), f"fp:{MARK}": "1", f"fp:{other_mark}": "1"}
+    values = {"fp_seq": ",".join([MARK, other_mark, MARK]), f"fp:{MARK}": "2", f"fp:{other_mark}": "1"}
 
     verdict = ToolLoopGuard().check_reply(reply_with(other), context(values))
 
