@@ -341,7 +341,12 @@ class Policy(BaseModel):
     session_ttl_secs: int = Field(86_400, ge=60, description="Idle time after which a session is forgotten.")
     empty_response_max_strikes: int = Field(3, ge=1, le=100)
     reasoning_only_max_strikes: int = Field(3, ge=1, le=100)
-    max_steps: int = Field(50, ge=1, description="Upstream calls per session before the graceful ending.")
+    max_steps: int = Field(
+        50,
+        ge=1,
+        description="Upstream calls per session, the graceful ending included: the call that would use the last "
+        "step is the ending.",
+    )
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     output_contract: OutputContractSettings = Field(default_factory=OutputContractSettings)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.budgets import active_ms, estimate_tokens, remaining
+from proxy.budgets import active_ms, estimate_tokens, remaining, session_limits
 from proxy.exchange import Usage
 from proxy.guards import BudgetGuard, GuardContext
 from proxy.policy.models import Policy
@@ -80,6 +80,7 @@ POLICY = Policy(
         "max_active_secs": 100,
         "idle_gap_secs": 60,
     },
+    finalize={"max_tokens": 16},
 )
 T0 = 1_800_000_000.0
 
@@ -134,9 +135,12 @@ def guard(session: SessionState, now: float = T0):
     ("session", "reason"),
     [
         (state(steps=10), "budget_steps"),
+        (state(steps=9), "budget_steps"),  # this call would use the last step: it is the ending
         (state(tokens_in=900, tokens_out=100), "budget_tokens"),
+        (state(tokens_in=890), "budget_tokens"),  # 110 left: a call (100) and an ending (16) need 116
         (state(cost_micros=1_000_000), "budget_cost"),
         (state(active_ms=100_000), "budget_time"),
+        (state(steps=4, active_ms=90_000), "budget_time"),  # 10 s left, a step takes 22.5 s
     ],
 )
 def test_exhausted_budget_ends_the_session(session, reason):
@@ -148,10 +152,11 @@ def test_exhausted_budget_ends_the_session(session, reason):
 @pytest.mark.parametrize(
     ("session", "mentions"),
     [
-        (state(steps=9), "1 of 10 steps left"),
+        (state(steps=8), "1 of 10 steps left"),  # and then the ending
         (state(tokens_in=850), "150 of 1000 tokens left"),
         (state(cost_micros=900_000), "$0.1000 of $1.00 left"),
         (state(active_ms=85_000), "15 of 100 seconds left"),
+        (state(steps=7, active_ms=85_000), "15 of 100 seconds left"),  # 15 s left, a step takes 12 s: one fits
     ],
 )
 def test_low_budget_asks_the_model_to_converge(session, mentions):
@@ -159,6 +164,20 @@ def test_low_budget_asks_the_model_to_converge(session, mentions):
 
     assert verdict.kind == "budget_note"
     assert mentions in verdict.turns[0].text
+
+
+@pytest.mark.parametrize(
+    ("steps", "active_ms", "ends"),
+    [
+        (0, 99_000, False),  # no step yet: nothing to go by but the budget itself
+        (3, 60_000, False),  # 40 s left, a step takes 20 s
+        (3, 75_000, True),  # 25 s left, a step takes 25 s: the next one would not fit
+    ],
+)
+def test_the_call_that_would_use_the_last_of_the_time_budget_is_the_ending(steps, active_ms, ends):
+    verdict = guard(state(steps=steps, active_ms=active_ms))
+
+    assert (getattr(verdict, "reason", None) == "budget_time") == ends
 
 
 def test_the_converge_note_comes_while_the_next_calls_reservation_still_fits():
@@ -172,3 +191,38 @@ def test_the_converge_note_comes_while_the_next_calls_reservation_still_fits():
 
 def test_plenty_left_changes_nothing():
     assert type(guard(state(steps=2, tokens_in=100))).__name__ == "Pass"
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        # the step limit keeps the last step for the ending
+        (Policy(max_steps=10), [("budget_steps", 1, 9)]),
+        # a call (prompt 100 + output 50) must leave room for a capped summary call (prompt 100 + 200)
+        (
+            Policy(budgets={"max_tokens": 1000}, finalize={"max_tokens": 200}),
+            [("budget_steps", 1, 49), ("budget_tokens", 150, 700)],
+        ),
+        # an ending built locally costs nothing to keep room for
+        (
+            Policy(budgets={"max_tokens": 1000}, finalize={"use_upstream": False}),
+            [("budget_steps", 1, 49), ("budget_tokens", 150, 1000)],
+        ),
+        # cost at the model's dearer rate (10 micro-dollars a token): 150 and 300 tokens
+        (
+            Policy(budgets={"max_cost_usd": 0.01}, finalize={"max_tokens": 200}),
+            [("budget_steps", 1, 49), ("budget_cost", 1500, 7000)],
+        ),
+        (
+            Policy(budgets={"max_cost_usd": 0.01, "hard_cost_cap": True}, finalize={"max_tokens": 200}),
+            [("budget_steps", 1, 49), ("budget_cost", 1500, 10_000)],
+        ),
+    ],
+)
+def test_a_call_is_admitted_only_with_room_left_for_the_ending(policy, expected):
+    prices = PriceTable({"gpt-4o": Price(prompt=2.5, completion=10.0)})
+    conversation = parse_conversation({"model": "gpt-4o", "max_tokens": 50})
+
+    limits = session_limits(conversation, 400, policy, prices)
+
+    assert [(limit.name, limit.amount, limit.limit) for limit in limits] == expected
