@@ -67,7 +67,7 @@ class RetryPolicy:
 
         ``paced``: the seconds this request already waited because the upstream said so."""
         if retry_after is not None:
-            if attempt >= max(self.attempts, self.paced_attempts):
+            if attempt >= self.paced_attempts:
                 return None
             return retry_after if paced + retry_after <= self.retry_after_cap else None
         if attempt >= self.attempts:

@@ -102,11 +102,12 @@ def test_when_the_proxy_gives_up_on_a_429_storm_the_openai_sdks_own_backoff_take
     assert len(upstream.requests) == 4
 
 
-def test_a_client_leaving_during_a_named_wait_ends_the_wait(proxy, upstream):
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_client_leaving_during_a_named_wait_ends_the_wait(proxy, upstream, stream):
     upstream.script(Json(RATE_LIMITED, status=429, headers={"Retry-After": "5"}), Json(chat_completion()))
 
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH, timeout=0.5)
+        httpx.post(f"{proxy.base_url}/chat/completions", json={**BODY, "stream": stream}, headers=AUTH, timeout=0.5)
     deadline = time.monotonic() + 2
     while proxy.readiness.in_flight and time.monotonic() < deadline:
         time.sleep(0.01)
