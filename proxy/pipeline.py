@@ -121,11 +121,7 @@ class Pipeline:
         """One agent request. Whatever happens, what it reserved and spent is committed once."""
         notes = RequestNotes(started=self._clock())
         enforce = call.policy.mode == "enforce"
-        limits = (
-            session_limits(call.conversation, len(call.body), call.policy, self._prices, fresh=call.session.fresh)
-            if enforce
-            else []
-        )
+        limits = session_limits(call, self._prices, fresh=call.session.fresh) if enforce else []
         attributes: dict[str, str | int | float | bool] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.conversation.id": call.session.id,
@@ -385,7 +381,7 @@ class Pipeline:
         return ClientStream(
             call.respond,
             lambda: response_headers(call, delta.applied_to(state), notes, self._clock()),
-            include_usage=call.adapter.include_usage(call.payload),
+            include_usage=call.include_usage(),
             keepalive=self._keepalive,
             adapter=call.adapter,
         )
