@@ -28,6 +28,7 @@ def agent_request(
     payload = TASK if payload is None else payload
     conversation = parse_conversation(payload)
     extra.setdefault("stream", conversation.stream)
+    extra.setdefault("url", URL)
     return AgentRequest(
         tenant=tenant,
         policy=policy or Policy(),
@@ -35,7 +36,6 @@ def agent_request(
         payload=payload,
         body=msgspec.json.encode(payload),
         conversation=conversation,
-        url=URL,
         headers=[],
         **extra,
     )
