@@ -387,7 +387,7 @@ async def test_a_waiting_request_gives_up_after_the_wait(store):
     seen = await books(store, wait=0.2).await_ending(call, notes, await store.load(call.session.key))
 
     assert (seen.ending, notes.claim) == (None, False)
-    assert 0.2 <= time.monotonic() - started < 2
+    assert 0.2 <= time.monotonic() - started < 5
 
 
 # -- when the store fails --------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from proxy.exchange import Conversation, Message, Reply, Tool, ToolCall, Usage
 from proxy.guards.base import GuardContext
@@ -32,8 +33,9 @@ def session(strikes: Mapping[str, int] | None = None, **values: object) -> Sessi
     return SessionState(fields)
 
 
-def conversation(*messages: Message, tools: Sequence[Tool] = (), **extra: object) -> Conversation:
-    return Conversation(messages=messages or (TASK,), tools=tools, **extra)  # type: ignore[arg-type]
+def conversation(*messages: Message, tools: Sequence[Tool] = (), **extra: Any) -> Conversation:
+    """The messages (the bare task when none), the offered tools, any other field of a conversation."""
+    return Conversation(messages=messages or (TASK,), tools=tools, **extra)
 
 
 def called(*results: str, name: str = "poll", arguments: str = "{}") -> tuple[Message, ...]:
