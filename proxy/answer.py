@@ -18,7 +18,7 @@ from proxy.request import SSE, AgentRequest, Outcome
 from proxy.streaming.client import ClientStream
 from proxy.upstream import UpstreamReply
 
-__all__ = ["Answer", "Failed", "Relayed", "Tried", "Unusable", "Written", "render"]
+__all__ = ["Answer", "Failed", "Relayed", "Tried", "Unusable", "Written", "delivered_reply", "render"]
 
 
 @dataclass(slots=True)
@@ -63,6 +63,15 @@ class Failed:
 
 
 Answer = Written | Relayed | Unusable | Failed
+
+
+def delivered_reply(call: AgentRequest, answer: Answer) -> Reply | None:
+    """The reply the client gets, as the guards read it (None: an error, or no reply)."""
+    if isinstance(answer, Relayed):
+        return answer.tried.reply
+    if isinstance(answer, Written):
+        return call.adapter.parse_reply(call.adapter.encode(answer.body))
+    return None
 
 
 async def render(

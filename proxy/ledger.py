@@ -38,9 +38,11 @@ from proxy.session.base import (
     StoreUnavailable,
     WindowLimit,
 )
+from proxy.session.limits import admit_in_place
 from proxy.verdict import Verdict
 
 __all__ = ["ENDING_LEASE_MS", "ENDING_WAIT_SECS", "Ledger", "reached_model"]
+
 
 ENDING_LEASE_MS = 120_000
 """How long a claim on a session's ending holds if its request dies without giving it back:
@@ -72,7 +74,14 @@ class Ledger:
         """Load the session (reserving this call's budget share in the same round trip)."""
         fresh = call.session.fresh
         try:
-            if limits:
+            if fresh and call.session.derived:
+                # A derived run's first request: its session is named by the reply it will
+                # deliver (see proxy.session.identity), so nothing is read or reserved in the
+                # store yet; its one call is admitted against an empty session.
+                state, reserved = SessionState(), []
+                notes.refused = admit_in_place({}, limits) if limits else None
+                notes.claim = True  # should it end, no other request can be making this run's ending
+            elif limits:
                 with self._timed("admit"):
                     admission = await self._store.admit(
                         call.session.key,

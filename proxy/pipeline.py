@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.answer import Answer, Failed, Relayed, Tried, Unusable, Written, render
+from proxy.answer import Answer, Failed, Relayed, Tried, Unusable, Written, delivered_reply, render
 from proxy.budgets import check_request_cap, session_limits
 from proxy.errors import ProxyError
 from proxy.exchange import Channel, Turn
@@ -34,6 +34,7 @@ from proxy.pricing import PriceTable
 from proxy.recording import Step, StepRecorder
 from proxy.request import AgentRequest, Outcome, RequestNotes
 from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, SessionStore
+from proxy.session.identity import named_run, turn_digest
 from proxy.step_log import StepLog, chat_attributes, response_headers, usage_attributes
 from proxy.streaming.attempts import StreamAttempts
 from proxy.streaming.client import ClientStream
@@ -140,6 +141,8 @@ class Pipeline:
                 ending = await self._run(request)
                 if isinstance(ending, Finalize):
                     ending = Written(await self._endings.make(call, ending, state, delta, notes, request.extra), True)
+                if call.session.fresh and call.session.derived and (first := delivered_reply(call, ending)):
+                    call.session = named_run(call.session, turn_digest(first.content, first.tool_calls))
                 if isinstance(ending, Unusable):  # one the upstream refused (400, 401, ...) reached no model
                     await self._ledger.settle(call, delta, notes)
                 else:
