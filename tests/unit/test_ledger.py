@@ -134,29 +134,29 @@ async def test_without_limits_the_session_is_loaded_not_reserved(store):
     assert not any(name.startswith("reserved_") for name in delta.increments)
 
 
-async def test_a_fresh_run_starts_the_books_afresh(store):
-    call = agent_request(TASK, STEPS, session=None, tenant=f"t{uuid.uuid4().hex[:12]}")  # derived from the opening
-    await store.commit(call.session.key, spent(2), 3600)  # an earlier run of the same task
-    ledger = books(store)
+def first_request_of_a_run(policy: Policy = STEPS):
+    """A request carrying only the opening, without a session id: a new run, derived."""
+    return agent_request(TASK, policy, session=None, tenant=f"t{uuid.uuid4().hex[:12]}")
+
+
+async def test_a_runs_first_request_starts_its_books_afresh_without_reading_the_store(store):
+    call = first_request_of_a_run()
+    await store.commit(call.session.key, spent(3), 3600)  # an earlier run of the same task, all steps used
     notes = RequestNotes(started=T0)
 
-    state, delta = await ledger.open(call, session_limits(call, PRICES, fresh=call.session.fresh), notes)
-    delta.incr("steps")
-    await ledger.commit(call, delta, notes)
+    state, delta = await books(store).open(call, session_limits(call, PRICES), notes)
 
-    assert (call.session.fresh, state.is_new, delta.replace) == (True, True, True)
-    assert (await store.load(call.session.key)).steps == 1
+    assert (state.is_new, delta.replace, notes.refused) == (True, True, None)
+    assert (await store.load(call.session.key)).counter("reserved_steps") == 0  # nothing reserved there
 
 
-async def test_a_fresh_run_with_a_budget_to_check_is_admitted_afresh(store):
-    call = agent_request(TASK, STEPS, session=None, tenant=f"t{uuid.uuid4().hex[:12]}")
-    await store.commit(call.session.key, spent(3), 3600)  # an earlier run that used every step
-    ledger = books(store)
+async def test_a_runs_first_call_that_could_never_fit_is_refused_and_makes_its_own_ending(store):
+    call = first_request_of_a_run(Policy(budgets={"max_tokens": 10}))
     notes = RequestNotes(started=T0)
 
-    state, _ = await ledger.open(call, session_limits(call, PRICES), notes)
+    await books(store).open(call, session_limits(call, PRICES), notes)
 
-    assert (notes.refused, state.steps, state.counter("reserved_steps")) == (None, 0, 1)
+    assert (notes.refused, notes.claim) == ("budget_tokens", True)
 
 
 async def test_opening_counts_a_turn_and_when_it_was_seen(store):
