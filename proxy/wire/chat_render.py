@@ -146,8 +146,8 @@ def completion(content: str, *, model: str | None, usage: Usage | None = None) -
 
 
 def reply_completion(reply: Reply) -> dict[str, Any]:
-    """A neutral reply as the chat.completion an upstream would have sent (replay serves
-    recorded replies with it)."""
+    """A neutral reply as the chat.completion an upstream would have sent, under an id of the
+    proxy's own (a guard's rewrite; replay serves recorded replies with it)."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.reasoning:
         message["reasoning_content"] = reply.reasoning
@@ -157,10 +157,10 @@ def reply_completion(reply: Reply) -> dict[str, Any]:
         message["tool_calls"] = [wire_call(call) for call in reply.tool_calls]
     usage = reply.usage
     return {
-        "id": "chatcmpl-replay",
+        "id": "chatcmpl-lw-" + secrets.token_hex(12),
         "object": "chat.completion",
-        "created": 0,
-        "model": reply.model or "replay",
+        "created": int(time.time()),
+        "model": reply.model or "loopwarden",
         "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason or "stop"}],
         "usage": {
             "prompt_tokens": usage.prompt_tokens,
