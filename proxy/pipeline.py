@@ -192,7 +192,7 @@ class Pipeline:
                 return Written(self._stripped(request, tried)) if request.stripped else Relayed(tried)
             if isinstance(verdict, Rewrite):
                 self._steps.intervention(call, verdict.kind, verdict.reason, notes, attempt)
-                return Written(dict(verdict.body))
+                return Written(call.adapter.render_reply(verdict.reply))
             self._strike(verdict.strike, delta)
             if isinstance(verdict, Finalize):
                 return verdict
