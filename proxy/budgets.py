@@ -150,9 +150,7 @@ def ending_tokens(body_size: int, policy: Policy, *, local: bool = False) -> int
     return body_size // 4 + (finalize.max_tokens or policy.budgets.reserve_tokens)
 
 
-def session_limits(
-    conversation: Conversation, body_size: int, policy: Policy, prices: PriceTable, *, fresh: bool = False
-) -> list[Limit]:
+def session_limits(call: AgentRequest, prices: PriceTable, *, fresh: bool = False) -> list[Limit]:
     """The reservations one call makes: its step, and its worst case against the session's
     token and cost budgets. A ``fresh`` session (its state starts empty, nothing to exceed)
     reserves nothing unless it has token or cost budgets to check: no round trip for it.
@@ -161,29 +159,29 @@ def session_limits(
     room for an ending after it (one step; the summary call's tokens and cost). The call that
     does not is refused, and so becomes the ending, within the budget: a client whose own
     cap equals ``max_steps`` never receives a tool call it cannot answer."""
+    policy = call.policy
     budgets = policy.budgets
     limits = [Limit("budget_steps", (FIELDS.STEPS,), FIELDS.RESERVED_STEPS, 1, policy.max_steps - 1)]
-    estimate = estimate_tokens(conversation, body_size, policy)
     if budgets.max_tokens is not None:
         limits.append(
             Limit(
                 "budget_tokens",
                 (FIELDS.TOKENS_IN, FIELDS.TOKENS_OUT),
                 FIELDS.RESERVED_TOKENS,
-                estimate,
-                budgets.max_tokens - ending_tokens(body_size, policy),
+                call.worst_tokens(),
+                budgets.max_tokens - ending_tokens(len(call.body), policy),
             )
         )
     if budgets.max_cost_usd is not None:
-        price = prices.price(conversation.model)
+        price = prices.price(call.conversation.model)
         rate = 0 if price is None else max(price.prompt, price.completion)
-        ending = ending_tokens(body_size, policy, local=budgets.hard_cost_cap)
+        ending = ending_tokens(len(call.body), policy, local=budgets.hard_cost_cap)
         limits.append(
             Limit(
                 "budget_cost",
                 (FIELDS.COST_MICROS,),
                 FIELDS.RESERVED_COST,
-                round(estimate * rate),
+                call.worst_cost_micros(prices),
                 round(budgets.max_cost_usd * MICROS) - round(ending * rate),
             )
         )

@@ -29,7 +29,7 @@ class BudgetGuard:
         policy, budgets = context.policy, context.policy.budgets
         left = remaining(context.state, policy, context.now)
         if left.steps <= 1:
-            return Finalize("budget_steps", f"this is the last of the {policy.max_steps} steps the session may use")
+            return Finalize("budget_steps", f"the session reached the last of its {policy.max_steps} steps")
         # What the admission reserves: this call's worst case, and room for an ending after it.
         needed = (
             estimate_tokens(context.conversation, context.body_size, policy) + ending_tokens(context.body_size, policy)

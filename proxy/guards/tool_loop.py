@@ -123,12 +123,13 @@ class ToolLoopGuard:
             return PASS
         found, call = worst
         what = _what(call, found.period)
+        often = f"({found.calls} calls)" if found.period else f"{found.calls} times"
         if found.level == 2:
-            return Finalize(reason="loop", detail=f"the model repeated {what} ({found.calls} calls)")
+            return Finalize(reason="loop", detail=f"the model repeated {what} {often}")
         if context.retries.get("loop_warning"):
             return PASS  # warned once in this request and it insists: the agent runs it
         text = context.policy.nudges.loop_warning.format(call=what, count=found.calls - 1)
-        return Nudge(kind="loop_warning", reason=f"{what} repeated ({found.calls} calls)", turns=(Note(text),))
+        return Nudge(kind="loop_warning", reason=f"{what} repeated {often}", turns=(Note(text),))
 
     def check_request(self, context: GuardContext) -> RequestVerdict:
         """Attach the warning to results of calls that reached their warning: a call repeated

@@ -1,4 +1,4 @@
-"""Pricing, budget arithmetic, the budget guard and the usage tap, as tables."""
+"""Pricing and budget arithmetic, as tables (the budget guard: tests/unit/guards/test_budget.py)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import pytest
 
 from proxy.budgets import active_ms, estimate_tokens, remaining, session_limits
 from proxy.exchange import Usage
-from proxy.guards import BudgetGuard, GuardContext
 from proxy.policy.models import Policy
 from proxy.pricing import Price, PriceTable, PricingError, load_pricing
 from proxy.session.base import SessionState
 from proxy.wire.chat_parse import parse_conversation
+from tests.support.agent_request import agent_request
 
 PRICES = PriceTable(
     {
@@ -80,7 +80,6 @@ POLICY = Policy(
         "max_active_secs": 100,
         "idle_gap_secs": 60,
     },
-    finalize={"max_tokens": 16},
 )
 T0 = 1_800_000_000.0
 
@@ -127,72 +126,6 @@ def test_estimate_is_prompt_bytes_over_four_plus_the_output_cap(payload, body_si
     assert estimate_tokens(parse_conversation(payload), body_size, Policy()) == expected
 
 
-def guard(session: SessionState, now: float = T0):
-    return BudgetGuard().check_request(GuardContext(POLICY, session, parse_conversation({"messages": []}), now=now))
-
-
-@pytest.mark.parametrize(
-    ("session", "reason"),
-    [
-        (state(steps=10), "budget_steps"),
-        (state(steps=9), "budget_steps"),  # this call would use the last step: it is the ending
-        (state(tokens_in=900, tokens_out=100), "budget_tokens"),
-        (state(tokens_in=890), "budget_tokens"),  # 110 left: a call (100) and an ending (16) need 116
-        (state(cost_micros=1_000_000), "budget_cost"),
-        (state(active_ms=100_000), "budget_time"),
-        (state(steps=4, active_ms=90_000), "budget_time"),  # 10 s left, a step takes 22.5 s
-    ],
-)
-def test_exhausted_budget_ends_the_session(session, reason):
-    verdict = guard(session)
-
-    assert verdict.reason == reason
-
-
-@pytest.mark.parametrize(
-    ("session", "mentions"),
-    [
-        (state(steps=8), "1 of 10 steps left"),  # and then the ending
-        (state(tokens_in=850), "150 of 1000 tokens left"),
-        (state(cost_micros=900_000), "$0.1000 of $1.00 left"),
-        (state(active_ms=85_000), "15 of 100 seconds left"),
-        (state(steps=7, active_ms=85_000), "15 of 100 seconds left"),  # 15 s left, a step takes 12 s: one fits
-    ],
-)
-def test_low_budget_asks_the_model_to_converge(session, mentions):
-    verdict = guard(session)
-
-    assert verdict.kind == "budget_note"
-    assert mentions in verdict.turns[0].text
-
-
-@pytest.mark.parametrize(
-    ("steps", "active_ms", "ends"),
-    [
-        (0, 99_000, False),  # no step yet: nothing to go by but the budget itself
-        (3, 60_000, False),  # 40 s left, a step takes 20 s
-        (3, 75_000, True),  # 25 s left, a step takes 25 s: the next one would not fit
-    ],
-)
-def test_the_call_that_would_use_the_last_of_the_time_budget_is_the_ending(steps, active_ms, ends):
-    verdict = guard(state(steps=steps, active_ms=active_ms))
-
-    assert (getattr(verdict, "reason", None) == "budget_time") == ends
-
-
-def test_the_converge_note_comes_while_the_next_calls_reservation_still_fits():
-    policy = Policy(budgets={"max_tokens": 20_000, "reserve_tokens": 4_096})
-    context = GuardContext(policy, state(tokens_in=13_000), parse_conversation({"messages": []}), now=T0)
-
-    verdict = BudgetGuard().check_request(context)  # 7,000 left: 20 % is 4,000, but a call reserves 4,096
-
-    assert verdict.kind == "budget_note"
-
-
-def test_plenty_left_changes_nothing():
-    assert type(guard(state(steps=2, tokens_in=100))).__name__ == "Pass"
-
-
 @pytest.mark.parametrize(
     ("policy", "expected"),
     [
@@ -221,8 +154,11 @@ def test_plenty_left_changes_nothing():
 )
 def test_a_call_is_admitted_only_with_room_left_for_the_ending(policy, expected):
     prices = PriceTable({"gpt-4o": Price(prompt=2.5, completion=10.0)})
-    conversation = parse_conversation({"model": "gpt-4o", "max_tokens": 50})
+    call = agent_request(
+        {"model": "gpt-4o", "max_tokens": 50, "messages": [{"role": "user", "content": "x" * 324}]}, policy
+    )
+    assert len(call.body) == 400  # a prompt of about 100 tokens
 
-    limits = session_limits(conversation, 400, policy, prices)
+    limits = session_limits(call, prices)
 
     assert [(limit.name, limit.amount, limit.limit) for limit in limits] == expected
