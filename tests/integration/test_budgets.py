@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import openai
 import pytest
@@ -292,3 +294,30 @@ def test_the_call_that_would_leave_no_room_for_an_ending_is_the_ending(make_prox
     assert replies[2].parse().choices[0].message.content == "Summary: two parts read, the third is missing."
     session = httpx.get(f"{proxy.base_url}/loopwarden/sessions/room", headers={"Authorization": "Bearer sk-p"})
     assert session.json()["tokens"]["total"] == 715 <= 1000  # the ending included
+
+
+def test_the_openai_agents_sdk_capped_at_max_steps_turns_ends_with_the_summary(make_proxy, upstream, write_policies):
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+
+    set_tracing_disabled(True)
+
+    @function_tool
+    def search(q: str) -> str:
+        """Search the web."""
+        return f"results for {q}"
+
+    proxy = make_proxy(policies_dir=str(write_policies(default="max_steps: 5\n")))
+    upstream.script(
+        *[calling("search", {"q": f"lyon page {n}"}, f"c{n}") for n in range(4)],
+        answer("Found: pages 0-3. Missing: the population figure."),
+    )
+    client = openai.AsyncOpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+    agent: Agent[None] = Agent(
+        name="research", model=OpenAIChatCompletionsModel(model="m", openai_client=client), tools=[search]
+    )
+
+    result = asyncio.run(Runner.run(agent, "How many people live in Lyon?", max_turns=5))
+
+    assert result.final_output == "Found: pages 0-3. Missing: the population figure."  # not MaxTurnsExceeded
+    assert len(upstream.requests) == 5
+    assert b"The session is ending because" in upstream.requests[-1].body  # the 5th call was the summary

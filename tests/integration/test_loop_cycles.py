@@ -4,6 +4,9 @@ hand-written agent against a model stuck in a cycle."""
 
 from __future__ import annotations
 
+import asyncio
+
+import openai
 import pytest
 
 from tests.integration.test_loop_guards import answer, calling, fresh_results, run_agent, sdk
@@ -55,3 +58,34 @@ def test_alternating_tools_with_new_arguments_are_never_disturbed(proxy, upstrea
     assert "x-loopwarden-terminated" not in last.headers
     assert last.parse().choices[0].message.content == "Found it."
     assert len(upstream.requests) == 13  # no warning, no extra call
+
+
+def test_the_openai_agents_sdk_gets_the_ending_within_a_turn_cap_of_five(proxy, upstream):
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+
+    set_tracing_disabled(True)
+    ran: list[str] = []
+
+    @function_tool
+    def search(q: str) -> str:
+        """Search the web."""
+        ran.append(f"search {q}")
+        return f"results for {q}"
+
+    @function_tool
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        ran.append(f"fetch {url}")
+        return f"the page at {url}"
+
+    replies = [SEARCH, FETCH, SEARCH, SEARCH, FETCH, FETCH, SEARCH]  # A-B-A-B, warned twice, insisting
+    upstream.script(*[calling(*call, f"c{n}") for n, call in enumerate(replies)], answer("Lyon: about 522,000."))
+    client = openai.AsyncOpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+    agent: Agent[None] = Agent(
+        name="research", model=OpenAIChatCompletionsModel(model="m", openai_client=client), tools=[search, fetch]
+    )
+
+    result = asyncio.run(Runner.run(agent, "How many people live in Lyon?", max_turns=5))
+
+    assert result.final_output == "Lyon: about 522,000."  # the ending, not MaxTurnsExceeded
+    assert len(ran) == 4
