@@ -290,9 +290,10 @@ class Conversation:
         return None
 
 
-_OBSERVATION = re.compile(r"(?:Observation:|Call id: [^\n]*\nError:|Error:\n)")
+_OBSERVATION = re.compile(r"(?:Observation:|Call id: [^\n]*\nError:)")
 """How a tool result starts when a client flattens tools into user turns (smolagents: its
-observations, and a failed call's error)."""
+observations, and a failed call's error). Not a bare ``Error:``: a person pasting an error
+into a chat is no tool result."""
 
 
 def _is_observation(text: str) -> bool:

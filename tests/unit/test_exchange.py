@@ -79,6 +79,7 @@ _CALLED = Message("assistant", "Calling tools:\n[{'name': 'search'}]")
         ((Message("user", "Observation: a human starting with it"),), 0, 0),  # the task itself is never one
         ((_TASK, _CALLED, Message("user", "Observation:\nLyon: 522,250")), 1, 1),
         ((_TASK, _CALLED, Message("user", "Call id: c1\nError:\nsearch failed")), 1, 1),
+        ((_TASK, _CALLED, Message("user", "Error:\nI pasted this from my terminal")), 0, 0),  # a person's words
         ((_TASK, _CALLED, Message("user", "Observation:\nA"), _CALLED, Message("user", "  Observation:\nB")), 1, 2),
         ((_TASK, _CALLED, Message("user", "Observation:\nA"), _CALLED, Message("user", "Thanks, go on.")), 0, 1),
         ((_TASK, _CALLED, Message("tool", "A", call_id="c1"), Message("tool", "B", call_id="c2")), 2, 2),
