@@ -36,17 +36,16 @@ from proxy.guards.base import GuardContext
 from proxy.policy.models import LoopSettings
 from proxy.verdict import PASS, Amend, Finalize, Nudge, ReplyVerdict, RequestVerdict
 
-__all__ = ["Repetition", "ToolLoopGuard", "cycle_run"]
+__all__ = ["Repetition", "ToolLoopGuard", "cycle_runs"]
 
 _SHOWN_ARGS = 160
 
 
-def cycle_run(sequence: Sequence[str], max_period: int) -> tuple[int, int]:
-    """(calls, period) of the longest periodic run ending the sequence, period 2 to
-    ``max_period``, counted once a call in it repeats; (0, 0) when there is none.
-
-    Of two runs the shorter period wins a tie (``ABABAB`` is period 2, not 4)."""
-    best = (0, 0)
+def cycle_runs(sequence: Sequence[str], max_period: int) -> list[tuple[int, int]]:
+    """(calls, period) of each periodic run ending the sequence, period 2 to ``max_period``,
+    counted once a call in it repeats (``ABA`` → ``[(3, 2)]``; none → ``[]``). Every period is
+    kept: a longer period's longer run can be judged later (its thresholds are higher)."""
+    runs = []
     size = len(sequence)
     for period in range(2, max_period + 1):
         if size <= period or len(set(sequence[-period:])) < 2:
@@ -54,9 +53,9 @@ def cycle_run(sequence: Sequence[str], max_period: int) -> tuple[int, int]:
         matched = 0
         while matched + period < size and sequence[size - 1 - matched] == sequence[size - 1 - matched - period]:
             matched += 1
-        if matched and matched + period > best[0]:
-            best = (matched + period, period)
-    return best
+        if matched:
+            runs.append((matched + period, period))
+    return runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +114,8 @@ class ToolLoopGuard:
             in_reply[mark] += 1
             new.append(mark)
             repeated = Repetition.of(context.state.counter(CALL_COUNT_PREFIX + mark) + in_reply[mark], 0, settings)
-            cycle = Repetition.of(*cycle_run([*sequence, *new], settings.max_period), settings)
-            for found in (repeated, cycle):
+            cycles = cycle_runs([*sequence, *new], settings.max_period)
+            for found in (repeated, *(Repetition.of(calls, period, settings) for calls, period in cycles)):
                 if worst is None or (found.level, found.calls) > (worst[0].level, worst[0].calls):
                     worst = (found, call)
         if worst is None or not worst[0].level:
@@ -140,8 +139,9 @@ class ToolLoopGuard:
             return PASS
         calls = context.conversation.calls_by_id()
         sequence = context.state.items(CALL_SEQUENCE)
-        cycle = Repetition.of(*cycle_run(sequence, settings.max_period), settings)
-        in_cycle = set(sequence[-cycle.period :]) if cycle.period and cycle.level else set()
+        cycles = [Repetition.of(calls, period, settings) for calls, period in cycle_runs(sequence, settings.max_period)]
+        cycle = max(cycles, key=lambda found: (found.level, found.calls), default=None)
+        in_cycle = set(sequence[-cycle.period :]) if cycle is not None and cycle.level else set()
         notes: dict[str, str] = {}
         for message in trailing:
             call = calls.get(str(message.call_id))
@@ -151,7 +151,7 @@ class ToolLoopGuard:
             count = context.state.counter(CALL_COUNT_PREFIX + mark)
             if count >= settings.warn_at:
                 notes[call.id] = context.policy.nudges.loop_warning.format(call=_describe(call), count=count)
-            elif mark in in_cycle:
+            elif cycle is not None and mark in in_cycle:
                 what = _what(call, cycle.period)
                 notes[call.id] = context.policy.nudges.loop_warning.format(call=what, count=cycle.calls)
         if not notes:

@@ -10,7 +10,7 @@ import pytest
 from proxy.exchange import Message, Note, ToolCall
 from proxy.fingerprint import canonical_arguments, fingerprint
 from proxy.guards import ToolLoopGuard
-from proxy.guards.tool_loop import cycle_run
+from proxy.guards.tool_loop import cycle_runs
 from proxy.policy.models import Policy
 from proxy.verdict import PASS, Amend, Finalize, Nudge
 from tests.unit.guards.given import TASK, context, conversation, reply, session
@@ -196,19 +196,31 @@ def test_tool_loop_request(messages, state, policy, expected):
 @pytest.mark.parametrize(
     ("sequence", "max_period", "expected"),
     [
-        pytest.param(list("AB"), 3, (0, 0), id="nothing-repeats-yet"),
-        pytest.param(list("ABA"), 3, (3, 2), id="a-repeated-call-makes-a-run-of-3"),
-        pytest.param(list("ABAB"), 3, (4, 2), id="two-rounds-of-two"),
-        pytest.param(list("ABABAB"), 3, (6, 2), id="three-rounds-of-two"),
-        pytest.param(list("ABCA"), 3, (4, 3), id="a-cycle-of-three-shows-at-its-first-repeat"),
-        pytest.param(list("ABCABC"), 3, (6, 3), id="two-rounds-of-three"),
-        pytest.param(list("ABCABC"), 2, (0, 0), id="a-period-beyond-the-limit-is-no-cycle"),
-        pytest.param(list("XABAB"), 3, (4, 2), id="what-came-before-the-cycle-does-not-matter"),
-        pytest.param(list("ABACA"), 3, (3, 2), id="only-the-run-at-the-end-counts"),
-        pytest.param(list("AAAA"), 3, (0, 0), id="plain-repetition-is-counted-per-call-not-as-a-cycle"),
-        pytest.param(list("ABCD"), 3, (0, 0), id="no-repetition-no-cycle"),
-        pytest.param([], 3, (0, 0), id="nothing-yet"),
+        pytest.param(list("AB"), 3, [], id="nothing-repeats-yet"),
+        pytest.param(list("ABA"), 3, [(3, 2)], id="a-repeated-call-makes-a-run-of-3"),
+        pytest.param(list("ABAB"), 3, [(4, 2)], id="two-rounds-of-two"),
+        pytest.param(list("ABABAB"), 3, [(6, 2)], id="three-rounds-of-two"),
+        pytest.param(list("ABABAB"), 4, [(6, 2), (6, 4)], id="a-multiple-of-the-period-runs-as-long"),
+        pytest.param(list("ABCA"), 3, [(4, 3)], id="a-cycle-of-three-shows-at-its-first-repeat"),
+        pytest.param(list("ABCABC"), 3, [(6, 3)], id="two-rounds-of-three"),
+        pytest.param(list("ABCABC"), 2, [], id="a-period-beyond-the-limit-is-no-cycle"),
+        pytest.param(list("XABAB"), 3, [(4, 2)], id="what-came-before-the-cycle-does-not-matter"),
+        pytest.param(list("ABACA"), 3, [(3, 2)], id="only-the-run-at-the-end-counts"),
+        pytest.param(list("XACABABA"), 6, [(5, 2), (5, 4), (7, 6)], id="each-period-keeps-its-own-run"),
+        pytest.param(list("AAAA"), 3, [], id="plain-repetition-is-counted-per-call-not-as-a-cycle"),
+        pytest.param(list("ABCD"), 3, [], id="no-repetition-no-cycle"),
+        pytest.param([], 3, [], id="nothing-yet"),
     ],
 )
-def test_cycle_run(sequence, max_period, expected):
-    assert cycle_run(sequence, max_period) == expected
+def test_cycle_runs(sequence, max_period, expected):
+    assert cycle_runs(sequence, max_period) == expected
+
+
+def test_a_short_cycle_that_reached_its_end_is_not_hidden_by_a_longer_period_still_warning():
+    policy = Policy(loop={"max_period": 6})
+    marks = {name: fingerprint("search", json.dumps({"q": name})) for name in "XCAB"}
+    state = delivered_in_turn(*(marks[c] for c in "XACABAB"))  # the next A: A-B-A-B-A, and A-C-A-B-A-B-A
+
+    verdict = ToolLoopGuard().check_reply(reply(None, ToolCall("a", "search", '{"q": "A"}')), context(policy, state))
+
+    assert verdict == Finalize("loop", 'the model repeated a cycle of 2 calls ending with search({"q":"A"}) (5 calls)')
