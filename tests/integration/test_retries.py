@@ -87,17 +87,23 @@ def test_a_storm_of_five_429s_with_retry_after_reaches_the_openai_sdk_as_one_slo
     assert len(upstream.requests) == 6
 
 
-def test_when_the_proxy_gives_up_on_a_429_storm_the_openai_sdks_own_backoff_takes_over(make_proxy, upstream):
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_when_the_proxy_gives_up_on_a_429_storm_the_openai_sdks_own_backoff_takes_over(make_proxy, upstream, stream):
     proxy = make_proxy(retry_after_cap=1.5)
-    upstream.script(*_rate_limited(3), Json(chat_completion("patience")))
+    upstream.script(*_rate_limited(3), Sse(stream_chunks("patience")) if stream else Json(chat_completion("patience")))
     sent: list[httpx.Request] = []
     client = openai.OpenAI(  # the SDK's default: 2 retries of its own
         base_url=proxy.base_url, api_key="sk-provider", http_client=httpx.Client(event_hooks={"request": [sent.append]})
     )
 
-    completion = client.chat.completions.create(model="m", messages=BODY["messages"])
+    completion = client.chat.completions.create(model="m", messages=BODY["messages"], stream=stream)
+    text = (
+        "".join(c.choices[0].delta.content or "" for c in completion)
+        if stream
+        else completion.choices[0].message.content
+    )
 
-    assert completion.choices[0].message.content == "patience"
+    assert text == "patience"
     assert len(sent) == 2  # the proxy waited once, gave up, the SDK waited its Retry-After and asked again
     assert len(upstream.requests) == 4
 
