@@ -57,6 +57,16 @@ def _continue_turns(reply: Reply, call_id: str | None, text: str) -> tuple[Turn,
     return (ReturnCalls(reply, {call_id: text}),)
 
 
+def _preamble(reply: Reply, context: GuardContext, exhausted: bool) -> ReplyVerdict:
+    """A preamble (Responses' ``phase: "commentary"``) announces work to do: never "done",
+    so it is continued without asking the judge."""
+    reason = "the reply only announced a next step (a preamble), it is no final answer"
+    if exhausted:
+        return Finalize("incomplete", f"the model kept stopping before the task was done ({reason})")
+    text = context.policy.nudges.judge_not_done.format(reason=reason)
+    return Nudge("judge_continue", f"judge: {reason}", _continue_turns(reply, None, text), STRIKE)
+
+
 class JudgeGuard:
     name = "judge"
 
@@ -87,6 +97,8 @@ class JudgeGuard:
                     STRIKE,
                 )
             return PASS
+        if reply.preamble and call_id is None:
+            return _preamble(reply, context, exhausted)
         if len(answer) >= settings.judge_skip_threshold or len(task) + len(answer) > settings.judge_max_input_chars:
             return _SKIPPED
         if not settings.judge_schema_valid_answers and await _schema_valid(reply, context):

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from proxy.errors import ProxyError
 from proxy.exchange import Conversation, PartialReply, Reply, Tool, Turn, Usage
 
-__all__ = ["StreamAssembler", "WireAdapter"]
+__all__ = ["StreamAssembler", "StreamRelay", "WireAdapter"]
 
 
 class StreamAssembler(PartialReply, Protocol):
@@ -46,6 +46,28 @@ class StreamAssembler(PartialReply, Protocol):
 
     def completion(self) -> dict[str, Any]:
         """The reply as the complete, non-streamed body the format would have returned."""
+        ...
+
+
+class StreamRelay(Protocol):
+    """What the client has of one stream, for a format whose events must read as one
+    consistent sequence across the proxy's attempts (Responses: one response id, sequence
+    numbers rising by one, output indexes in order). Every event going out passes through it."""
+
+    def new_attempt(self) -> None:
+        """The held part of the current attempt is dropped; the next attempt streams on."""
+        ...
+
+    def event(self, raw: bytes | None, event: Mapping[str, Any]) -> bytes:
+        """What carries ``event`` to the client (``raw``: as the upstream framed it, None when cut)."""
+        ...
+
+    def ending(self, body: Mapping[str, Any]) -> bytes:
+        """``body`` (an ending, a rewrite) streamed after whatever the client already has."""
+        ...
+
+    def error(self, error: ProxyError) -> bytes:
+        """The event that ends the stream in error."""
         ...
 
 
@@ -85,6 +107,10 @@ class WireAdapter(Protocol):
 
     def assembler(self) -> StreamAssembler:
         """A fresh assembler for one streamed reply."""
+        ...
+
+    def relay(self) -> StreamRelay | None:
+        """A fresh relay for one client stream; None when events go out as they came (chat)."""
         ...
 
     def split_event(

@@ -65,6 +65,9 @@ class ChatCompletions:
     def assembler(self) -> ReplyAssembler:
         return ReplyAssembler()
 
+    def relay(self) -> None:
+        return None  # chunks are independent: they go out as the upstream framed them
+
     def split_event(
         self, event: Mapping[str, Any], released: int
     ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from proxy.wire.base import WireAdapter
 from proxy.wire.chat_completions import CHAT_COMPLETIONS
+from proxy.wire.responses import RESPONSES
 
 __all__ = ["ADAPTERS"]
 
-ADAPTERS: tuple[WireAdapter, ...] = (CHAT_COMPLETIONS,)
+ADAPTERS: tuple[WireAdapter, ...] = (CHAT_COMPLETIONS, RESPONSES)

@@ -12,6 +12,7 @@ import msgspec
 
 from proxy.errors import ProxyError
 from proxy.exchange import Conversation, Note, Reply, Tool, Turn, Usage
+from proxy.streaming.sse import comment
 from proxy.wire.responses_parse import (
     declared_schemas,
     parse_conversation,
@@ -20,7 +21,6 @@ from proxy.wire.responses_parse import (
 )
 from proxy.wire.responses_relay import ResponsesRelay
 from proxy.wire.responses_render import (
-    JUDGE_PATH,
     amended,
     as_refusal,
     function_tool,
@@ -50,6 +50,7 @@ class Responses:
     upstream_path = "/responses"
     stream_trailer = b""
     """A Responses stream ends with its terminal event, no sentinel after it."""
+    keepalive = comment(b"keep-alive")
 
     # -- reading ----------------------------------------------------------------------
 
@@ -190,7 +191,7 @@ class Responses:
     # -- the judge ----------------------------------------------------------------------
 
     def judge_url(self, base_url: str) -> str:
-        return base_url.rstrip("/") + JUDGE_PATH
+        return base_url.rstrip("/") + self.upstream_path
 
 
 RESPONSES = Responses()

@@ -22,7 +22,6 @@ from proxy.exchange import Echo, Note, Reply, ReturnCalls, Tool, Turn, Usage
 from proxy.wire.responses_parse import CALL_ITEMS, call_name
 
 __all__ = [
-    "JUDGE_PATH",
     "PROXY_ID_PREFIXES",
     "amended",
     "as_refusal",
@@ -40,7 +39,6 @@ __all__ = [
 
 _encode = msgspec.json.Encoder().encode
 
-JUDGE_PATH = "/responses"
 PROXY_ID_PREFIXES = ("resp_lw", "msg_lw")
 _OUTPUT_OF = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
 

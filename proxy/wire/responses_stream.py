@@ -88,6 +88,8 @@ class _Item:
 class ResponsesAssembler:
     """Feed it the events of one streamed response; read the reply so far at any time."""
 
+    end_name = "response.completed"
+
     def __init__(self) -> None:
         self.complete = False
         """A terminal event arrived: the stream is whole."""
