@@ -60,7 +60,9 @@ class ResponsesRelay:
     # -- events ------------------------------------------------------------------------
 
     def event(self, raw: bytes | None, event: Mapping[str, Any]) -> bytes:
-        """The bytes that carry ``event`` to the client (none for one it must not see again)."""
+        """The bytes that carry ``event`` to the client (none for one it must not see again,
+        or one that waits: the opening events and a reasoning item wait for the first item
+        that may follow them, so a stream the proxy ends instead is answered from its start)."""
         kind = event.get("type")
         index = event.get("output_index")
         if isinstance(index, int):
@@ -74,13 +76,13 @@ class ResponsesRelay:
             response = event.get("response")
             if isinstance(response, dict) and isinstance(response.get("id"), str):
                 self.upstream_id = response["id"]
+            if self.head is None:
+                self._waiting.append((raw, event))
+                return b""
             if kind in self._lifecycle:
                 self.altered = True
                 return b""
-            self._lifecycle.add(str(kind))
-            if kind == "response.created" and isinstance(response, dict):
-                self.head = response
-            return self._out(raw, event)
+            return self._opening(raw, event)
         if kind in TERMINAL:
             out = self._released()
             response = event.get("response")
@@ -93,6 +95,16 @@ class ResponsesRelay:
                     event = {**event, "response": self._as_streamed(response)}
                     raw = None
             return out + self._out(raw, event)
+        return self._out(raw, event)
+
+    def _opening(self, raw: bytes | None, event: Mapping[str, Any]) -> bytes:
+        kind = str(event.get("type"))
+        if kind in self._lifecycle:
+            return b""
+        self._lifecycle.add(kind)
+        response = event.get("response")
+        if self.head is None and isinstance(response, dict):
+            self.head = response
         return self._out(raw, event)
 
     def _item(self, raw: bytes | None, event: Mapping[str, Any], index: int) -> bytes:
@@ -111,7 +123,10 @@ class ResponsesRelay:
         if not self._waiting:
             return b""
         waiting, self._waiting = self._waiting, []
-        return b"".join(self._item(raw, event, event["output_index"]) for raw, event in waiting)
+        return b"".join(
+            self._item(raw, event, event["output_index"]) if "output_index" in event else self._opening(raw, event)
+            for raw, event in waiting
+        )
 
     def _out(self, raw: bytes | None, event: Mapping[str, Any]) -> bytes:
         self._sent.add(event)

@@ -83,6 +83,15 @@ def _output_items(reply: Reply) -> list[Any]:
     return items
 
 
+def _followed(items: list[Any]) -> list[Any]:
+    """The items without trailing ``reasoning`` (a reasoning-only reply's): a reasoning item
+    goes back only with the item that followed it, and those had none."""
+    end = len(items)
+    while end and isinstance(items[end - 1], dict) and items[end - 1].get("type") == "reasoning":
+        end -= 1
+    return items if end == len(items) else items[:end]
+
+
 def _answers(reply: Reply, results: Mapping[str, str]) -> list[dict[str, Any]]:
     """One output item per call item of the reply, in order (every call answered)."""
     answers = []
@@ -100,7 +109,7 @@ def rendered_turns(turns: Sequence[Turn]) -> list[Any]:
         if isinstance(turn, Note):
             items.append(_note(turn.text))
         elif isinstance(turn, Echo):
-            items.extend(_output_items(turn.reply))
+            items.extend(_followed(_output_items(turn.reply)))
         else:
             items.extend(_output_items(turn.reply))
             items.extend(_answers(turn.reply, turn.results))

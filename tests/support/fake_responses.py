@@ -311,11 +311,13 @@ class FakeResponses(FakeUpstream):
             else:
                 history.append(item)
         answered = {i.get("call_id") for i in history if str(i.get("type", "")).endswith("_call_output")}
-        for position, item in enumerate(history):
-            kind = item.get("type")
-            if kind in ("function_call", "custom_tool_call") and item.get("call_id") not in answered:
+        for item in history:
+            if item.get("type") in ("function_call", "custom_tool_call") and item.get("call_id") not in answered:
                 return [], ("input", f"No tool output found for function call {item.get('call_id')}.")
-            after = history[position + 1] if position + 1 < len(history) else {}
+        sent = history[len(history) - len(items) :]  # a stored chain's own reasoning is the server's business
+        for position, item in enumerate(sent):
+            kind = item.get("type")
+            after = sent[position + 1] if position + 1 < len(sent) else {}
             follows = after.get("role") == "assistant" or str(after.get("type", "")).endswith("_call")
             if kind == "reasoning" and not follows:
                 message_ = (
