@@ -45,6 +45,7 @@ from proxy.relay import credential_values, relayed_error, secret_forms
 from proxy.request import AgentRequest, Outcome
 from proxy.request_schemas import compile_request_schemas
 from proxy.schemas import SchemaCache, SchemaLimits
+from proxy.session.chains import unrecorded_chain
 from proxy.session.identity import identify
 from proxy.settings import Settings
 from proxy.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
@@ -124,12 +125,12 @@ class ProxyRoutes:
         conversation = await compile_request_schemas(
             adapter.declared_schemas(payload), adapter.parse_request(payload), self._schemas, len(body)
         )
+        hint = adapter.session_hint(payload, lambda name: header(scope, name))
+        previous = adapter.continues(payload) if hint is None and not header(scope, b"x-session-id") else None
+        if previous is not None:  # a stored chain's continuation: the session that returned it
+            hint = await self._pipeline.chained_session(credentials.namespace, previous) or unrecorded_chain(previous)
         session = identify(
-            credentials.namespace,
-            conversation,
-            header(scope, b"x-session-id"),
-            header(scope, b"x-agent-id"),
-            adapter.session_hint(payload, lambda name: header(scope, name)),
+            credentials.namespace, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id"), hint
         )
         if logger.isEnabledFor(logging.DEBUG):  # why a session continued or started over
             log_event(
@@ -154,6 +155,7 @@ class ProxyRoutes:
             goal=_text_header(scope, b"x-loopwarden-goal"),
             goal_criteria=_text_header(scope, b"x-loopwarden-goal-criteria"),
             adapter=adapter,
+            namespace=credentials.namespace,
         )
         if call.stream:
             call.respond = send

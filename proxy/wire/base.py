@@ -91,6 +91,18 @@ class WireAdapter(Protocol):
         """The request body (decoded) as the guards see it."""
         ...
 
+    def continues(self, payload: Mapping[str, Any]) -> str | None:
+        """The stored response this request continues (Responses' ``previous_response_id``):
+        its session is the one that returned it. None for a format without server-side chains."""
+        ...
+
+    def chain_ids(
+        self, payload: Mapping[str, Any], replies: Sequence[Reply], written: Mapping[str, Any] | None
+    ) -> list[str]:
+        """The ids of this request's replies (and of ``written``, the proxy's own body) a later
+        request may continue from; [] when the format keeps no server-side chain."""
+        ...
+
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
         """A session id the client already sends in this format (a ``metadata.user_id``, a
         ``prompt_cache_key``, a client's own session header): used when ``X-Session-Id`` is

@@ -50,6 +50,14 @@ class ChatCompletions:
     stream_trailer = DONE
     keepalive = comment(b"keep-alive")
 
+    def continues(self, payload: Mapping[str, Any]) -> str | None:
+        return None  # no server-side chains: every request carries its whole history
+
+    def chain_ids(
+        self, payload: Mapping[str, Any], replies: Sequence[Reply], written: Mapping[str, Any] | None
+    ) -> list[str]:
+        return []
+
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
         return None  # no chat client sends one of its own: X-Session-Id, or the derived hash
 

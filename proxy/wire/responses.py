@@ -85,6 +85,20 @@ class Responses:
         """Usage rides in the terminal event, which every stream ends with."""
         return True
 
+    def continues(self, payload: Mapping[str, Any]) -> str | None:
+        previous = payload.get("previous_response_id")
+        return previous if isinstance(previous, str) and previous else None
+
+    def chain_ids(
+        self, payload: Mapping[str, Any], replies: Sequence[Reply], written: Mapping[str, Any] | None
+    ) -> list[str]:
+        """Every stored response of this request (each attempt's: a stream the client saw
+        may carry an earlier attempt's id), and the proxy's own ending."""
+        if payload.get("store") is False:
+            return []
+        bodies = [reply.source for reply in replies] + [written]
+        return [body["id"] for body in bodies if isinstance(body, Mapping) and isinstance(body.get("id"), str)]
+
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
         """The conversation the client already names: Codex's ``session_id`` /
         ``conversation_id`` headers, ``prompt_cache_key``, a ``conversation``."""

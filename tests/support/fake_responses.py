@@ -280,7 +280,7 @@ class FakeResponses(FakeUpstream):
                 reply = self._replies.popleft() if self._replies else text_response()
         if judged or not isinstance(reply, dict):
             if isinstance(reply, dict):
-                return await self._serve(request, payload, reply, store=False)
+                return await self._serve(request, payload, {**reply, "id": _id("resp")}, store=False)
             return await self._plain(request, reply)
         history, problem = self._history(payload)
         served = Served(payload, history)
@@ -289,7 +289,7 @@ class FakeResponses(FakeUpstream):
             self.rejections.append(problem[1])
             error = {"message": problem[1], "type": "invalid_request_error", "param": problem[0], "code": None}
             return web.json_response({"error": error}, status=400 if "not found" not in problem[1] else 404)
-        served.response = reply
+        served.response = reply = {**reply, "id": _id("resp")}
         return await self._serve(request, payload, reply, store=payload.get("store") is not False, history=history)
 
     def _history(self, payload: dict[str, Any]) -> tuple[list[dict[str, Any]], tuple[str, str] | None]:
@@ -335,7 +335,6 @@ class FakeResponses(FakeUpstream):
         store: bool,
         history: list[dict[str, Any]] | None = None,
     ) -> web.StreamResponse:
-        body = {**body, "id": _id("resp")}
         if store:
             self.stored[body["id"]] = _Stored([*(history or []), *body["output"]])
             for item in body["output"]:
