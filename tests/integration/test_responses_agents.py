@@ -4,7 +4,6 @@ misbehaving models: the run sees only good replies, and endings arrive as its fi
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import httpx
