@@ -11,9 +11,11 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import msgspec
+from litestar.enums import ScopeType
 from litestar.types import HTTPScope, Receive, Scope, Send
 
 from proxy.client_watch import ResponseTracker, unless_client_leaves
@@ -24,6 +26,7 @@ from proxy.errors import (
     PermissionDenied,
     ProxyError,
     UpstreamDisconnected,
+    WebSocketRefused,
 )
 from proxy.http import (
     ClientDisconnected,
@@ -245,13 +248,18 @@ class ProxyRoutes:
         """Run a handler; turn every failure into an answer in the route's error shape (OpenAI's
         without an adapter), a metric and one log line."""
         timing = begin()
+        if scope["type"] == ScopeType.WEBSOCKET:  # no route here speaks it: refused, so clients use HTTP
+            await _refuse_websocket(scope, send)
+            self._metrics.of(self._metrics.requests, "-", route, "4xx").inc()
+            log_event("request", {"route": route, "method": "WEBSOCKET", "status": _NO_WEBSOCKETS.status})
+            return
         state = ResponseTracker(send, timing)
         self._readiness.in_flight += 1
         self._metrics.in_flight.inc()
         status: int | str = "error"
         facts: dict[str, object] = {}
         try:
-            facts = await handler(scope, receive, state)  # type: ignore[arg-type]
+            facts = await handler(scope, receive, state)
             status = state.status
         except ProxyError as exc:
             status = exc.status
@@ -363,6 +371,25 @@ def _passthrough_route(scope: Scope) -> str:
     path = raw.decode("latin-1") if isinstance(raw, bytes) else ""
     family = path[4:].partition("/")[0].partition("?")[0] if path.startswith("/v1/") else ""
     return f"passthrough:{family}" if family in _PASSTHROUGH_FAMILIES else "passthrough"
+
+
+_NO_WEBSOCKETS = WebSocketRefused("This route takes no WebSocket; send the request over HTTP (POST).")
+
+
+async def _refuse_websocket(scope: Scope, send: Send) -> None:
+    """Refuse a WebSocket upgrade with 426 and OpenAI's error body (a bare close where the
+    server cannot send a response): Codex's WebSocket transport falls back to HTTP at once."""
+    extensions = scope.get("extensions") or {}
+    if "websocket.http.response" not in extensions:
+        close: Any = {"type": "websocket.close", "code": 1008}
+        await send(close)
+        return
+    body = _NO_WEBSOCKETS.body()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    start: Any = {"type": "websocket.http.response.start", "status": _NO_WEBSOCKETS.status, "headers": headers}
+    await send(start)
+    end: Any = {"type": "websocket.http.response.body", "body": body}
+    await send(end)
 
 
 def _api_key(scope: HTTPScope) -> str | None:

@@ -271,6 +271,10 @@ class FakeResponses(FakeUpstream):
         except ValueError:
             payload = {}
         judged = isinstance(payload, dict) and _judge_text(payload) is not None
+        if request.method != "POST" or not request.path.endswith("/responses"):
+            self.requests.append(recorded)  # another route (a client's model list, a stored response)
+            error = {"message": f"No route {request.method} {request.path}.", "type": "invalid_request_error"}
+            return web.json_response({"error": {**error, "param": None, "code": "not_found"}}, status=404)
         with self._lock:
             if judged:
                 self.judge_requests.append(recorded)
