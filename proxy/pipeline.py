@@ -34,7 +34,7 @@ from proxy.pricing import PriceTable
 from proxy.recording import Step, StepRecorder
 from proxy.request import AgentRequest, Outcome, RequestNotes
 from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, SessionStore
-from proxy.session.chains import chained_session, remember_responses
+from proxy.session.chains import Chained, chained_session, remember_responses
 from proxy.step_log import StepLog, chat_attributes, response_headers, usage_attributes
 from proxy.streaming.attempts import StreamAttempts
 from proxy.streaming.client import ClientStream
@@ -121,7 +121,7 @@ class Pipeline:
         self._steps = StepLog(metrics, self._tracing, log_contents=log_contents, recorder=recorder)
         self._streams = StreamAttempts(upstream, self._ledger, metrics, self._response_guards)
 
-    async def chained_session(self, namespace: str, response_id: str) -> str | None:
+    async def chained_session(self, namespace: str, response_id: str) -> Chained | None:
         """The session that returned a stored response (see :mod:`proxy.session.chains`)."""
         return await chained_session(self._store, namespace, response_id)
 
@@ -156,8 +156,8 @@ class Pipeline:
                     await self._ledger.settle(call, delta, notes)
                 else:
                     await self._ledger.commit(call, delta, notes)
-                written = ending.body if isinstance(ending, Written) else None
-                chain = call.adapter.chain_ids(call.payload, request.replies, written)
+                answer = ending.body if isinstance(ending, Written) else _relayed(ending)
+                chain = call.adapter.chain_links(call.payload, request.replies, answer)
                 if chain:  # before the client can continue from one of them
                     ttl = call.policy.session_ttl_secs
                     await remember_responses(self._store, call.namespace, chain, call.session.id, ttl)
@@ -403,6 +403,10 @@ class Pipeline:
             keepalive=self._keepalive,
             adapter=call.adapter,
         )
+
+
+def _relayed(ending: Answer) -> Reply | None:
+    return ending.tried.reply if isinstance(ending, Relayed) else None
 
 
 def _refused(limit: str) -> Finalize:

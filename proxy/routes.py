@@ -129,9 +129,14 @@ class ProxyRoutes:
             adapter.declared_schemas(payload), adapter.parse_request(payload), self._schemas, len(body)
         )
         hint = adapter.session_hint(payload, lambda name: header(scope, name))
-        previous = adapter.continues(payload) if hint is None and not header(scope, b"x-session-id") else None
-        if previous is not None:  # a stored chain's continuation: the session that returned it
-            hint = await self._pipeline.chained_session(credentials.namespace, previous) or unrecorded_chain(previous)
+        previous = adapter.continues(payload)
+        if previous is not None:  # a stored chain's continuation: what was recorded for its point
+            chained = await self._pipeline.chained_session(credentials.namespace, previous)
+            if hint is None:  # the session that returned it, after X-Session-Id and the client's own id
+                hint = chained.session if chained is not None else unrecorded_chain(previous)
+            if chained is not None and chained.continue_from is not None:  # what the server must chain to
+                payload = adapter.rechained(payload, chained.continue_from)
+                body = adapter.encode(payload)
         session = identify(
             credentials.namespace, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id"), hint
         )

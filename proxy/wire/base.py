@@ -96,11 +96,16 @@ class WireAdapter(Protocol):
         its session is the one that returned it. None for a format without server-side chains."""
         ...
 
-    def chain_ids(
-        self, payload: Mapping[str, Any], replies: Sequence[Reply], written: Mapping[str, Any] | None
-    ) -> list[str]:
-        """The ids of this request's replies (and of ``written``, the proxy's own body) a later
-        request may continue from; [] when the format keeps no server-side chain."""
+    def chain_links(
+        self, payload: Mapping[str, Any], replies: Sequence[Reply], answer: Reply | Mapping[str, Any] | None
+    ) -> list[tuple[str, str | None]]:
+        """(id, upstream id to continue from instead, or None) for every reply id of this
+        request a later request may continue from, ``answer`` being what the client got (the
+        upstream's reply, or the proxy's own body); [] when the format keeps no server-side chain."""
+        ...
+
+    def rechained(self, payload: Mapping[str, Any], response_id: str) -> dict[str, Any]:
+        """The request continuing ``response_id`` instead (see :meth:`chain_links`)."""
         ...
 
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:

@@ -53,10 +53,13 @@ class ChatCompletions:
     def continues(self, payload: Mapping[str, Any]) -> str | None:
         return None  # no server-side chains: every request carries its whole history
 
-    def chain_ids(
-        self, payload: Mapping[str, Any], replies: Sequence[Reply], written: Mapping[str, Any] | None
-    ) -> list[str]:
+    def chain_links(
+        self, payload: Mapping[str, Any], replies: Sequence[Reply], answer: Reply | Mapping[str, Any] | None
+    ) -> list[tuple[str, str | None]]:
         return []
+
+    def rechained(self, payload: Mapping[str, Any], response_id: str) -> dict[str, Any]:
+        return dict(payload)
 
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
         return None  # no chat client sends one of its own: X-Session-Id, or the derived hash

@@ -89,15 +89,26 @@ class Responses:
         previous = payload.get("previous_response_id")
         return previous if isinstance(previous, str) and previous else None
 
-    def chain_ids(
-        self, payload: Mapping[str, Any], replies: Sequence[Reply], written: Mapping[str, Any] | None
-    ) -> list[str]:
-        """Every stored response of this request (each attempt's: a stream the client saw
-        may carry an earlier attempt's id), and the proxy's own ending."""
-        if payload.get("store") is False:
+    def chain_links(
+        self, payload: Mapping[str, Any], replies: Sequence[Reply], answer: Reply | Mapping[str, Any] | None
+    ) -> list[tuple[str, str | None]]:
+        """The ids the client may hold: its answer's, and on a stream every attempt's (a
+        stream shows the client the id of the attempt it began with), each continued from the
+        upstream response the answer is: the relayed reply itself, or for the proxy's own body
+        (an ending, a rewrite) the chain point the request came with."""
+        if payload.get("store") is False or answer is None:
             return []
-        bodies = [reply.source for reply in replies] + [written]
-        return [body["id"] for body in bodies if isinstance(body, Mapping) and isinstance(body.get("id"), str)]
+        shown: list[Any] = [reply.source for reply in replies] if payload.get("stream") is True else []
+        if isinstance(answer, Reply):
+            target = _response_id(answer.source)
+            shown.append(answer.source)
+        else:
+            target = self.continues(payload)
+            shown.append(answer)
+        return [(found, target) for found in dict.fromkeys(map(_response_id, shown)) if found is not None]
+
+    def rechained(self, payload: Mapping[str, Any], response_id: str) -> dict[str, Any]:
+        return {**payload, "previous_response_id": response_id}
 
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
         """The conversation the client already names: Codex's ``session_id`` /
@@ -206,6 +217,11 @@ class Responses:
 
     def judge_url(self, base_url: str) -> str:
         return base_url.rstrip("/") + self.upstream_path
+
+
+def _response_id(body: Any) -> str | None:
+    value = body.get("id") if isinstance(body, Mapping) else None
+    return value if isinstance(value, str) and value else None
 
 
 RESPONSES = Responses()

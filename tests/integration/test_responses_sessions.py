@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from tests.support.fake_responses import FakeResponses, function_call, message, reasoning, response, text_response
-from tests.support.responses_clients import checked_sdk, run_agent
+from tests.support.responses_clients import checked_sdk, create, run_agent
 
 TOOLS = [
     {"type": "function", "name": "search", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}
@@ -174,3 +174,27 @@ def test_a_stateless_codex_style_run_never_sends_an_unpaired_item_upstream(proxy
     sent = json.dumps(fake.agent_payloads[-1]["input"])
     assert "r1" in sent
     assert history[2]["phase"] == "commentary"
+
+
+def test_a_stream_continued_from_the_id_it_opened_with_chains_to_the_reply_that_replaced_it(proxy, fake):
+    fake.script(
+        response(message("Let me search."), function_call("search", '{"q": 3}', "c1")),  # streams text, then a bad call
+        response(function_call("search", '{"q": "lyon"}', "c2")),
+        text_response("Lyon: 522,250."),
+    )
+    with checked_sdk(proxy.base_url) as (client, _):
+        _, first = create(client, True, input=TASK, **REQUEST)
+        calls = [item.call_id for item in first.output if item.type == "function_call"]
+        _, second = create(
+            client,
+            False,
+            input=[{"type": "function_call_output", "call_id": "c2", "output": "522,250"}],
+            previous_response_id=first.id,
+            **REQUEST,
+        )
+
+    assert calls == ["c2"]
+    assert first.id == fake.served[0].response["id"]  # the stream kept the id it opened with
+    assert fake.agent_payloads[2]["previous_response_id"] == fake.served[1].response["id"]  # the server's own chain
+    assert second.output_text == "Lyon: 522,250."
+    assert fake.rejections == []
