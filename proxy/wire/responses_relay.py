@@ -37,8 +37,11 @@ class ResponsesRelay:
         self.upstream_id: str | None = None
         """The id of the last upstream response streamed (the one the server holds)."""
         self._lifecycle: set[str] = set()
-        self._sent = ResponsesAssembler()
-        """The events the client has, indexes as it sees them."""
+        self._sent: list[Mapping[str, Any]] = []
+        """The events the client has, indexes as it sees them (read only when the stream must
+        be completed or rebuilt, through :meth:`_view`)."""
+        self._view_of = ResponsesAssembler()
+        self._viewed = 0
         self._indexes: dict[int, int] = {}
         """This attempt's output index → the client's."""
         self._kinds: dict[int, Any] = {}
@@ -129,7 +132,7 @@ class ResponsesRelay:
         )
 
     def _out(self, raw: bytes | None, event: Mapping[str, Any]) -> bytes:
-        self._sent.add(event)
+        self._sent.append(event)
         seq = self._seq
         self._seq += 1
         if raw is not None and event.get("sequence_number") == seq:
@@ -139,7 +142,16 @@ class ResponsesRelay:
     def _as_streamed(self, response: Mapping[str, Any]) -> dict[str, Any]:
         """``response`` under the client's id, carrying exactly the output it received."""
         head = self.head or {}
-        return {**response, "id": head.get("id"), "created_at": head.get("created_at"), "output": self._sent.output()}
+        output = self._view().output()
+        return {**response, "id": head.get("id"), "created_at": head.get("created_at"), "output": output}
+
+    def _view(self) -> ResponsesAssembler:
+        """What the client has, assembled (caught up with what went out since last asked)."""
+        view = self._view_of
+        for event in self._sent[self._viewed :]:
+            view.add(event)
+        self._viewed = len(self._sent)
+        return view
 
     # -- endings -----------------------------------------------------------------------
 
@@ -160,7 +172,7 @@ class ResponsesRelay:
     def _closed_items(self) -> bytes:
         """Close every item the client has open (text the client already has stays)."""
         out: list[bytes] = []
-        for index, entry in sorted(self._sent.items.items()):
+        for index, entry in sorted(self._view().items.items()):
             if entry.done:
                 continue
             item = {**entry.whole(), "status": "completed"}
