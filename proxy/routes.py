@@ -129,14 +129,10 @@ class ProxyRoutes:
             adapter.declared_schemas(payload), adapter.parse_request(payload), self._schemas, len(body)
         )
         hint = adapter.session_hint(payload, lambda name: header(scope, name))
-        previous = adapter.continues(payload)
-        if previous is not None:  # a stored chain's continuation: what was recorded for its point
-            chained = await self._pipeline.chained_session(credentials.namespace, previous)
-            if hint is None:  # the session that returned it, after X-Session-Id and the client's own id
-                hint = chained.session if chained is not None else unrecorded_chain(previous)
-            if chained is not None and chained.continue_from is not None:  # what the server must chain to
-                payload = adapter.rechained(payload, chained.continue_from)
-                body = adapter.encode(payload)
+        chained, rechained = await self._chain(adapter, credentials.namespace, payload)
+        hint = hint or chained
+        if rechained is not None:
+            payload, body = rechained, adapter.encode(rechained)
         session = identify(
             credentials.namespace, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id"), hint
         )
@@ -178,6 +174,26 @@ class ProxyRoutes:
         outcome = await unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
         await self._deliver(outcome, send, facts, call.headers)
         return facts
+
+    async def _chain(
+        self, adapter: WireAdapter, namespace: str, payload: dict[str, Any]
+    ) -> tuple[str | None, dict[str, Any] | None]:
+        """For a request that continues a stored response or refers to the proxy's own items:
+        the session recorded for its chain point, and the request rewritten to chain where the
+        server holds the history and to carry the proxy's items itself (None: unchanged)."""
+        previous = adapter.continues(payload)
+        references = adapter.references(payload)
+        if previous is None and not references:
+            return None, None
+        chained = await self._pipeline.chained_session(namespace, previous) if previous is not None else None
+        bodies: dict[str, Any] = {}
+        for reference in references:
+            recorded = await self._pipeline.chained_session(namespace, reference)
+            if recorded is not None and recorded.body is not None:
+                bodies[reference] = _decode(recorded.body)
+        session = None if previous is None else chained.session if chained is not None else unrecorded_chain(previous)
+        rewritten = adapter.rechained(payload, chained.continue_from if chained is not None else None, bodies)
+        return session, rewritten if rewritten != payload else None
 
     def policy_for(self, tenant: Tenant, requested: str | None) -> Policy:
         """The tenant's policy for this request; 403 for one it may not use. ``requested`` is

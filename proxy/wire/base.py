@@ -98,14 +98,23 @@ class WireAdapter(Protocol):
 
     def chain_links(
         self, payload: Mapping[str, Any], replies: Sequence[Reply], answer: Reply | Mapping[str, Any] | None
-    ) -> list[tuple[str, str | None]]:
-        """(id, upstream id to continue from instead, or None) for every reply id of this
-        request a later request may continue from, ``answer`` being what the client got (the
-        upstream's reply, or the proxy's own body); [] when the format keeps no server-side chain."""
+    ) -> list[tuple[str, str | None, str | None]]:
+        """(id, upstream id to continue from instead or None, the body as JSON when the proxy
+        made it) for every reply id of this request a later request may continue from or refer
+        to, ``answer`` being what the client got (the upstream's reply, or the proxy's own
+        body); [] when the format keeps no server-side chain."""
         ...
 
-    def rechained(self, payload: Mapping[str, Any], response_id: str) -> dict[str, Any]:
-        """The request continuing ``response_id`` instead (see :meth:`chain_links`)."""
+    def references(self, payload: Mapping[str, Any]) -> list[str]:
+        """The recorded ids (see :meth:`chain_links`) of the proxy's own items this request
+        refers to by id (Responses' ``item_reference``): resolved by the proxy, never upstream."""
+        ...
+
+    def rechained(
+        self, payload: Mapping[str, Any], continue_from: str | None, bodies: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """The request continuing ``continue_from`` instead (when given), the proxy's own items
+        it refers to taken from ``bodies`` (by :meth:`references` id; dropped when unknown)."""
         ...
 
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:

@@ -55,10 +55,15 @@ class ChatCompletions:
 
     def chain_links(
         self, payload: Mapping[str, Any], replies: Sequence[Reply], answer: Reply | Mapping[str, Any] | None
-    ) -> list[tuple[str, str | None]]:
+    ) -> list[tuple[str, str | None, str | None]]:
         return []
 
-    def rechained(self, payload: Mapping[str, Any], response_id: str) -> dict[str, Any]:
+    def references(self, payload: Mapping[str, Any]) -> list[str]:
+        return []
+
+    def rechained(
+        self, payload: Mapping[str, Any], continue_from: str | None, bodies: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Any]:
         return dict(payload)
 
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:

@@ -24,6 +24,9 @@ from proxy.wire.responses_render import (
     amended,
     as_refusal,
     function_tool,
+    is_proxy_id,
+    proxy_references,
+    rechained,
     render_request,
     rendered_turns,
     response,
@@ -91,24 +94,38 @@ class Responses:
 
     def chain_links(
         self, payload: Mapping[str, Any], replies: Sequence[Reply], answer: Reply | Mapping[str, Any] | None
-    ) -> list[tuple[str, str | None]]:
+    ) -> list[tuple[str, str | None, str | None]]:
         """The ids the client may hold: its answer's, and on a stream every attempt's (a
         stream shows the client the id of the attempt it began with), each continued from the
         upstream response the answer is: the relayed reply itself, or for the proxy's own body
-        (an ending, a rewrite) the chain point the request came with."""
-        if payload.get("store") is False or answer is None:
+        (an ending) the chain point the request came with; the proxy's own body is kept whole,
+        for the items a later request refers to by id."""
+        if answer is None or (payload.get("store") is False and isinstance(answer, Reply)):
             return []
         shown: list[Any] = [reply.source for reply in replies] if payload.get("stream") is True else []
+        own: str | None = None
         if isinstance(answer, Reply):
             target = _response_id(answer.source)
             shown.append(answer.source)
         else:
             target = self.continues(payload)
             shown.append(answer)
-        return [(found, target) for found in dict.fromkeys(map(_response_id, shown)) if found is not None]
+            own = _response_id(answer) if is_proxy_id(_response_id(answer)) else None
+        if payload.get("store") is False:  # nothing stored upstream: only the proxy's own items matter
+            shown = [answer] if own is not None else []
+        return [
+            (found, target, _encode(answer).decode() if found == own else None)
+            for found in dict.fromkeys(map(_response_id, shown))
+            if found is not None
+        ]
 
-    def rechained(self, payload: Mapping[str, Any], response_id: str) -> dict[str, Any]:
-        return {**payload, "previous_response_id": response_id}
+    def references(self, payload: Mapping[str, Any]) -> list[str]:
+        return proxy_references(payload)
+
+    def rechained(
+        self, payload: Mapping[str, Any], continue_from: str | None, bodies: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        return rechained(payload, continue_from, bodies)
 
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
         """The conversation the client already names: Codex's ``session_id`` /

@@ -29,6 +29,8 @@ __all__ = [
     "input_items",
     "is_proxy_id",
     "proxy_id",
+    "proxy_references",
+    "rechained",
     "render_request",
     "rendered_turns",
     "response",
@@ -43,13 +45,56 @@ PROXY_ID_PREFIXES = ("resp_lw", "msg_lw")
 _OUTPUT_OF = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
 
 
-def proxy_id(prefix: str) -> str:
-    """An id the proxy made (``resp_lw…``, ``msg_lw…``): recognizably not the upstream's."""
-    return f"{prefix}_lw{secrets.token_hex(16)}"
+def proxy_id(prefix: str, token: str | None = None) -> str:
+    """An id the proxy made (``resp_lw…``, ``msg_lw…``): recognizably not the upstream's. A
+    response and its message share one token, so a message id names its response."""
+    return f"{prefix}_lw{token or secrets.token_hex(16)}"
 
 
 def is_proxy_id(value: object) -> bool:
     return isinstance(value, str) and value.startswith(PROXY_ID_PREFIXES)
+
+
+def _references(payload: Mapping[str, Any]) -> list[tuple[int, str]]:
+    """(input position, id) of every ``item_reference`` to an item the proxy made."""
+    raw = payload.get("input")
+    return [
+        (position, item["id"])
+        for position, item in enumerate(raw if isinstance(raw, list) else ())
+        if isinstance(item, dict) and item.get("type") == "item_reference" and is_proxy_id(item.get("id"))
+    ]
+
+
+def proxy_references(payload: Mapping[str, Any]) -> list[str]:
+    """The responses the proxy made whose items this request refers to by id."""
+    return list(dict.fromkeys("resp_lw" + item_id.partition("_lw")[2] for _, item_id in _references(payload)))
+
+
+def rechained(
+    payload: Mapping[str, Any], continue_from: str | None, bodies: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The request chained to ``continue_from`` (a chain point of the proxy's own with nowhere
+    upstream to continue from is dropped), its references to the proxy's items replaced by
+    the items themselves (from ``bodies``, by response id; dropped when unknown)."""
+    result = dict(payload)
+    if continue_from is not None:
+        result["previous_response_id"] = continue_from
+    elif is_proxy_id(payload.get("previous_response_id")):
+        result.pop("previous_response_id")
+    references = dict(_references(payload))
+    if references:
+        made = {
+            item.get("id"): item
+            for body in bodies.values()
+            for item in body.get("output") or ()
+            if isinstance(item, dict)
+        }
+        result["input"] = [
+            made[references[position]] if references.get(position) in made else item
+            for position, item in enumerate(payload["input"])
+            if position not in references or references[position] in made
+        ]
+    return result
 
 
 def input_items(payload: Mapping[str, Any]) -> list[Any]:
@@ -231,8 +276,9 @@ def _message(text: str, item_id: str) -> dict[str, Any]:
 def response(text: str, *, model: str | None, usage: Usage | None = None) -> dict[str, Any]:
     """A complete response carrying ``text`` in one message (an ending), ids the proxy's own."""
     used = usage or Usage()
+    token = secrets.token_hex(16)
     return {
-        "id": proxy_id("resp"),
+        "id": proxy_id("resp", token),
         "object": "response",
         "created_at": int(time.time()),
         "status": "completed",
@@ -241,7 +287,7 @@ def response(text: str, *, model: str | None, usage: Usage | None = None) -> dic
         "instructions": None,
         "metadata": {},
         "model": model or "loopwarden",
-        "output": [_message(text, proxy_id("msg"))],
+        "output": [_message(text, proxy_id("msg", token))],
         "parallel_tool_calls": True,
         "temperature": None,
         "tool_choice": "auto",

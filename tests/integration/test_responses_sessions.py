@@ -198,3 +198,29 @@ def test_a_stream_continued_from_the_id_it_opened_with_chains_to_the_reply_that_
     assert fake.agent_payloads[2]["previous_response_id"] == fake.served[1].response["id"]  # the server's own chain
     assert second.output_text == "Lyon: 522,250."
     assert fake.rejections == []
+
+
+def test_after_a_reset_the_proxys_own_ending_is_resolved_where_the_client_refers_to_it(
+    make_proxy, fake, write_policies
+):
+    policy = "empty_response_max_strikes: 1\nfinalize: {use_upstream: false}\n"
+    proxy = make_proxy(upstream=fake.url, policies_dir=str(write_policies(default=policy)))
+    fake.script(response(message("")), text_response("Picking up again."))
+    client = openai.OpenAI(
+        base_url=proxy.base_url, api_key="sk-p", max_retries=0, default_headers={"X-Session-Id": "ended-once"}
+    )
+    ending = client.responses.create(input=TASK, **REQUEST)
+    httpx.delete(f"{proxy.base_url}/loopwarden/sessions/ended-once", headers={"Authorization": "Bearer sk-p"})
+
+    reply = client.responses.create(
+        input=[{"type": "item_reference", "id": ending.output[0].id}, {"role": "user", "content": "Go on."}],
+        previous_response_id=ending.id,
+        **REQUEST,
+    )
+
+    assert ending.id.startswith("resp_lw")
+    assert reply.output_text == "Picking up again."
+    sent = fake.agent_payloads[-1]
+    assert "previous_response_id" not in sent
+    assert sent["input"][0]["content"][0]["text"] == ending.output_text
+    assert fake.rejections == []

@@ -34,6 +34,7 @@ CASES = [
         [("rejected", "resp_prev"), ("good", "resp_prev"), ("ending", "resp_prev")],
     ),
     ({}, ENDING, [("ending", None)]),
+    ({"store": False}, ENDING, [("ending", None)]),
     ({"store": False, "stream": True}, GOOD, []),
     ({}, None, []),
 ]
@@ -44,23 +45,47 @@ def test_a_request_records_the_ids_its_client_may_hold_with_the_response_to_cont
     links = RESPONSES.chain_links(payload, [REJECTED, GOOD], answer)
 
     named = {value: key for key, value in ID.items()}
-    assert [(named[found], named.get(target, target)) for found, target in links] == expected
+    assert [(named[found], named.get(target, target)) for found, target, _ in links] == expected
+    assert [json.loads(body) for found, _, body in links if body is not None] == (
+        [ENDING] if answer is ENDING else []
+    )  # the proxy's own ending is kept whole, for its items
 
 
 async def test_a_continuation_finds_its_session_and_where_to_chain():
     store = MemoryStore()
-    await remember_responses(store, "t", [("resp_a", "resp_b"), ("resp_b", "resp_b")], "s-1", 60)
+    links = [("resp_a", "resp_b", None), ("resp_b", "resp_b", None), ("resp_lwx", None, '{"output": []}')]
+    await remember_responses(store, "t", links, "s-1", 60)
 
     assert await chained_session(store, "t", "resp_a") == Chained("s-1", "resp_b")
     assert await chained_session(store, "t", "resp_b") == Chained("s-1", None)
+    assert await chained_session(store, "t", "resp_lwx") == Chained("s-1", None, '{"output": []}')
     assert await chained_session(store, "other-tenant", "resp_a") is None
     assert await chained_session(store, "t", "resp_unknown") is None
 
 
 def test_the_request_continues_another_response_when_told():
-    assert RESPONSES.rechained({"previous_response_id": "resp_a", "input": []}, "resp_b") == {
+    assert RESPONSES.rechained({"previous_response_id": "resp_a", "input": []}, "resp_b", {}) == {
         "previous_response_id": "resp_b",
         "input": [],
     }
     assert RESPONSES.continues({"previous_response_id": "resp_a"}) == "resp_a"
     assert RESPONSES.continues({"input": "x"}) is None
+
+
+def test_a_reference_to_the_proxys_own_item_is_resolved_from_its_record_and_never_sent_upstream():
+    message_id = ENDING["output"][0]["id"]
+    payload = {
+        "previous_response_id": ENDING["id"],
+        "input": [
+            {"type": "item_reference", "id": "msg_upstream"},
+            {"type": "item_reference", "id": message_id},
+            {"type": "item_reference", "id": "msg_lwunknown"},
+            {"role": "user", "content": "Go on."},
+        ],
+    }
+
+    assert RESPONSES.references(payload) == [ENDING["id"], "resp_lwunknown"]
+    resolved = RESPONSES.rechained(payload, None, {ENDING["id"]: ENDING})
+
+    assert "previous_response_id" not in resolved  # the proxy's own: nothing upstream to continue from
+    assert resolved["input"] == [payload["input"][0], ENDING["output"][0], payload["input"][3]]
