@@ -269,7 +269,7 @@ class ProxyRoutes:
         """Run a handler; turn every failure into an answer in the route's error shape (OpenAI's
         without an adapter), a metric and one log line."""
         timing = begin()
-        if scope["type"] == ScopeType.WEBSOCKET:  # no route here speaks it: refused, so clients use HTTP
+        if scope["type"] == ScopeType.WEBSOCKET or _asks_websocket(scope):  # refused: clients go on over HTTP
             await _refuse_websocket(scope, send)
             self._metrics.of(self._metrics.requests, "-", route, "4xx").inc()
             log_event("request", {"route": route, "method": "WEBSOCKET", "status": _NO_WEBSOCKETS.status})
@@ -397,9 +397,19 @@ def _passthrough_route(scope: Scope) -> str:
 _NO_WEBSOCKETS = WebSocketRefused("This route takes no WebSocket; send the request over HTTP (POST).")
 
 
+def _asks_websocket(scope: HTTPScope) -> bool:
+    """An upgrade to a WebSocket that reached the app as plain HTTP (a server without a
+    WebSocket library serves it so)."""
+    upgrade = header(scope, b"upgrade")
+    return upgrade is not None and upgrade.strip().lower() == "websocket"
+
+
 async def _refuse_websocket(scope: Scope, send: Send) -> None:
     """Refuse a WebSocket upgrade with 426 and OpenAI's error body (a bare close where the
     server cannot send a response): Codex's WebSocket transport falls back to HTTP at once."""
+    if scope["type"] == ScopeType.HTTP:
+        await send_error(send, _NO_WEBSOCKETS)
+        return
     extensions = scope.get("extensions") or {}
     if "websocket.http.response" not in extensions:
         close: Any = {"type": "websocket.close", "code": 1008}

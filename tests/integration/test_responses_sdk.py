@@ -314,3 +314,44 @@ def test_errors_on_the_route_keep_openais_shape(proxy):
 
     assert reply.status_code == 400
     assert set(reply.json()["error"]) == {"message", "type", "param", "code"}
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/responses/resp_123"),
+        ("DELETE", "/v1/responses/resp_123"),
+        ("POST", "/v1/responses/resp_123/cancel"),
+        ("GET", "/v1/responses/resp_123/input_items?limit=5"),
+        ("POST", "/v1/responses/input_tokens"),
+        ("POST", "/v1/responses/compact"),
+        ("GET", "/v1/conversations/conv_1/items"),
+    ],
+)
+def test_the_other_responses_routes_pass_through(make_proxy, upstream, method, path):
+    proxy = make_proxy()
+
+    reply = httpx.request(method, f"{proxy.url}{path}", headers={"Authorization": "Bearer sk-p"}, content=b"{}")
+
+    assert reply.status_code == 200
+    sent = upstream.requests[0]
+    assert (sent.method, sent.path + ("?" + sent.query if sent.query else "")) == (method, path)
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
+    family = path.split("/")[2]
+    assert f'route="passthrough:{family}"' in metrics
+
+
+def test_a_websocket_upgrade_is_refused_with_426_so_clients_use_http(proxy, fake):
+    upgrade = {
+        "Authorization": "Bearer sk-p",
+        "Connection": "Upgrade",
+        "Upgrade": "websocket",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version": "13",
+    }
+
+    reply = httpx.get(f"{proxy.base_url}/responses", headers=upgrade)
+
+    assert reply.status_code == 426
+    assert reply.json()["error"]["code"] == "websocket_not_supported"
+    assert fake.requests == []
