@@ -29,6 +29,7 @@ from proxy.wire.responses_render import (
     rechained,
     render_request,
     rendered_turns,
+    reply_response,
     response,
     set_apart,
     summary_overrides,
@@ -198,6 +199,9 @@ class Responses:
 
     def ending(self, text: str, *, model: str | None, usage: Usage | None = None) -> dict[str, Any]:
         return response(text, model=model, usage=usage)
+
+    def render_reply(self, reply: Reply) -> dict[str, Any]:
+        return reply_response(reply)
 
     def shaped(self, payload: Mapping[str, Any], body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:
         if not wants_structured_output(payload) or text_started:

@@ -98,11 +98,11 @@ def _messages(items: list[Any]) -> Iterator[Message]:
             reasoning.append(reasoning_text(item))
             open_turn = True
         elif (kind == "message" or kind is None) and role == "assistant":
-            texts.append(item_text(item.get("content")))
+            texts.append(_output_text(item.get("content")))
             open_turn = True
         elif kind in _OUTPUTS or ((kind == "message" or kind is None) and isinstance(role, str)):
             if open_turn:
-                yield Message("assistant", "\n".join(t for t in texts if t), tuple(calls), None, "\n".join(reasoning))
+                yield Message("assistant", "".join(texts), tuple(calls), None, "\n".join(reasoning))
                 texts, calls, reasoning, open_turn = [], [], [], False
             if kind in _OUTPUTS:
                 call_id = item.get("call_id")
@@ -111,7 +111,7 @@ def _messages(items: list[Any]) -> Iterator[Message]:
                 yield Message(str(role), item_text(item.get("content")))
         # item_reference, hosted tool calls, compaction and unknown items: nothing a guard reads
     if open_turn:
-        yield Message("assistant", "\n".join(t for t in texts if t), tuple(calls), None, "\n".join(reasoning))
+        yield Message("assistant", "".join(texts), tuple(calls), None, "\n".join(reasoning))
 
 
 def call_name(item: Mapping[str, Any]) -> str:
@@ -135,6 +135,16 @@ def item_text(content: Any) -> str:
         return "\n".join(
             part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
         )
+    return ""
+
+
+def _output_text(content: Any) -> str:
+    """An assistant message's text as its reply's ``content`` reads it: every text part, joined
+    as they stream (so a turn sent back names the same run as the reply it was)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str))
     return ""
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from proxy.exchange import Echo, Note, Reply, ReturnCalls, Tool, Turn, Usage
-from proxy.wire.responses_parse import CALL_ITEMS, call_name
+from proxy.wire.responses_parse import CALL_ITEMS, ENCRYPTED_REASONING, call_name
 
 __all__ = [
     "PROXY_ID_PREFIXES",
@@ -33,6 +33,7 @@ __all__ = [
     "rechained",
     "render_request",
     "rendered_turns",
+    "reply_response",
     "response",
     "set_apart",
     "summary_overrides",
@@ -41,7 +42,7 @@ __all__ = [
 
 _encode = msgspec.json.Encoder().encode
 
-PROXY_ID_PREFIXES = ("resp_lw", "msg_lw")
+PROXY_ID_PREFIXES = ("resp_lw", "msg_lw", "rs_lw", "fc_lw", "ctc_lw")
 _OUTPUT_OF = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
 
 
@@ -67,7 +68,8 @@ def _references(payload: Mapping[str, Any]) -> list[tuple[int, str]]:
 
 def proxy_references(payload: Mapping[str, Any]) -> list[str]:
     """The responses the proxy made whose items this request refers to by id."""
-    return list(dict.fromkeys("resp_lw" + item_id.partition("_lw")[2] for _, item_id in _references(payload)))
+    tokens = (item_id.partition("_lw")[2].partition("_")[0] for _, item_id in _references(payload))
+    return list(dict.fromkeys("resp_lw" + token for token in tokens))
 
 
 def rechained(
@@ -301,6 +303,37 @@ def response(text: str, *, model: str | None, usage: Usage | None = None) -> dic
             "total_tokens": used.prompt_tokens + used.completion_tokens,
         },
     }
+
+
+def reply_response(reply: Reply) -> dict[str, Any]:
+    """A neutral reply as the response an upstream would have sent, under ids of the proxy's
+    own (a guard's rewrite; replay serves recorded replies with it)."""
+    token = secrets.token_hex(16)
+    output: list[dict[str, Any]] = []
+    if reply.reasoning and reply.reasoning != ENCRYPTED_REASONING:
+        summary = [{"type": "summary_text", "text": reply.reasoning}]
+        output.append({"type": "reasoning", "id": proxy_id("rs", token), "summary": summary})
+    parts: list[dict[str, Any]] = []
+    if reply.content is not None:
+        parts.append({"type": "output_text", "text": reply.content, "annotations": []})
+    if reply.refusal:
+        parts.append({"type": "refusal", "refusal": reply.refusal})
+    if parts:
+        output.append({**_message("", proxy_id("msg", token)), "content": parts})
+    for position, call in enumerate(reply.tool_calls):
+        if call.kind == "custom":
+            item = {"type": "custom_tool_call", "name": call.name, "input": call.arguments}
+            prefix = "ctc"
+        else:
+            item = {"type": "function_call", "name": call.name, "arguments": call.arguments, "status": "completed"}
+            prefix = "fc"
+        output.append({**item, "id": proxy_id(prefix, f"{token}_{position}"), "call_id": call.id})
+    body = response("", model=reply.model, usage=reply.usage)
+    body.update(id=proxy_id("resp", token), output=output)
+    if reply.cut_short:
+        reason = "max_output_tokens" if reply.finish_reason == "length" else "content_filter"
+        body.update(status="incomplete", incomplete_details={"reason": reason})
+    return body
 
 
 def as_refusal(body: Mapping[str, Any]) -> dict[str, Any]:
