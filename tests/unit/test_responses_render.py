@@ -212,3 +212,44 @@ def test_the_judge_request_is_a_responses_call_that_is_not_stored():
     assert body["store"] is False
     assert body["text"]["format"]["schema"] == {"type": "object"}
     assert _reply(RESPONSES.ending("verdict", model="m")).content == "verdict"
+
+
+def test_a_neutral_reply_renders_as_a_response_under_proxy_ids_and_reads_back_the_same():
+    from proxy.exchange import Reply, ToolCall, Usage
+
+    reply = Reply(
+        "Checking.", "Think first.", (ToolCall("c1", "search", '{"q": "x"}'),), "tool_calls", Usage(5, 3), "m"
+    )
+
+    body = RESPONSES.render_reply(reply)
+
+    assert is_proxy_id(body["id"])
+    assert all(is_proxy_id(item["id"]) for item in body["output"])
+    assert [item["type"] for item in body["output"]] == ["reasoning", "message", "function_call"]
+    read = _reply(body)
+    assert (read.content, read.reasoning, read.tool_calls, read.usage) == (
+        reply.content,
+        reply.reasoning,
+        reply.tool_calls,
+        reply.usage,
+    )
+
+
+def test_a_cut_short_reply_renders_as_an_incomplete_response():
+    from proxy.exchange import Reply, Usage
+
+    body = RESPONSES.render_reply(Reply("Part", None, (), "length", Usage()))
+
+    assert body["status"] == "incomplete"
+    assert _reply(body).cut_short
+
+
+def test_a_reply_and_the_history_that_resends_it_name_the_same_run():
+    from proxy.session.identity import turn_digest
+    from proxy.wire.responses_parse import parse_conversation
+
+    body = response(message("Part one, "), message("part two.", phase="final_answer"))
+    reply = _reply(body)
+    resent = parse_conversation({"input": [{"role": "user", "content": "Go."}, *body["output"]]}).messages[1]
+
+    assert turn_digest(resent.text, resent.tool_calls) == turn_digest(reply.content, reply.tool_calls)
