@@ -401,7 +401,10 @@ def _asks_websocket(scope: HTTPScope) -> bool:
     """An upgrade to a WebSocket that reached the app as plain HTTP (a server without a
     WebSocket library serves it so)."""
     upgrade = header(scope, b"upgrade")
-    return upgrade is not None and upgrade.strip().lower() == "websocket"
+    if upgrade is None or upgrade.strip().lower() != "websocket":
+        return False
+    connection = header(scope, b"connection") or ""
+    return "upgrade" in (token.strip().lower() for token in connection.split(","))
 
 
 async def _refuse_websocket(scope: Scope, send: Send) -> None:
