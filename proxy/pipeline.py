@@ -151,12 +151,14 @@ class Pipeline:
                     ending = Written(await self._endings.make(call, ending, state, delta, notes, request.extra), True)
                 if call.session.fresh and call.session.derived and (first := delivered_reply(call, ending)):
                     call.session = named_run(call.session, turn_digest(first.content, first.tool_calls))
+                answer = ending.body if isinstance(ending, Written) else _relayed(ending)
+                chain = call.adapter.chain_links(call.payload, request.replies, answer)
+                if chain and (task := call.conversation.first_text("user")):
+                    delta.default(FIELDS.TASK, task[:_TASK_CHARS])  # its continuations carry no task
                 if isinstance(ending, Unusable):  # one the upstream refused (400, 401, ...) reached no model
                     await self._ledger.settle(call, delta, notes)
                 else:
                     await self._ledger.commit(call, delta, notes)
-                answer = ending.body if isinstance(ending, Written) else _relayed(ending)
-                chain = call.adapter.chain_links(call.payload, request.replies, answer)
                 if chain:  # before the client can continue from one of them
                     ttl = call.policy.session_ttl_secs
                     await remember_responses(self._store, call.namespace, chain, call.session.id, ttl)
@@ -402,6 +404,10 @@ class Pipeline:
             keepalive=self._keepalive,
             adapter=call.adapter,
         )
+
+
+_TASK_CHARS = 4000
+"""How much of a run's task is kept for its continuations (the judge reads less)."""
 
 
 def _relayed(ending: Answer) -> Reply | None:

@@ -21,6 +21,7 @@ from proxy.fingerprint import CALL_SEQUENCE
 from proxy.guards.base import GuardContext
 from proxy.judge import Judge, JudgeRequest
 from proxy.schemas import answer_errors
+from proxy.session.base import FIELDS
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass, ReplyVerdict
 
 __all__ = ["JudgeGuard"]
@@ -57,6 +58,12 @@ def _continue_turns(reply: Reply, call_id: str | None, text: str) -> tuple[Turn,
     return (ReturnCalls(reply, {call_id: text}),)
 
 
+def _task(context: GuardContext) -> str:
+    """The task: the request's first user turn, or for a continuation of a stored response
+    (only new items) the one its run began with."""
+    return context.conversation.first_text("user") or context.state.values.get(FIELDS.TASK) or ""
+
+
 def _preamble(reply: Reply, context: GuardContext, exhausted: bool) -> ReplyVerdict:
     """A preamble (Responses' ``phase: "commentary"``) announces work to do: never "done",
     so it is continued without asking the judge."""
@@ -85,7 +92,7 @@ class JudgeGuard:
         exhausted = context.state.strikes(STRIKE) >= settings.judge_max_continues
         if exhausted and (target is None or settings.after_max_continues == "pass"):
             return PASS
-        task = context.conversation.first_text("user") or ""
+        task = _task(context)
         if target is None:
             short = len(task) >= settings.long_task_chars and len(answer.strip()) < settings.short_response_chars
             if settings.detect_short_response and short:
@@ -156,7 +163,7 @@ class JudgeGuard:
         if llm:
             short = partial.text_length < settings.judge_skip_threshold
         elif settings.detect_short_response:
-            task = context.conversation.first_text("user") or ""
+            task = _task(context)
             answer = partial.content.strip()
             short = len(task) >= settings.long_task_chars and len(answer) < settings.short_response_chars
         else:

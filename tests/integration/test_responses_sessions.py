@@ -224,3 +224,21 @@ def test_after_a_reset_the_proxys_own_ending_is_resolved_where_the_client_refers
     assert "previous_response_id" not in sent
     assert sent["input"][0]["content"][0]["text"] == ending.output_text
     assert fake.rejections == []
+
+
+def test_the_judge_of_a_chained_continuation_reads_the_task_its_run_began_with(proxy, fake):
+    from tests.support.fake_responses import verdict
+
+    fake.judge = lambda request: verdict(request, True)
+    fake.script(calling("c1"), text_response("522,250."))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+    first = client.responses.create(input=TASK, **REQUEST)
+
+    client.responses.create(
+        input=[{"type": "function_call_output", "call_id": "c1", "output": "Lyon: 522,250"}],
+        previous_response_id=first.id,
+        **REQUEST,
+    )
+
+    assert len(fake.judge_requests) == 1
+    assert "How many people live in Lyon?" in fake.judge_requests[0].body.decode()
