@@ -255,6 +255,9 @@ def parse_reply(body: bytes) -> Reply | None:
 
 
 _CUT_SHORT = {"max_output_tokens": "length", "content_filter": "content_filter"}
+_NOT_AN_ANSWER = frozenset({"queued", "in_progress", "failed", "cancelled"})
+"""A response still running (``background: true`` answers at once) or that did not run to
+the end: not the model's silence, so no guard nudges it; the client polls or sees the failure."""
 
 
 def reply_from_response(response: Mapping[str, Any]) -> Reply:
@@ -304,7 +307,7 @@ def reply_from_response(response: Mapping[str, Any]) -> Reply:
         usage=parse_usage(response.get("usage")),
         model=model if isinstance(model, str) else None,
         refusal="".join(refusals) or None,
-        other_output=other,
+        other_output=other or status in _NOT_AN_ANSWER,
         source=response,
         preamble=bool(phases) and all(phase == "commentary" for phase in phases),
     )

@@ -120,6 +120,9 @@ def test_stream_and_max_output_tokens_are_read():
         ([], "incomplete", "content_filter", "cut short"),
         ([{"type": "web_search_call", "id": "ws", "status": "completed"}], "completed", None, "other output"),
         ([{"type": "shell_call", "id": "sh", "call_id": "c"}], "completed", None, "other output"),
+        ([], "queued", None, "other output"),  # background: true answers before the model did
+        ([], "in_progress", None, "other output"),
+        ([], "failed", None, "other output"),
     ],
 )
 def test_a_reply_is_classified_by_its_items_and_status(output, status, incomplete, expected):
