@@ -130,11 +130,16 @@ class Responses:
 
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
         """The conversation the client already names: Codex's ``session_id`` /
-        ``conversation_id`` headers, ``prompt_cache_key``, a ``conversation``."""
+        ``conversation_id`` headers or ``client_metadata.session_id``, ``prompt_cache_key``,
+        a ``conversation``."""
         for name in _SESSION_HEADERS:
             value = header(name)
             if value and value.strip():
                 return value
+        metadata = payload.get("client_metadata")  # Codex 0.17x sends its session id here
+        session = metadata.get("session_id") if isinstance(metadata, dict) else None
+        if isinstance(session, str) and session.strip():
+            return session
         key = payload.get("prompt_cache_key")
         if isinstance(key, str) and key.strip():
             return key

@@ -198,6 +198,9 @@ def test_a_session_hint_comes_from_codex_headers_then_the_prompt_cache_key_then_
     headers = {b"session_id": "s-1", b"conversation_id": "c-1"}
 
     assert RESPONSES.session_hint({"prompt_cache_key": "k"}, headers.get) == "s-1"
+    assert RESPONSES.session_hint({"prompt_cache_key": "k", "client_metadata": {"session_id": "codex-1"}}, {}.get) == (
+        "codex-1"
+    )
     assert RESPONSES.session_hint({"prompt_cache_key": "k"}, {}.get) == "k"
     assert RESPONSES.session_hint({"conversation": {"id": "conv_9"}}, {}.get) == "conv_9"
     assert RESPONSES.session_hint({"conversation": "conv_8"}, {}.get) == "conv_8"
