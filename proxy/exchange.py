@@ -133,6 +133,9 @@ class Reply:
     """The format's own reply, for its adapter alone: a format that must send an assistant turn
     back exactly (Messages' signed thinking blocks, Responses' reasoning items) renders
     :class:`Echo` and :class:`ReturnCalls` from it. Chat completions leaves it None."""
+    preamble: bool = False
+    """Its text is only a preamble the model means to act after (Responses' ``phase:
+    "commentary"``), never a final answer: a judge does not take it for "done"."""
 
     @property
     def has_text(self) -> bool:
