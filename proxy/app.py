@@ -31,6 +31,7 @@ from proxy.settings import Settings
 from proxy.tenants import TenantDirectory, load_tenants
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient
+from proxy.wire.registry import ADAPTERS
 
 __all__ = ["build_store", "create_app", "load_tenant_directory"]
 
@@ -168,9 +169,9 @@ def create_app(
     routes = ProxyRoutes(settings, directory, client, ready, pipeline, registry, series)
     background: list[asyncio.Task[None]] = []
 
-    @asgi("/v1/chat/completions", copy_scope=False)
-    async def chat_completions(scope: object, receive: object, send: object) -> None:
-        await routes.chat_completions(scope, receive, send)  # type: ignore[arg-type]
+    model_calls = [
+        asgi(adapter.route, copy_scope=False, name=adapter.name)(routes.model_route(adapter)) for adapter in ADAPTERS
+    ]
 
     @asgi("/v1", is_mount=True, copy_scope=False)
     async def passthrough(scope: object, receive: object, send: object) -> None:
@@ -216,7 +217,7 @@ def create_app(
 
     app = Litestar(
         route_handlers=[
-            chat_completions,
+            *model_calls,
             passthrough,
             healthz,
             readyz,

@@ -35,7 +35,8 @@ import msgspec
 from proxy.errors import ProxyError
 from proxy.exchange import Usage
 from proxy.upstream import UpstreamClient
-from proxy.wire.chat_parse import parse_reply
+from proxy.wire.base import WireAdapter
+from proxy.wire.chat_completions import CHAT_COMPLETIONS
 
 if TYPE_CHECKING:
     from proxy.request import AgentRequest
@@ -185,13 +186,15 @@ def _objects(text: str) -> tuple[list[dict[str, Any]], JudgeError | None]:
 
 @dataclass(frozen=True, slots=True)
 class JudgeTarget:
-    """Where the judge call goes: a chat-completions URL, headers (credentials), a model."""
+    """Where the judge call goes: a URL, headers (credentials), a model, and the wire format
+    it speaks there (the agent's request's own)."""
 
     url: str
     headers: Sequence[tuple[str, str]]
     model: str | None
     scope: str = ""
     """Whose verdicts these are (the tenant): a remembered verdict is never reused across scopes."""
+    adapter: WireAdapter = CHAT_COMPLETIONS
 
 
 def judge_target(call: AgentRequest) -> JudgeTarget | None:
@@ -208,7 +211,7 @@ def judge_target(call: AgentRequest) -> JudgeTarget | None:
         if not key:
             return None
         headers = [("content-type", "application/json"), ("authorization", f"Bearer {key}")]
-    return JudgeTarget(url, headers, settings.model or call.conversation.model, scope=call.tenant)
+    return JudgeTarget(url, headers, settings.model or call.conversation.model, scope=call.tenant, adapter=call.adapter)
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,24 +290,19 @@ class Judge:
 
     async def _ask(self, request: JudgeRequest) -> JudgeOutcome:
         tag, verdict_nonce = secrets.token_hex(4), secrets.token_hex(6)  # escaping already guards the tags
-        payload: dict[str, object] = {
-            "messages": build_judge_messages(request.task, request.reply, tag, verdict_nonce),
-            "temperature": 0,
-            "max_tokens": 200,
-        }
-        if request.target.model:
-            payload["model"] = request.target.model
-        if request.structured_output:
-            payload["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "completion_verdict", "strict": True, "schema": _VERDICT_SCHEMA},
-            }
+        system, user = build_judge_messages(request.task, request.reply, tag, verdict_nonce)
+        adapter = request.target.adapter
+        body = adapter.judge_request(
+            system["content"],
+            user["content"],
+            model=request.target.model,
+            max_tokens=200,
+            schema=_VERDICT_SCHEMA if request.structured_output else None,
+        )
         started = time.perf_counter()
         try:
             async with asyncio.timeout(request.timeout):
-                reply = await self._upstream.send(
-                    "POST", request.target.url, request.target.headers, json.dumps(payload).encode()
-                )
+                reply = await self._upstream.send("POST", request.target.url, request.target.headers, body)
         except TimeoutError:
             latency = time.perf_counter() - started
             return JudgeOutcome(
@@ -315,7 +313,7 @@ class Judge:
             reason = f"judge error (upstream_error): {type(exc).__name__}"
             return JudgeOutcome(None, reason, Usage(), latency, error="upstream_error")
         latency = time.perf_counter() - started
-        parsed = parse_reply(reply.response.content) if reply.response.status_code == 200 else None
+        parsed = adapter.parse_reply(reply.response.content) if reply.response.status_code == 200 else None
         if parsed is None:
             reason = f"judge error (upstream_error): answered {reply.response.status_code} without a completion"
             return JudgeOutcome(None, reason, Usage(), latency, error="upstream_error")

@@ -51,7 +51,6 @@ from proxy.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
 from proxy.timing import begin
 from proxy.upstream import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
 from proxy.wire.base import WireAdapter
-from proxy.wire.chat_completions import CHAT_COMPLETIONS
 
 __all__ = ["ProxyRoutes", "Readiness"]
 
@@ -94,32 +93,43 @@ class ProxyRoutes:
 
     # -- entry points ---------------------------------------------------------------
 
-    async def chat_completions(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._guarded(self._chat_completions, scope, receive, send, "chat.completions", CHAT_COMPLETIONS)
+    def model_route(self, adapter: WireAdapter) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+        """The guarded handler of one wire format's model call (its adapter's ``route``)."""
+
+        async def handle(scope: Scope, receive: Receive, send: Send) -> None:
+            async def serve(scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
+                return await self._model_call(adapter, scope, receive, tracker)
+
+            await self._guarded(serve, scope, receive, send, adapter.name, adapter)
+
+        return handle
 
     async def passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._guarded(self._passthrough, scope, receive, send, "passthrough")
+        await self._guarded(self._passthrough, scope, receive, send, _passthrough_route(scope))
 
     # -- handlers -------------------------------------------------------------------
 
-    async def _chat_completions(
-        self, scope: HTTPScope, receive: Receive, tracker: ResponseTracker
+    async def _model_call(
+        self, adapter: WireAdapter, scope: HTTPScope, receive: Receive, tracker: ResponseTracker
     ) -> dict[str, object]:
         send: Send = tracker.send  # type: ignore[assignment]
         if scope["method"] != "POST":
             raise MethodNotAllowed(
-                f"Method {scope['method']} is not allowed on /v1/chat/completions; use POST.", headers={"Allow": "POST"}
+                f"Method {scope['method']} is not allowed on {adapter.route}; use POST.", headers={"Allow": "POST"}
             )
         credentials = self._authenticate(scope, tracker)
         policy = self.policy_for(credentials.tenant, header(scope, b"x-loopwarden-policy"))
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         payload = _parse_object(body)
-        adapter = CHAT_COMPLETIONS
         conversation = await compile_request_schemas(
             adapter.declared_schemas(payload), adapter.parse_request(payload), self._schemas, len(body)
         )
         session = identify(
-            credentials.namespace, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id")
+            credentials.namespace,
+            conversation,
+            header(scope, b"x-session-id"),
+            header(scope, b"x-agent-id"),
+            adapter.session_hint(payload, lambda name: header(scope, name)),
         )
         if logger.isEnabledFor(logging.DEBUG):  # why a session continued or started over
             log_event(
@@ -134,7 +144,7 @@ class ProxyRoutes:
             payload=payload,
             body=body,
             conversation=conversation,
-            url=credentials.tenant.upstream_url + "/chat/completions",
+            url=credentials.tenant.upstream_url + adapter.upstream_path,
             headers=upstream_request_headers(
                 client_headers(scope), credentials.upstream_authorization, identity_encoding=True
             ),
@@ -331,6 +341,26 @@ async def _copy_body(response: httpx.Response, send: Send) -> None:
         raise UpstreamDisconnected("The upstream model API stopped sending (read timeout).") from exc
     except httpx.TransportError as exc:
         raise UpstreamDisconnected("The upstream model API broke off the response.") from exc
+
+
+_PASSTHROUGH_FAMILIES = frozenset(
+    {
+        "assistants", "audio", "batches", "chat", "completions", "conversations", "embeddings", "files",
+        "fine_tuning", "images", "messages", "models", "moderations", "responses", "threads", "uploads",
+        "vector_stores",
+    }
+)  # fmt: skip
+"""The API families a pass-through request is counted under (anything else is ``passthrough``):
+a fixed set, so no path a client sends can grow the metrics' label space."""
+
+
+def _passthrough_route(scope: Scope) -> str:
+    """``passthrough:<family>`` for ``/v1/<family>/…`` (``passthrough:responses`` for a stored
+    response's ``GET``), by the path's first segment after ``/v1``."""
+    raw = scope.get("raw_path") or b""
+    path = raw.decode("latin-1") if isinstance(raw, bytes) else ""
+    family = path[4:].partition("/")[0].partition("?")[0] if path.startswith("/v1/") else ""
+    return f"passthrough:{family}" if family in _PASSTHROUGH_FAMILIES else "passthrough"
 
 
 def _api_key(scope: HTTPScope) -> str | None:

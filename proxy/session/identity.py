@@ -7,7 +7,8 @@ the opening is hashed, so re-serialized assistant turns and messages inserted la
 move the id. A request carrying only the opening starts the derived session afresh: two
 runs that open identically must not share budgets or endings.
 
-``X-Session-Id`` (plus ``X-Agent-Id`` for sub-agents) wins when sent. Every id is
+``X-Session-Id`` (plus ``X-Agent-Id`` for sub-agents) wins when sent; then an id the client's
+own wire format carries (Anthropic's ``metadata.user_id``, a Responses ``prompt_cache_key``). Every id is
 namespaced by the authenticated tenant, so no header reaches another tenant's state.
 """
 
@@ -56,11 +57,18 @@ def _canonical(text: str | None) -> str:
 
 
 def identify(
-    tenant: str, conversation: Conversation, session_header: str | None, agent_header: str | None
+    tenant: str,
+    conversation: Conversation,
+    session_header: str | None,
+    agent_header: str | None,
+    client_session: str | None = None,
 ) -> SessionRef:
+    """``X-Session-Id``; else the session id the client's own format carries (``client_session``,
+    from its adapter); else the derived hash of the opening."""
     agent = f"@{_clean(agent_header)}" if agent_header and agent_header.strip() else ""
-    if session_header and session_header.strip():
-        session_id = _clean(session_header) + agent
+    chosen = session_header if session_header and session_header.strip() else client_session
+    if chosen and chosen.strip():
+        session_id = _clean(chosen) + agent
         return SessionRef(
             session_id, session_key(tenant, session_id), derived=False, fresh=False, sub_agent=bool(agent)
         )

@@ -25,7 +25,6 @@ from litestar.types import Send
 from proxy.errors import ProxyError
 from proxy.exchange import Channel
 from proxy.http import reply_headers
-from proxy.streaming.sse import comment
 from proxy.wire.base import WireAdapter
 from proxy.wire.chat_completions import CHAT_COMPLETIONS
 
@@ -33,7 +32,6 @@ __all__ = ["ClientStream"]
 
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 _OWN_HEADERS = {name for name, _ in _SSE_HEADERS}
-_KEEPALIVE = comment(b"keep-alive")
 
 
 class ClientStream:
@@ -223,7 +221,7 @@ class ClientStream:
 
     async def _ping(self) -> None:
         try:
-            await self._write(_KEEPALIVE)
+            await self._write(self._adapter.keepalive)
         except Exception:  # a ping to a client that already left is nobody's problem
             return
         finally:

@@ -70,7 +70,7 @@ async def read_streamed_reply(
                     return None
             await client.flush()
             if data is None:
-                return _ended_early(parser)
+                return _ended_early(parser, assembler)
     except httpx.TimeoutException:
         return UpstreamDisconnected("The upstream model API stopped sending (read timeout).")
     except httpx.TransportError:
@@ -93,20 +93,20 @@ def _take(
         return _stream_error(chunk)
     channels = assembler.add(chunk)
     if channels & (Channel.FINISH | Channel.BARE):
-        client.defer(frame(data), usage_only=bool(channels & Channel.BARE))
+        client.defer(frame(data, name), usage_only=bool(channels & Channel.BARE))
         return None
     if channels & ~client.released or client.holding:
         released = Channel.ALL & ~held(assembler) & ~client.released
         if released:
             client.release(released)
-    client.push(frame(data), chunk, channels)
+    client.push(frame(data, name), chunk, channels)
     return None
 
 
-def _ended_early(parser: SSEParser) -> ProxyError:
+def _ended_early(parser: SSEParser, assembler: StreamAssembler) -> ProxyError:
     if parser.pending:
         return UpstreamDisconnected("The upstream model API broke off the stream mid-event.")
-    return UpstreamDisconnected("The upstream model API ended the stream without [DONE].")
+    return UpstreamDisconnected(f"The upstream model API ended the stream without {assembler.end_name}.")
 
 
 class _ErrorEvent(UpstreamError):
@@ -114,8 +114,8 @@ class _ErrorEvent(UpstreamError):
 
 
 def _stream_error(chunk: dict[str, Any]) -> ProxyError:
-    error = chunk.get("error")
-    message = error.get("message") if isinstance(error, dict) else None
+    error = chunk.get("error")  # chat's and Messages' shape; a Responses error event carries its own
+    message = error.get("message") if isinstance(error, dict) else chunk.get("message")
     text = message if isinstance(message, str) and message else "an error"
     return _ErrorEvent(f"The upstream model API ended the stream with an error: {text}")
 

@@ -3,7 +3,8 @@
 Follows the WHATWG parsing rules that matter for model APIs: lines end in CR, LF or CRLF
 (a CR at the end of a read waits for the next byte), a leading byte-order mark is dropped,
 comment lines (``:``) are skipped, ``data`` lines of one event are joined with LF, and an
-event without data is not an event. Relays re-frame each event as one ``data:`` line.
+event without data is not an event. Relays re-frame each event as one ``data:`` line, after
+its ``event:`` name when it has one.
 """
 
 from __future__ import annotations
@@ -86,10 +87,13 @@ class SSEParser:
             self._name = value
 
 
-def frame(data: bytes) -> bytes:
-    """One event carrying ``data`` (a line break in it continues on another ``data:`` line)."""
+def frame(data: bytes, name: bytes = b"") -> bytes:
+    """One event carrying ``data`` (a line break in it continues on another ``data:`` line),
+    named ``name`` when given (Messages' and Responses' clients dispatch on the name)."""
     if b"\n" in data:
         data = data.replace(b"\n", b"\ndata: ")
+    if name:
+        return b"event: " + name + b"\ndata: " + data + b"\n\n"
     return b"data: " + data + b"\n\n"
 
 

@@ -10,7 +10,7 @@ this module (:mod:`proxy.wire.chat_completions`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from proxy.errors import ProxyError
@@ -30,6 +30,8 @@ class StreamAssembler(PartialReply, Protocol):
     complete: bool
     """An event it took completed the stream (a format whose terminal event carries data, like
     Messages' ``message_stop``); chat completions ends with the :meth:`ends` sentinel instead."""
+    end_name: str
+    """What ends a complete stream, as errors name it (``[DONE]``, ``message_stop``)."""
 
     def ends(self, data: bytes) -> bool:
         """This event's data is the stream's end sentinel (chat completions' ``[DONE]``): it
@@ -51,14 +53,26 @@ class WireAdapter(Protocol):
     """Parse one wire format into the neutral exchange, and render the proxy's words back."""
 
     name: str
-    """The format's name in logs and records (``chat.completions``)."""
+    """The format's name in logs, metrics and records (``chat.completions``)."""
+    route: str
+    """The path clients call (``/v1/chat/completions``): the route the proxy guards for it."""
+    upstream_path: str
+    """What follows the tenant's upstream base URL for it (``/chat/completions``)."""
     stream_trailer: bytes
+    keepalive: bytes
+    """What a held-back stream sends while nothing may flow (an SSE comment; Messages' ``ping``)."""
     """What a stream the proxy completes ends with (chat completions' ``data: [DONE]``)."""
 
     # -- reading ----------------------------------------------------------------------
 
     def parse_request(self, payload: Mapping[str, Any]) -> Conversation:
         """The request body (decoded) as the guards see it."""
+        ...
+
+    def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
+        """A session id the client already sends in this format (a ``metadata.user_id``, a
+        ``prompt_cache_key``, a client's own session header): used when ``X-Session-Id`` is
+        absent, before the derived hash of the opening. ``header`` reads one request header."""
         ...
 
     def declared_schemas(self, payload: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
@@ -174,4 +188,12 @@ class WireAdapter(Protocol):
 
     def judge_url(self, base_url: str) -> str:
         """Where a judge's own endpoint (``judge.base_url``) takes this format's requests."""
+        ...
+
+    def judge_request(
+        self, system: str, user: str, *, model: str | None, max_tokens: int, schema: Mapping[str, Any] | None
+    ) -> bytes:
+        """The judge's call in this format: a system prompt, one user turn, deterministic, its
+        answer capped at ``max_tokens`` and, given ``schema``, constrained to that JSON Schema.
+        The judge reads the answer with :meth:`parse_reply`."""
         ...

@@ -4,14 +4,14 @@ writing in ``chat_render``, the stream's chunks in ``chat_stream``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
 
 from proxy.errors import ProxyError
 from proxy.exchange import Conversation, Note, Reply, Tool, Turn, Usage
-from proxy.streaming.sse import frame
+from proxy.streaming.sse import comment, frame
 from proxy.wire.chat_parse import (
     declared_schemas,
     function_tool,
@@ -22,7 +22,6 @@ from proxy.wire.chat_parse import (
 from proxy.wire.chat_render import (
     ANSWER_CONSTRAINTS,
     DONE,
-    JUDGE_PATH,
     amended,
     as_refusal,
     capped_output,
@@ -46,7 +45,13 @@ class ChatCompletions:
     """OpenAI chat completions (``POST /v1/chat/completions``) as a :class:`~proxy.wire.base.WireAdapter`."""
 
     name = "chat.completions"
+    route = "/v1/chat/completions"
+    upstream_path = "/chat/completions"
     stream_trailer = DONE
+    keepalive = comment(b"keep-alive")
+
+    def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
+        return None  # no chat client sends one of its own: X-Session-Id, or the derived hash
 
     def parse_request(self, payload: Mapping[str, Any]) -> Conversation:
         return parse_conversation(payload)
@@ -156,7 +161,24 @@ class ChatCompletions:
         return frame(self.error_body(error))
 
     def judge_url(self, base_url: str) -> str:
-        return base_url.rstrip("/") + JUDGE_PATH
+        return base_url.rstrip("/") + self.upstream_path
+
+    def judge_request(
+        self, system: str, user: str, *, model: str | None, max_tokens: int, schema: Mapping[str, Any] | None
+    ) -> bytes:
+        payload: dict[str, Any] = {
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "temperature": 0,
+            "max_tokens": max_tokens,
+        }
+        if model:
+            payload["model"] = model
+        if schema is not None:
+            payload["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "completion_verdict", "strict": True, "schema": schema},
+            }
+        return _encode(payload)
 
 
 CHAT_COMPLETIONS = ChatCompletions()

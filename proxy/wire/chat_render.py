@@ -18,7 +18,6 @@ from proxy.wire.chat_stream import wire_call
 __all__ = [
     "ANSWER_CONSTRAINTS",
     "DONE",
-    "JUDGE_PATH",
     "amended",
     "as_refusal",
     "calls_returned",
@@ -209,8 +208,6 @@ def completion_as_sse(body: Mapping[str, Any], *, include_usage: bool = False) -
 
 
 DONE = b"data: [DONE]\n\n"
-JUDGE_PATH = "/chat/completions"
-"""The judge is a chat-completions client: its own endpoint (``judge.base_url``) plus this path."""
 ANSWER_CONSTRAINTS = ("response_format", "guided_json", "guided_regex", "guided_choice", "guided_grammar")
 """Removed from the summary call: a summary is prose (OpenAI's and vLLM's output constraints)."""
 

@@ -84,6 +84,7 @@ class ReplyAssembler:
 
     complete = False
     """A chat-completions stream ends with the ``[DONE]`` sentinel (:meth:`ends`), not a chunk."""
+    end_name = "[DONE]"
 
     def __init__(self) -> None:
         self.id: str | None = None

@@ -143,7 +143,9 @@ def test_requests_are_counted_by_status(observed):
     metrics = observed["metrics"]
 
     assert sample(metrics, "loopwarden_requests_total", route="chat.completions", status="2xx", tenant="default") == 3.0
-    assert sample(metrics, "loopwarden_requests_total", route="passthrough", status="2xx", tenant="default") == 1.0
+    assert (
+        sample(metrics, "loopwarden_requests_total", route="passthrough:models", status="2xx", tenant="default") == 1.0
+    )
 
 
 def test_one_step_line_per_upstream_call_with_what_was_decided(observed):

@@ -113,3 +113,15 @@ def test_any_sent_id_becomes_a_stable_id_that_fits_in_a_header(sent):
     assert re.fullmatch(r"[A-Za-z0-9._:@-]{1,300}", first.id)
     assert again == first
     assert first.key.startswith("lw:{acme:")
+
+
+def test_a_session_id_the_client_format_carries_is_used_when_no_header_is_sent():
+    ref = identify("acme", conv(SYSTEM, USER), None, None, "user_abc_session_1")
+
+    assert (ref.id, ref.derived, ref.fresh) == ("user_abc_session_1", False, False)
+
+
+def test_the_session_header_wins_over_the_client_format_session_id():
+    ref = identify("acme", conv(SYSTEM, USER), "run-42", None, "user_abc_session_1")
+
+    assert ref.id == "run-42"

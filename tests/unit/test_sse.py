@@ -136,3 +136,10 @@ def test_frame_keeps_multi_line_data_one_event():
     data = b'{"a":\n1}'
 
     assert datas(parse_in_pieces(frame(data), [])) == [data]
+
+
+def test_frame_names_the_event_when_given_a_name():
+    framed = frame(b'{"type":"message_stop"}', b"message_stop")
+
+    assert framed == b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+    assert SSEParser().feed(framed) == [SSEEvent(b'{"type":"message_stop"}', b"message_stop")]

@@ -187,3 +187,25 @@ def test_a_stream_error_is_an_event_in_openais_error_shape():
 
 def test_the_judge_speaks_chat_completions_at_its_own_base_url():
     assert CHAT_COMPLETIONS.judge_url("http://judge:8000/v1/") == "http://judge:8000/v1/chat/completions"
+
+
+def test_the_chat_judge_request_is_a_deterministic_capped_completion():
+    body = json.loads(CHAT_COMPLETIONS.judge_request("be strict", "the task", model="m", max_tokens=200, schema=None))
+
+    assert body == {
+        "messages": [{"role": "system", "content": "be strict"}, {"role": "user", "content": "the task"}],
+        "temperature": 0,
+        "max_tokens": 200,
+        "model": "m",
+    }
+
+
+def test_the_chat_judge_request_constrains_its_answer_to_the_schema_given():
+    schema = {"type": "object"}
+    body = json.loads(CHAT_COMPLETIONS.judge_request("s", "u", model=None, max_tokens=5, schema=schema))
+
+    assert "model" not in body
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "completion_verdict", "strict": True, "schema": schema},
+    }
