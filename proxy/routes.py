@@ -51,6 +51,7 @@ from proxy.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
 from proxy.timing import begin
 from proxy.upstream import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
 from proxy.wire.base import WireAdapter
+from proxy.wire.registry import passthrough_format
 
 __all__ = ["ProxyRoutes", "Readiness"]
 
@@ -105,7 +106,10 @@ class ProxyRoutes:
         return handle
 
     async def passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._guarded(self._passthrough, scope, receive, send, _passthrough_route(scope))
+        raw = scope.get("raw_path") or b""
+        path = raw.decode("latin-1") if isinstance(raw, bytes) else ""
+        adapter = passthrough_format(path, lambda name: header(scope, name))  # type: ignore[arg-type]
+        await self._guarded(self._passthrough, scope, receive, send, _passthrough_route(scope), adapter)
 
     # -- handlers -------------------------------------------------------------------
 
@@ -146,7 +150,10 @@ class ProxyRoutes:
             conversation=conversation,
             url=credentials.tenant.upstream_url + adapter.upstream_path,
             headers=upstream_request_headers(
-                client_headers(scope), credentials.upstream_authorization, identity_encoding=True
+                client_headers(scope),
+                credentials.upstream_authorization,
+                identity_encoding=True,
+                key_header=_key_header(credentials, adapter),
             ),
             stream=conversation.stream,
             daily_tokens=credentials.tenant.daily_tokens,
@@ -196,7 +203,10 @@ class ProxyRoutes:
     async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
         credentials = self._authenticate(scope, tracker)
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
-        headers = upstream_request_headers(client_headers(scope), credentials.upstream_authorization)
+        adapter = passthrough_format(scope["path"], lambda name: header(scope, name))
+        headers = upstream_request_headers(
+            client_headers(scope), credentials.upstream_authorization, key_header=_key_header(credentials, adapter)
+        )
         url = passthrough_url(credentials.tenant.upstream_url, scope["raw_path"], scope["query_string"])
         facts: dict[str, object] = {"tenant": credentials.tenant.name}
         # A call answered whole (embeddings, a non-streamed response) waits here for all of it:
@@ -361,6 +371,14 @@ def _passthrough_route(scope: Scope) -> str:
     path = raw.decode("latin-1") if isinstance(raw, bytes) else ""
     family = path[4:].partition("/")[0].partition("?")[0] if path.startswith("/v1/") else ""
     return f"passthrough:{family}" if family in _PASSTHROUGH_FAMILIES else "passthrough"
+
+
+def _key_header(credentials: Credentials, adapter: WireAdapter | None) -> str:
+    """Where the provider key goes: the format's own header when the proxy holds the tenant's
+    key (Anthropic's ``x-api-key``); a key the client brought goes as the client sent it."""
+    if adapter is None or credentials.tenant.upstream_authorization is None:
+        return "authorization"
+    return adapter.key_header
 
 
 def _api_key(scope: HTTPScope) -> str | None:

@@ -11,6 +11,10 @@ The response starts lazily, with the first byte that has to go: an attempt that 
 back whole and then replaced is answered as if it had never been streamed (status and
 headers included). While nothing flows, an SSE comment goes out every ``keepalive``
 seconds so proxies and clients do not give up on a long judge or a held tool call.
+
+A format whose stream is one ordered message (Messages: blocks addressed by position, one
+``message_start``) has a sequencer (:class:`~proxy.wire.base.SequencedStream`): its events
+go out strictly in order, and the sequencer keeps one message across attempts and endings.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from litestar.types import Send
 from proxy.errors import ProxyError
 from proxy.exchange import Channel
 from proxy.http import reply_headers
-from proxy.wire.base import WireAdapter
+from proxy.wire.base import EventSequencer, SequencedStream, WireAdapter
 from proxy.wire.chat_completions import CHAT_COMPLETIONS
 
 __all__ = ["ClientStream"]
@@ -47,6 +51,7 @@ class ClientStream:
         adapter: WireAdapter = CHAT_COMPLETIONS,
     ) -> None:
         self._adapter = adapter
+        self._sequencer: EventSequencer | None = adapter.sequencer() if isinstance(adapter, SequencedStream) else None
         self._send = send
         self._headers = headers
         self._include_usage = include_usage
@@ -76,6 +81,8 @@ class ClientStream:
         self._queue.clear()
         self._final.clear()
         self.released = Channel.NONE
+        if self._sequencer is not None:
+            self._sequencer.next_attempt()
 
     @property
     def holding(self) -> bool:
@@ -89,6 +96,11 @@ class ClientStream:
             return
         if self._queue:
             self._out.append(self._drain(self.released, substantive=True))
+        if self._sequencer is not None:
+            if self._queue:  # in order: nothing overtakes what still waits
+                self._queue.append((raw, chunk, channels))
+                return
+            raw = self._sequencer.event(raw, chunk)
         self._out.append(raw)
         self._out_text = self._out_text or bool(channels & Channel.TEXT)
 
@@ -127,7 +139,14 @@ class ClientStream:
             return b""
         out: list[bytes] = []
         kept: list[tuple[bytes | None, Mapping[str, Any], int]] = []
+        sequencer = self._sequencer
         for raw, chunk, channels in self._queue:
+            if sequencer is not None:  # in order: what follows a held event waits with it
+                if kept or channels & ~released:
+                    kept.append((raw, chunk, channels))
+                else:
+                    out.append(sequencer.event(raw, chunk))
+                continue
             if not channels & ~released:
                 out.append(raw if raw is not None else self._adapter.framed(chunk))
                 continue
@@ -164,7 +183,10 @@ class ClientStream:
         self.new_attempt()
         if self.text_started:
             body = self._adapter.appended(body)
-        streamed = self._adapter.streamed(body, include_usage=self._include_usage)
+        if self._sequencer is not None:
+            streamed = self._sequencer.ending(body)
+        else:
+            streamed = self._adapter.streamed(body, include_usage=self._include_usage)
         await self._write(self._take_out() + streamed, last=True)
 
     async def fail(self, error: ProxyError) -> None:

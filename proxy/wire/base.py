@@ -11,12 +11,12 @@ this module (:mod:`proxy.wire.chat_completions`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from proxy.errors import ProxyError
 from proxy.exchange import Conversation, PartialReply, Reply, Tool, Turn, Usage
 
-__all__ = ["StreamAssembler", "WireAdapter"]
+__all__ = ["EventSequencer", "SequencedStream", "StreamAssembler", "WireAdapter"]
 
 
 class StreamAssembler(PartialReply, Protocol):
@@ -59,9 +59,12 @@ class WireAdapter(Protocol):
     upstream_path: str
     """What follows the tenant's upstream base URL for it (``/chat/completions``)."""
     stream_trailer: bytes
+    """What a stream the proxy completes ends with (chat completions' ``data: [DONE]``)."""
     keepalive: bytes
     """What a held-back stream sends while nothing may flow (an SSE comment; Messages' ``ping``)."""
-    """What a stream the proxy completes ends with (chat completions' ``data: [DONE]``)."""
+    key_header: str
+    """Where the upstream takes a provider key the proxy holds (``authorization``; Anthropic's
+    ``x-api-key``)."""
 
     # -- reading ----------------------------------------------------------------------
 
@@ -197,3 +200,30 @@ class WireAdapter(Protocol):
         answer capped at ``max_tokens`` and, given ``schema``, constrained to that JSON Schema.
         The judge reads the answer with :meth:`parse_reply`."""
         ...
+
+
+class EventSequencer(Protocol):
+    """One client stream's events, for a format whose stream is one ordered message."""
+
+    def event(self, raw: bytes | None, event: Mapping[str, Any]) -> bytes:
+        """What goes out for ``event`` (``raw``: the upstream's framing, or None for an event
+        the proxy cut or made): the bytes unchanged, renumbered, or nothing."""
+        ...
+
+    def next_attempt(self) -> None:
+        """The events that follow come from a new upstream attempt."""
+        ...
+
+    def ending(self, body: Mapping[str, Any]) -> bytes:
+        """A complete reply as the rest of this stream (what already went out continued)."""
+        ...
+
+
+@runtime_checkable
+class SequencedStream(Protocol):
+    """An adapter whose stream is one ordered message (Anthropic Messages: one ``message_start``,
+    content blocks addressed by their position). Its events reach the client in the upstream's
+    order, and a stream spanning several attempts, or ending with the proxy's reply, still
+    reads as one message. Formats whose events stand alone (chat completions) do not have it."""
+
+    def sequencer(self) -> EventSequencer: ...

@@ -49,6 +49,7 @@ class ChatCompletions:
     upstream_path = "/chat/completions"
     stream_trailer = DONE
     keepalive = comment(b"keep-alive")
+    key_header = "authorization"
 
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
         return None  # no chat client sends one of its own: X-Session-Id, or the derived hash

@@ -4,7 +4,7 @@ reading in ``messages_parse``, writing in ``messages_render``, the stream in ``m
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -50,14 +50,18 @@ class AnthropicMessages:
     stream_trailer = b""
     """``message_stop`` ends the stream; it is the upstream's own (or the ending's) last event."""
     keepalive = PING
-    ordered = True
-    """Events reach the client in the upstream's order: a block's events are released only
-    after every earlier block's (the SDKs address blocks by their position)."""
+    key_header = "x-api-key"
     route = "/v1/messages"
     upstream_path = "/messages"
 
     def parse_request(self, payload: Mapping[str, Any]) -> Conversation:
         return parse_conversation(payload)
+
+    def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
+        """``metadata.user_id``: Claude Code sends a per-session value there."""
+        metadata = payload.get("metadata")
+        user = metadata.get("user_id") if isinstance(metadata, dict) else None
+        return user if isinstance(user, str) and user.strip() else None
 
     def declared_schemas(self, payload: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
         return declared_schemas(payload)
@@ -156,6 +160,21 @@ class AnthropicMessages:
 
     def judge_url(self, base_url: str) -> str:
         return base_url.rstrip("/") + self.upstream_path
+
+    def judge_request(
+        self, system: str, user: str, *, model: str | None, max_tokens: int, schema: Mapping[str, Any] | None
+    ) -> bytes:
+        payload: dict[str, Any] = {
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            "system": system,
+            "messages": [{"role": "user", "content": user}],
+        }
+        if model:
+            payload["model"] = model
+        if schema is not None:
+            payload["output_config"] = {"format": {"type": "json_schema", "schema": dict(schema)}}
+        return _encode(payload)
 
 
 MESSAGES = AnthropicMessages()

@@ -123,6 +123,8 @@ def _text(value: Any) -> str:
 class MessageAssembler:
     """Feed it the events of one streamed message; read the reply so far at any time."""
 
+    end_name = "message_stop"
+
     def __init__(self) -> None:
         self.complete = False
         """``message_stop`` arrived: the stream is complete."""

@@ -6,9 +6,24 @@ ending and metric works on it unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from proxy.wire.base import WireAdapter
 from proxy.wire.chat_completions import CHAT_COMPLETIONS
+from proxy.wire.messages import MESSAGES
 
-__all__ = ["ADAPTERS"]
+__all__ = ["ADAPTERS", "passthrough_format"]
 
-ADAPTERS: tuple[WireAdapter, ...] = (CHAT_COMPLETIONS,)
+ADAPTERS: tuple[WireAdapter, ...] = (CHAT_COMPLETIONS, MESSAGES)
+
+
+def passthrough_format(path: str, header: Callable[[bytes], str | None]) -> WireAdapter | None:
+    """The wire format of a call the proxy passes through, for its errors' shape and where its
+    key goes: the adapter whose route the path extends (``/v1/messages/count_tokens``), or
+    Messages for a call an Anthropic client marks with ``anthropic-version`` (Claude Code's
+    ``GET /v1/models``); None: OpenAI's."""
+    path = path.partition("?")[0]
+    for adapter in ADAPTERS:
+        if path.startswith(adapter.route + "/"):
+            return adapter
+    return MESSAGES if header(b"anthropic-version") is not None else None
