@@ -1,4 +1,5 @@
-"""A scriptable fake Anthropic Messages upstream, and a strict checker of Messages streams.
+"""A scriptable fake Anthropic Messages upstream, and a strict checker of Messages streams
+(the fixtures below are a pytest plugin of ``tests/conftest.py``).
 
 Tests queue the messages they want (content blocks and a ``stop_reason``); the fake answers
 each request in the form it asks for: a JSON message, or the named-event SSE stream the API
@@ -14,9 +15,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 from tests.support.fake_upstream import JUDGE_PROMPT, CloseAfterRequest, FakeUpstream, Hang, Json, Recorded
@@ -395,3 +398,27 @@ def streamed_message(events: list[dict[str, Any]]) -> dict[str, Any]:
         blocks[index]["input"] = json.loads(text_) if text_ else {}
     message["content"] = blocks
     return message
+
+
+# -- fixtures (imported by the Messages test modules) ----------------------------------------
+
+
+@pytest.fixture(scope="session")
+def messages_server() -> Iterator[FakeMessages]:
+    server = FakeMessages().start()
+    yield server  # type: ignore[misc]
+    server.stop()
+
+
+@pytest.fixture
+def anthropic_upstream(messages_server: FakeMessages) -> Iterator[FakeMessages]:
+    """The fake Messages API, with an empty script and no recorded requests."""
+    messages_server.reset()
+    yield messages_server
+    messages_server.reset()
+
+
+@pytest.fixture
+def messages_proxy(make_proxy: Callable[..., Any], anthropic_upstream: FakeMessages) -> Any:
+    """A default proxy (no tenants file) in front of the fake Messages API."""
+    return make_proxy(upstream=anthropic_upstream.url)
