@@ -110,6 +110,21 @@ class WireAdapter(Protocol):
 
     # -- the request upstream -------------------------------------------------------------
 
+    def spliced(self, payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[str, Any]:
+        """The request with what the session recorded (its state ``values``, see :meth:`recorded`)
+        put back; ``payload`` itself when nothing applies (always, for a format that records
+        nothing)."""
+        ...
+
+    def recorded(
+        self, client: Mapping[str, Any], amended: Mapping[str, Any], turns: Sequence[Turn], reply: Reply
+    ) -> dict[str, str]:
+        """Session fields to write for a reply that reached the client, for a format whose upstream
+        binds replies to their exact prefix (Messages' signed thinking): what the proxy changed
+        in the ``client``'s messages (``amended``) and the ``turns`` it added before ``reply``,
+        which the client never sends back. ``{}`` for a format without that constraint."""
+        ...
+
     def render_request(self, payload: Mapping[str, Any], turns: Sequence[Turn]) -> bytes:
         """The request with the proxy's turns appended."""
         ...

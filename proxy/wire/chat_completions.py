@@ -81,6 +81,14 @@ class ChatCompletions:
         options = payload.get("stream_options")
         return isinstance(options, dict) and options.get("include_usage") is True
 
+    def spliced(self, payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[str, Any]:
+        return payload  # nothing is recorded: a chat upstream signs no prefix
+
+    def recorded(
+        self, client: Mapping[str, Any], amended: Mapping[str, Any], turns: Sequence[Turn], reply: Reply
+    ) -> dict[str, str]:
+        return {}
+
     def render_request(self, payload: Mapping[str, Any], turns: Sequence[Turn]) -> bytes:
         return render_request(payload, turns)
 

@@ -36,6 +36,7 @@ from proxy.wire.messages_stream import (
     message_events,
     split_event,
 )
+from proxy.wire.messages_transcript import recorded, spliced
 
 __all__ = ["MESSAGES", "AnthropicMessages"]
 
@@ -157,6 +158,14 @@ class AnthropicMessages:
 
     def error_event(self, error: ProxyError) -> bytes:
         return b"event: error\ndata: " + error_body(error) + b"\n\n"
+
+    def spliced(self, payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[str, Any]:
+        return spliced(payload, values)
+
+    def recorded(
+        self, client: Mapping[str, Any], amended: Mapping[str, Any], turns: Sequence[Turn], reply: Reply
+    ) -> dict[str, str]:
+        return recorded(client, amended, turns, reply)
 
     def judge_url(self, base_url: str) -> str:
         return base_url.rstrip("/") + self.upstream_path

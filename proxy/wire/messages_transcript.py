@@ -1,0 +1,106 @@
+"""What the upstream saw of a Messages session, kept so that signed thinking stays valid.
+
+Newer Claude models bind each thinking block's signature to its exact prefix (``system``,
+``tools``, every earlier message), and the API rejects a later request whose prefix differs.
+The client never replays what the proxy added upstream (a nudge, calls returned unexecuted,
+a note on a tool result), so every such change is recorded in the session's state and spliced
+back, byte for byte, at the same place in every later request of the session:
+
+- a request that was nudged records, at the position of its reply in the client's history,
+  the turns the upstream saw before the reply and the reply itself (a stream that let part of
+  a failed attempt through to the client has the whole transcript put back in its place);
+- a tool result the proxy annotated records its annotated form at its own position.
+
+Each record names the message it replaces by position and checks it by a digest of what the
+client holds there (the reply's blocks at the end of the message, or the whole message), so
+a history the client rewrote (compacted, edited) is left as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from proxy.exchange import Reply, Turn
+from proxy.wire.messages_render import assistant_content, rendered_turns
+
+__all__ = ["FIELD_PREFIX", "recorded", "spliced"]
+
+FIELD_PREFIX = "messages.splice:"
+"""Session fields holding the records, one per position in the client's history."""
+
+_decode = msgspec.json.decode
+_encode = msgspec.json.Encoder().encode
+
+
+def _plain(value: Any) -> Any:
+    """What a comparison sees: no nulls (clients differ in writing them back), no ``cache_control``
+    (not part of the prefix either)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if v is not None and k != "cache_control"}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(msgspec.json.encode(_plain(value), order="sorted")).hexdigest()[:32]
+
+
+def recorded(
+    client: Mapping[str, Any], amended: Mapping[str, Any], turns: Sequence[Turn], reply: Reply
+) -> dict[str, str]:
+    """The session fields to write for a request whose reply reached the client: its annotated
+    messages (``amended`` against the ``client``'s own), and the turns the upstream saw before
+    ``reply`` when there were any."""
+    fields: dict[str, str] = {}
+    mine, sent = client.get("messages"), amended.get("messages")
+    if isinstance(mine, list) and isinstance(sent, list) and sent is not mine and len(sent) == len(mine):
+        for position, (original, changed) in enumerate(zip(mine, sent, strict=True)):
+            if changed is not original:
+                record = {"at": position, "tail": 0, "digest": _digest(original), "with": [changed]}
+                fields[FIELD_PREFIX + str(position)] = _encode(record).decode()
+    if turns:
+        position = len(mine) if isinstance(mine, list) else 0
+        content = assistant_content(reply)
+        final = {"role": "assistant", "content": content}
+        record = {
+            "at": position,
+            "tail": len(content),
+            "digest": _digest(content),
+            "with": [*rendered_turns(turns), final],
+        }
+        fields[FIELD_PREFIX + str(position)] = _encode(record).decode()
+    return fields
+
+
+def spliced(payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[str, Any]:
+    """The request with the session's records put back (the payload itself when none applies)."""
+    records = [_decode(value) for name, value in values.items() if name.startswith(FIELD_PREFIX)]
+    messages = payload.get("messages")
+    if not records or not isinstance(messages, list):
+        return payload
+    out = list(messages)
+    changed = False
+    for record in sorted(records, key=lambda r: int(r.get("at", -1)), reverse=True):
+        position = record.get("at")
+        if isinstance(position, int) and 0 <= position < len(out) and _holds(out[position], record):
+            out[position : position + 1] = record["with"]
+            changed = True
+    return {**payload, "messages": out} if changed else payload
+
+
+def _holds(message: Any, record: Mapping[str, Any]) -> bool:
+    """The client's message at the record's position is the one it was made for."""
+    tail = record.get("tail")
+    if not tail:
+        return _digest(message) == record.get("digest")
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return False
+    content = message.get("content")
+    if isinstance(content, str):  # a client that sends a text-only turn back as a string
+        content = [{"type": "text", "text": content}]
+    return isinstance(content, list) and len(content) >= tail and _digest(content[-tail:]) == record.get("digest")
