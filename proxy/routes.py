@@ -106,9 +106,7 @@ class ProxyRoutes:
         return handle
 
     async def passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
-        raw = scope.get("raw_path") or b""
-        path = raw.decode("latin-1") if isinstance(raw, bytes) else ""
-        adapter = passthrough_format(path, lambda name: header(scope, name))  # type: ignore[arg-type]
+        adapter = _passthrough_format(scope)  # type: ignore[arg-type]
         await self._guarded(self._passthrough, scope, receive, send, _passthrough_route(scope), adapter)
 
     # -- handlers -------------------------------------------------------------------
@@ -203,7 +201,7 @@ class ProxyRoutes:
     async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
         credentials = self._authenticate(scope, tracker)
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
-        adapter = passthrough_format(scope["path"], lambda name: header(scope, name))
+        adapter = _passthrough_format(scope)
         headers = upstream_request_headers(
             client_headers(scope), credentials.upstream_authorization, key_header=_key_header(credentials, adapter)
         )
@@ -371,6 +369,12 @@ def _passthrough_route(scope: Scope) -> str:
     path = raw.decode("latin-1") if isinstance(raw, bytes) else ""
     family = path[4:].partition("/")[0].partition("?")[0] if path.startswith("/v1/") else ""
     return f"passthrough:{family}" if family in _PASSTHROUGH_FAMILIES else "passthrough"
+
+
+def _passthrough_format(scope: HTTPScope) -> WireAdapter | None:
+    """The wire format a pass-through call belongs to (its errors' shape, where its key goes)."""
+    raw = scope.get("raw_path") or b""
+    return passthrough_format(raw.decode("latin-1"), lambda name: header(scope, name))
 
 
 def _key_header(credentials: Credentials, adapter: WireAdapter | None) -> str:

@@ -63,6 +63,8 @@ class Said:
     stop_reason: str = "end_turn"
     usage: dict[str, Any] = field(default_factory=lambda: {"input_tokens": 12, "output_tokens": 8})
     model: str = "claude-fake"
+    delay: float = 0.0
+    """Seconds to wait before answering."""
 
 
 def said(*blocks: dict[str, Any], stop_reason: str | None = None) -> Said:
@@ -272,6 +274,8 @@ class FakeMessages(FakeUpstream):
             return await self._write(request, _sse(reply.events), cut=reply.cut)
         assert isinstance(reply, Said)
         assert isinstance(payload, dict)
+        if reply.delay and await self._hold(request, reply.delay):
+            return web.Response(status=599)
         message = message_body(reply, payload, f"msg_fake{number:04d}")
         if payload.get("stream") is True:
             return await self._write(request, _sse(stream_events(message)))
