@@ -78,7 +78,9 @@ def assistant_content(reply: Reply) -> list[Any]:
 def rendered_turns(turns: Sequence[Turn]) -> list[dict[str, Any]]:
     """The proxy's turns as messages. Calls returned unexecuted are answered at the start of
     the next user turn, every ``tool_result`` first (the API requires it), and a note that
-    follows them goes into that same turn, after the results."""
+    follows them goes into that same turn, after the results. A result is not marked
+    ``is_error``: it may be a refusal or the proxy's own answer (goal mode's tool), and its
+    text says which."""
     messages: list[dict[str, Any]] = []
     results_open = False
     for turn in turns:
@@ -96,7 +98,7 @@ def rendered_turns(turns: Sequence[Turn]) -> list[dict[str, Any]]:
                 {
                     "role": "user",
                     "content": [
-                        {"type": "tool_result", "tool_use_id": call.id, "content": results[call.id], "is_error": True}
+                        {"type": "tool_result", "tool_use_id": call.id, "content": results[call.id]}
                         for call in turn.reply.tool_calls
                     ],
                 }

@@ -157,7 +157,7 @@ def test_bad_tool_input_goes_back_to_the_model_path_by_path(messages_proxy, anth
     retry = anthropic_upstream.requests[1].json()["messages"]
     assert retry[-2] == {"role": "assistant", "content": [tool_use("search", {"query": "lyon"}, "toolu_1")]}
     [result] = retry[-1]["content"][:1]
-    assert (result["type"], result["tool_use_id"], result["is_error"]) == ("tool_result", "toolu_1", True)
+    assert (result["type"], result["tool_use_id"]) == ("tool_result", "toolu_1")
     assert "$.q: 'q' is a required property" in result["content"]
     assert "Additional properties are not allowed ('query' was unexpected)" in result["content"]
 

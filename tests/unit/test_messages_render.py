@@ -75,8 +75,8 @@ def test_returned_calls_put_every_tool_result_first_and_the_note_after_them():
 
     assert body["messages"][1] == {"role": "assistant", "content": [SIGNED, CALL, second]}
     assert body["messages"][2]["content"] == [
-        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "bad path", "is_error": True},
-        {"type": "tool_result", "tool_use_id": "toolu_2", "content": "repeated", "is_error": True},
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "bad path"},
+        {"type": "tool_result", "tool_use_id": "toolu_2", "content": "repeated"},
         {"type": "text", "text": "Fix the input."},
     ]
     assert len(body["messages"]) == 3
