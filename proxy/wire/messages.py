@@ -15,6 +15,7 @@ from proxy.wire.messages_parse import (
     declared_schemas,
     parse_conversation,
     parse_reply,
+    session_hint,
     wants_structured_output,
 )
 from proxy.wire.messages_render import (
@@ -59,10 +60,7 @@ class AnthropicMessages:
         return parse_conversation(payload)
 
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
-        """``metadata.user_id``: Claude Code sends a per-session value there."""
-        metadata = payload.get("metadata")
-        user = metadata.get("user_id") if isinstance(metadata, dict) else None
-        return user if isinstance(user, str) and user.strip() else None
+        return session_hint(payload)
 
     def declared_schemas(self, payload: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
         return declared_schemas(payload)

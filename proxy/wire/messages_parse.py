@@ -24,6 +24,7 @@ __all__ = [
     "parse_usage",
     "reply_from_message",
     "requested_schema",
+    "session_hint",
     "tool_use_call",
     "wants_structured_output",
 ]
@@ -187,6 +188,24 @@ def wants_structured_output(payload: Mapping[str, Any]) -> bool:
         if isinstance(spec, dict) and spec.get("type") == "json_schema":
             return True
     return False
+
+
+def session_hint(payload: Mapping[str, Any]) -> str | None:
+    """``metadata.user_id``, where Claude Code sends a per-session value: a JSON object whose
+    ``session_id`` is the session (other clients: the value itself)."""
+    metadata = payload.get("metadata")
+    user = metadata.get("user_id") if isinstance(metadata, dict) else None
+    if not isinstance(user, str) or not user.strip():
+        return None
+    if user.startswith("{"):
+        try:
+            blob = _decode(user)
+        except (msgspec.DecodeError, RecursionError):
+            return user
+        session = blob.get("session_id") if isinstance(blob, dict) else None
+        if isinstance(session, str) and session.strip():
+            return session
+    return user
 
 
 def parse_usage(raw: Any) -> Usage:

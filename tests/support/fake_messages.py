@@ -62,7 +62,8 @@ class Said:
     content: list[dict[str, Any]]
     stop_reason: str = "end_turn"
     usage: dict[str, Any] = field(default_factory=lambda: {"input_tokens": 12, "output_tokens": 8})
-    model: str = "claude-fake"
+    model: str | None = None
+    """The model that answers (None: the one the request names)."""
     delay: float = 0.0
     """Seconds to wait before answering."""
 
@@ -126,7 +127,7 @@ def message_body(reply: Said, payload: dict[str, Any], message_id: str = "msg_fa
         "id": message_id,
         "type": "message",
         "role": "assistant",
-        "model": reply.model,
+        "model": reply.model or payload.get("model") or "claude-fake",
         "content": content,
         "stop_reason": reply.stop_reason,
         "stop_sequence": None,
@@ -214,11 +215,14 @@ class FakeMessages(FakeUpstream):
         self.rejected: list[str] = []
         """The 400s answered to prefixes that did not match their thinking blocks."""
         self.counter = 0
+        self.summary: Said | None = None
+        """When set, the answer to every ending's summary call (tools forbidden), apart from the script."""
 
     def reset(self) -> None:
         super().reset()
         self.judge = _honest  # type: ignore[assignment]
         self.rejected.clear()
+        self.summary = None
 
     def script(self, *replies: Said | Events | Json | Hang | CloseAfterRequest) -> None:  # type: ignore[override]
         super().script(*replies)  # type: ignore[arg-type]
@@ -247,6 +251,9 @@ class FakeMessages(FakeUpstream):
             if _judge_call(payload):
                 self.judge_requests.append(recorded)
                 reply: Any = self.judge(payload)
+            elif self.summary is not None and payload.get("tool_choice") == {"type": "none"}:
+                self.requests.append(recorded)
+                reply = self.summary
             else:
                 self.requests.append(recorded)
                 reply = self._replies.popleft() if self._replies else said(text("Hello from the fake model."))

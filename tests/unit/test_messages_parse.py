@@ -252,3 +252,17 @@ def test_usage_counts_cache_writes_and_reads_as_prompt_and_reads_as_cached():
     )
 
     assert (usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens) == (1110, 1000, 7)
+
+
+@pytest.mark.parametrize(
+    ("metadata", "hint"),
+    [
+        ({"user_id": '{"device_id":"d1","account_uuid":"","session_id":"0fe37a73-3e74"}'}, "0fe37a73-3e74"),
+        ({"user_id": "user_abc_account__session_42"}, "user_abc_account__session_42"),
+        ({"user_id": "{not json"}, "{not json"),
+        ({"user_id": "  "}, None),
+        ({}, None),
+    ],
+)
+def test_the_session_hint_is_claude_codes_session_id_or_the_user_id(metadata: dict[str, Any], hint: str | None):
+    assert MESSAGES.session_hint({"metadata": metadata}, lambda name: None) == hint
