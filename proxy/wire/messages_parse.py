@@ -64,7 +64,10 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
 
 def _read_message(raw: Mapping[str, Any], into: list[Message]) -> None:
     """One wire message as neutral turns: a user message's ``tool_result`` blocks become
-    ``tool`` turns (in order, first), the rest of it one ``user`` turn."""
+    ``tool`` turns, in order, and the rest of it one ``user`` turn placed before them: the
+    results are what the turn answers (the API puts them first), and what rides along with
+    them (Claude Code's ``<system-reminder>`` text) must not hide them from the guards that
+    read the latest results (``Conversation.trailing_tool_results``)."""
     role = raw.get("role")
     role = role if isinstance(role, str) else ""
     content = raw.get("content")
@@ -75,6 +78,7 @@ def _read_message(raw: Mapping[str, Any], into: list[Message]) -> None:
         into.append(Message(role, content if isinstance(content, str) else ""))
         return
     texts: list[str] = []
+    results: list[Message] = []
     other = False
     for block in content:
         if not isinstance(block, dict):
@@ -84,13 +88,14 @@ def _read_message(raw: Mapping[str, Any], into: list[Message]) -> None:
             text = block_text(block.get("content"))
             if block.get("is_error") is True:
                 text = FAILED_PREFIX + text
-            into.append(Message("tool", text, call_id=str(block.get("tool_use_id", ""))))
+            results.append(Message("tool", text, call_id=str(block.get("tool_use_id", ""))))
         elif kind == "text" and isinstance(block.get("text"), str):
             texts.append(block["text"])
         else:
             other = True
-    if texts or other or not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+    if texts or other or not results:
         into.append(Message(role, "\n".join(texts)))
+    into.extend(results)
 
 
 def _assistant(content: Any) -> Message:

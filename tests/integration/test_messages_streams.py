@@ -46,6 +46,7 @@ def test_keepalives_are_ping_events_while_the_judge_decides(make_proxy, anthropi
 
     events = check_stream(raw)
     assert raw.count(b"event: ping\n") >= 3
+    assert raw.index(b"event: ping") < raw.index(b"event: message_start")  # held whole until the verdict
     assert b": keep-alive" not in raw
     assert streamed_message(events)["content"][-1] == text("Done.")
 
@@ -144,3 +145,15 @@ def test_a_wrong_key_is_refused_in_anthropics_shape(tenant_proxy, anthropic_upst
 
     assert raised.value.body["error"]["type"] == "authentication_error"
     assert anthropic_upstream.requests == []
+
+
+def test_the_sdk_reads_a_stream_that_pings_before_its_message(make_proxy, anthropic_upstream):
+    proxy = make_proxy(upstream=anthropic_upstream.url, stream_keepalive_secs=0.1)
+    anthropic_upstream.judge = lambda request: dataclasses.replace(judge_verdict(request, True), delay=0.5)
+    anthropic_upstream.script(said(text("Done.")))
+    client = anthropic.Anthropic(base_url=proxy.url, api_key="sk-ant", max_retries=0)
+
+    with client.messages.stream(model="c", max_tokens=10, messages=AFTER_TOOLS, tools=TOOLS) as stream:
+        final = stream.get_final_message()
+
+    assert final.content[0].text == "Done."

@@ -53,7 +53,7 @@ def test_a_mid_conversation_system_message_keeps_its_role_and_place():
     assert [(m.role, m.text) for m in MESSAGES.parse_request(payload).messages][-1] == ("system", "Reminder.")
 
 
-def test_tool_results_become_tool_turns_first_and_the_rest_a_user_turn():
+def test_tool_results_become_tool_turns_after_the_rest_of_their_user_turn():
     payload = {
         "messages": [
             {
@@ -69,7 +69,7 @@ def test_tool_results_become_tool_turns_first_and_the_rest_a_user_turn():
 
     turns = [(m.role, m.text, m.call_id) for m in MESSAGES.parse_request(payload).messages]
 
-    assert turns == [("tool", "42", "t1"), ("tool", "no", "t2"), ("user", "go on", None)]
+    assert turns == [("user", "go on", None), ("tool", "42", "t1"), ("tool", "no", "t2")]
 
 
 def test_a_user_turn_of_tool_results_only_adds_no_user_turn():
@@ -266,3 +266,12 @@ def test_usage_counts_cache_writes_and_reads_as_prompt_and_reads_as_cached():
 )
 def test_the_session_hint_is_claude_codes_session_id_or_the_user_id(metadata: dict[str, Any], hint: str | None):
     assert MESSAGES.session_hint({"metadata": metadata}, lambda name: None) == hint
+
+
+def test_text_riding_along_with_tool_results_leaves_them_the_latest_results():
+    reminder = {"type": "text", "text": "<system-reminder>Be careful.</system-reminder>"}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "42"}
+
+    conversation = MESSAGES.parse_request({"messages": [{"role": "user", "content": [result, reminder]}]})
+
+    assert [m.call_id for m in conversation.trailing_tool_results()] == ["t1"]
