@@ -34,6 +34,8 @@ __all__ = [
     "message_body",
     "said",
     "signature",
+    "sse_bytes",
+    "stream_events",
     "text",
     "thinking",
     "tool_use",
@@ -177,6 +179,11 @@ def stream_events(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     )
     events.append(("message_stop", {"type": "message_stop"}))
     return events
+
+
+def sse_bytes(events: list[tuple[str, Any]]) -> bytes:
+    """Events framed as the API frames them (``event:`` name, then ``data:``)."""
+    return _sse(events)
 
 
 def _sse(events: list[tuple[str, Any]]) -> bytes:
