@@ -51,7 +51,7 @@ def test_keepalives_are_ping_events_while_the_judge_decides(make_proxy, anthropi
     assert streamed_message(events)["content"][-1] == text("Done.")
 
 
-def test_an_ending_after_streamed_text_continues_the_same_message(make_proxy, anthropic_upstream, write_policies):
+def test_an_ended_session_answers_a_stream_with_its_ending(make_proxy, anthropic_upstream, write_policies):
     proxy = make_proxy(upstream=anthropic_upstream.url, policies_dir=str(write_policies(default="max_steps: 1\n")))
     anthropic_upstream.script(said(text("Searching now."), tool_use("search", {"q": "lyon"}, "toolu_9")))
     first = streamed(proxy, messages=TASK, tools=TOOLS)
@@ -157,3 +157,19 @@ def test_the_sdk_reads_a_stream_that_pings_before_its_message(make_proxy, anthro
         final = stream.get_final_message()
 
     assert final.content[0].text == "Done."
+
+
+def test_an_ending_after_released_thinking_continues_the_same_message(make_proxy, anthropic_upstream, write_policies):
+    policy = "streaming: {reasoning: relay}\nreasoning_only_max_strikes: 2\n"
+    proxy = make_proxy(upstream=anthropic_upstream.url, policies_dir=str(write_policies(default=policy)))
+    anthropic_upstream.script(*[said(thinking(f"Hmm {n}.")) for n in range(5)])
+    anthropic_upstream.summary = said(text("Found: nothing. Missing: an answer. Next: ask again."))
+
+    message = streamed_message(check_stream(streamed(proxy, tools=TOOLS)))
+
+    kinds = [b["type"] for b in message["content"]]
+    assert kinds[-1] == "text"
+    assert set(kinds[:-1]) == {"thinking"}
+    assert len(kinds) >= 3  # the thinking of every attempt went out as it came
+    assert message["content"][-1]["text"].endswith("Found: nothing. Missing: an answer. Next: ask again.")
+    assert message["stop_reason"] == "end_turn"
