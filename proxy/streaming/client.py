@@ -137,16 +137,11 @@ class ClientStream:
         not start before there is something to say."""
         if not (self.started or substantive) and not any(channels & released for _, _, channels in self._queue):
             return b""
+        if self._sequencer is not None:
+            return self._drain_in_order(self._sequencer, released, substantive)
         out: list[bytes] = []
         kept: list[tuple[bytes | None, Mapping[str, Any], int]] = []
-        sequencer = self._sequencer
         for raw, chunk, channels in self._queue:
-            if sequencer is not None:  # in order: what follows a held event waits with it
-                if kept or channels & ~released:
-                    kept.append((raw, chunk, channels))
-                else:
-                    out.append(sequencer.event(raw, chunk))
-                continue
             if not channels & ~released:
                 out.append(raw if raw is not None else self._adapter.framed(chunk))
                 continue
@@ -160,6 +155,22 @@ class ClientStream:
                 kept.append((raw, chunk, channels))
         self._queue = kept
         return b"".join(out)
+
+    def _drain_in_order(self, sequencer: EventSequencer, released: int, substantive: bool) -> bytes:
+        """:meth:`_drain` for an ordered stream: the released events at the head of the queue;
+        what follows a held one waits with it. Events that carry nothing (``message_start``,
+        ``ping``) go only ahead of something that does."""
+        going = 0
+        for _, _, channels in self._queue:
+            if channels & ~released:
+                break
+            going += 1
+        head = self._queue[:going]
+        says = any(channels for _, _, channels in head) or (substantive and going == len(self._queue))
+        if not (self.started or says):
+            return b""
+        self._queue = self._queue[going:]
+        return b"".join(sequencer.event(raw, chunk) for raw, chunk, _ in head)
 
     # -- endings --------------------------------------------------------------------
 
