@@ -18,7 +18,7 @@ from proxy.request import SSE, AgentRequest, Outcome
 from proxy.streaming.client import ClientStream
 from proxy.upstream import UpstreamReply
 
-__all__ = ["Answer", "Failed", "Relayed", "Tried", "Unusable", "Written", "render"]
+__all__ = ["Answer", "Failed", "Relayed", "Tried", "Unusable", "Written", "delivered_reply", "render"]
 
 
 @dataclass(slots=True)
@@ -65,6 +65,15 @@ class Failed:
 Answer = Written | Relayed | Unusable | Failed
 
 
+def delivered_reply(call: AgentRequest, answer: Answer) -> Reply | None:
+    """The reply the client gets, as the guards read it (None: an error, or no reply)."""
+    if isinstance(answer, Relayed):
+        return answer.tried.reply
+    if isinstance(answer, Written):
+        return call.adapter.parse_reply(call.adapter.encode(answer.body))
+    return None
+
+
 async def render(
     call: AgentRequest,
     client: ClientStream | None,
@@ -104,5 +113,5 @@ async def render(
         return Outcome(200, [], delivered=True)
     adapter = call.adapter
     if call.stream:  # no client stream to write to (a caller outside the server)
-        return Outcome(200, headers(), adapter.streamed(body, include_usage=adapter.include_usage(call.payload)), SSE)
+        return Outcome(200, headers(), adapter.streamed(body, include_usage=call.include_usage()), SSE)
     return Outcome(200, headers(), adapter.encode(body))

@@ -163,9 +163,7 @@ class Endings:
         log_event(
             "termination",
             {
-                "tenant": call.tenant,
-                "policy": call.policy.name,
-                "session": call.session.id,
+                **call.log_fields(),
                 "reason": verdict.reason,
                 "summary_via": ending.via,
                 **({"cause": verdict.cause} if verdict.cause else {}),
@@ -190,9 +188,7 @@ class Endings:
         log_event(
             "ending_shared",
             {
-                "tenant": call.tenant,
-                "policy": call.policy.name,
-                "session": call.session.id,
+                **call.log_fields(),
                 "reason": notes.terminated,
                 "answer": answer,
             },

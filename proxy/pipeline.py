@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.answer import Answer, Failed, Relayed, Tried, Unusable, Written, render
+from proxy.answer import Answer, Failed, Relayed, Tried, Unusable, Written, delivered_reply, render
 from proxy.budgets import check_request_cap, session_limits
 from proxy.errors import ProxyError
 from proxy.exchange import Channel, Turn
@@ -34,6 +34,7 @@ from proxy.pricing import PriceTable
 from proxy.recording import Step, StepRecorder
 from proxy.request import AgentRequest, Outcome, RequestNotes
 from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, SessionStore
+from proxy.session.identity import named_run, turn_digest
 from proxy.step_log import StepLog, chat_attributes, response_headers, usage_attributes
 from proxy.streaming.attempts import StreamAttempts
 from proxy.streaming.client import ClientStream
@@ -124,11 +125,7 @@ class Pipeline:
         """One agent request. Whatever happens, what it reserved and spent is committed once."""
         notes = RequestNotes(started=self._clock())
         enforce = call.policy.mode == "enforce"
-        limits = (
-            session_limits(call.conversation, len(call.body), call.policy, self._prices, fresh=call.session.fresh)
-            if enforce
-            else []
-        )
+        limits = session_limits(call, self._prices, fresh=call.session.fresh) if enforce else []
         attributes: dict[str, str | int | float | bool] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.conversation.id": call.session.id,
@@ -151,6 +148,8 @@ class Pipeline:
                     ending = Written(made, True)
                 elif isinstance(ending, Relayed) and request.amended is not None:
                     self._record(request, ending.tried)
+                if call.session.fresh and call.session.derived and (first := delivered_reply(call, ending)):
+                    call.session = named_run(call.session, turn_digest(first.content, first.tool_calls))
                 if isinstance(ending, Unusable):  # one the upstream refused (400, 401, ...) reached no model
                     await self._ledger.settle(call, delta, notes)
                 else:
@@ -202,7 +201,7 @@ class Pipeline:
                 return Written(self._stripped(request, tried)) if request.stripped else Relayed(tried)
             if isinstance(verdict, Rewrite):
                 self._steps.intervention(call, verdict.kind, verdict.reason, notes, attempt)
-                return Written(dict(verdict.body))
+                return Written(call.adapter.render_reply(verdict.reply))
             self._strike(verdict.strike, delta)
             if isinstance(verdict, Finalize):
                 return verdict
@@ -412,7 +411,7 @@ class Pipeline:
         return ClientStream(
             call.respond,
             lambda: response_headers(call, delta.applied_to(state), notes, self._clock()),
-            include_usage=call.adapter.include_usage(call.payload),
+            include_usage=call.include_usage(),
             keepalive=self._keepalive,
             adapter=call.adapter,
         )

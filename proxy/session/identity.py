@@ -1,11 +1,15 @@
 """Which session a request belongs to.
 
 Clients rarely send a session id (none of six common agent frameworks does by default), so
-the usual id is derived: a hash of the conversation's opening, the first system (or
-developer) message and the first user message, which every turn of a loop resends. Only
-the opening is hashed, so re-serialized assistant turns and messages inserted later do not
-move the id. A request carrying only the opening starts the derived session afresh: two
-runs that open identically must not share budgets or endings.
+the usual id is derived from what every turn of a loop resends: the conversation's opening
+(the first system or developer message and the first user message) and the run's first
+reply (the first assistant turn: its call ids, or its text). Two runs of the same task
+therefore never share a session, back to back or side by side: their first replies differ
+(call ids are unique). A request carrying only the opening is a new run; it stores nothing
+under the opening, and commits under the run its reply names (:func:`named_run`), which
+is where the run's next request looks. Re-serialized arguments and messages inserted
+later do not move the id; a history whose first reply the proxy never delivered is a run
+of its own.
 
 ``X-Session-Id`` (plus ``X-Agent-Id`` for sub-agents) wins when sent; then an id the client's
 own wire format carries (Anthropic's ``metadata.user_id``, a Responses ``prompt_cache_key``). Every id is
@@ -17,11 +21,12 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from proxy.exchange import Conversation
+from proxy.exchange import Conversation, ToolCall
 
-__all__ = ["SessionRef", "identify", "session_key"]
+__all__ = ["SessionRef", "identify", "named_run", "session_key", "turn_digest"]
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 _SPACE = re.compile(r"\s+")
@@ -38,6 +43,11 @@ class SessionRef:
     """The request opens a new run: its state must start empty."""
     sub_agent: bool = False
     """Sent with ``X-Agent-Id``: a helper under a parent session (it never drives the parent's goal)."""
+    namespace: str = ""
+    opening: str = ""
+    """A derived session's opening, hashed (with its first reply it names the run)."""
+    agent: str = ""
+    """The ``@agent`` suffix of a sub-agent's id."""
 
 
 def session_key(tenant: str, session_id: str) -> str:
@@ -77,11 +87,38 @@ def identify(
         + "\x1f"
         + _canonical(conversation.first_text("user"))
     )
-    session_id = "d-" + hashlib.sha256(opening.encode()).hexdigest()[:32] + agent
+    opened = hashlib.sha256(opening.encode()).hexdigest()
+    first = next((m for m in conversation.messages if m.role == "assistant"), None)
+    if first is None:  # the opening alone: a new run, named by the reply it gets (see named_run)
+        session_id = "d-" + opened[:32] + agent
+        return SessionRef(session_id, session_key(tenant, session_id), True, True, bool(agent), tenant, opened, agent)
+    session_id = _run_id(opened, turn_digest(first.text, first.tool_calls), agent)
+    return SessionRef(session_id, session_key(tenant, session_id), True, False, bool(agent), tenant, opened, agent)
+
+
+def named_run(opening: SessionRef, first_reply: str) -> SessionRef:
+    """The session of the run a derived opening started, once its first reply (its
+    :func:`turn_digest`) is known: the one every later request of that run will name."""
+    session_id = _run_id(opening.opening, first_reply, opening.agent)
     return SessionRef(
         session_id,
-        session_key(tenant, session_id),
+        session_key(opening.namespace, session_id),
         derived=True,
-        fresh=not conversation.has_assistant_turn,
-        sub_agent=bool(agent),
+        fresh=True,
+        sub_agent=opening.sub_agent,
+        namespace=opening.namespace,
+        opening=opening.opening,
+        agent=opening.agent,
     )
+
+
+def _run_id(opening: str, first_reply: str, agent: str) -> str:
+    return "d-" + hashlib.sha256(f"{opening}\x1e{first_reply}".encode()).hexdigest()[:32] + agent
+
+
+def turn_digest(text: str | None, calls: Sequence[ToolCall]) -> str:
+    """What identifies an assistant turn as a client sends it back: its calls' ids and names
+    (clients re-serialize arguments and drop or keep the text beside calls as they like), else
+    its text, canonicalized."""
+    identity = "\x1e".join(f"{call.id}\x1f{call.name}" for call in calls) if calls else _canonical(text)
+    return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:32]

@@ -167,6 +167,11 @@ class WireAdapter(Protocol):
         """A complete reply carrying ``text`` (an ending)."""
         ...
 
+    def render_reply(self, reply: Reply) -> dict[str, Any]:
+        """A neutral reply as the complete body an upstream of this format sends (``loopwarden
+        replay`` serves recorded replies, and its judge's verdicts, with it)."""
+        ...
+
     def shaped(self, payload: Mapping[str, Any], body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:
         """An ending as this request takes it: a refusal when it asked for a JSON answer,
         unless text already streamed to the client."""

@@ -29,6 +29,7 @@ from proxy.wire.chat_render import (
     completion_as_sse,
     render_request,
     rendered_turns,
+    reply_completion,
     set_apart,
     with_usage_requested,
     without_calls,
@@ -137,6 +138,9 @@ class ChatCompletions:
 
     def ending(self, text: str, *, model: str | None, usage: Usage | None = None) -> dict[str, Any]:
         return completion(text, model=model, usage=usage)
+
+    def render_reply(self, reply: Reply) -> dict[str, Any]:
+        return reply_completion(reply)
 
     def shaped(self, payload: Mapping[str, Any], body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:
         if not wants_structured_output(payload) or text_started:

@@ -25,6 +25,7 @@ from proxy.wire.messages_render import (
     error_body,
     render_request,
     rendered_turns,
+    reply_message,
     set_apart,
     summary_overrides,
     without_calls,
@@ -125,6 +126,9 @@ class AnthropicMessages:
 
     def ending(self, text: str, *, model: str | None, usage: Usage | None = None) -> dict[str, Any]:
         return ending(text, model=model, usage=usage)
+
+    def render_reply(self, reply: Reply) -> dict[str, Any]:
+        return reply_message(reply)
 
     def shaped(self, payload: Mapping[str, Any], body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:
         if not wants_structured_output(payload) or text_started:

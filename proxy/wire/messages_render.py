@@ -25,6 +25,7 @@ __all__ = [
     "error_body",
     "render_request",
     "rendered_turns",
+    "reply_message",
     "set_apart",
     "summary_overrides",
     "without_calls",
@@ -205,6 +206,46 @@ def ending(text: str, *, model: str | None, usage: Usage | None = None) -> dict[
         "stop_sequence": None,
         "usage": {"input_tokens": used.prompt_tokens, "output_tokens": used.completion_tokens},
     }
+
+
+_STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refusal"}
+"""A finish reason in chat's words (a recorded chat reply replayed here) in Messages' words."""
+
+
+def reply_message(reply: Reply) -> dict[str, Any]:
+    """A neutral reply as the message an upstream would have sent, under an id of the proxy's
+    own (a guard's rewrite; ``loopwarden replay`` serves recorded replies with it). Its own
+    content list when it still says what the reply says (signed thinking kept), else blocks
+    built from it."""
+    content = _unchanged_source(reply)
+    if content is None:
+        content = [{"type": "thinking", "thinking": reply.reasoning, "signature": ""}] if reply.reasoning else []
+        text = reply.content if reply.content is not None else reply.refusal
+        content += assistant_content(Reply(text, None, reply.tool_calls, reply.finish_reason, reply.usage))
+    finish = reply.finish_reason
+    stop = _STOP_REASONS.get(finish, finish) if finish else None
+    if reply.refusal and not reply.content:
+        stop = "refusal"
+    return {
+        "id": "msg_lw" + secrets.token_hex(12),
+        "type": "message",
+        "role": "assistant",
+        "model": reply.model or "loopwarden",
+        "content": content,
+        "stop_reason": stop or ("tool_use" if reply.tool_calls else "end_turn"),
+        "stop_sequence": None,
+        "usage": {"input_tokens": reply.usage.prompt_tokens, "output_tokens": reply.usage.completion_tokens},
+    }
+
+
+def _unchanged_source(reply: Reply) -> list[Any] | None:
+    source = reply.source
+    if not isinstance(source, list):
+        return None
+    texts = "".join(b.get("text", "") for b in source if isinstance(b, dict) and b.get("type") == "text")
+    calls = [(b.get("id"), b.get("name")) for b in source if isinstance(b, dict) and b.get("type") == "tool_use"]
+    same_text = texts == (reply.content or reply.refusal or "")
+    return source if same_text and calls == [(c.id, c.name) for c in reply.tool_calls] else None
 
 
 def as_refusal(body: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,9 +12,17 @@ from proxy.wire.base import WireAdapter
 from proxy.wire.chat_completions import CHAT_COMPLETIONS
 from proxy.wire.messages import MESSAGES
 
-__all__ = ["ADAPTERS", "passthrough_format"]
+__all__ = ["ADAPTERS", "adapter_named", "passthrough_format"]
 
 ADAPTERS: tuple[WireAdapter, ...] = (CHAT_COMPLETIONS, MESSAGES)
+
+
+def adapter_named(name: object) -> WireAdapter | None:
+    """The adapter a step record names (``wire``); chat completions for records written before
+    records named their format; None for a format this build does not speak."""
+    if name is None:
+        return CHAT_COMPLETIONS
+    return next((adapter for adapter in ADAPTERS if adapter.name == name), None)
 
 
 def passthrough_format(path: str, header: Callable[[bytes], str | None]) -> WireAdapter | None:

@@ -31,9 +31,10 @@ AFTER_TOOLS = [
 HEADERS = {"x-api-key": "sk-ant", "anthropic-version": "2023-06-01"}
 
 
-def streamed(proxy, **payload: Any) -> bytes:
+def streamed(proxy, session: str | None = None, **payload: Any) -> bytes:
     body = {"model": "claude-fake", "max_tokens": 500, "messages": TASK, "stream": True, **payload}
-    with httpx.stream("POST", f"{proxy.url}/v1/messages", json=body, headers=HEADERS, timeout=15) as response:
+    headers = {**HEADERS, **({"X-Session-Id": session} if session else {})}
+    with httpx.stream("POST", f"{proxy.url}/v1/messages", json=body, headers=headers, timeout=15) as response:
         return b"".join(response.iter_raw())
 
 
@@ -54,10 +55,10 @@ def test_keepalives_are_ping_events_while_the_judge_decides(make_proxy, anthropi
 def test_an_ended_session_answers_a_stream_with_its_ending(make_proxy, anthropic_upstream, write_policies):
     proxy = make_proxy(upstream=anthropic_upstream.url, policies_dir=str(write_policies(default="max_steps: 1\n")))
     anthropic_upstream.script(said(text("Searching now."), tool_use("search", {"q": "lyon"}, "toolu_9")))
-    first = streamed(proxy, messages=TASK, tools=TOOLS)
+    first = streamed(proxy, "ended", messages=TASK, tools=TOOLS)
     anthropic_upstream.script(said(text("Found: 522,250. Missing: nothing.")))
 
-    second = streamed(proxy, messages=AFTER_TOOLS, tools=TOOLS)
+    second = streamed(proxy, "ended", messages=AFTER_TOOLS, tools=TOOLS)
 
     check_stream(first)
     message = streamed_message(check_stream(second))

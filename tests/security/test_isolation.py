@@ -130,8 +130,8 @@ def test_without_tenants_file_two_keys_never_share_a_named_session(proxy, upstre
 
 
 def test_without_tenants_file_two_keys_never_share_a_derived_session(proxy, upstream):
-    history = [*MESSAGES, {"role": "assistant", "content": "working"}, {"role": "user", "content": "go on"}]
-    _open_call(proxy, "sk-first")
+    opened = _open_call(proxy, "sk-first").json()["choices"][0]["message"]["content"]
+    history = [*MESSAGES, {"role": "assistant", "content": opened}, {"role": "user", "content": "go on"}]
     first = _open_call(proxy, "sk-first", messages=history)
     other = _open_call(proxy, "sk-second", messages=history)
 

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from proxy.session.identity import identify
+from proxy.exchange import ToolCall
+from proxy.session.identity import identify, named_run, turn_digest
 from proxy.wire.chat_parse import parse_conversation
 
 SYSTEM = {"role": "system", "content": "You are a travel agent."}
@@ -31,12 +32,48 @@ def test_opening_only_request_derives_a_fresh_session():
     assert ref.id.startswith("d-")
 
 
-def test_later_turns_keep_the_id_and_are_not_fresh():
-    first = identify("acme", conv(SYSTEM, USER), None, None)
-    later = identify("acme", conv(SYSTEM, USER, ASSISTANT_CALL, TOOL), None, None)
+def test_later_turns_of_a_run_keep_its_id_and_are_not_fresh():
+    second = identify("acme", conv(SYSTEM, USER, ASSISTANT_CALL, TOOL), None, None)
+    answer = {"role": "assistant", "content": "3 flights found."}
+    later = identify("acme", conv(SYSTEM, USER, ASSISTANT_CALL, TOOL, answer, USER), None, None)
 
-    assert later.id == first.id
+    assert later.id == second.id
     assert not later.fresh
+
+
+def test_a_run_is_named_by_its_first_reply_apart_from_the_opening():
+    opening = identify("acme", conv(SYSTEM, USER), None, None)
+    run = identify("acme", conv(SYSTEM, USER, ASSISTANT_CALL, TOOL), None, None)
+
+    assert run.id != opening.id
+    assert named_run(opening, turn_digest(None, [ToolCall("call_1", "search", "{}")])).key == run.key
+
+
+def test_the_run_an_opening_names_keeps_its_tenant_and_sub_agent():
+    opening = identify("acme", conv(SYSTEM, USER), None, "helper")
+
+    run = named_run(opening, turn_digest("Hello.", ()))
+
+    assert run.id.endswith("@helper")
+    assert run.sub_agent
+    assert run.key == f"lw:{{acme:{run.id}}}"
+
+
+def test_two_runs_of_one_task_with_different_first_calls_get_different_ids():
+    other_call = {**ASSISTANT_CALL, "tool_calls": [{**ASSISTANT_CALL["tool_calls"][0], "id": "call_9"}]}
+    other_tool = {**TOOL, "tool_call_id": "call_9"}
+
+    one = identify("acme", conv(SYSTEM, USER, ASSISTANT_CALL, TOOL), None, None)
+    two = identify("acme", conv(SYSTEM, USER, other_call, other_tool), None, None)
+
+    assert one.id != two.id
+
+
+def test_a_reply_is_known_by_its_call_ids_whatever_text_the_client_keeps_beside_them():
+    calls = [ToolCall("call_1", "search", '{"to":"PAR"}')]
+
+    assert turn_digest("Let me search.", calls) == turn_digest(None, [ToolCall("call_1", "search", '{"to": "PAR"}')])
+    assert turn_digest("Paris  is\nlovely", ()) == turn_digest("Paris is lovely ", ())
 
 
 def test_reserialized_assistant_turns_and_inserted_messages_do_not_move_the_id():

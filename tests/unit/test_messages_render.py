@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -208,3 +209,36 @@ def test_an_ending_after_streamed_text_is_set_apart():
 def test_errors_take_anthropics_shape_with_the_type_of_their_status(error: ProxyError, status: int, kind: str):
     assert error.status == status
     assert json.loads(MESSAGES.error_body(error)) == {"type": "error", "error": {"type": kind, "message": "x"}}
+
+
+def test_a_reply_renders_as_its_own_content_while_that_still_says_the_same():
+    reply = reply_of(SIGNED, {"type": "text", "text": "Reading."}, CALL, stop_reason="tool_use")
+
+    body = MESSAGES.render_reply(reply)
+
+    assert body["content"] == [SIGNED, {"type": "text", "text": "Reading."}, CALL]
+    assert (body["type"], body["stop_reason"]) == ("message", "tool_use")
+    assert body["id"].startswith("msg_lw")
+
+
+def test_a_reply_changed_by_a_guard_renders_from_what_it_now_says():
+    reply = dataclasses.replace(reply_of(SIGNED, CALL, stop_reason="tool_use"), tool_calls=(), finish_reason="end_turn")
+
+    body = MESSAGES.render_reply(reply)
+
+    assert [b["type"] for b in body["content"]] == ["thinking"]
+    assert body["stop_reason"] == "end_turn"
+
+
+def test_a_recorded_chat_reply_replays_in_messages_words():
+    from proxy.exchange import Reply, ToolCall, Usage
+
+    reply = Reply(None, "Hmm.", (ToolCall("c1", "read", '{"path": "a"}'),), "tool_calls", Usage(3, 4))
+
+    body = MESSAGES.render_reply(reply)
+
+    assert body["content"] == [
+        {"type": "thinking", "thinking": "Hmm.", "signature": ""},
+        {"type": "tool_use", "id": "c1", "name": "read", "input": {"path": "a"}},
+    ]
+    assert (body["stop_reason"], body["usage"]) == ("tool_use", {"input_tokens": 3, "output_tokens": 4})

@@ -288,7 +288,7 @@ def test_unique_items_over_thousands_of_objects_takes_linear_time():
     started = time.perf_counter()
     errors = schema.errors(objects)
 
-    assert time.perf_counter() - started < 0.5
+    assert time.perf_counter() - started < 5  # pairwise took 39 s: far from both, so load cannot flake it
     assert errors == []
 
 
