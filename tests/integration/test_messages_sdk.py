@@ -12,6 +12,7 @@ import pytest
 from tests.support.fake_messages import (
     Events,
     check_stream,
+    checking_client,
     said,
     text,
     thinking,
@@ -76,9 +77,9 @@ def _without_ids(raw: bytes) -> bytes:
     return re.sub(rb"msg_fake\d+", b"msg_x", raw)
 
 
-def test_stream_helper_accumulates_the_message(messages_proxy, anthropic_upstream):
+def test_stream_helper_accumulates_the_message(messages_proxy, anthropic_upstream, sdk_streams):
     anthropic_upstream.script(said(thinking("Hmm."), text("Streaming works fine.")))
-    client = client_for(messages_proxy)
+    client = checking_client(messages_proxy, sdk_streams)
 
     with client.messages.stream(model="claude-fake", max_tokens=100, messages=TASK) as stream:
         pieces = list(stream.text_stream)
@@ -87,6 +88,7 @@ def test_stream_helper_accumulates_the_message(messages_proxy, anthropic_upstrea
     assert "".join(pieces) == "Streaming works fine."
     assert [b.type for b in final.content] == ["thinking", "text"]
     assert final.stop_reason == "end_turn"
+    assert len(sdk_streams) == 1
 
 
 async def test_async_client_streams_with_raw_events(messages_proxy, anthropic_upstream):
@@ -181,7 +183,7 @@ def test_the_proxys_own_errors_take_anthropics_shape(make_proxy, anthropic_upstr
         assert raised.body["error"]["type"] == "request_too_large"
 
 
-def test_an_in_stream_error_ends_the_stream_as_an_error_event(messages_proxy, anthropic_upstream):
+def test_an_in_stream_error_ends_the_stream_as_an_error_event(messages_proxy, anthropic_upstream, sdk_streams):
     start = {
         "type": "message_start",
         "message": {
@@ -196,7 +198,7 @@ def test_an_in_stream_error_ends_the_stream_as_an_error_event(messages_proxy, an
     overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     anthropic_upstream.script(Events([("message_start", start), ("error", overloaded)]))
 
-    client = client_for(messages_proxy)
+    client = checking_client(messages_proxy, sdk_streams)
     with (
         pytest.raises(anthropic.APIStatusError, match="Overloaded"),
         client.messages.stream(model="claude-fake", max_tokens=10, messages=TASK) as stream,

@@ -7,11 +7,10 @@ import itertools
 import json
 from typing import Any
 
-import anthropic
 import httpx
 import pytest
 
-from tests.support.fake_messages import BOUND_ELSEWHERE, said, text, thinking, tool_use
+from tests.support.fake_messages import BOUND_ELSEWHERE, checking_client, said, text, thinking, tool_use
 
 TOOLS = [
     {
@@ -30,9 +29,12 @@ HEADERS = {"x-api-key": "sk-ant", "anthropic-version": "2023-06-01"}
 THINKING = {"type": "enabled", "budget_tokens": 1024}
 
 
-def run_agent(proxy, *, session: str, stream: bool = False, turns: int = 6) -> list[dict[str, Any]]:
-    """An agent with thinking on: it sends back every turn exactly as it received it."""
-    client = anthropic.Anthropic(base_url=proxy.url, api_key="sk-ant", max_retries=0)
+def run_agent(
+    proxy, *, session: str, stream: bool = False, turns: int = 6, streams: list[bytes] | None = None
+) -> list[dict[str, Any]]:
+    """An agent with thinking on: it sends back every turn exactly as it received it (what it
+    streams kept in ``streams``, for the checker)."""
+    client = checking_client(proxy, [] if streams is None else streams)
     messages: list[dict[str, Any]] = list(TASK)
     results = itertools.count()
     for _ in range(turns):
@@ -74,7 +76,7 @@ def client_request_rejected(upstream, messages: list[dict[str, Any]]) -> bool:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_thinking_stays_valid_after_calls_were_returned_unexecuted(
-    make_proxy, anthropic_upstream, write_policies, stream
+    make_proxy, anthropic_upstream, write_policies, stream, sdk_streams
 ):
     proxy = make_proxy(
         upstream=anthropic_upstream.url, policies_dir=str(write_policies(default="streaming: {reasoning: relay}\n"))
@@ -86,7 +88,7 @@ def test_thinking_stays_valid_after_calls_were_returned_unexecuted(
         said(thinking("I have both."), text("Lyon: 522,250 people, third in France.")),
     )
 
-    messages = run_agent(proxy, session=f"thinking-returned-{stream}", stream=stream)
+    messages = run_agent(proxy, session=f"thinking-returned-{stream}", stream=stream, streams=sdk_streams)
 
     assert messages[-1]["content"][-1] == text("Lyon: 522,250 people, third in France.")
     assert anthropic_upstream.rejected == []
@@ -94,6 +96,7 @@ def test_thinking_stays_valid_after_calls_were_returned_unexecuted(
     last = anthropic_upstream.requests[-1].json()["messages"]
     assert any(b.get("input") == {"query": "rank"} for m in last for b in m["content"] if isinstance(b, dict))
     assert client_request_rejected(anthropic_upstream, messages[:-1])  # without the splice it would have failed
+    assert len(sdk_streams) == (3 if stream else 0)
 
 
 def test_thinking_stays_valid_after_an_empty_reply_was_nudged(messages_proxy, anthropic_upstream):

@@ -30,6 +30,7 @@ __all__ = [
     "FakeMessages",
     "Said",
     "check_stream",
+    "checking_client",
     "judge_verdict",
     "message_body",
     "said",
@@ -440,3 +441,49 @@ def anthropic_upstream(messages_server: FakeMessages) -> Iterator[FakeMessages]:
 def messages_proxy(make_proxy: Callable[..., Any], anthropic_upstream: FakeMessages) -> Any:
     """A default proxy (no tenants file) in front of the fake Messages API."""
     return make_proxy(upstream=anthropic_upstream.url)
+
+
+# -- every stream an SDK client reads, checked ------------------------------------------------
+
+
+def checking_client(proxy: Any, streams: list[bytes], **options: Any) -> Any:
+    """An ``anthropic.Anthropic`` pointed at ``proxy`` whose streamed replies are kept in
+    ``streams`` (check them with :func:`check_stream`)."""
+    import anthropic
+    import httpx2
+
+    class Tee(httpx2.SyncByteStream):
+        """A response body passed on as it arrives, and kept whole for the checker."""
+
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+            self._parts: list[bytes] = []
+
+        def __iter__(self) -> Iterator[bytes]:
+            for part in self._inner:
+                self._parts.append(part)
+                yield part
+            streams.append(b"".join(self._parts))
+
+        def close(self) -> None:
+            self._inner.close()
+
+    class Keeping(httpx2.HTTPTransport):
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            response = super().handle_request(request)
+            if response.headers.get("content-type", "").startswith("text/event-stream"):
+                response.stream = Tee(response.stream)
+            return response
+
+    options.setdefault("api_key", "sk-ant")
+    options.setdefault("max_retries", 0)
+    return anthropic.Anthropic(base_url=proxy.url, http_client=httpx2.Client(transport=Keeping()), **options)
+
+
+@pytest.fixture
+def sdk_streams() -> Iterator[list[bytes]]:
+    """Streams read by :func:`checking_client` clients in a test; each checked at its end."""
+    streams: list[bytes] = []
+    yield streams
+    for raw in streams:
+        check_stream(raw)
