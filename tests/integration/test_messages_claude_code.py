@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.fake_messages import said, text, thinking, tool_use
+from tests.support.fake_messages import judge_verdict, said, text, thinking, tool_use
 
 
 def _claude() -> str | None:
@@ -33,15 +33,15 @@ CLAUDE = _claude()
 pytestmark = pytest.mark.skipif(CLAUDE is None, reason="Claude Code is not installed")
 
 
-def claude(proxy, tmp_path: Path, prompt: str, *extra: str) -> dict[str, Any]:
-    """``claude -p`` pointed at the proxy (no network but the proxy; its JSON result)."""
+def claude(proxy, tmp_path: Path, prompt: str, *extra: str, base_url: str | None = None) -> dict[str, Any]:
+    """``claude -p`` pointed at the proxy, or at ``base_url`` (no network but that; its JSON result)."""
     assert CLAUDE is not None
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     env = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": str(home),
-        "ANTHROPIC_BASE_URL": proxy.url,
+        "ANTHROPIC_BASE_URL": base_url or proxy.url,
         "ANTHROPIC_API_KEY": "sk-ant-test",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "DISABLE_AUTOUPDATER": "1",
@@ -144,4 +144,75 @@ def test_claude_codes_session_ends_on_its_step_budget(make_proxy, anthropic_upst
 
     assert result["result"] == "Found: 0 and 1. Missing: the rest. Next: continue later."
     assert anthropic_upstream.requests[-1].json()["tool_choice"] == {"type": "none"}
+    assert anthropic_upstream.rejected == []
+
+
+def test_a_well_behaved_claude_code_run_reaches_the_model_byte_for_byte(messages_proxy, anthropic_upstream, tmp_path):
+    def run(base_url: str | None) -> tuple[dict[str, Any], list[bytes]]:
+        anthropic_upstream.reset()
+        anthropic_upstream.script(
+            said(thinking("Echo."), tool_use("Bash", {"command": "echo hi", "description": "Say hi"}, "toolu_1")),
+            said(thinking("Done."), text("It said hi.")),
+        )
+        result = claude(messages_proxy, tmp_path, "Run echo", "--allowedTools", "Bash", base_url=base_url)
+        sent = [r.body.replace(result["session_id"].encode(), b"SESSION") for r in anthropic_upstream.requests]
+        return result, [
+            body for body, r in zip(sent, anthropic_upstream.requests, strict=True) if r.path == "/v1/messages"
+        ]
+
+    direct, straight = run(anthropic_upstream.url.removesuffix("/v1"))
+    guarded, through = run(None)
+
+    assert direct["result"] == guarded["result"] == "It said hi."
+    assert len(straight) == len(through) == 2
+    assert through == straight  # every request, as Claude Code wrote it (its session id aside)
+
+
+DENY = r"""
+permissions:
+  rules:
+    - id: no-forbidden
+      tool: Bash
+      when: [{path: $.command, regex: 'forbidden'}]
+      action: deny
+      message: That command is not allowed here.
+"""
+
+
+def test_claude_code_never_runs_a_denied_call(make_proxy, anthropic_upstream, write_policies, tmp_path):
+    proxy = make_proxy(upstream=anthropic_upstream.url, policies_dir=str(write_policies(default=DENY)))
+    anthropic_upstream.script(
+        said(
+            thinking("Try it."), tool_use("Bash", {"command": "echo forbidden > marker", "description": "x"}, "toolu_1")
+        ),
+        said(thinking("Safer."), tool_use("Bash", {"command": "echo allowed", "description": "y"}, "toolu_2")),
+        said(thinking("Done."), text("Ran the allowed command.")),
+    )
+
+    result = claude(proxy, tmp_path, "Run it", "--allowedTools", "Bash")
+
+    assert result["result"] == "Ran the allowed command."
+    assert not (tmp_path / "marker").exists()
+    refused = anthropic_upstream.requests[1].json()["messages"][-1]["content"][0]
+    assert refused["tool_use_id"] == "toolu_1"
+    assert "not allowed here" in refused["content"]
+    assert "allowed" in json.dumps(anthropic_upstream.requests[2].json()["messages"][-1])
+    assert anthropic_upstream.rejected == []
+
+
+def test_claude_codes_premature_done_is_judged_and_continued(messages_proxy, anthropic_upstream, tmp_path):
+    verdicts = iter([False])
+    anthropic_upstream.judge = lambda request: judge_verdict(request, next(verdicts, True), "no evidence yet")
+    anthropic_upstream.script(
+        said(thinking("Check."), tool_use("Bash", {"command": "echo 42", "description": "n"}, "toolu_1")),
+        said(thinking("Enough."), text("Done.")),
+        said(thinking("Properly."), text("The command printed 42, which answers the question.")),
+    )
+
+    result = claude(messages_proxy, tmp_path, "What does echo 42 print?", "--allowedTools", "Bash")
+
+    assert result["result"] == "The command printed 42, which answers the question."
+    continued = anthropic_upstream.requests[2].json()["messages"]
+    assert continued[-2]["content"][-1] == text("Done.")
+    assert "no evidence yet" in json.dumps(continued[-1])
     assert anthropic_upstream.rejected == []

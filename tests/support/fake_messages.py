@@ -255,6 +255,9 @@ class FakeMessages(FakeUpstream):
             payload = json.loads(body)
         except ValueError:
             payload = None
+        if not isinstance(payload, dict):  # a client's probe (HEAD /, a GET): answered, not scripted
+            self.requests.append(recorded)
+            return web.json_response({})
         with self._lock:
             if _judge_call(payload):
                 self.judge_requests.append(recorded)
@@ -267,12 +270,11 @@ class FakeMessages(FakeUpstream):
                 reply = self._replies.popleft() if self._replies else said(text("Hello from the fake model."))
             self.counter += 1
             number = self.counter
-        if isinstance(payload, dict):
-            wrong = bound_elsewhere(payload)
-            if wrong is not None:
-                self.rejected.append(wrong)
-                error = {"type": "error", "error": {"type": "invalid_request_error", "message": wrong}}
-                return web.json_response(error, status=400)
+        wrong = bound_elsewhere(payload)
+        if wrong is not None:
+            self.rejected.append(wrong)
+            error = {"type": "error", "error": {"type": "invalid_request_error", "message": wrong}}
+            return web.json_response(error, status=400)
         if isinstance(reply, Hang):
             await self._hold(request, reply.seconds)
             return web.Response(status=599)
@@ -288,7 +290,6 @@ class FakeMessages(FakeUpstream):
         if isinstance(reply, Events):
             return await self._write(request, _sse(reply.events), cut=reply.cut)
         assert isinstance(reply, Said)
-        assert isinstance(payload, dict)
         if reply.delay and await self._hold(request, reply.delay):
             return web.Response(status=599)
         message = message_body(reply, payload, f"msg_fake{number:04d}")
