@@ -91,7 +91,9 @@ def rendered_turns(turns: Sequence[Turn]) -> list[dict[str, Any]]:
             else:
                 messages.append({"role": "user", "content": [{"type": "text", "text": turn.text}]})
             continue
-        messages.append({"role": "assistant", "content": assistant_content(turn.reply)})
+        content = assistant_content(turn.reply)
+        if content:  # an empty turn is no turn: the API refuses a message without content
+            messages.append({"role": "assistant", "content": content})
         results_open = isinstance(turn, ReturnCalls)
         if isinstance(turn, ReturnCalls):
             results = turn.results

@@ -242,3 +242,9 @@ def test_a_recorded_chat_reply_replays_in_messages_words():
         {"type": "tool_use", "id": "c1", "name": "read", "input": {"path": "a"}},
     ]
     assert (body["stop_reason"], body["usage"]) == ("tool_use", {"input_tokens": 3, "output_tokens": 4})
+
+
+def test_an_echo_of_an_empty_reply_sends_no_empty_assistant_turn():
+    body = rendered([Echo(reply_of()), Note("Say something.")])
+
+    assert [m["role"] for m in body["messages"]] == ["user", "user"]
