@@ -88,9 +88,31 @@ def spliced(payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[st
     for record in sorted(records, key=lambda r: int(r.get("at", -1)), reverse=True):
         position = record.get("at")
         if isinstance(position, int) and 0 <= position < len(out) and _holds(out[position], record):
-            out[position : position + 1] = record["with"]
+            replacement = list(record["with"])
+            replacement[-1] = _marked_as(replacement[-1], out[position])
+            out[position : position + 1] = replacement
             changed = True
     return {**payload, "messages": out} if changed else payload
+
+
+def _marked_as(recorded: Any, current: Any) -> Any:
+    """The recorded message with the cache breakpoints the client puts on its own message now
+    (blocks matched from the end): clients move ``cache_control`` from turn to turn, the API
+    allows only four, and they are not part of the prefix a signature binds."""
+    blocks, marks = recorded.get("content") if isinstance(recorded, dict) else None, None
+    if isinstance(current, dict) and isinstance(current.get("content"), list):
+        marks = current["content"]
+    if not isinstance(blocks, list):
+        return recorded
+    marked = []
+    for back, block in enumerate(reversed(blocks), 1):
+        if isinstance(block, dict):
+            block = {k: v for k, v in block.items() if k != "cache_control"}
+            mark = marks[-back] if marks is not None and back <= len(marks) else None
+            if isinstance(mark, dict) and "cache_control" in mark:
+                block["cache_control"] = mark["cache_control"]
+        marked.append(block)
+    return {**recorded, "content": marked[::-1]}
 
 
 def _holds(message: Any, record: Mapping[str, Any]) -> bool:

@@ -82,3 +82,29 @@ def test_an_annotated_tool_result_is_recorded_at_its_place():
 
     assert MESSAGES.spliced(later, fields)["messages"][2] == amended["messages"][2]
     assert len(fields) == 1  # no turns were added, so the reply itself is not recorded
+
+
+def test_the_clients_cache_breakpoints_of_today_are_kept_not_the_recorded_ones():
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "out", "cache_control": {"type": "ephemeral"}}
+    client = {
+        "messages": [
+            CLIENT["messages"][0],
+            {"role": "assistant", "content": [CALL]},
+            {"role": "user", "content": [result]},
+        ]
+    }
+    fields = MESSAGES.recorded(client, MESSAGES.amended(client, {"toolu_1": "careful"}, ()), [], reply_of(FIXED))
+    moved = {k: v for k, v in result.items() if k != "cache_control"}
+    later = {
+        "messages": [
+            *client["messages"][:2],
+            {"role": "user", "content": [moved]},
+            {"role": "assistant", "content": [FIXED]},
+            {"role": "user", "content": [{"type": "text", "text": "next", "cache_control": {"type": "ephemeral"}}]},
+        ]
+    }
+
+    spliced = MESSAGES.spliced(later, fields)["messages"][2]["content"][0]
+
+    assert "cache_control" not in spliced
+    assert spliced["content"] == "out\n\n[LoopWarden] careful"
