@@ -9,7 +9,10 @@ back, byte for byte, at the same place in every later request of the session:
 - a request that was nudged records, at the position of its reply in the client's history,
   the turns the upstream saw before the reply and the reply itself (a stream that let part of
   a failed attempt through to the client has the whole transcript put back in its place);
-- a tool result the proxy annotated records its annotated form at its own position.
+- a tool result the proxy annotated records its annotated form at its own position;
+- tools the proxy offered besides the client's (goal mode's) stay offered once the upstream saw
+  them (``tools`` is part of the prefix too; the goal keeper answers its tool's calls for as
+  long as the session has a goal).
 
 Each record names the message it replaces by position and checks it by a digest of what the
 client holds there (the reply's blocks at the end of the message, or the whole message), so
@@ -27,10 +30,12 @@ import msgspec
 from proxy.exchange import Reply, Turn
 from proxy.wire.messages_render import assistant_content, rendered_turns
 
-__all__ = ["FIELD_PREFIX", "recorded", "spliced"]
+__all__ = ["FIELD_PREFIX", "TOOLS_FIELD", "recorded", "spliced"]
 
 FIELD_PREFIX = "messages.splice:"
 """Session fields holding the records, one per position in the client's history."""
+TOOLS_FIELD = "messages.tools"
+"""The session field holding the tools the upstream was offered, when they were not the client's."""
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.Encoder().encode
@@ -57,6 +62,9 @@ def recorded(
     messages (``amended`` against the ``client``'s own), and the turns the upstream saw before
     ``reply`` when there were any."""
     fields: dict[str, str] = {}
+    offered = amended.get("tools")
+    if isinstance(offered, list) and offered != client.get("tools"):
+        fields[TOOLS_FIELD] = _encode(offered).decode()
     mine, sent = client.get("messages"), amended.get("messages")
     if isinstance(mine, list) and isinstance(sent, list) and sent is not mine and len(sent) == len(mine):
         for position, (original, changed) in enumerate(zip(mine, sent, strict=True)):
@@ -79,6 +87,7 @@ def recorded(
 
 def spliced(payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[str, Any]:
     """The request with the session's records put back (the payload itself when none applies)."""
+    payload = _tools_kept(payload, values.get(TOOLS_FIELD))
     records = [_decode(value) for name, value in values.items() if name.startswith(FIELD_PREFIX)]
     messages = payload.get("messages")
     if not records or not isinstance(messages, list):
@@ -93,6 +102,19 @@ def spliced(payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[st
             out[position : position + 1] = replacement
             changed = True
     return {**payload, "messages": out} if changed else payload
+
+
+def _tools_kept(payload: Mapping[str, Any], recorded: str | None) -> Mapping[str, Any]:
+    """The request offering the tools the upstream was offered before, when what it offers now
+    is only their beginning (a tool the proxy added, no longer added)."""
+    if not recorded:
+        return payload
+    offered = _decode(recorded)
+    current = payload.get("tools")
+    now = current if isinstance(current, list) else []
+    if not isinstance(offered, list) or len(offered) <= len(now) or offered[: len(now)] != now:
+        return payload
+    return {**payload, "tools": offered}
 
 
 def _marked_as(recorded: Any, current: Any) -> Any:

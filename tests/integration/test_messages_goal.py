@@ -37,3 +37,31 @@ def test_the_goal_tool_is_offered_in_anthropics_shape_and_answered_in_the_proxy(
     assert answered[-1]["content"][0]["tool_use_id"] == "toolu_goal"
     assert "completed" in answered[-1]["content"][0]["content"]
     assert anthropic_upstream.rejected == []
+
+
+def test_thinking_stays_valid_after_the_goal_ends(messages_proxy, anthropic_upstream):
+    completed = {"action": "update_status", "status": "completed", "evidence": "INSEE 2021: 522,250"}
+    anthropic_upstream.script(
+        said(thinking("Report it."), tool_use(GOAL_TOOL, completed, "toolu_goal")),
+        said(thinking("Answer."), text("Lyon has 522,250 inhabitants (INSEE, 2021).")),
+        said(thinking("Next."), text("Marseille has about 870,000.")),
+    )
+    client = anthropic.Anthropic(base_url=messages_proxy.url, api_key="sk-ant", max_retries=0)
+    thinking_on = {"type": "enabled", "budget_tokens": 1024}
+    first = client.messages.create(
+        model="c", max_tokens=2000, messages=TASK, tools=TOOLS, thinking=thinking_on, extra_headers=GOAL
+    )
+    history = [
+        *TASK,
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+        {"role": "user", "content": "And Marseille?"},
+    ]
+
+    second = client.messages.with_raw_response.create(
+        model="c", max_tokens=2000, messages=history, tools=TOOLS, thinking=thinking_on, extra_headers=GOAL
+    )
+
+    assert second.parse().content[-1].text == "Marseille has about 870,000."
+    assert second.headers["x-loopwarden-goal"] == "completed"
+    assert anthropic_upstream.rejected == []
+    assert [t["name"] for t in anthropic_upstream.requests[-1].json()["tools"]] == ["search", GOAL_TOOL]

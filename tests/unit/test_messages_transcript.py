@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from proxy.exchange import Note, ReturnCalls
+from proxy.goal.model import goal_tool
 from proxy.wire.messages import MESSAGES
 from proxy.wire.messages_parse import parse_reply
 
@@ -108,3 +109,15 @@ def test_the_clients_cache_breakpoints_of_today_are_kept_not_the_recorded_ones()
 
     assert "cache_control" not in spliced
     assert spliced["content"] == "out\n\n[LoopWarden] careful"
+
+
+def test_a_tool_the_proxy_offered_stays_offered_once_the_upstream_saw_it():
+    mine = [{"name": "search", "input_schema": {"type": "object"}}]
+    client = {**CLIENT, "tools": mine}
+    with_goal = MESSAGES.with_tool(client, goal_tool())
+    fields = MESSAGES.recorded(client, with_goal, [], reply_of(FIXED))
+
+    later = MESSAGES.spliced(client, fields)
+
+    assert later["tools"] == with_goal["tools"]
+    assert MESSAGES.spliced(with_goal, fields) is with_goal  # while the proxy adds it itself: nothing to do
