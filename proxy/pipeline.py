@@ -84,7 +84,13 @@ class _Request:
         request's start as its clock, and where a judge call goes."""
         call = self.call
         return GuardContext(
-            call.policy, state, call.conversation, self.retries if retries else {}, self.notes.started, self.judge
+            call.policy,
+            state,
+            call.conversation,
+            self.retries if retries else {},
+            self.notes.started,
+            self.judge,
+            len(call.body),
         )
 
 
@@ -418,5 +424,7 @@ class Pipeline:
 
 
 def _refused(limit: str) -> Finalize:
-    """The ending of a call whose reservation did not fit."""
-    return Finalize(limit, f"the next call would not fit in the session's {limit.removeprefix('budget_')} budget")
+    """The ending of a call whose reservation did not fit: the call that would use the last of
+    a budget (room for the ending kept) is the ending."""
+    what = limit.removeprefix("budget_")
+    return Finalize(limit, f"a further call would use the last of the session's {what} budget")

@@ -414,8 +414,9 @@ def _parse_object(body: bytes) -> dict[str, object]:
 
 def _own_headers(reply: UpstreamReply) -> list[tuple[bytes, bytes]]:
     own = [(_ATTEMPTS, str(reply.attempts).encode())]
-    if reply.attempts > 1 and reply.response.status_code >= 400:
+    if reply.retries_spent:
         # The proxy already retried with backoff: ask SDKs (openai's honors this) not to
-        # multiply that into a storm of their own.
+        # multiply that into a storm of their own. Not after a 429 or a Retry-After: there
+        # the client's own backoff, paced by the upstream's header, takes over.
         own.append((b"x-should-retry", b"false"))
     return own

@@ -131,18 +131,21 @@ def test_claude_code_repeating_a_call_is_ended_within_block_at(messages_proxy, a
 
 
 def test_claude_codes_session_ends_on_its_step_budget(make_proxy, anthropic_upstream, write_policies, tmp_path):
-    proxy = make_proxy(upstream=anthropic_upstream.url, policies_dir=str(write_policies(default="max_steps: 2\n")))
+    proxy = make_proxy(upstream=anthropic_upstream.url, policies_dir=str(write_policies(default="max_steps: 3\n")))
     anthropic_upstream.script(
         *[
             said(thinking("More."), tool_use("Bash", {"command": f"echo {n}", "description": "n"}, f"toolu_{n}"))
-            for n in range(2)
-        ],
-        said(thinking("Summing up."), text("Found: 0 and 1. Missing: the rest. Next: continue later.")),
+            for n in range(5)
+        ]
+    )
+    anthropic_upstream.summary = said(
+        thinking("Summing up."), text("Found: 0 and 1. Missing: the rest. Next: continue later.")
     )
 
     result = claude(proxy, tmp_path, "Count", "--allowedTools", "Bash")
 
     assert result["result"] == "Found: 0 and 1. Missing: the rest. Next: continue later."
+    assert len(anthropic_upstream.requests) == 3  # max_steps, the summary call included
     assert anthropic_upstream.requests[-1].json()["tool_choice"] == {"type": "none"}
     assert anthropic_upstream.rejected == []
 

@@ -185,15 +185,14 @@ def test_a_premature_done_is_judged_and_continued(messages_proxy, anthropic_upst
 
 def test_a_step_budget_ends_the_session_with_a_summary(make_proxy, anthropic_upstream, write_policies):
     proxy = make_proxy(upstream=anthropic_upstream.url, policies_dir=str(write_policies(default="max_steps: 2\n")))
-    anthropic_upstream.script(
-        *[calling("search", {"q": f"lyon {n}"}, f"toolu_{n}") for n in range(2)],
-        said(text("Found: two pages. Missing: the figure. Next: fetch INSEE.")),
-    )
+    anthropic_upstream.script(*[calling("search", {"q": f"lyon {n}"}, f"toolu_{n}") for n in range(3)])
+    anthropic_upstream.summary = said(text("Found: one page. Missing: the figure. Next: fetch INSEE."))
 
     turns, last, _ = run_agent(sdk(proxy), fresh_results(), session="messages-budget")
 
     assert last.headers["x-loopwarden-terminated"] == "budget_steps"
-    assert turns == 3
+    assert turns == 2  # one agent call, then the call that would use the last step is the ending
+    assert last.parse().content[0].text == "Found: one page. Missing: the figure. Next: fetch INSEE."
     summary_call = anthropic_upstream.requests[-1].json()
     assert summary_call["tool_choice"] == {"type": "none"}
     assert last.parse().id.startswith("msg_lw")

@@ -179,13 +179,15 @@ def test_the_recorded_turns_are_kept_in_the_session(make_proxy, anthropic_upstre
 def test_a_budget_ending_summarizes_on_the_transcript_the_upstream_knows(
     make_proxy, anthropic_upstream, write_policies
 ):
-    proxy = make_proxy(upstream=anthropic_upstream.url, policies_dir=str(write_policies(default="max_steps: 4\n")))
+    proxy = make_proxy(upstream=anthropic_upstream.url, policies_dir=str(write_policies(default="max_steps: 5\n")))
     anthropic_upstream.script(
         said(thinking("Search."), tool_use("search", {"q": "lyon"}, "toolu_1")),
         said(),  # nudged: a hidden note
         said(thinking("Rank."), tool_use("search", {"q": "rank"}, "toolu_2")),
-        said(thinking("More."), tool_use("search", {"q": "more"}, "toolu_3")),
-        said(thinking("Summing up."), text("Found: 522,250. Missing: the rank source. Next: cite INSEE.")),
+        *[said(thinking("More."), tool_use("search", {"q": f"more {n}"}, f"toolu_{n + 3}")) for n in range(4)],
+    )
+    anthropic_upstream.summary = said(
+        thinking("Summing up."), text("Found: 522,250. Missing: the rank source. Next: cite INSEE.")
     )
 
     messages = run_agent(proxy, session="thinking-budget")

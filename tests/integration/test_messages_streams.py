@@ -96,7 +96,7 @@ def test_unknown_events_and_block_types_pass_through(messages_proxy, anthropic_u
 def test_the_sdk_reads_a_stream_replaced_by_an_ending(make_proxy, anthropic_upstream, write_policies):
     proxy = make_proxy(upstream=anthropic_upstream.url, policies_dir=str(write_policies(default="max_steps: 1\n")))
     client = anthropic.Anthropic(base_url=proxy.url, api_key="sk-ant", max_retries=0)
-    anthropic_upstream.script(said(tool_use("search", {"q": "x"}, "toolu_1")), said(text("Summary.")))
+    anthropic_upstream.summary = said(text("Summary."))
     client.messages.create(model="c", max_tokens=10, messages=TASK, tools=TOOLS, extra_headers={"X-Session-Id": "s1"})
 
     with client.messages.stream(
