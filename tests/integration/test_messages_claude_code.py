@@ -1,36 +1,24 @@
 """Claude Code itself (``claude -p``) behind the proxy, offline against the fake Messages API.
 
-Needs the ``claude`` binary (``npm i @anthropic-ai/claude-code``): ``LOOPWARDEN_CLAUDE_BIN``, or
-``claude`` on the PATH, or ``/work/tools/claude/node_modules/.bin/claude``; skipped without it.
+The ``claude`` binary comes from the npm package ``@anthropic-ai/claude-code`` (see
+:mod:`tests.support.agent_clis`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.agent_clis import agent_cli
 from tests.support.fake_messages import judge_verdict, said, text, thinking, tool_use
 
-
-def _claude() -> str | None:
-    for candidate in (
-        os.environ.get("LOOPWARDEN_CLAUDE_BIN"),
-        shutil.which("claude"),
-        "/work/tools/claude/node_modules/.bin/claude",
-    ):
-        if candidate and Path(candidate).exists():
-            return candidate
-    return None
-
-
-CLAUDE = _claude()
-pytestmark = pytest.mark.skipif(CLAUDE is None, reason="Claude Code is not installed")
+CLAUDE = agent_cli("claude", "LOOPWARDEN_CLAUDE")
+pytestmark = pytest.mark.skipif(CLAUDE is None, reason="Claude Code not installed: npm ci --prefix tests/agents")
 
 
 def claude(proxy, tmp_path: Path, prompt: str, *extra: str, base_url: str | None = None) -> dict[str, Any]:
