@@ -109,6 +109,9 @@ class Usage:
     completion_tokens: int = 0
     cached_tokens: int = 0
     """Prompt tokens served from the provider's cache (``prompt_tokens_details.cached_tokens``)."""
+    cache_write_tokens: int = 0
+    """Prompt tokens written to the provider's cache (Anthropic's ``cache_creation_input_tokens``),
+    which cost more than the others."""
 
     @property
     def total(self) -> int:

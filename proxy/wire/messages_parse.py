@@ -215,15 +215,15 @@ def session_hint(payload: Mapping[str, Any]) -> str | None:
 
 def parse_usage(raw: Any) -> Usage:
     """A ``usage`` object. Anthropic's ``input_tokens`` leaves out the cached part: the prompt is
-    ``input_tokens`` plus the tokens written to and read from the cache; only the read ones
-    are cheap (``cached_tokens``)."""
+    ``input_tokens`` plus the tokens written to and read from the cache; the read ones are
+    cheap (``cached_tokens``), the written ones dear (``cache_write_tokens``)."""
     if not isinstance(raw, dict):
         return Usage()
     fresh = _count(raw.get("input_tokens"))
     written = _count(raw.get("cache_creation_input_tokens"))
     read = _count(raw.get("cache_read_input_tokens"))
     produced = _count(raw.get("output_tokens"))
-    return Usage(prompt_tokens=fresh + written + read, completion_tokens=produced, cached_tokens=read)
+    return Usage(fresh + written + read, produced, cached_tokens=read, cache_write_tokens=written)
 
 
 def _count(value: Any) -> int:

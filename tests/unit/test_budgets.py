@@ -16,6 +16,7 @@ PRICES = PriceTable(
     {
         "gpt-4o": Price(prompt=2.5, completion=10.0, cached_prompt=1.25),
         "gpt-4o-mini": Price(prompt=0.15, completion=0.6),
+        "claude-sonnet-4": Price(prompt=3.0, completion=15.0, cached_prompt=0.3, cache_write_prompt=3.75),
     }
 )
 
@@ -51,6 +52,22 @@ def test_cost_in_micro_dollars_with_cached_prompt_tokens(usage, micros):
 
 def test_cached_price_defaults_to_the_prompt_price():
     assert PRICES.cost_micros("gpt-4o-mini", Usage(1000, 0, cached_tokens=1000)) == 150
+
+
+@pytest.mark.parametrize(
+    ("usage", "micros"),
+    [
+        (Usage(1000, 100, cached_tokens=200, cache_write_tokens=300), 500 * 3 + 200 * 0.3 + 300 * 3.75 + 100 * 15),
+        (Usage(100, 0, cached_tokens=60, cache_write_tokens=90), 60 * 0.3 + 40 * 3.75),  # capped by the prompt
+    ],
+    ids=["read-written-fresh", "more-than-the-prompt"],
+)
+def test_tokens_written_to_the_cache_cost_their_own_price(usage, micros):
+    assert PRICES.cost_micros("claude-sonnet-4", usage) == round(micros)
+
+
+def test_cache_write_price_defaults_to_the_prompt_price():
+    assert PRICES.cost_micros("gpt-4o", Usage(1000, 0, cache_write_tokens=1000)) == 2500
 
 
 def test_unknown_model_has_no_cost():

@@ -246,12 +246,17 @@ def test_a_body_that_is_no_message_is_no_reply(body: bytes):
     assert parse_reply(body) is None
 
 
-def test_usage_counts_cache_writes_and_reads_as_prompt_and_reads_as_cached():
+def test_usage_counts_cache_writes_and_reads_as_prompt_each_apart():
     usage = parse_usage(
         {"input_tokens": 10, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 1000, "output_tokens": 7}
     )
 
-    assert (usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens) == (1110, 1000, 7)
+    assert (usage.prompt_tokens, usage.cached_tokens, usage.cache_write_tokens, usage.completion_tokens) == (
+        1110,
+        1000,
+        100,
+        7,
+    )
 
 
 @pytest.mark.parametrize(
