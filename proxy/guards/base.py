@@ -62,14 +62,10 @@ class GuardContext:
 
 
 class RequestGuard(Protocol):
-    name: str
-
     def check_request(self, context: GuardContext) -> RequestVerdict: ...
 
 
 class ResponseGuard(Protocol):
-    name: str
-
     def check_reply(self, reply: Reply, context: GuardContext) -> ReplyVerdict | Awaitable[ReplyVerdict]:
         """A verdict, or (for guards with an injected client, like the judge) an awaitable one."""
         ...

@@ -23,8 +23,6 @@ __all__ = ["BudgetGuard"]
 
 
 class BudgetGuard:
-    name = "budget"
-
     def check_request(self, context: GuardContext) -> RequestVerdict:
         policy, budgets = context.policy, context.policy.budgets
         left = remaining(context.state, policy, context.now)

@@ -75,8 +75,6 @@ def _preamble(reply: Reply, context: GuardContext, exhausted: bool) -> ReplyVerd
 
 
 class JudgeGuard:
-    name = "judge"
-
     def __init__(self, judge: Judge) -> None:
         self._judge = judge
 

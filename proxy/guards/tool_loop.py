@@ -95,8 +95,6 @@ def _what(call: ToolCall, period: int) -> str:
 
 
 class ToolLoopGuard:
-    name = "tool_loop"
-
     def holds(self, partial: PartialReply, context: GuardContext) -> int:
         """A repeated call is known only once its arguments are complete."""
         return Channel.TOOL_CALLS if context.policy.loop.enabled else Channel.NONE
