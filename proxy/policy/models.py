@@ -263,6 +263,14 @@ class FinalizeSettings(BaseModel):
         "3. the suggested next step.",
         min_length=1,
     )
+    answer_instruction: str = Field(
+        "Stop working on the task now and call no tool but {tool}. Answer by calling {tool} with what you have "
+        "found so far, every required field filled in as well as you can; where the schema has room for it, say "
+        "what is still missing and the suggested next step.",
+        min_length=1,
+        description="The last call's instruction when the request's answer tool has a structured schema: "
+        "that tool is forced, and its call is the ending ({tool}: its name).",
+    )
     max_tokens: int | None = Field(1024, ge=16, description="Cap on the summary call's output tokens.")
 
 

@@ -124,9 +124,14 @@ class WireAdapter(Protocol):
         instruction: str,
         max_tokens: int | None,
         force_cap: bool,
+        answer_tool: str | None = None,
     ) -> bytes:
         """The last call of an ending: turns and instruction appended, tools forbidden, output
-        unconstrained and not streamed, its length capped at ``max_tokens`` (always, if ``force_cap``)."""
+        unconstrained and not streamed, its length capped at ``max_tokens`` (always, if ``force_cap``).
+
+        Given ``answer_tool`` (a structured answer tool the request offers), tools are kept and
+        the model is forced to call that one (chat's ``tool_choice: {"type": "function", …}``)
+        instead: the ending is then that call (see :meth:`answer_call`)."""
         ...
 
     def amended(
@@ -147,6 +152,16 @@ class WireAdapter(Protocol):
 
     def ending(self, text: str, *, model: str | None, usage: Usage | None = None) -> dict[str, Any]:
         """A complete reply carrying ``text`` (an ending)."""
+        ...
+
+    def answer_call(self, body: Mapping[str, Any], tool: str, arguments: str | None) -> dict[str, Any]:
+        """An ending (a reply :meth:`ending` made) delivered through the request's answer tool,
+        for clients that read their answer only from a tool (smolagents' ``final_answer``,
+        pydantic-ai's ``final_result``): the same reply with its text replaced by one call to
+        ``tool`` with ``arguments`` (JSON text), finished as a tool call. ``arguments`` None: no
+        valid call could be made for the tool's structured schema; the ending in the format's
+        refusal form then (as :meth:`shaped` writes it for a JSON answer). The call's id is
+        derived from the reply's, so the same ending renders the same call every time."""
         ...
 
     def shaped(self, payload: Mapping[str, Any], body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:

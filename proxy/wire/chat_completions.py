@@ -23,6 +23,7 @@ from proxy.wire.chat_render import (
     ANSWER_CONSTRAINTS,
     DONE,
     amended,
+    as_answer_call,
     as_refusal,
     capped_output,
     completion,
@@ -101,11 +102,17 @@ class ChatCompletions:
         instruction: str,
         max_tokens: int | None,
         force_cap: bool,
+        answer_tool: str | None = None,
     ) -> bytes:
+        if answer_tool is not None:
+            choice: Any = {"type": "function", "function": {"name": answer_tool}}
+        else:
+            choice = "none" if payload.get("tools") else None
         return render_request(
             payload,
             [*turns, Note(instruction)],
-            tool_choice="none" if payload.get("tools") else None,
+            tool_choice=choice,
+            function_call=None,
             **dict.fromkeys(ANSWER_CONSTRAINTS),
             stream=None,
             stream_options=None,
@@ -128,6 +135,9 @@ class ChatCompletions:
 
     def ending(self, text: str, *, model: str | None, usage: Usage | None = None) -> dict[str, Any]:
         return completion(text, model=model, usage=usage)
+
+    def answer_call(self, body: Mapping[str, Any], tool: str, arguments: str | None) -> dict[str, Any]:
+        return as_answer_call(body, tool, arguments) if arguments is not None else as_refusal(body)
 
     def shaped(self, payload: Mapping[str, Any], body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:
         if not wants_structured_output(payload) or text_started:

@@ -19,6 +19,7 @@ __all__ = [
     "ANSWER_CONSTRAINTS",
     "DONE",
     "amended",
+    "as_answer_call",
     "as_refusal",
     "calls_returned",
     "capped_output",
@@ -154,6 +155,22 @@ def as_refusal(body: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(choices, list):
         return dict(body)
     return {**body, "choices": [_refused(choice) for choice in choices]}
+
+
+def as_answer_call(body: Mapping[str, Any], tool: str, arguments: str) -> dict[str, Any]:
+    """An ending delivered as one call to the request's answer tool (``final_answer``,
+    ``final_result``), in place of its text: the call id follows the completion's id, so a
+    stored ending replays as the same call."""
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return dict(body)
+    ident = body.get("id")
+    call_id = "call_" + (ident.rsplit("-", 1)[-1] if isinstance(ident, str) and ident else "loopwarden")
+    call = {"id": call_id, "type": "function", "function": {"name": tool, "arguments": arguments}}
+    choice = choices[0]
+    message = {**(choice.get("message") or {}), "role": "assistant", "content": None, "tool_calls": [call]}
+    message.pop("refusal", None)
+    return {**body, "choices": [{**choice, "message": message, "finish_reason": "tool_calls"}, *choices[1:]]}
 
 
 def _refused(choice: Any) -> Any:
