@@ -218,3 +218,21 @@ def test_a_forced_tool_gets_the_ending_as_its_call_in_a_stream(proxy, upstream):
     assert [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls] == [
         ("report", {"text": SUMMARY})
     ]
+
+
+def test_a_derived_session_ended_by_an_answer_call_is_continued_by_a_request_sending_it_back(proxy, upstream):
+    """Without X-Session-Id, the run is named by the reply the client got: the answer call,
+    not the text it was made from, so the request that sends that call back finds the ending."""
+    upstream.script(empty(), empty(), empty(), Json(chat_completion(SUMMARY)))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
+    final_answer = {"type": "function", "function": {"name": "final_answer", "parameters": {}}}
+
+    first = client.chat.completions.create(model="m", messages=messages, tools=[final_answer]).choices[0].message
+    (call,) = first.tool_calls
+    messages += [first.model_dump(exclude_none=True), {"role": "tool", "tool_call_id": call.id, "content": "ok"}]
+    raw = client.chat.completions.with_raw_response.create(model="m", messages=messages, tools=[final_answer])
+
+    assert raw.headers["x-loopwarden-terminated"] == "empty_response"
+    assert raw.parse().choices[0].message.tool_calls[0].id == call.id  # the same ending, replayed
+    assert len(upstream.requests) == 4
