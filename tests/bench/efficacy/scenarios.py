@@ -154,6 +154,7 @@ PROFILES = {
 scripted models never call the other tools)."""
 
 JUDGE_PROMPT = "You are a strict completion judge"
+PROGRESS_PROMPT = "You are a strict progress judge"
 FINALIZE_PROMPT = "Stop working on the task now"
 HOG_COMPLETION_TOKENS = 2_500
 
@@ -261,7 +262,7 @@ def _text(content: Any) -> str:
 def read_request(payload: dict[str, Any]) -> Seen:
     messages = [m for m in payload.get("messages") or [] if isinstance(m, dict)]
     seen = Seen(structured=payload.get("response_format") is not None, tools=bool(payload.get("tools")))
-    if messages and _text(messages[0].get("content")).startswith(JUDGE_PROMPT):
+    if messages and _text(messages[0].get("content")).startswith((JUDGE_PROMPT, PROGRESS_PROMPT)):
         seen.judge = True
         return seen
     cities: dict[str, str] = {}
@@ -389,12 +390,19 @@ def respond(scenario: Scenario, seen: Seen, request_number: int) -> Reply:
 
 _NONCE = re.compile(r'"nonce": "([0-9a-f]+)"')
 _REPLY = re.compile(r"<reply-[0-9a-f]+>\n(.*)\n</reply-[0-9a-f]+>", re.S)
+_STEPS = re.compile(r"<steps-[0-9a-f]+>\n(.*)\n</steps-[0-9a-f]+>", re.S)
 
 
 def judge(payload: dict[str, Any]) -> str:
-    """An honest judge: done when the reply gives both temperatures (in JSON or in words)."""
+    """An honest judge: done when the reply gives both temperatures (in JSON or in words);
+    asked about progress, the steps make some when they look up a city the task names."""
     messages = payload["messages"]
     nonce = _NONCE.search(messages[0]["content"])
+    if messages[0]["content"].startswith(PROGRESS_PROMPT):
+        steps = _STEPS.search(messages[1]["content"])
+        progress = bool(steps) and any(city in steps.group(1).lower() for city in WEATHER)
+        reason = "the steps look up a city the task names" if progress else "the steps look up other cities"
+        return json.dumps({"nonce": nonce.group(1) if nonce else "", "progress": progress, "reason": reason})
     reply = _REPLY.search(messages[1]["content"])
     answer = reply.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") if reply else ""
     done = is_correct(answer, structured=answer.lstrip().startswith("{"))
