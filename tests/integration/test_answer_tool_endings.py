@@ -236,3 +236,15 @@ def test_a_derived_session_ended_by_an_answer_call_is_continued_by_a_request_sen
     assert raw.headers["x-loopwarden-terminated"] == "empty_response"
     assert raw.parse().choices[0].message.tool_calls[0].id == call.id  # the same ending, replayed
     assert len(upstream.requests) == 4
+
+
+def test_pydantic_ai_streamed_structured_output_accepts_a_forced_final_result_ending(proxy, upstream):
+    upstream.script(*[streamed(chat_completion(None)) for _ in range(3)])
+    upstream.script(calling("final_result", {"city": "Lyon", "population": 0}, "end"))
+    agent = pydantic_agent(proxy, City)
+
+    async def run() -> City:
+        async with agent.run_stream(TASK) as result:
+            return await result.get_output()
+
+    assert asyncio.run(run()) == City(city="Lyon", population=0)
