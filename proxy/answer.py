@@ -116,5 +116,5 @@ async def render(
         return Outcome(200, [], delivered=True)
     adapter = call.adapter
     if call.stream:  # no client stream to write to (a caller outside the server)
-        return Outcome(200, headers(), adapter.streamed(body, include_usage=adapter.include_usage(call.payload)), SSE)
+        return Outcome(200, headers(), adapter.streamed(body, include_usage=call.include_usage()), SSE)
     return Outcome(200, headers(), adapter.encode(body))

@@ -11,18 +11,20 @@ form when no valid call came back. A JSON-mode request keeps its refusal; any ot
 gets text.
 
 Deciding the channel is neutral (here, over the :class:`~proxy.exchange.Conversation` and the
-policy); writing the call is the adapter's (:meth:`~proxy.wire.base.WireAdapter.answer_call`).
+policy), and so is the ending it makes: a neutral :class:`~proxy.exchange.Reply` (one call, or
+a refusal) that the request's adapter renders (:meth:`~proxy.wire.base.WireAdapter.render_reply`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from proxy.exchange import Conversation, Reply
+from proxy.exchange import Conversation, Reply, ToolCall
 
 if TYPE_CHECKING:
     from proxy.request import AgentRequest
@@ -139,8 +141,18 @@ def ending_for(call: AgentRequest, body: dict[str, Any], *, text_started: bool) 
     if tool is not None and len(calls) == 1 and calls[0].name == tool.name:
         return body  # already a call to this request's answer tool
     text = ending_text(reply)
-    if calls:  # a call to a tool this request does not answer through: its words, as text
-        body = adapter.ending(text, model=reply.model, usage=reply.usage)
     if tool is None:
+        if calls:  # a call to a tool this request does not answer through: its words, as text
+            body = adapter.ending(text, model=reply.model, usage=reply.usage)
         return adapter.shaped(call.payload, body, text_started=False)
-    return adapter.answer_call(body, tool.name, tool.arguments(text) if tool.free_text else None)
+    if tool.free_text:
+        answer = ToolCall(_call_id(text), tool.name, tool.arguments(text))
+        return adapter.render_reply(Reply(None, None, (answer,), "tool_calls", reply.usage, model=reply.model))
+    # A structured tool and no valid call for it: the refusal form, which such clients surface.
+    return adapter.render_reply(Reply(None, None, (), "stop", reply.usage, model=reply.model, refusal=text))
+
+
+def _call_id(text: str) -> str:
+    """The answer call's id, from the ending's words: every rendering of one ending (the reply
+    the run is named by, the one the client gets, a replay) carries the same call."""
+    return "call_lw_" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]

@@ -137,34 +137,30 @@ def estimate_tokens(conversation: Conversation, body_size: int, policy: Policy) 
     return body_size // 4 + (asked[1] if asked is not None else policy.budgets.reserve_tokens)
 
 
-def session_limits(
-    conversation: Conversation, body_size: int, policy: Policy, prices: PriceTable, *, fresh: bool = False
-) -> list[Limit]:
+def session_limits(call: AgentRequest, prices: PriceTable, *, fresh: bool = False) -> list[Limit]:
     """The reservations one call makes: its step, and its worst case against the session's
     token and cost budgets. A ``fresh`` session (its state starts empty, nothing to exceed)
     reserves nothing unless it has token or cost budgets to check: no round trip for it."""
+    policy = call.policy
     budgets = policy.budgets
     limits = [Limit("budget_steps", (FIELDS.STEPS,), FIELDS.RESERVED_STEPS, 1, policy.max_steps)]
-    estimate = estimate_tokens(conversation, body_size, policy)
     if budgets.max_tokens is not None:
         limits.append(
             Limit(
                 "budget_tokens",
                 (FIELDS.TOKENS_IN, FIELDS.TOKENS_OUT),
                 FIELDS.RESERVED_TOKENS,
-                estimate,
+                call.worst_tokens(),
                 budgets.max_tokens,
             )
         )
     if budgets.max_cost_usd is not None:
-        price = prices.price(conversation.model)
-        worst = 0 if price is None else round(estimate * max(price.prompt, price.completion))
         limits.append(
             Limit(
                 "budget_cost",
                 (FIELDS.COST_MICROS,),
                 FIELDS.RESERVED_COST,
-                worst,
+                call.worst_cost_micros(prices),
                 round(budgets.max_cost_usd * MICROS),
             )
         )

@@ -22,7 +22,7 @@ from typing import Any
 
 from proxy.answer_channel import AnswerTool, answer_channel
 from proxy.errors import ProxyError
-from proxy.exchange import Conversation, ToolCall, Turn, Usage
+from proxy.exchange import Conversation, Reply, ToolCall, Turn, Usage
 from proxy.ledger import Ledger
 from proxy.logs import log_event
 from proxy.metrics import Metrics
@@ -151,8 +151,8 @@ class Finalizer:
             call = next((c for c in parsed.tool_calls if c.name == answer.name), None) if parsed else None
             if parsed is not None and call is not None and await _satisfies(call, answer, conversation):
                 model = parsed.model or conversation.model
-                text = adapter.ending("", model=model, usage=parsed.usage)
-                return Ending(adapter.answer_call(text, answer.name, call.arguments), "upstream", parsed.usage, True)
+                ending = Reply(None, None, (call,), "tool_calls", parsed.usage, model=model)
+                return Ending(adapter.render_reply(ending), "upstream", parsed.usage, upstream_called=True)
             spent = parsed.usage if parsed is not None else spent  # the unusable call is paid for all the same
         summary = local_summary(conversation, verdict.detail)
         return Ending(adapter.ending(summary, model=conversation.model), "local", spent, upstream_called=True)
@@ -222,9 +222,7 @@ class Endings:
         log_event(
             "termination",
             {
-                "tenant": call.tenant,
-                "policy": call.policy.name,
-                "session": call.session.id,
+                **call.log_fields(),
                 "reason": verdict.reason,
                 "summary_via": ending.via,
                 **({"cause": verdict.cause} if verdict.cause else {}),
@@ -249,9 +247,7 @@ class Endings:
         log_event(
             "ending_shared",
             {
-                "tenant": call.tenant,
-                "policy": call.policy.name,
-                "session": call.session.id,
+                **call.log_fields(),
                 "reason": notes.terminated,
                 "answer": answer,
             },

@@ -122,11 +122,7 @@ class Pipeline:
         """One agent request. Whatever happens, what it reserved and spent is committed once."""
         notes = RequestNotes(started=self._clock())
         enforce = call.policy.mode == "enforce"
-        limits = (
-            session_limits(call.conversation, len(call.body), call.policy, self._prices, fresh=call.session.fresh)
-            if enforce
-            else []
-        )
+        limits = session_limits(call, self._prices, fresh=call.session.fresh) if enforce else []
         attributes: dict[str, str | int | float | bool] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.conversation.id": call.session.id,
@@ -196,7 +192,7 @@ class Pipeline:
                 return Written(self._stripped(request, tried)) if request.stripped else Relayed(tried)
             if isinstance(verdict, Rewrite):
                 self._steps.intervention(call, verdict.kind, verdict.reason, notes, attempt)
-                return Written(dict(verdict.body))
+                return Written(call.adapter.render_reply(verdict.reply))
             self._strike(verdict.strike, delta)
             if isinstance(verdict, Finalize):
                 return verdict
@@ -388,7 +384,7 @@ class Pipeline:
         return ClientStream(
             call.respond,
             lambda: response_headers(call, delta.applied_to(state), notes, self._clock()),
-            include_usage=call.adapter.include_usage(call.payload),
+            include_usage=call.include_usage(),
             keepalive=self._keepalive,
             adapter=call.adapter,
         )

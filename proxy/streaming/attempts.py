@@ -108,9 +108,7 @@ class StreamAttempts:
         log_event(
             "stream_unfinished",
             {
-                "tenant": call.tenant,
-                "policy": call.policy.name,
-                "session": call.session.id,
+                **call.log_fields(),
                 "reason": reason,
                 "usage_estimated": assembler.usage is None,
             },

@@ -131,7 +131,7 @@ class WireAdapter(Protocol):
 
         Given ``answer_tool`` (a structured answer tool the request offers), tools are kept and
         the model is forced to call that one (chat's ``tool_choice: {"type": "function", …}``)
-        instead: the ending is then that call (see :meth:`answer_call`)."""
+        instead: the ending is then that call, rendered with :meth:`render_reply`."""
         ...
 
     def amended(
@@ -154,14 +154,9 @@ class WireAdapter(Protocol):
         """A complete reply carrying ``text`` (an ending)."""
         ...
 
-    def answer_call(self, body: Mapping[str, Any], tool: str, arguments: str | None) -> dict[str, Any]:
-        """An ending (a reply :meth:`ending` made) delivered through the request's answer tool,
-        for clients that read their answer only from a tool (smolagents' ``final_answer``,
-        pydantic-ai's ``final_result``): the same reply with its text replaced by one call to
-        ``tool`` with ``arguments`` (JSON text), finished as a tool call. ``arguments`` None: no
-        valid call could be made for the tool's structured schema; the ending in the format's
-        refusal form then (as :meth:`shaped` writes it for a JSON answer). The call's id is
-        derived from the reply's, so the same ending renders the same call every time."""
+    def render_reply(self, reply: Reply) -> dict[str, Any]:
+        """A neutral reply as the complete body an upstream of this format sends (``loopwarden
+        replay`` serves recorded replies, and its judge's verdicts, with it)."""
         ...
 
     def shaped(self, payload: Mapping[str, Any], body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:

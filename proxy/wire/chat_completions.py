@@ -23,13 +23,13 @@ from proxy.wire.chat_render import (
     ANSWER_CONSTRAINTS,
     DONE,
     amended,
-    as_answer_call,
     as_refusal,
     capped_output,
     completion,
     completion_as_sse,
     render_request,
     rendered_turns,
+    reply_completion,
     set_apart,
     with_usage_requested,
     without_calls,
@@ -136,8 +136,8 @@ class ChatCompletions:
     def ending(self, text: str, *, model: str | None, usage: Usage | None = None) -> dict[str, Any]:
         return completion(text, model=model, usage=usage)
 
-    def answer_call(self, body: Mapping[str, Any], tool: str, arguments: str | None) -> dict[str, Any]:
-        return as_answer_call(body, tool, arguments) if arguments is not None else as_refusal(body)
+    def render_reply(self, reply: Reply) -> dict[str, Any]:
+        return reply_completion(reply)
 
     def shaped(self, payload: Mapping[str, Any], body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:
         if not wants_structured_output(payload) or text_started:

@@ -19,7 +19,6 @@ __all__ = [
     "ANSWER_CONSTRAINTS",
     "DONE",
     "amended",
-    "as_answer_call",
     "as_refusal",
     "calls_returned",
     "capped_output",
@@ -27,6 +26,7 @@ __all__ = [
     "completion_as_sse",
     "render_request",
     "rendered_turns",
+    "reply_completion",
     "set_apart",
     "with_usage_requested",
     "without_calls",
@@ -145,6 +145,31 @@ def completion(content: str, *, model: str | None, usage: Usage | None = None) -
     }
 
 
+def reply_completion(reply: Reply) -> dict[str, Any]:
+    """A neutral reply as the chat.completion an upstream would have sent, under an id of the
+    proxy's own (a guard's rewrite; replay serves recorded replies with it)."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.reasoning:
+        message["reasoning_content"] = reply.reasoning
+    if reply.refusal:
+        message["refusal"] = reply.refusal
+    if reply.tool_calls:
+        message["tool_calls"] = [wire_call(call) for call in reply.tool_calls]
+    usage = reply.usage
+    return {
+        "id": "chatcmpl-lw-" + secrets.token_hex(12),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": reply.model or "loopwarden",
+        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason or "stop"}],
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total,
+        },
+    }
+
+
 def as_refusal(body: Mapping[str, Any]) -> dict[str, Any]:
     """An ending for a client that asked for a JSON answer: the text moves to ``refusal`` and
     ``content`` becomes null. OpenAI's structured outputs promise a valid object or a refusal,
@@ -155,22 +180,6 @@ def as_refusal(body: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(choices, list):
         return dict(body)
     return {**body, "choices": [_refused(choice) for choice in choices]}
-
-
-def as_answer_call(body: Mapping[str, Any], tool: str, arguments: str) -> dict[str, Any]:
-    """An ending delivered as one call to the request's answer tool (``final_answer``,
-    ``final_result``), in place of its text: the call id follows the completion's id, so a
-    stored ending replays as the same call."""
-    choices = body.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return dict(body)
-    ident = body.get("id")
-    call_id = "call_" + (ident.rsplit("-", 1)[-1] if isinstance(ident, str) and ident else "loopwarden")
-    call = {"id": call_id, "type": "function", "function": {"name": tool, "arguments": arguments}}
-    choice = choices[0]
-    message = {**(choice.get("message") or {}), "role": "assistant", "content": None, "tool_calls": [call]}
-    message.pop("refusal", None)
-    return {**body, "choices": [{**choice, "message": message, "finish_reason": "tool_calls"}, *choices[1:]]}
 
 
 def _refused(choice: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Which tool an ending goes to, and in what form (proxy.answer_channel, chat's answer_call)."""
+"""Which tool an ending goes to, and in what form (proxy.answer_channel)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from proxy.answer_channel import answer_tool, ending_text, free_text_field
+from proxy.answer_channel import answer_tool, ending_for, ending_text, free_text_field
 from proxy.exchange import Conversation, Reply, Tool, ToolCall, Usage
 from proxy.wire.chat_completions import CHAT_COMPLETIONS
 from proxy.wire.chat_parse import parse_conversation
+from tests.support.agent_request import agent_request
 
 ANSWER = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 CITY = {
@@ -96,28 +97,68 @@ def test_ending_text_reads_the_words_whatever_the_form(ending: Reply, text: str)
     assert ending_text(ending) == text
 
 
-def test_chat_answer_call_puts_the_ending_in_one_tool_call_with_a_stable_id():
-    body = CHAT_COMPLETIONS.ending("Summary.", model="m")
-
-    first = CHAT_COMPLETIONS.answer_call(body, "final_answer", json.dumps({"answer": "Summary."}))
-    again = CHAT_COMPLETIONS.answer_call(body, "final_answer", json.dumps({"answer": "Summary."}))
-
-    choice = first["choices"][0]
-    assert choice["finish_reason"] == "tool_calls"
-    assert choice["message"]["content"] is None
-    assert choice["message"]["tool_calls"][0]["function"] == {
-        "name": "final_answer",
-        "arguments": '{"answer": "Summary."}',
-    }
-    assert first == again
+FINAL_ANSWER = {"type": "function", "function": {"name": "final_answer", "parameters": ANSWER}}
+FINAL_RESULT = {"type": "function", "function": {"name": "final_result", "parameters": CITY}}
+ENDING = CHAT_COMPLETIONS.ending("Summary.", model="m")
 
 
-def test_chat_answer_call_without_arguments_is_the_refusal():
-    body = CHAT_COMPLETIONS.ending("Summary.", model="m")
+def asking(*tools: dict[str, Any], **fields: Any) -> Any:
+    return agent_request(
+        {"model": "m", "messages": [{"role": "user", "content": "task"}], "tools": list(tools), **fields}
+    )
 
-    message = CHAT_COMPLETIONS.answer_call(body, "final_result", None)["choices"][0]["message"]
 
-    assert (message["content"], message["refusal"]) == (None, "Summary.")
+def message(body: dict[str, Any]) -> dict[str, Any]:
+    return body["choices"][0]["message"]
+
+
+def test_a_free_text_answer_tool_gets_the_summary_in_one_call_with_a_stable_id():
+    call = asking(FINAL_ANSWER)
+
+    first = ending_for(call, ENDING, text_started=False)
+    again = ending_for(call, ENDING, text_started=False)
+
+    assert first["choices"][0]["finish_reason"] == "tool_calls"
+    assert message(first)["content"] is None
+    (answer,) = message(first)["tool_calls"]
+    assert answer["function"] == {"name": "final_answer", "arguments": '{"answer":"Summary."}'}
+    assert message(again)["tool_calls"][0]["id"] == answer["id"]
+
+
+def test_a_structured_answer_tool_without_a_valid_call_gets_the_refusal():
+    body = ending_for(asking(FINAL_RESULT), ENDING, text_started=False)
+
+    assert (message(body)["content"], message(body)["refusal"]) == (None, "Summary.")
+    assert "tool_calls" not in message(body)
+
+
+def test_a_json_mode_request_gets_the_refusal_even_with_an_answer_tool():
+    body = ending_for(asking(FINAL_ANSWER, response_format={"type": "json_object"}), ENDING, text_started=False)
+
+    assert (message(body)["content"], message(body)["refusal"]) == (None, "Summary.")
+
+
+def test_an_ending_already_in_the_requests_channel_is_kept_as_it_is():
+    forced = CHAT_COMPLETIONS.render_reply(
+        Reply(None, None, (ToolCall("c9", "final_result", '{"city": "Lyon", "population": 1}'),), "tool_calls", Usage())
+    )
+
+    assert ending_for(asking(FINAL_RESULT), forced, text_started=False) is forced
+
+
+def test_a_call_ending_replayed_to_a_request_without_that_tool_is_its_words_as_text():
+    forced = CHAT_COMPLETIONS.render_reply(
+        Reply(None, None, (ToolCall("c9", "final_result", '{"city": "Lyon", "population": 1}'),), "tool_calls", Usage())
+    )
+
+    body = ending_for(asking(), forced, text_started=False)
+
+    assert message(body)["content"] == '{"city": "Lyon", "population": 1}'
+    assert "tool_calls" not in message(body)
+
+
+def test_once_text_streamed_the_ending_stays_text():
+    assert ending_for(asking(FINAL_ANSWER), ENDING, text_started=True) == ENDING
 
 
 def test_a_structured_summary_request_forces_the_answer_tool_and_drops_the_output_constraint():

@@ -1,4 +1,4 @@
-"""Pricing, budget arithmetic, the budget guard and the usage tap, as tables."""
+"""Pricing and budget arithmetic, as tables (the budget guard: tests/unit/guards/test_budget.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import pytest
 
 from proxy.budgets import active_ms, estimate_tokens, remaining
 from proxy.exchange import Usage
-from proxy.guards import BudgetGuard, GuardContext
 from proxy.policy.models import Policy
 from proxy.pricing import Price, PriceTable, PricingError, load_pricing
 from proxy.session.base import SessionState
@@ -124,51 +123,3 @@ def test_remaining_leaves_out_unset_budgets():
 )
 def test_estimate_is_prompt_bytes_over_four_plus_the_output_cap(payload, body_size, expected):
     assert estimate_tokens(parse_conversation(payload), body_size, Policy()) == expected
-
-
-def guard(session: SessionState, now: float = T0):
-    return BudgetGuard().check_request(GuardContext(POLICY, session, parse_conversation({"messages": []}), now=now))
-
-
-@pytest.mark.parametrize(
-    ("session", "reason"),
-    [
-        (state(steps=10), "budget_steps"),
-        (state(tokens_in=900, tokens_out=100), "budget_tokens"),
-        (state(cost_micros=1_000_000), "budget_cost"),
-        (state(active_ms=100_000), "budget_time"),
-    ],
-)
-def test_exhausted_budget_ends_the_session(session, reason):
-    verdict = guard(session)
-
-    assert verdict.reason == reason
-
-
-@pytest.mark.parametrize(
-    ("session", "mentions"),
-    [
-        (state(steps=9), "1 of 10 steps left"),
-        (state(tokens_in=850), "150 of 1000 tokens left"),
-        (state(cost_micros=900_000), "$0.1000 of $1.00 left"),
-        (state(active_ms=85_000), "15 of 100 seconds left"),
-    ],
-)
-def test_low_budget_asks_the_model_to_converge(session, mentions):
-    verdict = guard(session)
-
-    assert verdict.kind == "budget_note"
-    assert mentions in verdict.turns[0].text
-
-
-def test_the_converge_note_comes_while_the_next_calls_reservation_still_fits():
-    policy = Policy(budgets={"max_tokens": 20_000, "reserve_tokens": 4_096})
-    context = GuardContext(policy, state(tokens_in=13_000), parse_conversation({"messages": []}), now=T0)
-
-    verdict = BudgetGuard().check_request(context)  # 7,000 left: 20 % is 4,000, but a call reserves 4,096
-
-    assert verdict.kind == "budget_note"
-
-
-def test_plenty_left_changes_nothing():
-    assert type(guard(state(steps=2, tokens_in=100))).__name__ == "Pass"

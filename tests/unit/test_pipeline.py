@@ -10,7 +10,9 @@ import pytest
 
 from proxy.build import build_pipeline
 from proxy.errors import RateLimited
+from proxy.exchange import Reply
 from proxy.metrics import Metrics
+from proxy.pipeline import Pipeline
 from proxy.policy.models import Policy
 from proxy.pricing import Price, PriceTable
 from proxy.request import AgentRequest
@@ -18,6 +20,7 @@ from proxy.session.identity import identify
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
 from proxy.upstream import UpstreamClient
+from proxy.verdict import Pass, Rewrite
 from proxy.wire.chat_parse import parse_conversation
 from tests.support.fake_upstream import chat_completion
 
@@ -428,3 +431,26 @@ async def test_an_output_limit_that_alone_costs_more_than_the_cost_budget_is_a_4
     assert "at most 1000" in refused.value.message
     assert script.bodies == []
     assert (await store.load(call().session.key)).is_new
+
+
+class _Redacting:
+    """A reply guard that replaces every text reply with a neutral one of its own."""
+
+    def check_reply(self, reply, context):
+        if not reply.has_text:
+            return Pass()
+        return Rewrite("redacted", "a secret in the answer", Reply("[redacted]", None, (), "stop", reply.usage))
+
+
+async def test_a_rewrite_reaches_the_agent_in_its_wire_format():
+    script = Script(GOOD)
+    upstream = UpstreamClient(Settings(upstream="http://up/v1", retry_attempts=1), httpx.MockTransport(script))
+    pipeline = Pipeline(upstream, MemoryStore(), Metrics(), [], [_Redacting()], clock=lambda: 1_800_000_000.0)
+    _, _, call = make(Script())
+
+    outcome = await pipeline.run(call())
+
+    body = json.loads(outcome.body)
+    assert body["object"] == "chat.completion"
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "[redacted]"}
+    assert header(outcome, "x-loopwarden-interventions") == "redacted"

@@ -11,10 +11,11 @@ import pytest
 from proxy.exchange import Conversation, Message, Reply, ReturnCalls, ToolCall, Usage
 from proxy.guards import GuardContext, StalledProgressGuard
 from proxy.guards.stalled_progress import NUDGE_KIND, STRIKE, flattened_calls, latest_steps, masked, stalled_run
-from proxy.judge import JudgeOutcome, JudgeRequest, JudgeTarget
+from proxy.judge import JudgeOutcome, JudgeTarget
 from proxy.policy.models import Policy
 from proxy.session.base import SessionState
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass
+from tests.support.fake_judge import FakeJudge
 
 TASK = "How many people live in Lyon?"
 TARGET = JudgeTarget("http://judge/v1/chat/completions", [], "m", scope="t")
@@ -88,16 +89,6 @@ def test_text_that_is_no_flattened_call_list_yields_no_calls(text):
 def test_masking_blanks_the_longest_value_first():
     call = ToolCall("c", "search", json.dumps({"q": "lyon census", "w": "lyon"}))
     assert masked("No results for 'lyon census' near lyon.", call) == "No results for '…' near …."
-
-
-class FakeJudge:
-    def __init__(self, outcome: JudgeOutcome) -> None:
-        self.outcome = outcome
-        self.asked: list[JudgeRequest] = []
-
-    async def decide(self, request: JudgeRequest) -> JudgeOutcome:
-        self.asked.append(request)
-        return self.outcome
 
 
 def next_call(tool: str = "search") -> Reply:
