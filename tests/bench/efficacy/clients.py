@@ -1,8 +1,13 @@
-"""Three real agent clients, each running the same small tool-using agent.
+"""Five real agent clients, each running the same small tool-using agent.
 
 - ``openai``: the openai SDK with a hand-written tool loop (at most 15 model calls);
 - ``agents``: the OpenAI Agents SDK, chat-completions model, ``max_turns=10`` (its default);
-- ``langgraph``: LangGraph's prebuilt ReAct agent on ``langchain-openai``, ``recursion_limit=25``.
+- ``langgraph``: LangGraph's prebuilt ReAct agent on ``langchain-openai``, ``recursion_limit=25``;
+- ``smolagents``: its ``ToolCallingAgent`` (``max_steps=20``, its default), which answers only
+  through its ``final_answer`` tool and sends tool calls and results back as text (no
+  structured answers: it skips the schema scenarios);
+- ``pydantic_ai``: an ``Agent`` on ``OpenAIChatModel``; a structured answer is its
+  ``final_result`` tool (``output_type`` a model), else text.
 
 Each returns the agent's final answer (text, or the structured object) or raises, exactly
 as the library does; the runner classifies the result. A refusal to a structured request
@@ -12,6 +17,7 @@ session id in ``X-Session-Id`` and keeps its library's default retries (2).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -211,6 +217,74 @@ async def run_langgraph(
     return state["messages"][-1].content
 
 
+async def run_smolagents(
+    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+) -> Any:
+    from smolagents import OpenAIServerModel, ToolCallingAgent, tool
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city: temperature in °C and conditions.
+
+        Args:
+            city: The city's English name.
+        """
+        return scenarios.weather(city)
+
+    llm = OpenAIServerModel(
+        model_id=model,
+        api_base=base_url,
+        api_key="sk-bench",
+        client_kwargs={"default_headers": {"X-Session-Id": session}},
+    )
+    agent = ToolCallingAgent(
+        tools=[get_weather], model=llm, instructions=profile.instructions, stream_outputs=stream, verbosity_level=-1
+    )
+    return await asyncio.to_thread(agent.run, scenarios.TASK)
+
+
+async def run_pydantic_ai(
+    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+) -> Any:
+    from pydantic import BaseModel
+    from pydantic_ai import Agent
+    from pydantic_ai.exceptions import ContentFilterError
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    class Weather(BaseModel):
+        paris_c: float
+        berlin_c: float
+
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers={"X-Session-Id": session})
+    agent: Agent[None, Any] = Agent(
+        OpenAIChatModel(model, provider=OpenAIProvider(openai_client=client)),
+        output_type=Weather if scenario.schema else str,
+        instructions=profile.instructions,
+    )
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """Current weather for a city: temperature in °C and conditions.
+
+        Args:
+            city: The city's English name.
+        """
+        return scenarios.weather(city)
+
+    try:
+        if stream:
+            async with agent.run_stream(scenarios.TASK) as result:
+                output = await result.get_output()
+        else:
+            output = (await agent.run(scenarios.TASK)).output
+    except ContentFilterError as refused:
+        return scenarios.Refusal(str(refused.body or refused))
+    finally:
+        await client.close()
+    return output.model_dump() if isinstance(output, BaseModel) else output
+
+
 async def _never_called(context: Any, arguments: str) -> str:
     """The profile's other tools: offered on every call, never called by the scripted models."""
     raise AssertionError("the scripted models only call get_weather")
@@ -220,4 +294,12 @@ def _never_called_sync(**arguments: Any) -> str:
     raise AssertionError("the scripted models only call get_weather")
 
 
-CLIENTS: dict[str, ClientRun] = {"openai": run_openai, "agents": run_agents_sdk, "langgraph": run_langgraph}
+CLIENTS: dict[str, ClientRun] = {
+    "openai": run_openai,
+    "agents": run_agents_sdk,
+    "langgraph": run_langgraph,
+    "smolagents": run_smolagents,
+    "pydantic_ai": run_pydantic_ai,
+}
+NO_STRUCTURED_OUTPUT = frozenset({"smolagents"})
+"""Clients without a structured answer: the schema scenarios are not theirs to run."""

@@ -13,6 +13,7 @@ warning, a judge's "not done", a schema error or a budget note); ``persistent`` 
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass, field
@@ -160,7 +161,10 @@ HOG_COMPLETION_TOKENS = 2_500
 
 
 def weather(city: str) -> str:
-    """What the agent's tool returns: a small JSON document, like a weather API's."""
+    """What the agent's tool returns: a small JSON document, like a weather API's (for a name
+    with a digit in it, a station code the network does not know, the same answer each time)."""
+    if any(ch.isdigit() for ch in city):
+        return json.dumps({"city": city, "error": "no station with this name", "source": "station network"})
     temp, sky = WEATHER.get(city.strip().lower(), (20 + len(city) % 7, "cloudy"))
     return json.dumps(
         {
@@ -199,6 +203,7 @@ MISBEHAVIOURS = {
     "done_early": 'quits after one tool with "Done."',
     "schema": "structured answer missing a field",
     "token_hog": "researches every city, 2,500 tokens a step",
+    "ever_new": "new station names for Berlin, the same 'no station' answer",
 }
 WELL_BEHAVED = {
     "short": "two calls, then a short correct answer (judged)",
@@ -232,6 +237,7 @@ _CORRECTIONS = (
     "Not executed: another call",
     "Budget note",
     "The last ",
+    "Not run:",
 )
 
 
@@ -249,6 +255,11 @@ class Seen:
     tools: bool = False
     finalize: bool = False
     judge: bool = False
+    answer_tool: str | None = None
+    """The tool the agent reads its answer from (smolagents' ``final_answer``, pydantic-ai's
+    ``final_result``): a model answers by calling it."""
+    forced: bool = False
+    """The request forces the answer tool (an ending's last call for a structured answer)."""
 
 
 def _text(content: Any) -> str:
@@ -259,33 +270,63 @@ def _text(content: Any) -> str:
     return ""
 
 
+def _flattened(text: str) -> list[dict[str, Any]]:
+    """The calls smolagents writes into an assistant turn as text (``Calling tools:\n[...]``)."""
+    if not text.startswith("Calling tools:"):
+        return []
+    try:
+        calls = ast.literal_eval(text[len("Calling tools:") :].strip())
+    except (ValueError, SyntaxError):
+        return []
+    return [
+        {"id": c.get("id", ""), "function": {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}}
+        for c in calls
+        if isinstance(c, dict) and isinstance(c.get("function"), dict)
+    ]
+
+
+def _answer_tool(payload: dict[str, Any]) -> tuple[str | None, bool]:
+    names = [t["function"]["name"] for t in payload.get("tools") or [] if isinstance(t, dict) and "function" in t]
+    choice = payload.get("tool_choice")
+    forced = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    if forced in names:
+        return forced, True
+    return next((n for n in names if n == "final_answer" or n.startswith("final_result")), None), False
+
+
 def read_request(payload: dict[str, Any]) -> Seen:
     messages = [m for m in payload.get("messages") or [] if isinstance(m, dict)]
     seen = Seen(structured=payload.get("response_format") is not None, tools=bool(payload.get("tools")))
     if messages and _text(messages[0].get("content")).startswith((JUDGE_PROMPT, PROGRESS_PROMPT)):
         seen.judge = True
         return seen
+    seen.answer_tool, seen.forced = _answer_tool(payload)
+    seen.structured = seen.structured or (seen.answer_tool or "").startswith("final_result")
     cities: dict[str, str] = {}
     users = 0
+    last_call = ""
     for message in messages:
         role = message.get("role")
         text = _text(message.get("content"))
-        for call in message.get("tool_calls") or []:
+        for call in message.get("tool_calls") or _flattened(text) if role == "assistant" else []:
+            last_call = call.get("id", "")
             try:
-                arguments = json.loads(call["function"]["arguments"])
-                cities[call["id"]] = str(arguments.get("city", "")).lower()
+                raw = call["function"]["arguments"]
+                arguments = json.loads(raw) if isinstance(raw, str) else raw
+                cities[last_call] = str(arguments.get("city", "")).lower()
             except (ValueError, KeyError, TypeError, AttributeError):
-                cities[call.get("id", "")] = ""
-        if role == "tool":
+                cities[last_call] = ""
+        observation = role == "user" and users > 0 and text.startswith("Observation:")
+        if role == "tool" or observation:
             seen.calls += 1
-            city = cities.get(message.get("tool_call_id", ""), "")
+            city = cities.get(last_call if observation else message.get("tool_call_id", ""), "")
             if city and '"temperature_c"' in text:
-                seen.found[city] = text
+                seen.found[city] = text.removeprefix("Observation:").strip()
         if role == "user":
             users += 1
             if users > 1 and text.startswith(FINALIZE_PROMPT):
                 seen.finalize = True
-        appended = role == "tool" or (role == "user" and users > 1)
+        appended = role == "tool" or (role == "user" and users > 1 and not observation)
         if appended and any(marker in text for marker in _CORRECTIONS):
             seen.corrected = True
     return seen
@@ -348,7 +389,30 @@ def well_behaved(seen: Seen, variant: str) -> Reply:
 
 
 def respond(scenario: Scenario, seen: Seen, request_number: int) -> Reply:
-    """The scripted model's reply to one request of a run."""
+    """The scripted model's reply to one request of a run: its answer goes through the
+    request's answer tool when it offers one (a text summary when told not to call tools)."""
+    reply = _respond(scenario, seen, request_number)
+    if seen.answer_tool is None or reply.tool_calls or not reply.content or reply.status != 200:
+        return reply
+    if seen.finalize and not seen.forced:
+        return reply  # the ending's summary call: tools forbidden, the proxy delivers it
+    if seen.answer_tool == "final_answer":
+        arguments = {"answer": reply.content}
+    else:
+        try:
+            arguments = json.loads(reply.content)  # a structured answer's object
+        except ValueError:
+            found = {f"{c}_c": json.loads(t)["temperature_c"] for c, t in seen.found.items() if c in WEATHER}
+            arguments = found  # told to answer through the tool: what it has (valid only when complete)
+    call = {
+        "id": f"call_{seen.calls}_answer",
+        "type": "function",
+        "function": {"name": seen.answer_tool, "arguments": json.dumps(arguments)},
+    }
+    return Reply(tool_calls=[call], reasoning=reply.reasoning)
+
+
+def _respond(scenario: Scenario, seen: Seen, request_number: int) -> Reply:
     if scenario.behaved:
         return well_behaved(seen, scenario.name)
     fixed = scenario.variant == "recovers" and seen.corrected
@@ -376,6 +440,8 @@ def respond(scenario: Scenario, seen: Seen, request_number: int) -> Reply:
         return Reply("Done.")
     if name == "schema" and "berlin" in seen.found and paris_done and seen.structured:
         return Reply(json.dumps({"paris_c": WEATHER["paris"][0]}))
+    if name == "ever_new" and paris_done:
+        return Reply(tool_calls=[_call(f"Berolina {seen.calls}", seen.calls)])
     if name == "token_hog":
         city = CITIES[seen.calls % len(CITIES)]
         return Reply(
