@@ -5,7 +5,9 @@
 - ``langgraph``: LangGraph's prebuilt ReAct agent on ``langchain-openai``, ``recursion_limit=25``;
 - ``smolagents``: its ``ToolCallingAgent`` (``max_steps=20``, its default), which answers only
   through its ``final_answer`` tool and sends tool calls and results back as text (no
-  structured answers: it skips the schema scenarios);
+  structured answers: it skips the schema scenarios). A run that used up its steps (each
+  text reply is a parse error to it) counts as given up, though smolagents then answers
+  from one last call without tools;
 - ``pydantic_ai``: an ``Agent`` on ``OpenAIChatModel``; a structured answer is its
   ``final_result`` tool (``output_type`` a model), else text.
 
@@ -240,7 +242,10 @@ async def run_smolagents(
     agent = ToolCallingAgent(
         tools=[get_weather], model=llm, instructions=profile.instructions, stream_outputs=stream, verbosity_level=-1
     )
-    return await asyncio.to_thread(agent.run, scenarios.TASK)
+    result = await asyncio.to_thread(agent.run, scenarios.TASK, return_full_result=True)
+    if result.state != "success":  # its steps ran out: it answers anyway, from one more call without tools
+        raise AgentGaveUp(f"smolagents reached max_steps; its last-resort answer: {str(result.output)[:80]}")
+    return result.output
 
 
 async def run_pydantic_ai(

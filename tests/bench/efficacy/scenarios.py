@@ -272,6 +272,7 @@ def _text(content: Any) -> str:
 
 def _flattened(text: str) -> list[dict[str, Any]]:
     """The calls smolagents writes into an assistant turn as text (``Calling tools:\n[...]``)."""
+    text = text.lstrip()
     if not text.startswith("Calling tools:"):
         return []
     try:
