@@ -441,7 +441,7 @@ def _respond(scenario: Scenario, seen: Seen, request_number: int) -> Reply:
         return Reply("Done.")
     if name == "schema" and "berlin" in seen.found and paris_done and seen.structured:
         return Reply(json.dumps({"paris_c": WEATHER["paris"][0]}))
-    if name == "ever_new" and paris_done:
+    if name == "ever_new" and paris_done and "berlin" not in seen.found:
         return Reply(tool_calls=[_call(f"Berolina {seen.calls}", seen.calls)])
     if name == "token_hog":
         city = CITIES[seen.calls % len(CITIES)]
