@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,16 @@ from proxy.guards.base import GuardContext
 from proxy.judge import Judge, JudgeRequest
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass, ReplyVerdict
 
-__all__ = ["NUDGE_KIND", "STRIKE", "StalledProgressGuard", "Step", "flattened_calls", "masked", "stalled_run"]
+__all__ = [
+    "NUDGE_KIND",
+    "STRIKE",
+    "StalledProgressGuard",
+    "Step",
+    "flattened_calls",
+    "latest_steps",
+    "masked",
+    "stalled_run",
+]
 
 STRIKE = "no_progress_stalled"
 NUDGE_KIND = "stalled_progress_nudge"
@@ -42,6 +51,8 @@ _MAX_RESULT_CHARS = 8_000
 """Results are compared on this much of their text."""
 _MAX_VALUES = 32
 _CLIP = 300
+_JUDGED_STEPS = 8
+"""The judge reads this many of a run's newest steps (a run of hundreds stays one short question)."""
 _SPACE = re.compile(r"\s+")
 
 
@@ -81,30 +92,27 @@ def _observation(message: Message) -> bool:
     return message.role == "user" and message.text.lstrip().startswith(_OBSERVATION)
 
 
-def latest_steps(conversation: Conversation, limit: int) -> list[Step]:
-    """Up to ``limit`` of the latest tool results, newest first, each paired with its call: a
-    ``tool`` turn by call id, an ``Observation:`` user turn with the one call of the assistant
-    turn before it. Walks back from the end; stops at a turn that is neither."""
-    steps: list[Step] = []
+def latest_steps(conversation: Conversation) -> Iterator[Step]:
+    """The latest tool results, newest first, each paired with its call: a ``tool`` turn by
+    call id, an ``Observation:`` user turn with the one call of the assistant turn before it.
+    Walks back from the end, lazily (a run is read only as far as it goes); stops at a turn
+    that is neither."""
     pending: list[Message] = []
     for message in reversed(conversation.messages):
         if message.role == "tool" or _observation(message):
             pending.append(message)
             continue
         if message.role != "assistant" or not pending:
-            break
+            return
         calls = message.tool_calls or flattened_calls(message.text)
         by_id = {call.id: call for call in calls}
         for result in pending:
             if result.role == "tool":
-                steps.append(Step(by_id.get(str(result.call_id)), result.text))
+                yield Step(by_id.get(str(result.call_id)), result.text)
             else:
                 text = result.text.lstrip()[len(_OBSERVATION) :]
-                steps.append(Step(calls[0] if len(calls) == 1 else None, text))
+                yield Step(calls[0] if len(calls) == 1 else None, text)
         pending = []
-        if len(steps) >= limit:
-            break
-    return steps[:limit]
 
 
 def _values(arguments: Any) -> list[str]:
@@ -134,27 +142,31 @@ def masked(result: str, call: ToolCall) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
-def stalled_run(steps: Sequence[Step], needed: int) -> int:
-    """The length of the stalled run the latest steps form (0: none): at least ``needed``
+def stalled_run(steps: Iterable[Step], needed: int) -> list[Step]:
+    """The stalled run the latest steps form, newest first (empty: none): at least ``needed``
     results of one tool, the same once masked, not all the same as sent, nor all from the
     same arguments."""
-    if len(steps) < needed or steps[0].call is None:
-        return 0
-    tool, first = steps[0].call.name, masked(steps[0].result, steps[0].call)
-    run = 0
+    run: list[Step] = []
+    tool, first = "", ""
     for step in steps:
-        if step.call is None or step.call.name != tool or masked(step.result, step.call) != first:
+        call = step.call
+        if call is None:
             break
-        run += 1
-    window = steps[:run]
-    if run < needed or len({_SPACE.sub(" ", s.result).strip() for s in window}) == 1:
-        return 0
-    return run if len({s.call.arguments for s in window if s.call is not None}) > 1 else 0
+        shown = masked(step.result, call)
+        if not run:
+            tool, first = call.name, shown
+        elif call.name != tool or shown != first:
+            break
+        run.append(step)
+    if len(run) < needed or len({_SPACE.sub(" ", s.result).strip() for s in run}) == 1:
+        return []
+    return run if len({s.call.arguments for s in run if s.call is not None}) > 1 else []
 
 
 def _transcript(steps: Sequence[Step]) -> str:
+    """The newest steps of a run, oldest first, one line each, for the judge."""
     lines = []
-    for step in reversed(steps):
+    for step in reversed(steps[:_JUDGED_STEPS]):
         call = step.call
         name, arguments = (call.name, call.arguments) if call is not None else ("a tool", "")
         result = _SPACE.sub(" ", step.result).strip()
@@ -180,11 +192,11 @@ class StalledProgressGuard:
         if context.retries.get(NUDGE_KIND, 0):
             return PASS  # nudged once in this request already
         needed = settings.stalled_results
-        steps = latest_steps(context.conversation, 4 * needed)
-        run = stalled_run(steps, needed)
-        tool = steps[0].call.name if run and steps[0].call is not None else None
+        steps = stalled_run(latest_steps(context.conversation), needed)
+        tool = steps[0].call.name if steps and steps[0].call is not None else None
         if tool is None or all(call.name != tool for call in reply.tool_calls):
             return Pass(clear_strikes=(STRIKE,)) if context.state.strikes(STRIKE) else PASS
+        run = len(steps)
         if run % needed:
             return PASS  # asked at needed, 2 * needed, … results
         target = context.judge_target if context.policy.judge.use_llm_judge else None
@@ -193,7 +205,7 @@ class StalledProgressGuard:
             return self._nudge(reply, context, tool, run, seen, f"{tool}: {seen}")
         request = JudgeRequest(
             context.conversation.first_text("user") or "",
-            _transcript(steps[:run]),
+            _transcript(steps),
             target,
             context.policy.judge.judge_timeout_secs,
             context.policy.judge.structured_output,
