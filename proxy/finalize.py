@@ -4,8 +4,9 @@ First choice: one last upstream call with tools kept (so a history with tool cal
 valid) but forbidden (``tool_choice: "none"``), no output constraint (``response_format``,
 vLLM's ``guided_*``: a summary is prose, and a schema would make the model invent an object),
 and an instruction to summarize. If that call fails or says nothing, a summary is built
-locally from the transcript. :class:`Endings` makes a session's ending once: of the parallel
-requests that end a session, one makes it and the others answer with it.
+locally from the transcript; the tokens the call used are booked all the same.
+:class:`Endings` makes a session's ending once: of the parallel requests that end a session,
+one makes it and the others answer with it.
 
 A request whose answer tool has a structured schema (pydantic-ai's ``final_result`` for an
 output model; see :mod:`proxy.answer_channel`) cannot take a summary as text: its last call
@@ -58,10 +59,10 @@ def local_summary(conversation: Conversation, detail: str) -> str:
     """A summary from the transcript alone, for when the model cannot give one."""
     found: list[str] = []
     names: dict[str, str] = {}
-    for message in conversation.messages:
-        for call in message.tool_calls:
-            names[call.id] = call.name or "tool"
-        if message.role == "tool" and message.text.strip():
+    for call in conversation.calls_by_id().values():
+        names[call.id] = call.name or "tool"
+    for message in conversation.tool_results():  # ``Observation:`` turns too
+        if message.text.strip():
             found.append(f"{names.get(str(message.call_id), 'a tool')} returned: {_clip(message.text)}")
     task = _clip(conversation.first_text("user") or "the task", 200)
     lines = [f"I have to stop here: {detail}.", "", "What was found:"]
@@ -115,8 +116,11 @@ class Finalizer:
                 reply = await self._upstream.send("POST", url, headers, body)
             except ProxyError:
                 reply = None
+            spent = Usage()  # what the call cost, booked whether or not its reply is used
             if reply is not None and reply.response.status_code == 200:
                 parsed = adapter.parse_reply(reply.response.content)
+                if parsed is not None:
+                    spent = parsed.usage
                 if parsed is not None and parsed.has_text and parsed.content is not None:
                     return Ending(
                         adapter.ending(parsed.content, model=parsed.model or model, usage=parsed.usage),
@@ -125,7 +129,7 @@ class Finalizer:
                         upstream_called=True,
                     )
             summary = local_summary(conversation, verdict.detail)
-            return Ending(adapter.ending(summary, model=model), "local", Usage(), upstream_called=True)
+            return Ending(adapter.ending(summary, model=model), "local", spent, upstream_called=True)
         summary = local_summary(conversation, verdict.detail)
         return Ending(adapter.ending(summary, model=model), "local", Usage(), False)
 

@@ -21,7 +21,7 @@ from typing import Any
 from proxy.answer import Answer, Failed, Relayed, Tried, Unusable, Written, delivered_reply, render
 from proxy.budgets import check_request_cap, session_limits
 from proxy.errors import ProxyError
-from proxy.exchange import Channel, Turn
+from proxy.exchange import Channel, Reply, Turn
 from proxy.finalize import Endings
 from proxy.fingerprint import remember_calls
 from proxy.goal.keeper import GoalKeeper, GoalStrip
@@ -34,6 +34,7 @@ from proxy.pricing import PriceTable
 from proxy.recording import Step, StepRecorder
 from proxy.request import AgentRequest, Outcome, RequestNotes
 from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, SessionStore
+from proxy.session.chains import Chained, chained_session, remember_responses
 from proxy.session.identity import named_run, turn_digest
 from proxy.step_log import StepLog, chat_attributes, response_headers, usage_attributes
 from proxy.streaming.attempts import StreamAttempts
@@ -71,6 +72,8 @@ class _Request:
     judge: JudgeTarget | None
     allowed: int
     extra: list[Turn] = field(default_factory=list)
+    replies: list[Reply] = field(default_factory=list)
+    """Every usable reply of this request's attempts (their ids may be continued from)."""
     retries: Counter[str] = field(default_factory=Counter)
     goal: Goal | None = None
     goal_rounds: int = 0
@@ -81,7 +84,13 @@ class _Request:
         request's start as its clock, and where a judge call goes."""
         call = self.call
         return GuardContext(
-            call.policy, state, call.conversation, self.retries if retries else {}, self.notes.started, self.judge
+            call.policy,
+            state,
+            call.conversation,
+            self.retries if retries else {},
+            self.notes.started,
+            self.judge,
+            len(call.body),
         )
 
 
@@ -107,6 +116,7 @@ class Pipeline:
         self._keepalive = keepalive_secs
         self._tracing = tracing or Tracing()
         self._upstream = upstream
+        self._store = store
         self._metrics = metrics
         self._request_guards = tuple(request_guards)
         self._response_guards = tuple(response_guards)
@@ -117,6 +127,10 @@ class Pipeline:
         self._goals = GoalKeeper(metrics)
         self._steps = StepLog(metrics, self._tracing, log_contents=log_contents, recorder=recorder)
         self._streams = StreamAttempts(upstream, self._ledger, metrics, self._response_guards)
+
+    async def chained_session(self, namespace: str, response_id: str) -> Chained | None:
+        """The session that returned a stored response (see :mod:`proxy.session.chains`)."""
+        return await chained_session(self._store, namespace, response_id)
 
     async def run(self, call: AgentRequest) -> Outcome:
         """One agent request. Whatever happens, what it reserved and spent is committed once."""
@@ -143,10 +157,17 @@ class Pipeline:
                     ending = Written(await self._endings.make(call, ending, state, delta, notes, request.extra), True)
                 if call.session.fresh and call.session.derived and (first := delivered_reply(call, ending)):
                     call.session = named_run(call.session, turn_digest(first.content, first.tool_calls))
+                answer = ending.body if isinstance(ending, Written) else _relayed(ending)
+                chain = call.adapter.chain_links(call.payload, request.replies, answer)
+                if chain and (task := call.conversation.first_text("user")):
+                    delta.default(FIELDS.TASK, task[:_TASK_CHARS])  # its continuations carry no task
                 if isinstance(ending, Unusable):  # one the upstream refused (400, 401, ...) reached no model
                     await self._ledger.settle(call, delta, notes)
                 else:
                     await self._ledger.commit(call, delta, notes)
+                if chain:  # before the client can continue from one of them
+                    ttl = call.policy.session_ttl_secs
+                    await remember_responses(self._store, call.namespace, chain, call.session.id, ttl)
                 outcome = await self._render(request, ending)
             finally:
                 if client is not None:
@@ -263,6 +284,7 @@ class Pipeline:
                 ok = upstream.response.status_code == 200
             if reply is not None:
                 self._tracing.annotate(span, usage_attributes(reply))
+                request.replies.append(reply)
         latency = time.perf_counter() - sent
         purpose = "agent" if attempt == 1 else "nudge"
         self._metrics.of(self._metrics.upstream_calls, call.tenant, call.policy.name, purpose).inc()
@@ -390,6 +412,16 @@ class Pipeline:
         )
 
 
+_TASK_CHARS = 4000
+"""How much of a run's task is kept for its continuations (the judge reads less)."""
+
+
+def _relayed(ending: Answer) -> Reply | None:
+    return ending.tried.reply if isinstance(ending, Relayed) else None
+
+
 def _refused(limit: str) -> Finalize:
-    """The ending of a call whose reservation did not fit."""
-    return Finalize(limit, f"the next call would not fit in the session's {limit.removeprefix('budget_')} budget")
+    """The ending of a call whose reservation did not fit: the call that would use the last of
+    a budget (room for the ending kept) is the ending."""
+    what = limit.removeprefix("budget_")
+    return Finalize(limit, f"a further call would use the last of the session's {what} budget")

@@ -46,6 +46,8 @@ class AgentRequest:
     """For a stream: where the pipeline writes the client's events as they may go."""
     adapter: WireAdapter = CHAT_COMPLETIONS
     """The request's wire format (the route's): parses what comes and renders what goes."""
+    namespace: str = ""
+    """The caller's session namespace, for keys beside the session's own (a response chain's)."""
     _worst_tokens: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def include_usage(self) -> bool:

@@ -11,9 +11,11 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import msgspec
+from litestar.enums import ScopeType
 from litestar.types import HTTPScope, Receive, Scope, Send
 
 from proxy.client_watch import ResponseTracker, unless_client_leaves
@@ -24,6 +26,7 @@ from proxy.errors import (
     PermissionDenied,
     ProxyError,
     UpstreamDisconnected,
+    WebSocketRefused,
 )
 from proxy.http import (
     ClientDisconnected,
@@ -45,6 +48,7 @@ from proxy.relay import credential_values, relayed_error, secret_forms
 from proxy.request import AgentRequest, Outcome
 from proxy.request_schemas import compile_request_schemas
 from proxy.schemas import SchemaCache, SchemaLimits
+from proxy.session.chains import unrecorded_chain
 from proxy.session.identity import identify
 from proxy.settings import Settings
 from proxy.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
@@ -124,12 +128,13 @@ class ProxyRoutes:
         conversation = await compile_request_schemas(
             adapter.declared_schemas(payload), adapter.parse_request(payload), self._schemas, len(body)
         )
+        hint = adapter.session_hint(payload, lambda name: header(scope, name))
+        chained, rechained = await self._chain(adapter, credentials.namespace, payload)
+        hint = hint or chained
+        if rechained is not None:
+            payload, body = rechained, adapter.encode(rechained)
         session = identify(
-            credentials.namespace,
-            conversation,
-            header(scope, b"x-session-id"),
-            header(scope, b"x-agent-id"),
-            adapter.session_hint(payload, lambda name: header(scope, name)),
+            credentials.namespace, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id"), hint
         )
         if logger.isEnabledFor(logging.DEBUG):  # why a session continued or started over
             log_event(
@@ -154,6 +159,7 @@ class ProxyRoutes:
             goal=_text_header(scope, b"x-loopwarden-goal"),
             goal_criteria=_text_header(scope, b"x-loopwarden-goal-criteria"),
             adapter=adapter,
+            namespace=credentials.namespace,
         )
         if call.stream:
             call.respond = send
@@ -168,6 +174,26 @@ class ProxyRoutes:
         outcome = await unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
         await self._deliver(outcome, send, facts, call.headers)
         return facts
+
+    async def _chain(
+        self, adapter: WireAdapter, namespace: str, payload: dict[str, Any]
+    ) -> tuple[str | None, dict[str, Any] | None]:
+        """For a request that continues a stored response or refers to the proxy's own items:
+        the session recorded for its chain point, and the request rewritten to chain where the
+        server holds the history and to carry the proxy's items itself (None: unchanged)."""
+        previous = adapter.continues(payload)
+        references = adapter.references(payload)
+        if previous is None and not references:
+            return None, None
+        chained = await self._pipeline.chained_session(namespace, previous) if previous is not None else None
+        bodies: dict[str, Any] = {}
+        for reference in references:
+            recorded = await self._pipeline.chained_session(namespace, reference)
+            if recorded is not None and recorded.body is not None:
+                bodies[reference] = _decode(recorded.body)
+        session = None if previous is None else chained.session if chained is not None else unrecorded_chain(previous)
+        rewritten = adapter.rechained(payload, chained.continue_from if chained is not None else None, bodies)
+        return session, rewritten if rewritten != payload else None
 
     def policy_for(self, tenant: Tenant, requested: str | None) -> Policy:
         """The tenant's policy for this request; 403 for one it may not use. ``requested`` is
@@ -243,13 +269,18 @@ class ProxyRoutes:
         """Run a handler; turn every failure into an answer in the route's error shape (OpenAI's
         without an adapter), a metric and one log line."""
         timing = begin()
+        if scope["type"] == ScopeType.WEBSOCKET or _asks_websocket(scope):  # refused: clients go on over HTTP
+            await _refuse_websocket(scope, send)
+            self._metrics.of(self._metrics.requests, "-", route, "4xx").inc()
+            log_event("request", {"route": route, "method": "WEBSOCKET", "status": _NO_WEBSOCKETS.status})
+            return
         state = ResponseTracker(send, timing)
         self._readiness.in_flight += 1
         self._metrics.in_flight.inc()
         status: int | str = "error"
         facts: dict[str, object] = {}
         try:
-            facts = await handler(scope, receive, state)  # type: ignore[arg-type]
+            facts = await handler(scope, receive, state)
             status = state.status
         except ProxyError as exc:
             status = exc.status
@@ -363,6 +394,38 @@ def _passthrough_route(scope: Scope) -> str:
     return f"passthrough:{family}" if family in _PASSTHROUGH_FAMILIES else "passthrough"
 
 
+_NO_WEBSOCKETS = WebSocketRefused("This route takes no WebSocket; send the request over HTTP (POST).")
+
+
+def _asks_websocket(scope: HTTPScope) -> bool:
+    """An upgrade to a WebSocket that reached the app as plain HTTP (a server without a
+    WebSocket library serves it so)."""
+    upgrade = header(scope, b"upgrade")
+    if upgrade is None or upgrade.strip().lower() != "websocket":
+        return False
+    connection = header(scope, b"connection") or ""
+    return "upgrade" in (token.strip().lower() for token in connection.split(","))
+
+
+async def _refuse_websocket(scope: Scope, send: Send) -> None:
+    """Refuse a WebSocket upgrade with 426 and OpenAI's error body (a bare close where the
+    server cannot send a response): Codex's WebSocket transport falls back to HTTP at once."""
+    if scope["type"] == ScopeType.HTTP:
+        await send_error(send, _NO_WEBSOCKETS)
+        return
+    extensions = scope.get("extensions") or {}
+    if "websocket.http.response" not in extensions:
+        close: Any = {"type": "websocket.close", "code": 1008}
+        await send(close)
+        return
+    body = _NO_WEBSOCKETS.body()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    start: Any = {"type": "websocket.http.response.start", "status": _NO_WEBSOCKETS.status, "headers": headers}
+    await send(start)
+    end: Any = {"type": "websocket.http.response.body", "body": body}
+    await send(end)
+
+
 def _api_key(scope: HTTPScope) -> str | None:
     return next((value for name in API_KEY_HEADERS if (value := header(scope, name.encode()))), None)
 
@@ -392,8 +455,9 @@ def _parse_object(body: bytes) -> dict[str, object]:
 
 def _own_headers(reply: UpstreamReply) -> list[tuple[bytes, bytes]]:
     own = [(_ATTEMPTS, str(reply.attempts).encode())]
-    if reply.attempts > 1 and reply.response.status_code >= 400:
+    if reply.retries_spent:
         # The proxy already retried with backoff: ask SDKs (openai's honors this) not to
-        # multiply that into a storm of their own.
+        # multiply that into a storm of their own. Not after a 429 or a Retry-After: there
+        # the client's own backoff, paced by the upstream's header, takes over.
         own.append((b"x-should-retry", b"false"))
     return own

@@ -33,6 +33,8 @@ class GuardContext:
     """Wall-clock seconds (the pipeline's injectable clock), for time budgets."""
     judge_target: JudgeTarget | None = None
     """Where a judge call for this request goes (None: no judge available)."""
+    body_size: int = 0
+    """Bytes of the request as the client sent it: what budgets estimate its prompt from."""
 
     def tool_schemas(self) -> dict[str, CompiledSchema | None]:
         """Offered tool name → its compiled ``parameters`` (None: nothing to check against)."""

@@ -194,9 +194,15 @@ class LoopSettings(BaseModel):
     model_config = _FROZEN
 
     enabled: bool = True
-    warn_at: int = Field(3, ge=2, description="Repetitions at which the model is warned.")
-    block_at: int = Field(5, ge=2, description="Repetitions at which the session ends (reason: loop).")
-    max_period: int = Field(3, ge=1, le=10, description="Longest cycle (A-B-A-B is 2) counted as repetition.")
+    warn_at: int = Field(
+        3, ge=2, description="Calls of the same call, or of a cycle's run, at which the model is warned."
+    )
+    block_at: int = Field(
+        5, ge=2, description="Calls of the same call, or of a cycle's run, at which the session ends (reason: loop)."
+    )
+    max_period: int = Field(
+        3, ge=1, le=10, description="Longest cycle (A-B-A-B is 2) counted as a loop; 1: exact repeats only."
+    )
     history: int = Field(60, ge=4, le=500, description="Recent tool calls remembered per session.")
 
     @model_validator(mode="after")
@@ -357,7 +363,12 @@ class Policy(BaseModel):
     session_ttl_secs: int = Field(86_400, ge=60, description="Idle time after which a session is forgotten.")
     empty_response_max_strikes: int = Field(3, ge=1, le=100)
     reasoning_only_max_strikes: int = Field(3, ge=1, le=100)
-    max_steps: int = Field(50, ge=1, description="Upstream calls per session before the graceful ending.")
+    max_steps: int = Field(
+        50,
+        ge=1,
+        description="Upstream calls per session, the graceful ending included: the call that would use the last "
+        "step is the ending.",
+    )
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     output_contract: OutputContractSettings = Field(default_factory=OutputContractSettings)

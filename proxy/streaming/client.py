@@ -63,7 +63,9 @@ class ClientStream:
         """Text of some attempt reached the client (a later ending is appended to it)."""
         self.released = Channel.NONE
         self._queue: list[tuple[bytes | None, Mapping[str, Any], int]] = []
-        self._final: list[bytes] = []
+        self._final: list[tuple[bytes, Mapping[str, Any] | None]] = []
+        self._relay = adapter.relay()
+        """The client's view of the stream, for a format that renumbers what goes out (Responses)."""
         self._out: list[bytes] = []
         """What may go, gathered per upstream read and written in one piece by ``flush``."""
         self._out_text = False
@@ -75,6 +77,8 @@ class ClientStream:
         through stays let through (it goes out with the next write)."""
         self._queue.clear()
         self._final.clear()
+        if self._relay is not None:
+            self._relay.new_attempt()
         self.released = Channel.NONE
 
     @property
@@ -89,13 +93,13 @@ class ClientStream:
             return
         if self._queue:
             self._out.append(self._drain(self.released, substantive=True))
-        self._out.append(raw)
+        self._out.append(raw if self._relay is None else self._relay.event(raw, chunk))
         self._out_text = self._out_text or bool(channels & Channel.TEXT)
 
-    def defer(self, raw: bytes, *, usage_only: bool) -> None:
+    def defer(self, raw: bytes, *, usage_only: bool, chunk: Mapping[str, Any] | None = None) -> None:
         """The finish chunk or the usage chunk: kept until the verdict."""
         if not usage_only or self._include_usage:
-            self._final.append(raw)
+            self._final.append((raw, chunk))
         self._hold()
 
     def release(self, channels: int) -> None:
@@ -110,7 +114,9 @@ class ClientStream:
     async def flush(self) -> None:
         """Write what was let through since the last flush (one write per upstream read)."""
         if self._out:
-            await self._write(self._take_out())
+            data = self._take_out()
+            if data:  # a relay may keep an event back (nothing to write yet)
+                await self._write(data)
 
     def _take_out(self) -> bytes:
         data = b"".join(self._out)
@@ -129,18 +135,25 @@ class ClientStream:
         kept: list[tuple[bytes | None, Mapping[str, Any], int]] = []
         for raw, chunk, channels in self._queue:
             if not channels & ~released:
-                out.append(raw if raw is not None else self._adapter.framed(chunk))
+                out.append(self._framed(raw, chunk))
                 continue
             if channels & released:
                 going, staying = self._adapter.split_event(chunk, released)
                 if going is not None:
-                    out.append(self._adapter.framed(going))
+                    out.append(self._framed(None, going))
                 if staying is not None:
                     kept.append((None, staying, channels & ~released))
             else:
                 kept.append((raw, chunk, channels))
         self._queue = kept
         return b"".join(out)
+
+    def _framed(self, raw: bytes | None, chunk: Mapping[str, Any]) -> bytes:
+        """An event as it goes out: as the upstream framed it, or framed here when cut, and
+        through the relay when the format has one."""
+        if self._relay is not None:
+            return self._relay.event(raw, chunk)
+        return raw if raw is not None else self._adapter.framed(chunk)
 
     # -- endings --------------------------------------------------------------------
 
@@ -149,7 +162,7 @@ class ClientStream:
         out = (
             self._take_out()
             + self._drain(Channel.ALL, substantive=True)
-            + b"".join(self._final)
+            + b"".join(self._framed(raw, chunk) if chunk is not None else raw for raw, chunk in self._final)
             + self._adapter.stream_trailer
         )
         await self._write(out, last=True)
@@ -164,13 +177,17 @@ class ClientStream:
         self.new_attempt()
         if self.text_started:
             body = self._adapter.appended(body)
-        streamed = self._adapter.streamed(body, include_usage=self._include_usage)
+        if self._relay is not None:
+            streamed = self._relay.ending(body)
+        else:
+            streamed = self._adapter.streamed(body, include_usage=self._include_usage)
         await self._write(self._take_out() + streamed, last=True)
 
     async def fail(self, error: ProxyError) -> None:
         """The stream cannot be completed: an error event the SDKs raise, then the end."""
         self.new_attempt()
-        await self._write(self._take_out() + self._adapter.error_event(error), last=True)
+        ended = self._adapter.error_event(error) if self._relay is None else self._relay.error(error)
+        await self._write(self._take_out() + ended, last=True)
 
     def close(self) -> None:
         if self._timer is not None:

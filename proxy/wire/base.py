@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from proxy.errors import ProxyError
 from proxy.exchange import Conversation, PartialReply, Reply, Tool, Turn, Usage
 
-__all__ = ["StreamAssembler", "WireAdapter"]
+__all__ = ["StreamAssembler", "StreamRelay", "WireAdapter"]
 
 
 class StreamAssembler(PartialReply, Protocol):
@@ -49,6 +49,28 @@ class StreamAssembler(PartialReply, Protocol):
         ...
 
 
+class StreamRelay(Protocol):
+    """What the client has of one stream, for a format whose events must read as one
+    consistent sequence across the proxy's attempts (Responses: one response id, sequence
+    numbers rising by one, output indexes in order). Every event going out passes through it."""
+
+    def new_attempt(self) -> None:
+        """The held part of the current attempt is dropped; the next attempt streams on."""
+        ...
+
+    def event(self, raw: bytes | None, event: Mapping[str, Any]) -> bytes:
+        """What carries ``event`` to the client (``raw``: as the upstream framed it, None when cut)."""
+        ...
+
+    def ending(self, body: Mapping[str, Any]) -> bytes:
+        """``body`` (an ending, a rewrite) streamed after whatever the client already has."""
+        ...
+
+    def error(self, error: ProxyError) -> bytes:
+        """The event that ends the stream in error."""
+        ...
+
+
 class WireAdapter(Protocol):
     """Parse one wire format into the neutral exchange, and render the proxy's words back."""
 
@@ -69,6 +91,32 @@ class WireAdapter(Protocol):
         """The request body (decoded) as the guards see it."""
         ...
 
+    def continues(self, payload: Mapping[str, Any]) -> str | None:
+        """The stored response this request continues (Responses' ``previous_response_id``):
+        its session is the one that returned it. None for a format without server-side chains."""
+        ...
+
+    def chain_links(
+        self, payload: Mapping[str, Any], replies: Sequence[Reply], answer: Reply | Mapping[str, Any] | None
+    ) -> list[tuple[str, str | None, str | None]]:
+        """(id, upstream id to continue from instead or None, the body as JSON when the proxy
+        made it) for every reply id of this request a later request may continue from or refer
+        to, ``answer`` being what the client got (the upstream's reply, or the proxy's own
+        body); [] when the format keeps no server-side chain."""
+        ...
+
+    def references(self, payload: Mapping[str, Any]) -> list[str]:
+        """The recorded ids (see :meth:`chain_links`) of the proxy's own items this request
+        refers to by id (Responses' ``item_reference``): resolved by the proxy, never upstream."""
+        ...
+
+    def rechained(
+        self, payload: Mapping[str, Any], continue_from: str | None, bodies: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """The request continuing ``continue_from`` instead (when given), the proxy's own items
+        it refers to taken from ``bodies`` (by :meth:`references` id; dropped when unknown)."""
+        ...
+
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
         """A session id the client already sends in this format (a ``metadata.user_id``, a
         ``prompt_cache_key``, a client's own session header): used when ``X-Session-Id`` is
@@ -85,6 +133,10 @@ class WireAdapter(Protocol):
 
     def assembler(self) -> StreamAssembler:
         """A fresh assembler for one streamed reply."""
+        ...
+
+    def relay(self) -> StreamRelay | None:
+        """A fresh relay for one client stream; None when events go out as they came (chat)."""
         ...
 
     def split_event(

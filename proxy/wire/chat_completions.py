@@ -51,6 +51,22 @@ class ChatCompletions:
     stream_trailer = DONE
     keepalive = comment(b"keep-alive")
 
+    def continues(self, payload: Mapping[str, Any]) -> str | None:
+        return None  # no server-side chains: every request carries its whole history
+
+    def chain_links(
+        self, payload: Mapping[str, Any], replies: Sequence[Reply], answer: Reply | Mapping[str, Any] | None
+    ) -> list[tuple[str, str | None, str | None]]:
+        return []
+
+    def references(self, payload: Mapping[str, Any]) -> list[str]:
+        return []
+
+    def rechained(
+        self, payload: Mapping[str, Any], continue_from: str | None, bodies: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        return dict(payload)
+
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
         return None  # no chat client sends one of its own: X-Session-Id, or the derived hash
 
@@ -65,6 +81,9 @@ class ChatCompletions:
 
     def assembler(self) -> ReplyAssembler:
         return ReplyAssembler()
+
+    def relay(self) -> None:
+        return None  # chunks are independent: they go out as the upstream framed them
 
     def split_event(
         self, event: Mapping[str, Any], released: int

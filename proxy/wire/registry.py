@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from proxy.wire.base import WireAdapter
 from proxy.wire.chat_completions import CHAT_COMPLETIONS
+from proxy.wire.responses import RESPONSES
 
 __all__ = ["ADAPTERS", "adapter_named"]
 
-ADAPTERS: tuple[WireAdapter, ...] = (CHAT_COMPLETIONS,)
+ADAPTERS: tuple[WireAdapter, ...] = (CHAT_COMPLETIONS, RESPONSES)
 
 
 def adapter_named(name: object) -> WireAdapter | None:

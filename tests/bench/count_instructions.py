@@ -24,14 +24,14 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from run_bench import BODIES, REQUEST_HEADERS, REQUEST_PATH  # noqa: E402
+from run_bench import BODIES, REQUEST_HEADERS, path_for  # noqa: E402
 from ttfb import free_port, start_proxy, start_upstream, wait_ready  # noqa: E402
 
 
 def send(port: int, body: bytes, count: int) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     for _ in range(count):
-        connection.request("POST", REQUEST_PATH, body=body, headers=REQUEST_HEADERS)
+        connection.request("POST", path_for(body), body=body, headers=REQUEST_HEADERS)
         response = connection.getresponse()
         response.read()
         if response.status != 200:

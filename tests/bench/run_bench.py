@@ -43,7 +43,19 @@ BODIES = {
     "stream": b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}',
     "stream-tools": b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,'
     b'"tools":[{"type":"function","function":{"name":"search","parameters":{"type":"object"}}}]}',
+    # The same three on the Responses API (POST /v1/responses)
+    "responses": b'{"model":"m","input":"hi"}',
+    "responses-stream": b'{"model":"m","input":"hi","stream":true}',
+    "responses-stream-tools": b'{"model":"m","input":"hi","stream":true,'
+    b'"tools":[{"type":"function","name":"search","parameters":{"type":"object"}}]}',
 }
+
+
+def path_for(body: bytes) -> str:
+    """Where a body goes: a Responses request (it has ``input``) to ``/v1/responses``."""
+    return "/v1/responses" if b'"input"' in body else "/v1/chat/completions"
+
+
 REQUEST_BODY = BODIES["plain"]
 REQUEST_HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench"}
 
@@ -258,7 +270,7 @@ def wait_ready(server: Server, port: int) -> None:
 def smoke_test(name: str, port: int) -> None:
     """One request before the load: a target that answers wrongly is flagged up front."""
     status, body = _request(port, "POST", REQUEST_PATH, REQUEST_BODY)
-    if status != 200 or b'"chat.completion' not in body:
+    if status != 200 or (b'"chat.completion' not in body and b'"response' not in body):
         log(f"WARNING: {name} answered {status} to the smoke request: {body[:300]!r}")
 
 
@@ -558,7 +570,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=tuple(BODIES),
         default="plain",
         help="plain: a JSON completion; stream: a text SSE stream; stream-tools: a streamed tool call "
-        "(held back by the proxy until checked).",
+        "(held back by the proxy until checked); responses, responses-stream, responses-stream-tools: the same "
+        "on POST /v1/responses.",
     )
     parser.add_argument(
         "--loadgen",
@@ -601,8 +614,9 @@ def _work_dir(keep: bool) -> Iterator[Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    global REQUEST_BODY  # every generator and the smoke test send it
+    global REQUEST_BODY, REQUEST_PATH  # every generator and the smoke test send it
     REQUEST_BODY = BODIES[args.body]
+    REQUEST_PATH = path_for(REQUEST_BODY)
     if not Path("/proc/self/stat").exists():
         log("this benchmark reads CPU times from /proc: Linux only")
         return 2

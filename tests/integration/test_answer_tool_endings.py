@@ -11,6 +11,7 @@ request keeps its refusal.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from typing import Any
 
@@ -79,7 +80,8 @@ def pydantic_agent(proxy, output_type):
 
 def test_smolagents_accepts_a_repeated_call_loop_ending_through_final_answer(proxy, upstream):
     upstream.script(*[calling("search", {"q": "lyon"}, f"c{n}") for n in range(8)], Json(chat_completion(SUMMARY)))
-    agent = smolagents_agent(proxy, [search_tool(lambda q: f"Lyon ({q}) is a city in France.")])
+    fetched = itertools.count()
+    agent = smolagents_agent(proxy, [search_tool(lambda q: f"Lyon is a city in France (fetch {next(fetched)}).")])
 
     answer = agent.run(TASK)
 

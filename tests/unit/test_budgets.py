@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.budgets import active_ms, estimate_tokens, remaining
+from proxy.budgets import active_ms, estimate_tokens, remaining, session_limits
 from proxy.exchange import Usage
 from proxy.policy.models import Policy
 from proxy.pricing import Price, PriceTable, PricingError, load_pricing
 from proxy.session.base import SessionState
 from proxy.wire.chat_parse import parse_conversation
+from tests.support.agent_request import agent_request
 
 PRICES = PriceTable(
     {
@@ -123,3 +124,41 @@ def test_remaining_leaves_out_unset_budgets():
 )
 def test_estimate_is_prompt_bytes_over_four_plus_the_output_cap(payload, body_size, expected):
     assert estimate_tokens(parse_conversation(payload), body_size, Policy()) == expected
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        # the step limit keeps the last step for the ending
+        (Policy(max_steps=10), [("budget_steps", 1, 9)]),
+        # a call (prompt 100 + output 50) must leave room for a capped summary call (prompt 100 + 200)
+        (
+            Policy(budgets={"max_tokens": 1000}, finalize={"max_tokens": 200}),
+            [("budget_steps", 1, 49), ("budget_tokens", 150, 700)],
+        ),
+        # an ending built locally costs nothing to keep room for
+        (
+            Policy(budgets={"max_tokens": 1000}, finalize={"use_upstream": False}),
+            [("budget_steps", 1, 49), ("budget_tokens", 150, 1000)],
+        ),
+        # cost at the model's dearer rate (10 micro-dollars a token): 150 and 300 tokens
+        (
+            Policy(budgets={"max_cost_usd": 0.01}, finalize={"max_tokens": 200}),
+            [("budget_steps", 1, 49), ("budget_cost", 1500, 7000)],
+        ),
+        (
+            Policy(budgets={"max_cost_usd": 0.01, "hard_cost_cap": True}, finalize={"max_tokens": 200}),
+            [("budget_steps", 1, 49), ("budget_cost", 1500, 10_000)],
+        ),
+    ],
+)
+def test_a_call_is_admitted_only_with_room_left_for_the_ending(policy, expected):
+    prices = PriceTable({"gpt-4o": Price(prompt=2.5, completion=10.0)})
+    call = agent_request(
+        {"model": "gpt-4o", "max_tokens": 50, "messages": [{"role": "user", "content": "x" * 324}]}, policy
+    )
+    assert len(call.body) == 400  # a prompt of about 100 tokens
+
+    limits = session_limits(call, prices)
+
+    assert [(limit.name, limit.amount, limit.limit) for limit in limits] == expected

@@ -127,16 +127,19 @@ async def test_a_budget_ending_caps_the_summary_calls_output(cap, sent_cap):
     assert upstream.bodies[0].get("max_tokens", upstream.bodies[0].get("max_completion_tokens")) == sent_cap
 
 
+SPENT = Usage(11, 7)  # what chat_completion() reports: the unusable summary's tokens, booked all the same
+
+
 @pytest.mark.parametrize(
-    "answer",
+    ("answer", "usage"),
     [
-        pytest.param((500, {"error": {"message": "down"}}), id="the-upstream-errs"),
-        pytest.param((200, chat_completion(None)), id="the-summary-is-empty"),
-        pytest.param((200, chat_completion("   ")), id="the-summary-is-blank"),
-        pytest.param(httpx.ConnectError("refused"), id="the-upstream-cannot-be-reached"),
+        pytest.param((500, {"error": {"message": "down"}}), Usage(), id="the-upstream-errs"),
+        pytest.param((200, chat_completion(None)), SPENT, id="the-summary-is-empty"),
+        pytest.param((200, chat_completion("   ")), SPENT, id="the-summary-is-blank"),
+        pytest.param(httpx.ConnectError("refused"), Usage(), id="the-upstream-cannot-be-reached"),
     ],
 )
-async def test_when_the_model_cannot_summarize_the_summary_is_built_here(answer):
+async def test_when_the_model_cannot_summarize_the_summary_is_built_here(answer, usage):
     upstream = Upstream(answer)
 
     ending = await end(upstream)
@@ -144,7 +147,7 @@ async def test_when_the_model_cannot_summarize_the_summary_is_built_here(answer)
     assert (without_identity(ending.body), ending.via, ending.usage, ending.upstream_called) == (
         local(LOOP.detail),
         "local",
-        Usage(),
+        usage,
         True,
     )
 

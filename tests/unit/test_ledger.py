@@ -180,7 +180,7 @@ async def test_another_attempt_reserves_its_step_too(store):
 
 
 async def test_another_attempt_over_the_budget_is_refused_and_claims_the_ending(store):
-    call = request(Policy(max_steps=1))
+    call = request(Policy(max_steps=2))
     ledger = books(store)
     _, delta, notes = await opened(ledger, call)
 

@@ -178,7 +178,7 @@ async def test_step_limit_is_checked_before_each_nudge(steps):
     outcome = await pipeline.run(call())
 
     assert header(outcome, "x-loopwarden-terminated") == "budget_steps"
-    assert len(script.bodies) == steps + 1
+    assert len(script.bodies) == steps  # the summary call is the last step
 
 
 # -- budgets -------------------------------------------------------------------------------
@@ -202,7 +202,8 @@ def reply_using(prompt: int, completion: int, text: str = "Working on it.", mode
 
 async def test_token_budget_ends_the_session_gracefully():
     script = Script(reply_using(600, 400), reply_using(0, 0, "Summary of what was found."))
-    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 1000, "reserve_tokens": 50}))
+    policy = Policy(budgets={"max_tokens": 1000, "reserve_tokens": 50}, finalize={"max_tokens": 16})
+    pipeline, _, call = make(script, policy)
 
     first = await pipeline.run(call({**PAYLOAD, "max_tokens": 50}))
     second = await pipeline.run(call({**PAYLOAD, "max_tokens": 50}))
@@ -214,14 +215,14 @@ async def test_token_budget_ends_the_session_gracefully():
 
 async def test_a_call_that_would_not_fit_is_not_made():
     script = Script(reply_using(100, 100), reply_using(0, 0, "Summary."))
-    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 1000}))
+    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 1000}, finalize={"max_tokens": 500}))
     await pipeline.run(call({**PAYLOAD, "max_tokens": 100}))
 
     outcome = await pipeline.run(call({**PAYLOAD, "max_tokens": 900}))  # 800 left, 900 + prompt needed
 
     assert header(outcome, "x-loopwarden-terminated") == "budget_tokens"
     assert len(script.bodies) == 2  # the refused call never went upstream: only the summary did
-    assert script.bodies[-1]["max_tokens"] == 900  # the summary call stays within one capped call
+    assert script.bodies[-1]["max_tokens"] == 500  # the summary call is capped at finalize.max_tokens
 
 
 async def test_reservations_are_settled_whatever_the_outcome():
@@ -265,20 +266,21 @@ async def test_active_time_does_not_count_a_human_pause():
     pipeline, _store, call = make(script, policy, clock=clock)
 
     await pipeline.run(call())
-    clock.now += 60  # the agent thinks for a minute: counted
+    clock.now += 20  # the agent thinks for 20 s: counted
     await pipeline.run(call())
     clock.now += 3600  # a human approves after an hour: not counted
     third = await pipeline.run(call())
-    clock.now += 50  # 60 + 50 > 100: over
+    clock.now += 60  # 80 of 100 s used, and a step takes about 27 s: the next would not fit
     fourth = await pipeline.run(call())
 
-    assert header(third, "x-loopwarden-budget-remaining") == "steps=47;seconds=40"
+    assert header(third, "x-loopwarden-budget-remaining") == "steps=47;seconds=80"
     assert header(fourth, "x-loopwarden-terminated") == "budget_time"
 
 
 async def test_low_budget_adds_a_converge_note_to_the_request():
     script = Script(reply_using(850, 0), reply_using(10, 10, "Final answer."))
-    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 1000, "reserve_tokens": 10}))
+    policy = Policy(budgets={"max_tokens": 1000, "reserve_tokens": 10}, finalize={"max_tokens": 16})
+    pipeline, _, call = make(script, policy)
     await pipeline.run(call({**PAYLOAD, "max_tokens": 10}))
 
     outcome = await pipeline.run(call({**PAYLOAD, "max_tokens": 10}))
@@ -291,7 +293,7 @@ async def test_low_budget_adds_a_converge_note_to_the_request():
 
 async def test_a_budget_ending_caps_the_summary_call_even_without_a_client_limit():
     script = Script(reply_using(900, 100), reply_using(0, 0, "Summary."))
-    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 1000, "reserve_tokens": 10}))
+    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 2000, "reserve_tokens": 10}))
     await pipeline.run(call())
 
     await pipeline.run(call())

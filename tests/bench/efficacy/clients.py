@@ -1,8 +1,11 @@
-"""Five real agent clients, each running the same small tool-using agent.
+"""Real agent clients, each running the same small tool-using agent.
 
 - ``openai``: the openai SDK with a hand-written tool loop (at most 15 model calls);
 - ``agents``: the OpenAI Agents SDK, chat-completions model, ``max_turns=10`` (its default);
 - ``langgraph``: LangGraph's prebuilt ReAct agent on ``langchain-openai``, ``recursion_limit=25``;
+- ``openai-responses``, ``agents-responses``, ``langgraph-responses``: the same three on the
+  Responses API (``responses.create`` with the whole input each turn, as Codex sends it; the
+  Agents SDK's default model; ``ChatOpenAI(use_responses_api=True)``);
 - ``smolagents``: its ``ToolCallingAgent`` (``max_steps=20``, its default), which answers only
   through its ``final_answer`` tool and sends tool calls and results back as text (no
   structured answers: it skips the schema scenarios). A run that used up its steps (each
@@ -22,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import openai
@@ -67,6 +71,56 @@ async def run_openai(
         await client.close()
 
 
+async def run_openai_responses(
+    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+) -> Any:
+    """The hand-written loop on ``responses.create``: the whole input every turn, not stored."""
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers={"X-Session-Id": session})
+    tools = [{"type": "function", **spec["function"]} for spec in profile.tools]
+    items: list[Any] = [{"role": "user", "content": scenarios.TASK}]
+    extra: dict[str, Any] = {}
+    if scenario.schema:
+        spec = scenarios.RESPONSE_FORMAT["json_schema"]
+        extra["text"] = {"format": {"type": "json_schema", **spec}}
+    try:
+        for _ in range(15):
+            request = {
+                "model": model,
+                "instructions": profile.instructions,
+                "input": items,
+                "tools": tools,
+                "store": False,
+            }
+            if stream:
+                final = None
+                async with client.responses.stream(**request, **extra) as events:
+                    final = await events.get_final_response()
+            else:
+                final = await client.responses.create(**request, **extra)
+            output = [item.model_dump(exclude_none=True) for item in final.output]
+            items += output
+            refusals = [
+                p["refusal"] for i in output if i["type"] == "message" for p in i["content"] if p["type"] == "refusal"
+            ]
+            if refusals:
+                return scenarios.Refusal(refusals[0])
+            calls = [item for item in output if item["type"] == "function_call"]
+            if not calls:
+                return final.output_text
+            for call in calls:
+                arguments = json.loads(call["arguments"])  # a bad call raises, as most loops do
+                items.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": call["call_id"],
+                        "output": scenarios.weather(arguments["city"]),
+                    }
+                )
+        raise AgentGaveUp("no answer after 15 model calls")
+    finally:
+        await client.close()
+
+
 async def _streamed(
     client: openai.AsyncOpenAI,
     model: str,
@@ -106,13 +160,21 @@ async def _streamed(
 
 
 async def run_agents_sdk(
-    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+    base_url: str,
+    model: str,
+    session: str,
+    scenario: scenarios.Scenario,
+    stream: bool,
+    profile: scenarios.AgentProfile,
+    *,
+    responses: bool = False,
 ) -> Any:
     from agents import (
         Agent,
         FunctionTool,
         ModelRefusalError,
         OpenAIChatCompletionsModel,
+        OpenAIResponsesModel,
         Runner,
         function_tool,
         set_tracing_disabled,
@@ -150,7 +212,9 @@ async def run_agents_sdk(
                 for spec in profile.tools[1:]
             ),
         ],
-        model=OpenAIChatCompletionsModel(model=model, openai_client=client),
+        model=OpenAIResponsesModel(model=model, openai_client=client)
+        if responses
+        else OpenAIChatCompletionsModel(model=model, openai_client=client),
         output_type=Weather if scenario.schema else None,
     )
     try:
@@ -169,7 +233,14 @@ async def run_agents_sdk(
 
 
 async def run_langgraph(
-    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+    base_url: str,
+    model: str,
+    session: str,
+    scenario: scenarios.Scenario,
+    stream: bool,
+    profile: scenarios.AgentProfile,
+    *,
+    responses: bool = False,
 ) -> Any:
     from langchain_core.exceptions import ModelRefusalError
     from langchain_core.tools import StructuredTool, tool
@@ -192,6 +263,7 @@ async def run_langgraph(
         default_headers={"X-Session-Id": session},
         streaming=stream,
         stream_usage=True,
+        use_responses_api=responses,
     )
     others = [
         StructuredTool.from_function(
@@ -216,7 +288,8 @@ async def run_langgraph(
         return scenarios.Refusal(str(refused))
     if scenario.schema:
         return state.get("structured_response")
-    return state["messages"][-1].content
+    last = state["messages"][-1]
+    return last.text if responses else last.content  # Responses content comes as blocks
 
 
 async def run_smolagents(
@@ -303,6 +376,9 @@ CLIENTS: dict[str, ClientRun] = {
     "openai": run_openai,
     "agents": run_agents_sdk,
     "langgraph": run_langgraph,
+    "openai-responses": run_openai_responses,
+    "agents-responses": partial(run_agents_sdk, responses=True),
+    "langgraph-responses": partial(run_langgraph, responses=True),
     "smolagents": run_smolagents,
     "pydantic_ai": run_pydantic_ai,
 }

@@ -55,6 +55,9 @@ def context(
     retries: Mapping[str, int] | None = None,
     now: float = 0.0,
     judge: JudgeTarget | None = None,
+    body_size: int = 0,
 ) -> GuardContext:
     """What a guard reads, defaulting to the default policy, a new session and the bare task."""
-    return GuardContext(policy or Policy(), state or SessionState(), talk or conversation(), retries or {}, now, judge)
+    return GuardContext(
+        policy or Policy(), state or SessionState(), talk or conversation(), retries or {}, now, judge, body_size
+    )

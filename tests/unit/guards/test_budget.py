@@ -1,4 +1,6 @@
-"""The budget guard: an exhausted budget ends the session; one running low asks the model to converge."""
+"""The budget guard: the call that would use the last of a budget is the ending (the last step, no
+room left for a call and an ending's tokens, less time left than a step takes); one running low
+asks the model to converge."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ POLICY = Policy(
         "max_active_secs": 100,
         "idle_gap_secs": 60,
     },
+    finalize={"max_tokens": 16},  # a call reserves 100 tokens, an ending after it 16 more
 )
 T0 = 1_800_000_000.0
 
@@ -27,49 +30,43 @@ def note(low: str, policy: Policy = POLICY) -> Nudge:
     return Nudge("budget_note", low, (Note(policy.nudges.budget_note.format(remaining=low)),))
 
 
+LAST_STEP = Finalize("budget_steps", "the session reached the last of its 10 steps")
+NO_ROOM = Finalize("budget_tokens", "this call would use the last of the session's 1000 tokens")
+NO_TIME = Finalize("budget_time", "a further step would not fit in the session's 100 seconds")
+
 CASES = [
     # the session so far, the verdict
-    pytest.param(
-        session(steps=10),
-        Finalize("budget_steps", "the session used all 10 steps it was allowed"),
-        id="the-last-step-used-ends-the-session",
-    ),
-    pytest.param(
-        session(steps=12),
-        Finalize("budget_steps", "the session used all 10 steps it was allowed"),
-        id="steps-past-the-limit-still-end-it",
-    ),
-    pytest.param(
-        session(tokens_in=900, tokens_out=100),
-        Finalize("budget_tokens", "the session used its budget of 1000 tokens"),
-        id="prompt-and-completion-tokens-together-end-it",
-    ),
+    pytest.param(session(steps=9), LAST_STEP, id="the-call-that-would-use-the-last-step-is-the-ending"),
+    pytest.param(session(steps=10), LAST_STEP, id="the-last-step-used-ends-the-session"),
+    pytest.param(session(steps=12), LAST_STEP, id="steps-past-the-limit-still-end-it"),
+    pytest.param(session(tokens_in=900, tokens_out=100), NO_ROOM, id="prompt-and-completion-tokens-together-end-it"),
+    pytest.param(session(tokens_in=890), NO_ROOM, id="no-room-for-a-call-and-an-ending-ends-it"),
     pytest.param(
         session(cost_micros=1_000_000),
         Finalize("budget_cost", "the session spent its budget of $1.00"),
         id="the-cost-budget-spent-ends-it",
     ),
-    pytest.param(
-        session(active_ms=100_000),
-        Finalize("budget_time", "the session used its 100 seconds"),
-        id="the-active-time-used-ends-it",
-    ),
+    pytest.param(session(active_ms=100_000), NO_TIME, id="the-active-time-used-ends-it"),
+    pytest.param(session(steps=4, active_ms=90_000), NO_TIME, id="less-time-left-than-a-step-takes-ends-it"),
     pytest.param(
         session(active_ms=80_000, last_seen_ms=int(T0 * 1000) - 30_000),
-        Finalize("budget_time", "the session used its 100 seconds"),
+        NO_TIME,
         id="a-short-pause-since-the-last-call-counts-as-active",
     ),
     pytest.param(
         session(steps=10, tokens_in=1000, cost_micros=1_000_000),
-        Finalize("budget_steps", "the session used all 10 steps it was allowed"),
+        LAST_STEP,
         id="steps-are-named-first-when-several-run-out",
     ),
-    pytest.param(session(steps=9), note("1 of 10 steps left"), id="few-steps-left-asks-to-converge"),
+    pytest.param(session(steps=8), note("1 of 10 steps left"), id="few-steps-left-before-the-ending-asks-to-converge"),
     pytest.param(session(tokens_in=850), note("150 of 1000 tokens left"), id="few-tokens-left-asks-to-converge"),
     pytest.param(session(cost_micros=900_000), note("$0.1000 of $1.00 left"), id="little-money-left-asks-to-converge"),
     pytest.param(session(active_ms=85_000), note("15 of 100 seconds left"), id="little-time-left-asks-to-converge"),
     pytest.param(
-        session(steps=9, tokens_in=850),
+        session(steps=7, active_ms=85_000), note("15 of 100 seconds left"), id="time-for-one-more-step-asks-to-converge"
+    ),
+    pytest.param(
+        session(steps=8, tokens_in=850),
         note("1 of 10 steps left; 150 of 1000 tokens left"),
         id="every-budget-running-low-is-named",
     ),
@@ -93,7 +90,8 @@ def test_the_converge_note_comes_while_the_next_calls_reservation_still_fits():
 
     verdict = BudgetGuard().check_request(context(policy, session(tokens_in=13_000), now=T0))
 
-    assert verdict == note("7000 of 20000 tokens left", policy)  # 20 % is 4,000, but a call reserves 4,096
+    # 20 % is 4,000, but a call reserves 4,096 and an ending after it 1,024
+    assert verdict == note("7000 of 20000 tokens left", policy)
 
 
 def test_unset_budgets_are_neither_checked_nor_named():
@@ -101,4 +99,11 @@ def test_unset_budgets_are_neither_checked_nor_named():
 
     verdict = BudgetGuard().check_request(context(policy, session(steps=45, tokens_in=10**9), now=T0))
 
-    assert verdict == note("5 of 50 steps left", policy)
+    assert verdict == note("4 of 50 steps left", policy)  # the 5th is the ending's
+
+
+def test_a_larger_request_needs_more_room_for_itself_and_its_ending():
+    # 4,000 bytes: a prompt of about 1,000 tokens, sent by the call and again by its ending
+    verdict = BudgetGuard().check_request(context(POLICY, session(), now=T0, body_size=4000))
+
+    assert verdict == NO_ROOM

@@ -8,7 +8,7 @@ from proxy.exchange import Message
 from proxy.guards import ToolFailuresGuard
 from proxy.policy.models import Policy
 from proxy.verdict import PASS, Finalize
-from tests.unit.guards.given import called, context, conversation
+from tests.unit.guards.given import TASK, called, context, conversation
 
 POLICY = Policy()  # 3 failures in a row end the session
 TRACEBACK = "Traceback (most recent call last):\n  ..."
@@ -74,3 +74,36 @@ def test_failures_the_model_already_answered_are_not_new():
     messages = (*called("Error: a", "Error: b", "Error: c"), Message("assistant", "Let me try another way."))
 
     assert ToolFailuresGuard().check_request(context(POLICY, talk=conversation(*messages))) is PASS
+
+
+def observed(*results: str) -> tuple[Message, ...]:
+    """smolagents' shape: each call flattened into assistant text, each result an ``Observation:`` user turn."""
+    messages = [TASK]
+    for result in results:
+        messages.append(Message("assistant", "Calling tools:\n[{'name': 'poll'}]"))
+        messages.append(Message("user", f"Observation:\n{result}"))
+    return tuple(messages)
+
+
+@pytest.mark.parametrize(
+    ("messages", "expected"),
+    [
+        pytest.param(
+            observed("Error: a", "Error: b", "Error: c"),
+            Finalize("tool_failures", "the last 3 tool calls all failed"),
+            id="three-failing-observations-end-the-session",
+        ),
+        pytest.param(
+            (
+                *observed("Error: a", "Error: b"),
+                Message("assistant", "Calling tools:"),
+                Message("user", "Call id: c3\nError:\nboom"),
+            ),
+            Finalize("tool_failures", "the last 3 tool calls all failed"),
+            id="a-failed-calls-error-turn-counts-too",
+        ),
+        pytest.param(observed("Error: a", "fine", "Error: c"), PASS, id="a-good-observation-breaks-the-run"),
+    ],
+)
+def test_observation_turns_are_tool_results(messages, expected):
+    assert ToolFailuresGuard().check_request(context(POLICY, talk=conversation(*messages))) == expected
