@@ -88,18 +88,15 @@ def flattened_calls(text: str) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-def _observation(message: Message) -> bool:
-    return message.role == "user" and message.text.lstrip().startswith(_OBSERVATION)
-
-
 def latest_steps(conversation: Conversation) -> Iterator[Step]:
     """The latest tool results, newest first, each paired with its call: a ``tool`` turn by
     call id, an ``Observation:`` user turn with the one call of the assistant turn before it.
     Walks back from the end, lazily (a run is read only as far as it goes); stops at a turn
     that is neither."""
+    flattened = {id(m) for m in conversation.tool_results() if m.role != "tool"}  # Observation: turns
     pending: list[Message] = []
     for message in reversed(conversation.messages):
-        if message.role == "tool" or _observation(message):
+        if message.role == "tool" or id(message) in flattened:
             pending.append(message)
             continue
         if message.role != "assistant" or not pending:
@@ -110,7 +107,7 @@ def latest_steps(conversation: Conversation) -> Iterator[Step]:
             if result.role == "tool":
                 yield Step(by_id.get(str(result.call_id)), result.text)
             else:
-                text = result.text.lstrip()[len(_OBSERVATION) :]
+                text = result.text.lstrip().removeprefix(_OBSERVATION)
                 yield Step(calls[0] if len(calls) == 1 else None, text)
         pending = []
 
