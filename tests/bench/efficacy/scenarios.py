@@ -13,7 +13,6 @@ warning, a judge's "not done", a schema error or a budget note); ``persistent`` 
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from dataclasses import dataclass, field
@@ -270,22 +269,6 @@ def _text(content: Any) -> str:
     return ""
 
 
-def _flattened(text: str) -> list[dict[str, Any]]:
-    """The calls smolagents writes into an assistant turn as text (``Calling tools:\n[...]``)."""
-    text = text.lstrip()
-    if not text.startswith("Calling tools:"):
-        return []
-    try:
-        calls = ast.literal_eval(text[len("Calling tools:") :].strip())
-    except (ValueError, SyntaxError):
-        return []
-    return [
-        {"id": c.get("id", ""), "function": {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}}
-        for c in calls
-        if isinstance(c, dict) and isinstance(c.get("function"), dict)
-    ]
-
-
 def _answer_tool(payload: dict[str, Any]) -> tuple[str | None, bool]:
     names = [t["function"]["name"] for t in payload.get("tools") or [] if isinstance(t, dict) and "function" in t]
     choice = payload.get("tool_choice")
@@ -305,24 +288,30 @@ def read_request(payload: dict[str, Any]) -> Seen:
     seen.structured = seen.structured or (seen.answer_tool or "").startswith("final_result")
     cities: dict[str, str] = {}
     users = 0
-    last_call = ""
     for message in messages:
         role = message.get("role")
         text = _text(message.get("content"))
-        for call in message.get("tool_calls") or _flattened(text) if role == "assistant" else []:
-            last_call = call.get("id", "")
+        for call in message.get("tool_calls") or []:
             try:
-                raw = call["function"]["arguments"]
-                arguments = json.loads(raw) if isinstance(raw, str) else raw
-                cities[last_call] = str(arguments.get("city", "")).lower()
+                arguments = json.loads(call["function"]["arguments"])
+                cities[call["id"]] = str(arguments.get("city", "")).lower()
             except (ValueError, KeyError, TypeError, AttributeError):
-                cities[last_call] = ""
+                cities[call.get("id", "")] = ""
         observation = role == "user" and users > 0 and text.startswith("Observation:")
-        if role == "tool" or observation:
+        if observation:  # smolagents: one turn for a reply's calls, their results a line each
+            for line in text.removeprefix("Observation:").strip().splitlines():
+                seen.calls += 1
+                try:
+                    result = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(result, dict) and "temperature_c" in result:
+                    seen.found[str(result.get("city", "")).lower()] = line
+        elif role == "tool":
             seen.calls += 1
-            city = cities.get(last_call if observation else message.get("tool_call_id", ""), "")
+            city = cities.get(message.get("tool_call_id", ""), "")
             if city and '"temperature_c"' in text:
-                seen.found[city] = text.removeprefix("Observation:").strip()
+                seen.found[city] = text
         if role == "user":
             users += 1
             if users > 1 and text.startswith(FINALIZE_PROMPT):
