@@ -115,6 +115,10 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
 
+_CUT_SHORT = frozenset(("length", "content_filter", "max_tokens", "refusal", "model_context_window_exceeded"))
+"""Finish reasons that cut a reply short: chat completions' and Anthropic Messages' names."""
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     """The assistant's answer (first choice), normalized."""
@@ -149,7 +153,7 @@ class Reply:
     def cut_short(self) -> bool:
         """The provider stopped the reply (its output limit, its content filter): the same request
         would stop the same way again, and the client needs that ``finish_reason`` to act on."""
-        return self.finish_reason in ("length", "content_filter")
+        return self.finish_reason in _CUT_SHORT
 
     @property
     def answered(self) -> bool:

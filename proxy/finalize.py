@@ -192,9 +192,11 @@ class Endings:
         delta: SessionDelta,
         notes: RequestNotes,
         extra: Sequence[Turn],
+        payload: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The ending this request answers with (written to ``delta`` when it makes it; the
-        caller commits). Counted, traced and logged with its reason."""
+        caller commits). Counted, traced and logged with its reason. ``payload``: the request as
+        it went upstream, when that is not the client's own (spliced, amended)."""
         seen = await self._ledger.claim_ending(call, notes)
         if not notes.claim:  # another request of this session makes (or made) the ending
             seen = await self._ledger.await_ending(call, notes, seen or state)
@@ -205,7 +207,7 @@ class Endings:
             verdict,
             call.policy,
             call.adapter,
-            call.payload,
+            call.payload if payload is None else payload,
             extra,
             call.conversation,
             call.url,

@@ -78,6 +78,9 @@ class _Request:
     goal: Goal | None = None
     goal_rounds: int = 0
     stripped: bool = False
+    amended: Mapping[str, Any] | None = None
+    """Once the attempts begin: the payload before the session's records were spliced in (the
+    client's, as the guards amended it; see ``WireAdapter.spliced``)."""
 
     def context(self, state: SessionState, *, retries: bool = True) -> GuardContext:
         """What a guard reads: the session as ``state`` shows it, the nudges sent so far, the
@@ -154,7 +157,11 @@ class Pipeline:
             try:
                 ending = await self._run(request)
                 if isinstance(ending, Finalize):
-                    ending = Written(await self._endings.make(call, ending, state, delta, notes, request.extra), True)
+                    sent = self._as_recorded(request)
+                    made = await self._endings.make(call, ending, state, delta, notes, request.extra, sent)
+                    ending = Written(made, True)
+                elif isinstance(ending, Relayed) and request.amended is not None:
+                    self._record(request, ending.tried)
                 if call.session.fresh and call.session.derived and (first := delivered_reply(call, ending)):
                     call.session = named_run(call.session, turn_digest(first.content, first.tool_calls))
                 answer = ending.body if isinstance(ending, Written) else _relayed(ending)
@@ -194,6 +201,8 @@ class Pipeline:
         request.goal = self._goals.open(call, state, delta, notes)
         if request.goal is not None and request.goal.active:
             request.payload = call.adapter.with_tool(request.payload, goal_tool())
+        request.amended = request.payload
+        request.payload = call.adapter.spliced(request.payload, state.values)
         request.judge = judge_target(call)
         attempt = 0
         while True:
@@ -363,6 +372,24 @@ class Pipeline:
                 return verdict
         refused = await self._ledger.reserve(call, delta, notes, request.limits)
         return _refused(refused) if refused else None
+
+    @staticmethod
+    def _as_recorded(request: _Request) -> Mapping[str, Any]:
+        """The request for an ending's summary call: the transcript as the upstream knows it
+        (the session's records spliced in), else the client's own."""
+        call = request.call
+        if request.amended is None:  # ended before the attempts: nothing spliced yet
+            return call.adapter.spliced(call.payload, request.state.values)
+        return request.payload if request.payload is not request.amended else call.payload
+
+    @staticmethod
+    def _record(request: _Request, tried: Tried) -> None:
+        """What the upstream saw that the client will not send back: into the session, to be
+        spliced into its later requests (a format that keeps its transcript)."""
+        call, amended = request.call, request.amended
+        if amended is not None and (request.extra or amended is not call.payload):
+            for name, value in call.adapter.recorded(call.payload, amended, request.extra, tried.reply).items():
+                request.delta.assign(name, value)
 
     def _apply(self, verdict: Pass, call: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
         """The bookkeeping of a reply that reaches the agent."""

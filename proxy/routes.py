@@ -55,6 +55,7 @@ from proxy.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
 from proxy.timing import begin
 from proxy.upstream import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
 from proxy.wire.base import WireAdapter
+from proxy.wire.registry import passthrough_format
 
 __all__ = ["ProxyRoutes", "Readiness"]
 
@@ -109,7 +110,8 @@ class ProxyRoutes:
         return handle
 
     async def passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._guarded(self._passthrough, scope, receive, send, _passthrough_route(scope))
+        adapter = _passthrough_format(scope)  # type: ignore[arg-type]
+        await self._guarded(self._passthrough, scope, receive, send, _passthrough_route(scope), adapter)
 
     # -- handlers -------------------------------------------------------------------
 
@@ -151,7 +153,10 @@ class ProxyRoutes:
             conversation=conversation,
             url=credentials.tenant.upstream_url + adapter.upstream_path,
             headers=upstream_request_headers(
-                client_headers(scope), credentials.upstream_authorization, identity_encoding=True
+                client_headers(scope),
+                credentials.upstream_authorization,
+                identity_encoding=True,
+                key_header=_key_header(credentials, adapter),
             ),
             stream=conversation.stream,
             daily_tokens=credentials.tenant.daily_tokens,
@@ -222,7 +227,10 @@ class ProxyRoutes:
     async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
         credentials = self._authenticate(scope, tracker)
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
-        headers = upstream_request_headers(client_headers(scope), credentials.upstream_authorization)
+        adapter = _passthrough_format(scope)
+        headers = upstream_request_headers(
+            client_headers(scope), credentials.upstream_authorization, key_header=_key_header(credentials, adapter)
+        )
         url = passthrough_url(credentials.tenant.upstream_url, scope["raw_path"], scope["query_string"])
         facts: dict[str, object] = {"tenant": credentials.tenant.name}
         # A call answered whole (embeddings, a non-streamed response) waits here for all of it:
@@ -424,6 +432,20 @@ async def _refuse_websocket(scope: Scope, send: Send) -> None:
     await send(start)
     end: Any = {"type": "websocket.http.response.body", "body": body}
     await send(end)
+
+
+def _passthrough_format(scope: HTTPScope) -> WireAdapter | None:
+    """The wire format a pass-through call belongs to (its errors' shape, where its key goes)."""
+    raw = scope.get("raw_path") or b""
+    return passthrough_format(raw.decode("latin-1"), lambda name: header(scope, name))
+
+
+def _key_header(credentials: Credentials, adapter: WireAdapter | None) -> str:
+    """Where the provider key goes: the format's own header when the proxy holds the tenant's
+    key (Anthropic's ``x-api-key``); a key the client brought goes as the client sent it."""
+    if adapter is None or credentials.tenant.upstream_authorization is None:
+        return "authorization"
+    return adapter.key_header
 
 
 def _api_key(scope: HTTPScope) -> str | None:

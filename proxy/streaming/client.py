@@ -11,6 +11,11 @@ The response starts lazily, with the first byte that has to go: an attempt that 
 back whole and then replaced is answered as if it had never been streamed (status and
 headers included). While nothing flows, an SSE comment goes out every ``keepalive``
 seconds so proxies and clients do not give up on a long judge or a held tool call.
+
+A format whose stream must read as one sequence across attempts and endings has a relay
+(:class:`~proxy.wire.base.StreamRelay`) that every outgoing event passes through: Responses
+renumbers its events and items; Messages keeps one message with contiguous block indexes,
+and its events go out strictly in order (``in_order``).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from litestar.types import Send
 from proxy.errors import ProxyError
 from proxy.exchange import Channel
 from proxy.http import reply_headers
-from proxy.wire.base import WireAdapter
+from proxy.wire.base import StreamRelay, WireAdapter
 from proxy.wire.chat_completions import CHAT_COMPLETIONS
 
 __all__ = ["ClientStream"]
@@ -65,7 +70,8 @@ class ClientStream:
         self._queue: list[tuple[bytes | None, Mapping[str, Any], int]] = []
         self._final: list[tuple[bytes, Mapping[str, Any] | None]] = []
         self._relay = adapter.relay()
-        """The client's view of the stream, for a format that renumbers what goes out (Responses)."""
+        """The client's view of the stream, for a format whose stream must read as one sequence
+        across attempts (Responses renumbers; Messages keeps one message, in order)."""
         self._out: list[bytes] = []
         """What may go, gathered per upstream read and written in one piece by ``flush``."""
         self._out_text = False
@@ -93,7 +99,12 @@ class ClientStream:
             return
         if self._queue:
             self._out.append(self._drain(self.released, substantive=True))
-        self._out.append(raw if self._relay is None else self._relay.event(raw, chunk))
+        if self._relay is not None:
+            if self._relay.in_order and self._queue:  # nothing overtakes what still waits
+                self._queue.append((raw, chunk, channels))
+                return
+            raw = self._relay.event(raw, chunk)
+        self._out.append(raw)
         self._out_text = self._out_text or bool(channels & Channel.TEXT)
 
     def defer(self, raw: bytes, *, usage_only: bool, chunk: Mapping[str, Any] | None = None) -> None:
@@ -131,6 +142,8 @@ class ClientStream:
         not start before there is something to say."""
         if not (self.started or substantive) and not any(channels & released for _, _, channels in self._queue):
             return b""
+        if self._relay is not None and self._relay.in_order:
+            return self._drain_in_order(self._relay, released, substantive)
         out: list[bytes] = []
         kept: list[tuple[bytes | None, Mapping[str, Any], int]] = []
         for raw, chunk, channels in self._queue:
@@ -154,6 +167,22 @@ class ClientStream:
         if self._relay is not None:
             return self._relay.event(raw, chunk)
         return raw if raw is not None else self._adapter.framed(chunk)
+
+    def _drain_in_order(self, relay: StreamRelay, released: int, substantive: bool) -> bytes:
+        """:meth:`_drain` for an ordered stream: the released events at the head of the queue;
+        what follows a held one waits with it. Events that carry nothing (``message_start``,
+        ``ping``) go only ahead of something that does."""
+        going = 0
+        for _, _, channels in self._queue:
+            if channels & ~released:
+                break
+            going += 1
+        head = self._queue[:going]
+        says = any(channels for _, _, channels in head) or (substantive and going == len(self._queue))
+        if not (self.started or says):
+            return b""
+        self._queue = self._queue[going:]
+        return b"".join(relay.event(raw, chunk) for raw, chunk, _ in head)
 
     # -- endings --------------------------------------------------------------------
 

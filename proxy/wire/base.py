@@ -52,7 +52,12 @@ class StreamAssembler(PartialReply, Protocol):
 class StreamRelay(Protocol):
     """What the client has of one stream, for a format whose events must read as one
     consistent sequence across the proxy's attempts (Responses: one response id, sequence
-    numbers rising by one, output indexes in order). Every event going out passes through it."""
+    numbers rising by one, output indexes in order; Messages: one ``message_start``, block
+    indexes contiguous). Every event going out passes through it."""
+
+    in_order: bool
+    """Events go out strictly in the upstream's order: one that follows a held event waits
+    with it (Messages addresses blocks by position)."""
 
     def new_attempt(self) -> None:
         """The held part of the current attempt is dropped; the next attempt streams on."""
@@ -81,9 +86,12 @@ class WireAdapter(Protocol):
     upstream_path: str
     """What follows the tenant's upstream base URL for it (``/chat/completions``)."""
     stream_trailer: bytes
+    """What a stream the proxy completes ends with (chat completions' ``data: [DONE]``)."""
     keepalive: bytes
     """What a held-back stream sends while nothing may flow (an SSE comment; Messages' ``ping``)."""
-    """What a stream the proxy completes ends with (chat completions' ``data: [DONE]``)."""
+    key_header: str
+    """Where the upstream takes a provider key the proxy holds (``authorization``; Anthropic's
+    ``x-api-key``)."""
 
     # -- reading ----------------------------------------------------------------------
 
@@ -158,6 +166,21 @@ class WireAdapter(Protocol):
         ...
 
     # -- the request upstream -------------------------------------------------------------
+
+    def spliced(self, payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[str, Any]:
+        """The request with what the session recorded (its state ``values``, see :meth:`recorded`)
+        put back; ``payload`` itself when nothing applies (always, for a format that records
+        nothing)."""
+        ...
+
+    def recorded(
+        self, client: Mapping[str, Any], amended: Mapping[str, Any], turns: Sequence[Turn], reply: Reply
+    ) -> dict[str, str]:
+        """Session fields to write for a reply that reached the client, for a format whose upstream
+        binds replies to their exact prefix (Messages' signed thinking): what the proxy changed
+        in the ``client``'s messages (``amended``) and the ``turns`` it added before ``reply``,
+        which the client never sends back. ``{}`` for a format without that constraint."""
+        ...
 
     def render_request(self, payload: Mapping[str, Any], turns: Sequence[Turn]) -> bytes:
         """The request with the proxy's turns appended."""

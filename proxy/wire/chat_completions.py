@@ -50,6 +50,7 @@ class ChatCompletions:
     upstream_path = "/chat/completions"
     stream_trailer = DONE
     keepalive = comment(b"keep-alive")
+    key_header = "authorization"
 
     def continues(self, payload: Mapping[str, Any]) -> str | None:
         return None  # no server-side chains: every request carries its whole history
@@ -99,6 +100,14 @@ class ChatCompletions:
     def include_usage(self, payload: Mapping[str, Any]) -> bool:
         options = payload.get("stream_options")
         return isinstance(options, dict) and options.get("include_usage") is True
+
+    def spliced(self, payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[str, Any]:
+        return payload  # nothing is recorded: a chat upstream signs no prefix
+
+    def recorded(
+        self, client: Mapping[str, Any], amended: Mapping[str, Any], turns: Sequence[Turn], reply: Reply
+    ) -> dict[str, str]:
+        return {}
 
     def render_request(self, payload: Mapping[str, Any], turns: Sequence[Turn]) -> bytes:
         return render_request(payload, turns)

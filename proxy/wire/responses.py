@@ -53,6 +53,7 @@ class Responses:
     route = "/v1/responses"
     upstream_path = "/responses"
     stream_trailer = b""
+    key_header = "authorization"
     """A Responses stream ends with its terminal event, no sentinel after it."""
     keepalive = comment(b"keep-alive")
 
@@ -69,6 +70,14 @@ class Responses:
 
     def assembler(self) -> ResponsesAssembler:
         return ResponsesAssembler()
+
+    def spliced(self, payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[str, Any]:
+        return payload  # nothing is recorded: stored chains are the server's own (see continues)
+
+    def recorded(
+        self, client: Mapping[str, Any], amended: Mapping[str, Any], turns: Sequence[Turn], reply: Reply
+    ) -> dict[str, str]:
+        return {}
 
     def relay(self) -> ResponsesRelay:
         """What the client has of one stream: renumbers what goes out, across attempts."""

@@ -30,6 +30,10 @@ __all__ = ["ResponsesRelay"]
 class ResponsesRelay:
     """What the client has of one response stream; every outgoing event passes through it."""
 
+    in_order = False
+    """Items are addressed by id and output index, which it renumbers: a released event may
+    overtake a held one."""
+
     def __init__(self) -> None:
         self._seq = 0
         self.head: dict[str, Any] | None = None

@@ -1,6 +1,7 @@
 """A deliberately dumb, fast fake model API for the benchmark: one fixed chat completion
 (or, for ``"stream":true``, one fixed text stream, or a tool-call stream when tools are offered);
 for a Responses request (a body with ``"input"``) the same three as a Responses API answers them.
+the same three as Anthropic Messages for ``POST /v1/messages``.
 
 It must never be the bottleneck, so it is a raw asyncio ``Protocol`` on uvloop that parses
 only what HTTP/1.1 framing needs (end of headers, ``Content-Length``) and answers every
@@ -94,20 +95,43 @@ STREAM_TOOLS_RESPONSE = _sse(
 """A streamed tool call (``"stream": true`` with ``"tools"``)."""
 
 
-def _named_sse(events: list[dict[str, object]]) -> bytes:
-    data = b"".join(
+_ANTHROPIC_MESSAGE = json.dumps(
+    {
+        "id": "msg_bench",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": [{"type": "text", "text": "Hello from the benchmark upstream."}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 8, "output_tokens": 7},
+    },
+    separators=(",", ":"),
+).encode()
+MESSAGE_RESPONSE = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+    + str(len(_ANTHROPIC_MESSAGE)).encode()
+    + b"\r\n\r\n"
+    + _ANTHROPIC_MESSAGE
+)
+"""An Anthropic Messages answer (``POST /v1/messages``)."""
+
+
+def _named_sse(events: list[dict[str, object]], *, numbered: bool = False) -> bytes:
+    """A chunked SSE reply of named events (``numbered``: with Responses' ``sequence_number``)."""
+    body = b"".join(
         b"event: "
-        + str(event["type"]).encode()
+        + str(e["type"]).encode()
         + b"\ndata: "
-        + json.dumps({**event, "sequence_number": n}, separators=(",", ":")).encode()
+        + json.dumps({**e, "sequence_number": n} if numbered else e, separators=(",", ":")).encode()
         + b"\n\n"
-        for n, event in enumerate(events)
+        for n, e in enumerate(events)
     )
     return (
         b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-        + f"{len(data):x}".encode()
+        + f"{len(body):x}".encode()
         + b"\r\n"
-        + data
+        + body
         + b"\r\n0\r\n\r\n"
     )
 
@@ -172,7 +196,8 @@ RESPONSES_STREAM = _named_sse(
         {"type": "response.content_part.done", **_AT, "part": _MESSAGE["content"][0]},  # type: ignore[index]
         {"type": "response.output_item.done", "output_index": 0, "item": _MESSAGE},
         {"type": "response.completed", "response": _response(_MESSAGE)},
-    ]
+    ],
+    numbered=True,
 )
 """A streamed Responses text answer."""
 _CALL_AT = {"item_id": "fc_bench", "output_index": 0}
@@ -192,9 +217,38 @@ RESPONSES_STREAM_TOOLS = _named_sse(
         {"type": "response.function_call_arguments.done", **_CALL_AT, "arguments": _FUNCTION_CALL["arguments"]},
         {"type": "response.output_item.done", "output_index": 0, "item": _FUNCTION_CALL},
         {"type": "response.completed", "response": _response(_FUNCTION_CALL)},
-    ]
+    ],
+    numbered=True,
 )
 """A streamed Responses function call (held back by the proxy until checked)."""
+
+
+def _message_stream(block: dict[str, object], deltas: list[dict[str, object]], stop: str) -> bytes:
+    start = {k: v for k, v in json.loads(_ANTHROPIC_MESSAGE).items() if k not in ("content", "stop_reason")}
+    return _named_sse(
+        [
+            {"type": "message_start", "message": {**start, "content": [], "stop_reason": None}},
+            {"type": "content_block_start", "index": 0, "content_block": block},
+            *({"type": "content_block_delta", "index": 0, "delta": d} for d in deltas),
+            {"type": "content_block_stop", "index": 0},
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": 7},
+            },
+            {"type": "message_stop"},
+        ]
+    )
+
+
+MESSAGE_STREAM_RESPONSE = _message_stream(
+    {"type": "text", "text": ""}, [{"type": "text_delta", "text": w} for w in _WORDS], "end_turn"
+)
+MESSAGE_STREAM_TOOLS_RESPONSE = _message_stream(
+    {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {}},
+    [{"type": "input_json_delta", "partial_json": p} for p in ('{"q":', '"Lyon', ' population"}')],
+    "tool_use",
+)
 
 _NOT_IMPLEMENTED = b"HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 _MAX_HEAD = 64 * 1024
@@ -240,6 +294,14 @@ class _Upstream(asyncio.Protocol):
                     transport.write(STREAM_TOOLS_RESPONSE if b'"tools"' in body else STREAM_RESPONSE)
             else:
                 transport.write(RESPONSES_RESPONSE if responses else RESPONSE)
+            messages = head.startswith(b"post /v1/messages")
+            if b'"stream":true' in body:
+                if messages:
+                    transport.write(MESSAGE_STREAM_TOOLS_RESPONSE if b'"tools"' in body else MESSAGE_STREAM_RESPONSE)
+                else:
+                    transport.write(STREAM_TOOLS_RESPONSE if b'"tools"' in body else STREAM_RESPONSE)
+            else:
+                transport.write(MESSAGE_RESPONSE if messages else RESPONSE)
             if b"\r\nconnection: close" in head:
                 transport.close()
                 return

@@ -3,20 +3,19 @@
 Codex speaks only the Responses API: a custom provider with ``wire_api = "responses"``
 (HTTP, streamed, ``store: false``, the whole input every turn), or the built-in provider
 with ``openai_base_url``, which first tries a WebSocket on ``/v1/responses``. The binary
-comes from the npm package ``@openai/codex``: ``LOOPWARDEN_CODEX`` names it, else ``codex``
-on the PATH; without one these tests are skipped.
+comes from the npm package ``@openai/codex`` (see :mod:`tests.support.agent_clis`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.support.agent_clis import agent_cli
 from tests.support.fake_responses import (
     FakeResponses,
     function_call,
@@ -27,8 +26,8 @@ from tests.support.fake_responses import (
     verdict,
 )
 
-CODEX = os.environ.get("LOOPWARDEN_CODEX") or shutil.which("codex")
-pytestmark = pytest.mark.skipif(CODEX is None, reason="Codex CLI not installed (npm i @openai/codex; LOOPWARDEN_CODEX)")
+CODEX = agent_cli("codex", "LOOPWARDEN_CODEX")
+pytestmark = pytest.mark.skipif(CODEX is None, reason="Codex CLI not installed: npm ci --prefix tests/agents")
 
 
 @pytest.fixture(scope="session")

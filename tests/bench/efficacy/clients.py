@@ -6,6 +6,7 @@
 - ``openai-responses``, ``agents-responses``, ``langgraph-responses``: the same three on the
   Responses API (``responses.create`` with the whole input each turn, as Codex sends it; the
   Agents SDK's default model; ``ChatOpenAI(use_responses_api=True)``);
+- ``anthropic``: the anthropic SDK with the same hand-written loop, on ``/v1/messages``;
 - ``smolagents``: its ``ToolCallingAgent`` (``max_steps=20``, its default), which answers only
   through its ``final_answer`` tool and sends tool calls and results back as text (no
   structured answers: it skips the schema scenarios). A run that used up its steps (each
@@ -372,6 +373,48 @@ def _never_called_sync(**arguments: Any) -> str:
     raise AssertionError("the scripted models only call get_weather")
 
 
+async def run_anthropic(
+    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+) -> Any:
+    """The anthropic SDK on ``/v1/messages``, with the same hand-written loop as ``openai``: it
+    sends every assistant turn back as it came (thinking included), as Messages requires."""
+    import anthropic
+
+    from tests.bench.efficacy.messages_api import anthropic_tools
+
+    client = anthropic.AsyncAnthropic(
+        base_url=base_url.removesuffix("/v1"), api_key="sk-bench", default_headers={"X-Session-Id": session}
+    )
+    extra: dict[str, Any] = {}
+    if scenario.schema:
+        extra["output_config"] = {"format": {"type": "json_schema", "schema": scenarios.SCHEMA}}
+    messages: list[dict[str, Any]] = [{"role": "user", "content": scenarios.TASK}]
+    arguments = {"model": model, "max_tokens": 2000, "system": profile.instructions, "tools": anthropic_tools(profile)}
+    try:
+        for _ in range(15):
+            if stream:
+                async with client.messages.stream(messages=messages, **arguments, **extra) as streaming:
+                    reply = await streaming.get_final_message()
+            else:
+                reply = await client.messages.create(messages=messages, **arguments, **extra)
+            blocks = [b.model_dump(exclude_none=True) for b in reply.content]
+            messages.append({"role": "assistant", "content": blocks})
+            text = "".join(b["text"] for b in blocks if b["type"] == "text")
+            if reply.stop_reason == "refusal":  # structured outputs: a refusal is not the object
+                return scenarios.Refusal(text)
+            calls = [b for b in blocks if b["type"] == "tool_use"]
+            if not calls:
+                return text or None
+            results = [
+                {"type": "tool_result", "tool_use_id": c["id"], "content": scenarios.weather(c["input"]["city"])}
+                for c in calls  # a call without its city raises, as most loops do
+            ]
+            messages.append({"role": "user", "content": results})
+        raise AgentGaveUp("no answer after 15 model calls")
+    finally:
+        await client.close()
+
+
 CLIENTS: dict[str, ClientRun] = {
     "openai": run_openai,
     "agents": run_agents_sdk,
@@ -379,6 +422,7 @@ CLIENTS: dict[str, ClientRun] = {
     "openai-responses": run_openai_responses,
     "agents-responses": partial(run_agents_sdk, responses=True),
     "langgraph-responses": partial(run_langgraph, responses=True),
+    "anthropic": run_anthropic,
     "smolagents": run_smolagents,
     "pydantic_ai": run_pydantic_ai,
 }

@@ -347,7 +347,9 @@ def verdict(results: Sequence[RunResult]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--clients", default=",".join(CLIENTS), help="openai,agents,langgraph,smolagents,pydantic_ai")
+    parser.add_argument(
+        "--clients", default=",".join(CLIENTS), help="openai,agents,langgraph,anthropic,smolagents,pydantic_ai"
+    )
     parser.add_argument("--streams", default="off,on", help="off,on")
     parser.add_argument("--paths", default="direct,proxy", help="direct,proxy")
     parser.add_argument("--scenarios", default="", help="comma-separated scenario names (default: all)")

@@ -3,7 +3,8 @@
 It reuses the test suite's :class:`FakeUpstream` server (aiohttp on its own thread) and
 replaces how it answers: every request is routed by its model name
 (``bench/<scenario>/<variant>/<run>``) to :func:`scenarios.respond`, judge calls to the
-honest judge, and ``stream: true`` requests get the same reply as SSE chunks. Usage is
+honest judge, and ``stream: true`` requests get the same reply as SSE chunks. Requests to
+``/v1/messages`` are read and answered in Anthropic Messages' shape (:mod:`messages_api`). Usage is
 billed like a real API (about 4 bytes a token for the prompt), and every call is booked
 per run: steps and tokens by purpose (agent, judge, finalize), and the prompt tokens the
 guard added to agent calls (its corrections and notes). A Responses request (``POST
@@ -23,7 +24,7 @@ from aiohttp import web
 
 from proxy.wire.chat_render import completion_as_sse
 from proxy.wire.responses_parse import parse_conversation
-from tests.bench.efficacy import scenarios
+from tests.bench.efficacy import messages_api, scenarios
 from tests.support.fake_responses import function_call, message, reasoning, response, stream_events
 from tests.support.fake_upstream import FakeUpstream, Json, Sse, chat_completion
 
@@ -77,6 +78,9 @@ class ScriptedUpstream(FakeUpstream):
         scenario = scenario_of(model)
         if scenario is None:
             return web.json_response({"error": {"message": f"unknown model {model!r}"}}, status=404)
+        anthropic = request.rel_url.path.endswith("/messages")
+        if anthropic:  # the scenarios read chat's shape
+            payload = messages_api.chat_view(payload)
         seen = scenarios.read_request(payload)
         with self._books_lock:
             book = self.books[model]
@@ -93,7 +97,11 @@ class ScriptedUpstream(FakeUpstream):
             with self._books_lock:
                 book.rate_limited += 1
             error = {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}
+            if anthropic:
+                error = {"type": "error", "error": {"type": "rate_limit_error", "message": "Rate limit reached"}}
             return await self._answer(request, Json(error, status=reply.status, headers={"retry-after-ms": "50"}))
+        if anthropic:
+            return await self._message(request, model, reply, len(body) // 4, purpose, payload, book)
         completion = _completion(model, reply, prompt_tokens=len(body) // 4)
         usage = completion["usage"]
         added = scenarios.guard_added_bytes(payload) // 4 if purpose == "agent" else 0
@@ -121,6 +129,31 @@ class ScriptedUpstream(FakeUpstream):
             await stream.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
         await stream.write_eof()
         return stream
+
+    async def _message(
+        self,
+        request: web.Request,
+        model: str,
+        reply: scenarios.Reply,
+        prompt_tokens: int,
+        purpose: str,
+        view: dict[str, Any],
+        book: Ledger,
+    ) -> web.StreamResponse:
+        """The reply in Anthropic Messages' shape (``POST /v1/messages``), booked like the chat one."""
+        body = messages_api.message(model, reply, prompt_tokens=prompt_tokens)
+        added = scenarios.guard_added_bytes(view) // 4 if purpose == "agent" else 0
+        with self._books_lock:
+            book.calls[purpose] += 1
+            book.tokens[purpose] += body["usage"]["input_tokens"] + body["usage"]["output_tokens"]
+            book.added_tokens += added
+        if json.loads(await request.read()).get("stream") is True:
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            await response.write(messages_api.streamed(body))
+            await response.write_eof()
+            return response
+        return web.json_response(body)
 
     async def _answer(self, request: web.Request, reply: Json | Sse) -> web.StreamResponse:
         if isinstance(reply, Sse):
