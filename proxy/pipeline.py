@@ -13,31 +13,31 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from proxy.answer import Answer, Failed, Relayed, Tried, Unusable, Written, delivered_reply, render
 from proxy.budgets import check_request_cap, session_limits
+from proxy.continuity import chain_links, record_turns, remember_links, summary_payload
 from proxy.errors import ProxyError
 from proxy.exchange import Channel, Reply, Turn
 from proxy.finalize import Endings
 from proxy.fingerprint import remember_calls
 from proxy.goal.keeper import GoalKeeper, GoalStrip
 from proxy.goal.model import GOAL_TOOL, Goal, goal_tool
-from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
-from proxy.judge import JudgeTarget, judge_target
+from proxy.guards.base import RequestGuard, ResponseGuard
+from proxy.inflight import InFlight
+from proxy.judge import judge_target
 from proxy.ledger import ENDING_WAIT_SECS, Ledger
 from proxy.metrics import Metrics
 from proxy.pricing import PriceTable
 from proxy.recording import Step, StepRecorder
 from proxy.request import AgentRequest, Outcome, RequestNotes
-from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, SessionStore
-from proxy.session.chains import Chained, chained_session, remember_responses
+from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore
+from proxy.session.chains import Chained, chained_session
 from proxy.session.identity import named_run, turn_digest
 from proxy.step_log import StepLog, chat_attributes, response_headers, usage_attributes
-from proxy.streaming.attempts import StreamAttempts
+from proxy.streaming.attempts import Attempts
 from proxy.streaming.client import ClientStream
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient
@@ -55,46 +55,6 @@ from proxy.verdict import (
 )
 
 __all__ = ["Pipeline"]
-
-
-@dataclass(slots=True)
-class _Request:
-    """One request in the loop: what it is, the session's books, and what it sends next."""
-
-    call: AgentRequest
-    state: SessionState
-    delta: SessionDelta
-    notes: RequestNotes
-    limits: Sequence[Limit]
-    client: ClientStream | None
-    enforce: bool
-    payload: Mapping[str, Any]
-    judge: JudgeTarget | None
-    allowed: int
-    extra: list[Turn] = field(default_factory=list)
-    replies: list[Reply] = field(default_factory=list)
-    """Every usable reply of this request's attempts (their ids may be continued from)."""
-    retries: Counter[str] = field(default_factory=Counter)
-    goal: Goal | None = None
-    goal_rounds: int = 0
-    stripped: bool = False
-    amended: Mapping[str, Any] | None = None
-    """Once the attempts begin: the payload before the session's records were spliced in (the
-    client's, as the guards amended it; see ``WireAdapter.spliced``)."""
-
-    def context(self, state: SessionState, *, retries: bool = True) -> GuardContext:
-        """What a guard reads: the session as ``state`` shows it, the nudges sent so far, the
-        request's start as its clock, and where a judge call goes."""
-        call = self.call
-        return GuardContext(
-            call.policy,
-            state,
-            call.conversation,
-            self.retries if retries else {},
-            self.notes.started,
-            self.judge,
-            len(call.body),
-        )
 
 
 _Ending = Answer | Finalize
@@ -129,7 +89,7 @@ class Pipeline:
         self._endings = Endings(upstream, self._ledger, metrics, self._tracing)
         self._goals = GoalKeeper(metrics)
         self._steps = StepLog(metrics, self._tracing, log_contents=log_contents, recorder=recorder)
-        self._streams = StreamAttempts(upstream, self._ledger, metrics, self._response_guards)
+        self._attempts = Attempts(upstream, self._ledger, metrics, self._response_guards)
 
     async def chained_session(self, namespace: str, response_id: str) -> Chained | None:
         """The session that returned a stored response (see :mod:`proxy.session.chains`)."""
@@ -151,30 +111,26 @@ class Pipeline:
             check_request_cap(call, enforce, self._prices)
             state, delta = await self._ledger.open(call, limits, notes)
             client = self._client_stream(call, state, delta, notes)
-            request = _Request(
+            request = InFlight(
                 call, state, delta, notes, limits, client, enforce, call.payload, None, call.policy.max_attempts
             )
             try:
                 ending = await self._run(request)
                 if isinstance(ending, Finalize):
-                    sent = self._as_recorded(request)
+                    sent = summary_payload(call, state, request.amended, request.payload)
                     made = await self._endings.make(call, ending, state, delta, notes, request.extra, sent)
                     ending = Written(made, True)
                 elif isinstance(ending, Relayed) and request.amended is not None:
-                    self._record(request, ending.tried)
+                    record_turns(call, request.amended, request.extra, ending.tried.reply, delta)
                 if call.session.fresh and call.session.derived and (first := delivered_reply(call, ending)):
                     call.session = named_run(call.session, turn_digest(first.content, first.tool_calls))
                 answer = ending.body if isinstance(ending, Written) else _relayed(ending)
-                chain = call.adapter.chain_links(call.payload, request.replies, answer)
-                if chain and (task := call.conversation.first_text("user")):
-                    delta.default(FIELDS.TASK, task[:_TASK_CHARS])  # its continuations carry no task
+                links = chain_links(call, request.replies, answer, delta)
                 if isinstance(ending, Unusable):  # one the upstream refused (400, 401, ...) reached no model
                     await self._ledger.settle(call, delta, notes)
                 else:
                     await self._ledger.commit(call, delta, notes)
-                if chain:  # before the client can continue from one of them
-                    ttl = call.policy.session_ttl_secs
-                    await remember_responses(self._store, call.namespace, chain, call.session.id, ttl)
+                await remember_links(self._store, call, links)  # before the client can continue from one
                 outcome = await self._render(request, ending)
             finally:
                 if client is not None:
@@ -186,7 +142,7 @@ class Pipeline:
             self._tracing.annotate(span, {"loopwarden.terminated": notes.terminated or ""})
             return outcome
 
-    async def _run(self, request: _Request) -> _Ending:
+    async def _run(self, request: InFlight) -> _Ending:
         """The loop: request guards, then attempts until a reply passes or the request ends."""
         call, state, delta, notes = request.call, request.state, request.delta, request.notes
         if state.termination and state.ending and request.enforce:
@@ -236,7 +192,7 @@ class Pipeline:
 
     # -- the loop's steps -----------------------------------------------------------
 
-    def _ask_request_guards(self, request: _Request) -> Finalize | None:
+    def _ask_request_guards(self, request: InFlight) -> Finalize | None:
         """The request guards, before the first attempt: amend, nudge, or end (None: go on)."""
         call, delta, notes = request.call, request.delta, request.notes
         context = request.context(request.state)
@@ -257,7 +213,7 @@ class Pipeline:
                 return asked
         return None
 
-    async def _attempt(self, request: _Request, attempt: int) -> Tried | Unusable | Failed:
+    async def _attempt(self, request: InFlight, attempt: int) -> Tried | Unusable | Failed:
         """One upstream call, streamed or not, charged to the session."""
         call, delta, client = request.call, request.delta, request.client
         sent = time.perf_counter()
@@ -265,15 +221,7 @@ class Pipeline:
             f"chat {call.conversation.model or ''}".strip(), chat_attributes(call, attempt)
         ) as span:
             if client is None:
-                unchanged = request.payload is call.payload and not request.extra
-                body = call.body if unchanged else call.adapter.render_request(request.payload, request.extra)
-                try:
-                    upstream = await self._upstream.send("POST", call.url, call.headers, body)
-                except asyncio.CancelledError:  # the client left: the call was made all the same
-                    self._ledger.charge_cancelled(call, delta, len(body), attempt)
-                    raise
-                ok = upstream.response.status_code == 200
-                reply = call.adapter.parse_reply(upstream.response.content) if ok else None
+                upstream, reply = await self._attempts.whole(call, request.payload, request.extra, delta, attempt)
                 assembled = None
             else:
                 # What the guards hold back mid-stream, judged on the session as loaded (this
@@ -283,14 +231,14 @@ class Pipeline:
                 hold_text = Channel.TEXT if goal is not None and goal.active else Channel.NONE
                 holding = request.context(request.state)
                 try:
-                    upstream, reply, assembled = await self._streams.attempt(
+                    upstream, reply, assembled = await self._attempts.attempt(
                         call, request.payload, request.extra, client, holding, delta, hold_text
                     )
                 except ProxyError as error:
                     if not client.started:
                         raise
                     return Failed(error)  # the client already has part of the stream
-                ok = upstream.response.status_code == 200
+            ok = upstream.response.status_code == 200
             if reply is not None:
                 self._tracing.annotate(span, usage_attributes(reply))
                 request.replies.append(reply)
@@ -304,7 +252,7 @@ class Pipeline:
         self._ledger.charge(call, delta, reply.usage, reply.model, kind=purpose)
         return Tried(upstream, reply, assembled.completion if assembled is not None else None, latency)
 
-    def _goal_turn(self, request: _Request, goal: Goal, attempt: int, tried: Tried) -> Nudge | None:
+    def _goal_turn(self, request: InFlight, goal: Goal, attempt: int, tried: Tried) -> Nudge | None:
         """Goal mode's decision on the reply, applied: the turns to continue with, or None (a
         reply stripped of the goal tool's calls goes on to the guards)."""
         call, state, delta, notes = request.call, request.state, request.delta, request.notes
@@ -327,7 +275,7 @@ class Pipeline:
         self._steps.step(Step(call, context, attempt, tried.reply, nudge, tried.latency, notes))
         return nudge
 
-    async def _decide(self, request: _Request, attempt: int, tried: Tried) -> Nudge | Rewrite | Finalize | None:
+    async def _decide(self, request: InFlight, attempt: int, tried: Tried) -> Nudge | Rewrite | Finalize | None:
         """The response guards on a reply, in order: enforced, the first that is not a Pass
         wins (returned); in shadow mode every guard decides and nothing is acted on."""
         call, delta, notes, enforce = request.call, request.delta, request.notes, request.enforce
@@ -360,7 +308,7 @@ class Pipeline:
             self._steps.step(Step(call, context, attempt, tried.reply, None, tried.latency, notes))
         return None
 
-    async def _continue(self, request: _Request, turns: Sequence[Turn]) -> Finalize | None:
+    async def _continue(self, request: InFlight, turns: Sequence[Turn]) -> Finalize | None:
         """Append ``turns`` for another upstream call; the ending instead, if a request guard
         would end the session now (e.g. steps) or the call's reservation does not fit."""
         request.extra.extend(turns)
@@ -372,24 +320,6 @@ class Pipeline:
                 return verdict
         refused = await self._ledger.reserve(call, delta, notes, request.limits)
         return _refused(refused) if refused else None
-
-    @staticmethod
-    def _as_recorded(request: _Request) -> Mapping[str, Any]:
-        """The request for an ending's summary call: the transcript as the upstream knows it
-        (the session's records spliced in), else the client's own."""
-        call = request.call
-        if request.amended is None:  # ended before the attempts: nothing spliced yet
-            return call.adapter.spliced(call.payload, request.state.values)
-        return request.payload if request.payload is not request.amended else call.payload
-
-    @staticmethod
-    def _record(request: _Request, tried: Tried) -> None:
-        """What the upstream saw that the client will not send back: into the session, to be
-        spliced into its later requests (a format that keeps its transcript)."""
-        call, amended = request.call, request.amended
-        if amended is not None and (request.extra or amended is not call.payload):
-            for name, value in call.adapter.recorded(call.payload, amended, request.extra, tried.reply).items():
-                request.delta.assign(name, value)
 
     def _apply(self, verdict: Pass, call: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
         """The bookkeeping of a reply that reaches the agent."""
@@ -412,16 +342,16 @@ class Pipeline:
     # -- rendering ------------------------------------------------------------------
 
     @staticmethod
-    def _stripped(request: _Request, tried: Tried) -> dict[str, Any]:
+    def _stripped(request: InFlight, tried: Tried) -> dict[str, Any]:
         """The agent sees its own tool calls only, never the goal tool's."""
         adapter, streamed = request.call.adapter, tried.streamed
         whole = streamed() if streamed is not None else adapter.reply_body(tried.upstream.response.content)
         return adapter.without_calls(whole, GOAL_TOOL)
 
-    async def _render(self, request: _Request, ending: Answer) -> Outcome:
+    async def _render(self, request: InFlight, ending: Answer) -> Outcome:
         return await render(request.call, request.client, ending, lambda: self._headers(request))
 
-    def _headers(self, request: _Request) -> list[tuple[bytes, bytes]]:
+    def _headers(self, request: InFlight) -> list[tuple[bytes, bytes]]:
         after = request.delta.applied_to(request.state)
         return response_headers(request.call, after, request.notes, self._clock())
 
@@ -437,10 +367,6 @@ class Pipeline:
             keepalive=self._keepalive,
             adapter=call.adapter,
         )
-
-
-_TASK_CHARS = 4000
-"""How much of a run's task is kept for its continuations (the judge reads less)."""
 
 
 def _relayed(ending: Answer) -> Reply | None:

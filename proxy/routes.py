@@ -26,7 +26,6 @@ from proxy.errors import (
     PermissionDenied,
     ProxyError,
     UpstreamDisconnected,
-    WebSocketRefused,
 )
 from proxy.http import (
     ClientDisconnected,
@@ -40,7 +39,7 @@ from proxy.http import (
 )
 from proxy.logs import log_event, logger
 from proxy.metrics import Metrics
-from proxy.paths import passthrough_url
+from proxy.paths import passthrough_route, passthrough_url
 from proxy.pipeline import Pipeline
 from proxy.policy.loader import PolicyRegistry
 from proxy.policy.models import Policy
@@ -54,6 +53,7 @@ from proxy.settings import Settings
 from proxy.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
 from proxy.timing import begin
 from proxy.upstream import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
+from proxy.websockets import NO_WEBSOCKETS, asks_websocket, refuse_websocket
 from proxy.wire.base import WireAdapter
 from proxy.wire.registry import passthrough_format
 
@@ -111,7 +111,9 @@ class ProxyRoutes:
 
     async def passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
         adapter = _passthrough_format(scope)  # type: ignore[arg-type]
-        await self._guarded(self._passthrough, scope, receive, send, _passthrough_route(scope), adapter)
+        await self._guarded(
+            self._passthrough, scope, receive, send, passthrough_route(scope.get("raw_path") or b""), adapter
+        )
 
     # -- handlers -------------------------------------------------------------------
 
@@ -277,10 +279,10 @@ class ProxyRoutes:
         """Run a handler; turn every failure into an answer in the route's error shape (OpenAI's
         without an adapter), a metric and one log line."""
         timing = begin()
-        if scope["type"] == ScopeType.WEBSOCKET or _asks_websocket(scope):  # refused: clients go on over HTTP
-            await _refuse_websocket(scope, send)
+        if scope["type"] == ScopeType.WEBSOCKET or asks_websocket(scope):  # refused: clients go on over HTTP
+            await refuse_websocket(scope, send)
             self._metrics.of(self._metrics.requests, "-", route, "4xx").inc()
-            log_event("request", {"route": route, "method": "WEBSOCKET", "status": _NO_WEBSOCKETS.status})
+            log_event("request", {"route": route, "method": "WEBSOCKET", "status": NO_WEBSOCKETS.status})
             return
         state = ResponseTracker(send, timing)
         self._readiness.in_flight += 1
@@ -380,58 +382,6 @@ async def _copy_body(response: httpx.Response, send: Send) -> None:
         raise UpstreamDisconnected("The upstream model API stopped sending (read timeout).") from exc
     except httpx.TransportError as exc:
         raise UpstreamDisconnected("The upstream model API broke off the response.") from exc
-
-
-_PASSTHROUGH_FAMILIES = frozenset(
-    {
-        "assistants", "audio", "batches", "chat", "completions", "conversations", "embeddings", "files",
-        "fine_tuning", "images", "messages", "models", "moderations", "responses", "threads", "uploads",
-        "vector_stores",
-    }
-)  # fmt: skip
-"""The API families a pass-through request is counted under (anything else is ``passthrough``):
-a fixed set, so no path a client sends can grow the metrics' label space."""
-
-
-def _passthrough_route(scope: Scope) -> str:
-    """``passthrough:<family>`` for ``/v1/<family>/…`` (``passthrough:responses`` for a stored
-    response's ``GET``), by the path's first segment after ``/v1``."""
-    raw = scope.get("raw_path") or b""
-    path = raw.decode("latin-1") if isinstance(raw, bytes) else ""
-    family = path[4:].partition("/")[0].partition("?")[0] if path.startswith("/v1/") else ""
-    return f"passthrough:{family}" if family in _PASSTHROUGH_FAMILIES else "passthrough"
-
-
-_NO_WEBSOCKETS = WebSocketRefused("This route takes no WebSocket; send the request over HTTP (POST).")
-
-
-def _asks_websocket(scope: HTTPScope) -> bool:
-    """An upgrade to a WebSocket that reached the app as plain HTTP (a server without a
-    WebSocket library serves it so)."""
-    upgrade = header(scope, b"upgrade")
-    if upgrade is None or upgrade.strip().lower() != "websocket":
-        return False
-    connection = header(scope, b"connection") or ""
-    return "upgrade" in (token.strip().lower() for token in connection.split(","))
-
-
-async def _refuse_websocket(scope: Scope, send: Send) -> None:
-    """Refuse a WebSocket upgrade with 426 and OpenAI's error body (a bare close where the
-    server cannot send a response): Codex's WebSocket transport falls back to HTTP at once."""
-    if scope["type"] == ScopeType.HTTP:
-        await send_error(send, _NO_WEBSOCKETS)
-        return
-    extensions = scope.get("extensions") or {}
-    if "websocket.http.response" not in extensions:
-        close: Any = {"type": "websocket.close", "code": 1008}
-        await send(close)
-        return
-    body = _NO_WEBSOCKETS.body()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    start: Any = {"type": "websocket.http.response.start", "status": _NO_WEBSOCKETS.status, "headers": headers}
-    await send(start)
-    end: Any = {"type": "websocket.http.response.body", "body": body}
-    await send(end)
 
 
 def _passthrough_format(scope: HTTPScope) -> WireAdapter | None:

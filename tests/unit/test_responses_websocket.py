@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from proxy.routes import _asks_websocket, _refuse_websocket
+from proxy.websockets import asks_websocket, refuse_websocket
 
 
 def _scope(kind: str, headers: dict[str, str], extensions: dict | None = None) -> dict:
@@ -29,7 +29,7 @@ UPGRADE = {"Connection": "keep-alive, Upgrade", "Upgrade": "websocket"}
     ],
 )
 def test_an_upgrade_to_a_websocket_is_told_by_both_headers(headers, asks):
-    assert _asks_websocket(_scope("http", headers)) is asks  # type: ignore[arg-type]
+    assert asks_websocket(_scope("http", headers)) is asks  # type: ignore[arg-type]
 
 
 async def _sent(scope: dict) -> list[dict]:
@@ -38,7 +38,7 @@ async def _sent(scope: dict) -> list[dict]:
     async def send(message: dict) -> None:
         messages.append(message)
 
-    await _refuse_websocket(scope, send)  # type: ignore[arg-type]
+    await refuse_websocket(scope, send)  # type: ignore[arg-type]
     return messages
 
 

@@ -18,7 +18,7 @@ from proxy.pricing import PriceTable
 from proxy.session.base import SessionDelta, SessionState
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
-from proxy.streaming.attempts import StreamAttempts
+from proxy.streaming.attempts import Attempts
 from proxy.streaming.client import ClientStream
 from proxy.upstream import UpstreamClient
 from tests.support.agent_request import TASK, agent_request
@@ -52,7 +52,7 @@ class Attempt:
         self.metrics = Metrics()
         self.upstream = UpstreamClient(Settings(upstream=upstream_url, retry_attempts=1))
         ledger = Ledger(MemoryStore(), self.metrics, PriceTable({}), lambda: 0.0)
-        self.attempts = StreamAttempts(self.upstream, ledger, self.metrics, [OutputContractGuard()])
+        self.attempts = Attempts(self.upstream, ledger, self.metrics, [OutputContractGuard()])
         self.call = agent_request(payload, policy, url=f"{upstream_url}/chat/completions")
         self.client = Client()
         self.stream = ClientStream(self.client, list, include_usage=self.call.include_usage(), keepalive=0)
