@@ -153,7 +153,7 @@ class ProxyRoutes:
             payload=payload,
             body=body,
             conversation=conversation,
-            url=credentials.tenant.upstream_url + adapter.upstream_path,
+            url=_model_url(credentials.tenant.upstream_url, adapter, scope["query_string"]),
             headers=upstream_request_headers(
                 client_headers(scope),
                 credentials.upstream_authorization,
@@ -396,6 +396,15 @@ def _key_header(credentials: Credentials, adapter: WireAdapter | None) -> str:
     if adapter is None or credentials.tenant.upstream_authorization is None:
         return "authorization"
     return adapter.key_header
+
+
+def _model_url(base_url: str, adapter: WireAdapter, query: bytes) -> str:
+    """Where a model call goes: the tenant's base plus the format's path, with the client's
+    query string when it sends one (Claude Code's ``?beta=true``, Azure's ``api-version``),
+    checked as a pass-through URL is."""
+    if not query:
+        return base_url + adapter.upstream_path
+    return str(passthrough_url(base_url, b"/v1" + adapter.upstream_path.encode(), query))
 
 
 def _api_key(scope: HTTPScope) -> str | None:

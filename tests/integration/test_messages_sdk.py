@@ -137,6 +137,7 @@ def test_claude_codes_beta_query_and_headers_are_forwarded(messages_proxy, anthr
     )
 
     assert reply.status_code == 200
+    assert anthropic_upstream.requests[0].query == "beta=true"
     assert anthropic_upstream.requests[0].header("anthropic-beta") == "interleaved-thinking-2025-05-14,context-1m"
     assert reply.headers["x-loopwarden-session"]
 
@@ -204,3 +205,23 @@ def test_an_in_stream_error_ends_the_stream_as_an_error_event(messages_proxy, an
         client.messages.stream(model="claude-fake", max_tokens=10, messages=TASK) as stream,
     ):
         list(stream)
+
+
+def test_claude_codes_probe_of_the_base_url_is_answered(messages_proxy):
+    assert httpx.head(f"{messages_proxy.url}/").status_code == 200
+
+
+def test_claude_codes_telemetry_is_refused_in_anthropics_shape_saying_how_to_stop_it(messages_proxy):
+    reply = httpx.post(f"{messages_proxy.url}/api/event_logging/batch", json={"events": []})
+
+    assert reply.status_code == 404
+    assert reply.json()["type"] == "error"
+    assert reply.json()["error"]["type"] == "not_found_error"
+    assert "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1" in reply.json()["error"]["message"]
+
+
+def test_an_unknown_route_answers_an_anthropic_client_in_anthropics_shape(messages_proxy):
+    reply = httpx.get(f"{messages_proxy.url}/v2/nothing", headers={"anthropic-version": "2023-06-01"})
+
+    assert reply.status_code == 404
+    assert reply.json()["error"]["type"] == "not_found_error"
