@@ -221,6 +221,9 @@ class Conversation:
     (a replay, a test), and its schemas are compiled when first needed."""
     answer_schema: CompiledSchema | None = None
     """``output_schema`` compiled at the edge."""
+    forced_tool: str | None = None
+    """The one tool the request forces the model to call (chat's ``tool_choice`` naming a
+    function; each format has its own spelling): its reply can only be that tool's call."""
 
     def with_schemas(
         self, tool_schemas: Mapping[str, CompiledSchema | None], answer_schema: CompiledSchema | None
@@ -236,6 +239,7 @@ class Conversation:
             self.output_cap,
             tool_schemas,
             answer_schema,
+            self.forced_tool,
         )
 
     def tool_parameters(self) -> dict[str, Any]:

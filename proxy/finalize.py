@@ -7,21 +7,29 @@ and an instruction to summarize. If that call fails or says nothing, a summary i
 locally from the transcript; the tokens the call used are booked all the same.
 :class:`Endings` makes a session's ending once: of the parallel requests that end a session,
 one makes it and the others answer with it.
+
+A request whose answer tool has a structured schema (pydantic-ai's ``final_result`` for an
+output model; see :mod:`proxy.answer_channel`) cannot take a summary as text: its last call
+forces that tool instead, and the ending is that call when its arguments satisfy the schema;
+otherwise the local summary, which reaches such a request in the refusal form.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.answer_channel import AnswerTool, answer_channel
 from proxy.errors import ProxyError
-from proxy.exchange import Conversation, Turn, Usage
+from proxy.exchange import Conversation, Reply, ToolCall, Turn, Usage
 from proxy.ledger import Ledger
 from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.policy.models import Policy
 from proxy.request import AgentRequest, RequestNotes
+from proxy.schemas import compiled
 from proxy.session.base import FIELDS, SessionDelta, SessionState
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient
@@ -85,15 +93,24 @@ class Finalizer:
         *,
         local_only: bool = False,
         cap_output: bool = False,
+        answer: AnswerTool | None = None,
     ) -> Ending:
         """The ending reply for ``verdict``, from the model if it can, else built here.
 
         ``local_only`` forbids the last call (a hard cost cap); ``cap_output`` bounds it even
         when the client set no output limit (a budget ending may overshoot by one capped call).
+        ``answer``: the request's answer tool; a structured one is forced in the last call.
         """
         model = conversation.model
         if policy.finalize.use_upstream and not local_only:
             instruction = f"{policy.finalize.instruction} (The session is ending because {verdict.detail}.)"
+            if answer is not None and not answer.free_text:
+                ending = policy.finalize.answer_instruction.replace("{tool}", answer.name)
+                forced = f"{ending} (The session is ending because {verdict.detail}.)"
+                body = adapter.render_summary_request(
+                    payload, extra, forced, policy.finalize.max_tokens, cap_output, answer_tool=answer.name
+                )
+                return await self._structured(verdict, adapter, body, conversation, url, headers, answer)
             body = adapter.render_summary_request(payload, extra, instruction, policy.finalize.max_tokens, cap_output)
             try:
                 reply = await self._upstream.send("POST", url, headers, body)
@@ -115,6 +132,49 @@ class Finalizer:
             return Ending(adapter.ending(summary, model=model), "local", spent, upstream_called=True)
         summary = local_summary(conversation, verdict.detail)
         return Ending(adapter.ending(summary, model=model), "local", Usage(), False)
+
+    async def _structured(
+        self,
+        verdict: Finalize,
+        adapter: WireAdapter,
+        body: bytes,
+        conversation: Conversation,
+        url: str,
+        headers: Sequence[tuple[str, str]],
+        answer: AnswerTool,
+    ) -> Ending:
+        """The forced call to a structured answer tool as the ending, when its arguments satisfy
+        the tool's schema; else the local summary (a refusal, as this request takes it)."""
+        try:
+            reply = await self._upstream.send("POST", url, headers, body)
+        except ProxyError:
+            reply = None
+        spent = Usage()
+        if reply is not None and reply.response.status_code == 200:
+            parsed = adapter.parse_reply(reply.response.content)
+            call = next((c for c in parsed.tool_calls if c.name == answer.name), None) if parsed else None
+            if parsed is not None and call is not None and await _satisfies(call, answer, conversation):
+                model = parsed.model or conversation.model
+                ending = Reply(None, None, (call,), "tool_calls", parsed.usage, model=model)
+                return Ending(adapter.render_reply(ending), "upstream", parsed.usage, upstream_called=True)
+            spent = parsed.usage if parsed is not None else spent  # the unusable call is paid for all the same
+        summary = local_summary(conversation, verdict.detail)
+        return Ending(adapter.ending(summary, model=conversation.model), "local", spent, upstream_called=True)
+
+
+async def _satisfies(call: ToolCall, answer: AnswerTool, conversation: Conversation) -> bool:
+    """The call's arguments are JSON that satisfies the answer tool's schema (the one compiled
+    at the edge, when it was)."""
+    arguments, problem = call.parsed_arguments()
+    if problem is not None:
+        return False
+    prepared = conversation.tool_schemas
+    schema = prepared.get(answer.name) if prepared is not None else compiled(answer.parameters)
+    if schema is None:  # declares none (anything goes), or does not compile (nothing can satisfy it)
+        return not answer.parameters
+    if schema.off_loop(len(call.arguments)):
+        return not await asyncio.to_thread(schema.errors, arguments)
+    return not schema.errors(arguments)
 
 
 class Endings:
@@ -154,6 +214,7 @@ class Endings:
             call.headers,
             local_only=local_only,
             cap_output=verdict.reason.startswith("budget_"),
+            answer=answer_channel(call),
         )
         if ending.upstream_called:
             delta.incr(FIELDS.STEPS)

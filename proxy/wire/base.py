@@ -199,9 +199,14 @@ class WireAdapter(Protocol):
         instruction: str,
         max_tokens: int | None,
         force_cap: bool,
+        answer_tool: str | None = None,
     ) -> bytes:
         """The last call of an ending: turns and instruction appended, tools forbidden, output
-        unconstrained and not streamed, its length capped at ``max_tokens`` (always, if ``force_cap``)."""
+        unconstrained and not streamed, its length capped at ``max_tokens`` (always, if ``force_cap``).
+
+        Given ``answer_tool`` (a structured answer tool the request offers), tools are kept and
+        the model is forced to call that one (chat's ``tool_choice: {"type": "function", …}``)
+        instead: the ending is then that call, rendered with :meth:`render_reply`."""
         ...
 
     def amended(

@@ -130,11 +130,17 @@ class ChatCompletions:
         instruction: str,
         max_tokens: int | None,
         force_cap: bool,
+        answer_tool: str | None = None,
     ) -> bytes:
+        if answer_tool is not None:
+            choice: Any = {"type": "function", "function": {"name": answer_tool}}
+        else:
+            choice = "none" if payload.get("tools") else None
         return render_request(
             payload,
             [*turns, Note(instruction)],
-            tool_choice="none" if payload.get("tools") else None,
+            tool_choice=choice,
+            function_call=None,
             **dict.fromkeys(ANSWER_CONSTRAINTS),
             stream=None,
             stream_options=None,

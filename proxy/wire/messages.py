@@ -124,8 +124,13 @@ class AnthropicMessages:
         instruction: str,
         max_tokens: int | None,
         force_cap: bool,
+        answer_tool: str | None = None,
     ) -> bytes:
-        return render_request(payload, [*turns, Note(instruction)], **summary_overrides(payload, max_tokens, force_cap))
+        overrides = summary_overrides(payload, max_tokens, force_cap)
+        if answer_tool is not None:  # a structured answer tool: forced, its call is the ending
+            # (the API refuses a forced tool while thinking is on: the ending then falls back)
+            overrides["tool_choice"] = {"type": "tool", "name": answer_tool}
+        return render_request(payload, [*turns, Note(instruction)], **overrides)
 
     def amended(
         self, payload: Mapping[str, Any], tool_notes: Mapping[str, str], drop_tools: Sequence[str]

@@ -59,7 +59,15 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
         output_schema=requested_schema(payload),
         stream=payload.get("stream") is True,
         output_cap=("max_tokens", cap) if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None,
+        forced_tool=_forced_tool(payload),
     )
+
+
+def _forced_tool(payload: Mapping[str, Any]) -> str | None:
+    """The tool ``tool_choice`` forces (``{"type": "tool", "name": …}``), if any."""
+    choice = payload.get("tool_choice")
+    name = choice.get("name") if isinstance(choice, dict) and choice.get("type") == "tool" else None
+    return name if isinstance(name, str) and name else None
 
 
 def _read_message(raw: Mapping[str, Any], into: list[Message]) -> None:

@@ -69,7 +69,15 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
         output_schema=requested_schema(payload),
         stream=payload.get("stream") is True,
         output_cap=_output_cap(payload),
+        forced_tool=_forced_tool(payload),
     )
+
+
+def _forced_tool(payload: Mapping[str, Any]) -> str | None:
+    """The function ``tool_choice`` forces (``{"type": "function", "name": …}``), if any."""
+    choice = payload.get("tool_choice")
+    name = choice.get("name") if isinstance(choice, dict) and choice.get("type") == "function" else None
+    return name if isinstance(name, str) and name else None
 
 
 def _output_cap(payload: Mapping[str, Any]) -> tuple[str, int] | None:

@@ -22,7 +22,15 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tests.support.fake_upstream import JUDGE_PROMPT, CloseAfterRequest, FakeUpstream, Hang, Json, Recorded
+from tests.support.fake_upstream import (
+    JUDGE_PROMPT,
+    PROGRESS_PROMPT,
+    CloseAfterRequest,
+    FakeUpstream,
+    Hang,
+    Json,
+    Recorded,
+)
 
 __all__ = [
     "BOUND_ELSEWHERE",
@@ -199,7 +207,8 @@ def judge_verdict(request: dict[str, Any], done: bool, reason: str = "checked") 
     system = request.get("system")
     prompt = system if isinstance(system, str) else "".join(b.get("text", "") for b in system or [])
     nonce = prompt.split('"nonce": "', 1)[1].split('"', 1)[0]
-    return said(text(json.dumps({"nonce": nonce, "done": done, "reason": reason})))
+    flag = "progress" if prompt.startswith(PROGRESS_PROMPT) else "done"  # the progress question's verdict
+    return said(text(json.dumps({"nonce": nonce, flag: done, "reason": reason})))
 
 
 def _honest(request: dict[str, Any]) -> Said:
@@ -211,7 +220,7 @@ def _judge_call(payload: Any) -> bool:
     prompt = (
         system if isinstance(system, str) else "".join(b.get("text", "") for b in system or [] if isinstance(b, dict))
     )
-    return prompt.startswith(JUDGE_PROMPT)
+    return prompt.startswith((JUDGE_PROMPT, PROGRESS_PROMPT))
 
 
 class FakeMessages(FakeUpstream):

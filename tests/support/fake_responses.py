@@ -22,6 +22,7 @@ from aiohttp import web
 
 from tests.support.fake_upstream import (
     JUDGE_PROMPT,
+    PROGRESS_PROMPT,
     CloseAfterRequest,
     FakeUpstream,
     Hang,
@@ -203,7 +204,7 @@ _NONCE = re.compile(r'"nonce": "([0-9a-f]+)"')
 def _judge_text(payload: dict[str, Any]) -> str | None:
     """The judge's prompt, if this is a judge call (either format)."""
     instructions = payload.get("instructions")
-    if isinstance(instructions, str) and instructions.startswith(JUDGE_PROMPT):
+    if isinstance(instructions, str) and instructions.startswith((JUDGE_PROMPT, PROGRESS_PROMPT)):
         return instructions
     chat = _is_judge_call(json.dumps(payload).encode())
     return chat["messages"][0]["content"] if chat is not None else None
@@ -214,7 +215,8 @@ def verdict(request: dict[str, Any], done: bool, reason: str = "checked") -> Rep
     prompt = _judge_text(request) or ""
     match = _NONCE.search(prompt)
     assert match, "judge request without a verdict nonce"
-    content = json.dumps({"nonce": match.group(1), "done": done, "reason": reason})
+    flag = "progress" if prompt.startswith(PROGRESS_PROMPT) else "done"  # the progress question's verdict
+    content = json.dumps({"nonce": match.group(1), flag: done, "reason": reason})
     if "messages" in request:
         return Json(chat_completion(content, model="judge-model"))
     return text_response(content, model="judge-model")

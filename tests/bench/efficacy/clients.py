@@ -1,12 +1,19 @@
-"""Four real agent clients, each running the same small tool-using agent.
+"""Real agent clients, each running the same small tool-using agent.
 
 - ``openai``: the openai SDK with a hand-written tool loop (at most 15 model calls);
 - ``agents``: the OpenAI Agents SDK, chat-completions model, ``max_turns=10`` (its default);
 - ``langgraph``: LangGraph's prebuilt ReAct agent on ``langchain-openai``, ``recursion_limit=25``;
 - ``openai-responses``, ``agents-responses``, ``langgraph-responses``: the same three on the
   Responses API (``responses.create`` with the whole input each turn, as Codex sends it; the
-  Agents SDK's default model; ``ChatOpenAI(use_responses_api=True)``).
-- ``anthropic``: the anthropic SDK with the same hand-written loop, on ``/v1/messages``.
+  Agents SDK's default model; ``ChatOpenAI(use_responses_api=True)``);
+- ``anthropic``: the anthropic SDK with the same hand-written loop, on ``/v1/messages``;
+- ``smolagents``: its ``ToolCallingAgent`` (``max_steps=20``, its default), which answers only
+  through its ``final_answer`` tool and sends tool calls and results back as text (no
+  structured answers: it skips the schema scenarios). A run that used up its steps (each
+  text reply is a parse error to it) counts as given up, though smolagents then answers
+  from one last call without tools;
+- ``pydantic_ai``: an ``Agent`` on ``OpenAIChatModel``; a structured answer is its
+  ``final_result`` tool (``output_type`` a model), else text.
 
 Each returns the agent's final answer (text, or the structured object) or raises, exactly
 as the library does; the runner classifies the result. A refusal to a structured request
@@ -16,6 +23,7 @@ session id in ``X-Session-Id`` and keeps its library's default retries (2).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -285,6 +293,77 @@ async def run_langgraph(
     return last.text if responses else last.content  # Responses content comes as blocks
 
 
+async def run_smolagents(
+    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+) -> Any:
+    from smolagents import OpenAIServerModel, ToolCallingAgent, tool
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city: temperature in °C and conditions.
+
+        Args:
+            city: The city's English name.
+        """
+        return scenarios.weather(city)
+
+    llm = OpenAIServerModel(
+        model_id=model,
+        api_base=base_url,
+        api_key="sk-bench",
+        client_kwargs={"default_headers": {"X-Session-Id": session}},
+    )
+    agent = ToolCallingAgent(
+        tools=[get_weather], model=llm, instructions=profile.instructions, stream_outputs=stream, verbosity_level=-1
+    )
+    result = await asyncio.to_thread(agent.run, scenarios.TASK, return_full_result=True)
+    if result.state != "success":  # its steps ran out: it answers anyway, from one more call without tools
+        raise AgentGaveUp(f"smolagents reached max_steps; its last-resort answer: {str(result.output)[:80]}")
+    return result.output
+
+
+async def run_pydantic_ai(
+    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+) -> Any:
+    from pydantic import BaseModel
+    from pydantic_ai import Agent
+    from pydantic_ai.exceptions import ContentFilterError
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    class Weather(BaseModel):
+        paris_c: float
+        berlin_c: float
+
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers={"X-Session-Id": session})
+    agent: Agent[None, Any] = Agent(
+        OpenAIChatModel(model, provider=OpenAIProvider(openai_client=client)),
+        output_type=Weather if scenario.schema else str,
+        instructions=profile.instructions,
+    )
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """Current weather for a city: temperature in °C and conditions.
+
+        Args:
+            city: The city's English name.
+        """
+        return scenarios.weather(city)
+
+    try:
+        if stream:
+            async with agent.run_stream(scenarios.TASK) as result:
+                output = await result.get_output()
+        else:
+            output = (await agent.run(scenarios.TASK)).output
+    except ContentFilterError as refused:
+        return scenarios.Refusal(str(refused.body or refused))
+    finally:
+        await client.close()
+    return output.model_dump() if isinstance(output, BaseModel) else output
+
+
 async def _never_called(context: Any, arguments: str) -> str:
     """The profile's other tools: offered on every call, never called by the scripted models."""
     raise AssertionError("the scripted models only call get_weather")
@@ -344,4 +423,8 @@ CLIENTS: dict[str, ClientRun] = {
     "agents-responses": partial(run_agents_sdk, responses=True),
     "langgraph-responses": partial(run_langgraph, responses=True),
     "anthropic": run_anthropic,
+    "smolagents": run_smolagents,
+    "pydantic_ai": run_pydantic_ai,
 }
+NO_STRUCTURED_OUTPUT = frozenset({"smolagents"})
+"""Clients without a structured answer: the schema scenarios are not theirs to run."""
