@@ -172,8 +172,6 @@ def _transcript(steps: Sequence[Step]) -> str:
 
 
 class StalledProgressGuard:
-    name = "stalled_progress"
-
     def __init__(self, judge: Judge | None = None) -> None:
         self._judge = judge
 
