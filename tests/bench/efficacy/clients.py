@@ -3,6 +3,9 @@
 - ``openai``: the openai SDK with a hand-written tool loop (at most 15 model calls);
 - ``agents``: the OpenAI Agents SDK, chat-completions model, ``max_turns=10`` (its default);
 - ``langgraph``: LangGraph's prebuilt ReAct agent on ``langchain-openai``, ``recursion_limit=25``;
+- a scenario with a ``cap`` (``scenarios.CAPS``) sets each client's own limit to that many model
+  requests instead (the loops' count, ``max_turns``, ``recursion_limit`` twice it, ``max_steps``,
+  pydantic-ai's ``request_limit``);
 - ``openai-responses``, ``agents-responses``, ``langgraph-responses``: the same three on the
   Responses API (``responses.create`` with the whole input each turn, as Codex sends it; the
   Agents SDK's default model; ``ChatOpenAI(use_responses_api=True)``);
@@ -18,7 +21,8 @@
 Each returns the agent's final answer (text, or the structured object) or raises, exactly
 as the library does; the runner classifies the result. A refusal to a structured request
 is handled as each library documents it and returned as a :class:`scenarios.Refusal`. Every client gets the run's
-session id in ``X-Session-Id`` and keeps its library's default retries (2).
+session id in ``X-Session-Id`` (none in the runner's ``--sessions derived``) and keeps its
+library's default retries (2).
 """
 
 from __future__ import annotations
@@ -33,17 +37,28 @@ import openai
 
 from tests.bench.efficacy import scenarios
 
-ClientRun = Callable[[str, str, str, scenarios.Scenario, bool, scenarios.AgentProfile], Awaitable[Any]]
+ClientRun = Callable[[str, str, str | None, scenarios.Scenario, bool, scenarios.AgentProfile], Awaitable[Any]]
 
 
 class AgentGaveUp(RuntimeError):
     """The hand-written loop hit its own turn limit."""
 
 
+def headers(session: str | None, scenario: scenarios.Scenario) -> dict[str, str]:
+    """The run's session id (none: the proxy derives the session) and the policy it asks for."""
+    sent = {"X-Session-Id": session} if session else {}
+    return sent | ({"X-LoopWarden-Policy": scenario.policy} if scenario.policy else {})
+
+
 async def run_openai(
-    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+    base_url: str,
+    model: str,
+    session: str | None,
+    scenario: scenarios.Scenario,
+    stream: bool,
+    profile: scenarios.AgentProfile,
 ) -> Any:
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers={"X-Session-Id": session})
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers=headers(session, scenario))
     tools = list(profile.tools)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": profile.instructions},
@@ -51,7 +66,7 @@ async def run_openai(
     ]
     extra: dict[str, Any] = {"response_format": scenarios.RESPONSE_FORMAT} if scenario.schema else {}
     try:
-        for _ in range(15):
+        for _ in range(scenario.cap or 15):
             if stream:
                 message = await _streamed(client, model, messages, tools, extra)
             else:
@@ -67,16 +82,21 @@ async def run_openai(
                 arguments = json.loads(call["function"]["arguments"])  # a bad call raises, as most loops do
                 result = scenarios.weather(arguments["city"])
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
-        raise AgentGaveUp("no answer after 15 model calls")
+        raise AgentGaveUp(f"no answer after {scenario.cap or 15} model calls")
     finally:
         await client.close()
 
 
 async def run_openai_responses(
-    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+    base_url: str,
+    model: str,
+    session: str | None,
+    scenario: scenarios.Scenario,
+    stream: bool,
+    profile: scenarios.AgentProfile,
 ) -> Any:
     """The hand-written loop on ``responses.create``: the whole input every turn, not stored."""
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers={"X-Session-Id": session})
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers=headers(session, scenario))
     tools = [{"type": "function", **spec["function"]} for spec in profile.tools]
     items: list[Any] = [{"role": "user", "content": scenarios.TASK}]
     extra: dict[str, Any] = {}
@@ -84,7 +104,7 @@ async def run_openai_responses(
         spec = scenarios.RESPONSE_FORMAT["json_schema"]
         extra["text"] = {"format": {"type": "json_schema", **spec}}
     try:
-        for _ in range(15):
+        for _ in range(scenario.cap or 15):
             request = {
                 "model": model,
                 "instructions": profile.instructions,
@@ -117,7 +137,7 @@ async def run_openai_responses(
                         "output": scenarios.weather(arguments["city"]),
                     }
                 )
-        raise AgentGaveUp("no answer after 15 model calls")
+        raise AgentGaveUp(f"no answer after {scenario.cap or 15} model calls")
     finally:
         await client.close()
 
@@ -163,7 +183,7 @@ async def _streamed(
 async def run_agents_sdk(
     base_url: str,
     model: str,
-    session: str,
+    session: str | None,
     scenario: scenarios.Scenario,
     stream: bool,
     profile: scenarios.AgentProfile,
@@ -197,7 +217,7 @@ async def run_agents_sdk(
         """
         return scenarios.weather(city)
 
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers={"X-Session-Id": session})
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers=headers(session, scenario))
     agent: Agent[Any] = Agent(
         name="travel assistant",
         instructions=profile.instructions,
@@ -218,13 +238,14 @@ async def run_agents_sdk(
         else OpenAIChatCompletionsModel(model=model, openai_client=client),
         output_type=Weather if scenario.schema else None,
     )
+    turns = scenario.cap or 10
     try:
         if stream:
-            result = Runner.run_streamed(agent, scenarios.TASK)
+            result = Runner.run_streamed(agent, scenarios.TASK, max_turns=turns)
             async for _ in result.stream_events():
                 pass
         else:
-            result = await Runner.run(agent, scenarios.TASK)  # type: ignore[assignment]
+            result = await Runner.run(agent, scenarios.TASK, max_turns=turns)  # type: ignore[assignment]
         output = result.final_output
         return output.model_dump() if isinstance(output, BaseModel) else output
     except ModelRefusalError as refused:
@@ -236,7 +257,7 @@ async def run_agents_sdk(
 async def run_langgraph(
     base_url: str,
     model: str,
-    session: str,
+    session: str | None,
     scenario: scenarios.Scenario,
     stream: bool,
     profile: scenarios.AgentProfile,
@@ -261,7 +282,7 @@ async def run_langgraph(
         model=model,
         base_url=base_url,
         api_key="sk-bench",  # type: ignore[arg-type]
-        default_headers={"X-Session-Id": session},
+        default_headers=headers(session, scenario),
         streaming=stream,
         stream_usage=True,
         use_responses_api=responses,
@@ -283,8 +304,9 @@ async def run_langgraph(
         if scenario.schema
         else None,
     )
+    limit = 2 * scenario.cap if scenario.cap else 25  # a model call and a tool run per request
     try:
-        state = await agent.ainvoke({"messages": [("user", scenarios.TASK)]}, config={"recursion_limit": 25})
+        state = await agent.ainvoke({"messages": [("user", scenarios.TASK)]}, config={"recursion_limit": limit})
     except ModelRefusalError as refused:
         return scenarios.Refusal(str(refused))
     if scenario.schema:
@@ -294,7 +316,12 @@ async def run_langgraph(
 
 
 async def run_smolagents(
-    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+    base_url: str,
+    model: str,
+    session: str | None,
+    scenario: scenarios.Scenario,
+    stream: bool,
+    profile: scenarios.AgentProfile,
 ) -> Any:
     from smolagents import OpenAIServerModel, ToolCallingAgent, tool
 
@@ -311,10 +338,15 @@ async def run_smolagents(
         model_id=model,
         api_base=base_url,
         api_key="sk-bench",
-        client_kwargs={"default_headers": {"X-Session-Id": session}},
+        client_kwargs={"default_headers": headers(session, scenario)},
     )
     agent = ToolCallingAgent(
-        tools=[get_weather], model=llm, instructions=profile.instructions, stream_outputs=stream, verbosity_level=-1
+        tools=[get_weather],
+        model=llm,
+        instructions=profile.instructions,
+        stream_outputs=stream,
+        verbosity_level=-1,
+        max_steps=scenario.cap or 20,
     )
     result = await asyncio.to_thread(agent.run, scenarios.TASK, return_full_result=True)
     if result.state != "success":  # its steps ran out: it answers anyway, from one more call without tools
@@ -323,19 +355,25 @@ async def run_smolagents(
 
 
 async def run_pydantic_ai(
-    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+    base_url: str,
+    model: str,
+    session: str | None,
+    scenario: scenarios.Scenario,
+    stream: bool,
+    profile: scenarios.AgentProfile,
 ) -> Any:
     from pydantic import BaseModel
     from pydantic_ai import Agent
     from pydantic_ai.exceptions import ContentFilterError
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
+    from pydantic_ai.usage import UsageLimits
 
     class Weather(BaseModel):
         paris_c: float
         berlin_c: float
 
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers={"X-Session-Id": session})
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers=headers(session, scenario))
     agent: Agent[None, Any] = Agent(
         OpenAIChatModel(model, provider=OpenAIProvider(openai_client=client)),
         output_type=Weather if scenario.schema else str,
@@ -351,12 +389,13 @@ async def run_pydantic_ai(
         """
         return scenarios.weather(city)
 
+    limits = UsageLimits(request_limit=scenario.cap or 50)
     try:
         if stream:
-            async with agent.run_stream(scenarios.TASK) as result:
+            async with agent.run_stream(scenarios.TASK, usage_limits=limits) as result:
                 output = await result.get_output()
         else:
-            output = (await agent.run(scenarios.TASK)).output
+            output = (await agent.run(scenarios.TASK, usage_limits=limits)).output
     except ContentFilterError as refused:
         return scenarios.Refusal(str(refused.body or refused))
     finally:
@@ -374,7 +413,12 @@ def _never_called_sync(**arguments: Any) -> str:
 
 
 async def run_anthropic(
-    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+    base_url: str,
+    model: str,
+    session: str | None,
+    scenario: scenarios.Scenario,
+    stream: bool,
+    profile: scenarios.AgentProfile,
 ) -> Any:
     """The anthropic SDK on ``/v1/messages``, with the same hand-written loop as ``openai``: it
     sends every assistant turn back as it came (thinking included), as Messages requires."""
@@ -383,7 +427,7 @@ async def run_anthropic(
     from tests.bench.efficacy.messages_api import anthropic_tools
 
     client = anthropic.AsyncAnthropic(
-        base_url=base_url.removesuffix("/v1"), api_key="sk-bench", default_headers={"X-Session-Id": session}
+        base_url=base_url.removesuffix("/v1"), api_key="sk-bench", default_headers=headers(session, scenario)
     )
     extra: dict[str, Any] = {}
     if scenario.schema:
@@ -391,7 +435,7 @@ async def run_anthropic(
     messages: list[dict[str, Any]] = [{"role": "user", "content": scenarios.TASK}]
     arguments = {"model": model, "max_tokens": 2000, "system": profile.instructions, "tools": anthropic_tools(profile)}
     try:
-        for _ in range(15):
+        for _ in range(scenario.cap or 15):
             if stream:
                 async with client.messages.stream(messages=messages, **arguments, **extra) as streaming:
                     reply = await streaming.get_final_message()
@@ -410,7 +454,7 @@ async def run_anthropic(
                 for c in calls  # a call without its city raises, as most loops do
             ]
             messages.append({"role": "user", "content": results})
-        raise AgentGaveUp("no answer after 15 model calls")
+        raise AgentGaveUp(f"no answer after {scenario.cap or 15} model calls")
     finally:
         await client.close()
 

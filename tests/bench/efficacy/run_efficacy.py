@@ -39,10 +39,11 @@ from tests.bench.efficacy.scripted_upstream import ScriptedUpstream
 from tests.support.proxy_server import RunningProxy, start_proxy
 
 POLICIES = Path(__file__).parent / "policies"
-RUN_TIMEOUT = 30.0
+RUN_TIMEOUT = 60.0
 OUTCOMES = ("correct", "graceful", "silent", "crashed")
-# The proxy owns the backoff (README, "Retries"): more attempts than the clients' 3.
-PROXY_SETTINGS: dict[str, Any] = {"retry_attempts": 6, "policy_reload_interval": 0}
+RANK = {"correct": 3, "graceful": 2, "crashed": 1, "silent": 0}
+"""Which outcome is better: a crash at least says the run failed."""
+PROXY_SETTINGS: dict[str, Any] = {"policy_reload_interval": 0}  # the shipped retry settings
 
 
 @dataclass
@@ -60,6 +61,8 @@ class RunResult:
     added_tokens: int = 0
     retry_tokens: int = 0
     finalize_tokens: int = 0
+    finalize_metered: int = 0
+    """The ending's summary calls as the proxy's metrics booked them (``finalize_tokens``: as billed)."""
     interventions: list[str] = field(default_factory=list)
     terminated: str | None = None
     error: str | None = None
@@ -110,22 +113,60 @@ async def run_one(
     scenario: scenarios.Scenario,
     stream: bool,
     profile: scenarios.AgentProfile = scenarios.PROFILES["small"],
-) -> RunResult:
+    *,
+    derived: bool = False,
+    copies: int = 1,
+) -> list[RunResult]:
+    """One run, or ``copies`` of it at once: then every run gets the group's interventions and
+    endings (a disturbed group counts as disturbed runs), and the first its metered tokens."""
+    before = await _scrape(http, proxy)
+    runs = await asyncio.gather(
+        *(_run_client(upstream, proxy, client, scenario, stream, profile, derived) for _ in range(copies))
+    )
+    diff = await _scrape(http, proxy) - before
+    guards = Counter({key: n for key, n in diff.items() if key[0] != "loopwarden_tokens"})
+    return [
+        _result(upstream, client, scenario, stream, proxy is not None, diff if i == 0 else guards, *run)
+        for i, run in enumerate(runs)
+    ]
+
+
+async def _run_client(
+    upstream: ScriptedUpstream,
+    proxy: RunningProxy | None,
+    client: str,
+    scenario: scenarios.Scenario,
+    stream: bool,
+    profile: scenarios.AgentProfile,
+    derived: bool,
+) -> tuple[str, Any, BaseException | None, float]:
     run_id = secrets.token_hex(4)
     model = f"bench/{scenario.name}/{scenario.variant}/{run_id}"
     base_url = proxy.base_url if proxy is not None else upstream.url
-    before = await _scrape(http, proxy)
+    session = None if derived else f"bench-{run_id}"
     started = time.perf_counter()
     answer: Any = None
     error: BaseException | None = None
     try:
         async with asyncio.timeout(RUN_TIMEOUT):
-            answer = await CLIENTS[client](base_url, model, f"bench-{run_id}", scenario, stream, profile)
+            answer = await CLIENTS[client](base_url, model, session, scenario, stream, profile)
     except Exception as exc:  # every way a client can fail is an outcome here
         error = exc
-    seconds = time.perf_counter() - started
-    after = await _scrape(http, proxy)
-    diff = after - before
+    return model, answer, error, time.perf_counter() - started
+
+
+def _result(
+    upstream: ScriptedUpstream,
+    client: str,
+    scenario: scenarios.Scenario,
+    stream: bool,
+    through: bool,
+    diff: Counter[tuple[str, str]],
+    model: str,
+    answer: Any,
+    error: BaseException | None,
+    seconds: float,
+) -> RunResult:
     book = upstream.books[model]
     if isinstance(answer, scenarios.Refusal):
         text = f"refusal: {answer.text}"
@@ -134,7 +175,7 @@ async def run_one(
     return RunResult(
         client=client,
         stream=stream,
-        proxy=proxy is not None,
+        proxy=through,
         scenario=scenario.key,
         behaved=scenario.behaved,
         outcome=scenarios.outcome_of(answer, error, scenario),
@@ -145,6 +186,7 @@ async def run_one(
         added_tokens=book.added_tokens,
         retry_tokens=diff[("loopwarden_tokens", "nudge")],
         finalize_tokens=book.tokens["finalize"],
+        finalize_metered=diff[("loopwarden_tokens", "finalize")],
         interventions=sorted(
             [kind for (series, kind), n in diff.items() if series == "loopwarden_interventions" for _ in range(n)]
             + [f"flag:{kind}" for (series, kind), n in diff.items() if series == "loopwarden_flags" and n]
@@ -165,8 +207,13 @@ async def run_matrix(
     log_level: str = "info",
     redis_url: str | None = None,
     profile: scenarios.AgentProfile = scenarios.PROFILES["small"],
+    *,
+    derived: bool = False,
+    copies: int = 1,
 ) -> list[RunResult]:
-    """Every scenario x client x streaming mode x path (True: through the proxy)."""
+    """Every scenario x client x streaming mode x path (True: through the proxy); ``derived``: no
+    ``X-Session-Id`` (every run opens with the same task, so only the proxy's derived sessions keep
+    them apart), ``copies`` of each run at once."""
     upstream = ScriptedUpstream().start()
     settings = {**PROXY_SETTINGS, "log_level": log_level, "redis_url": redis_url}
     proxy = start_proxy(upstream=upstream.url, policies_dir=POLICIES, **settings) if True in paths else None
@@ -179,11 +226,19 @@ async def run_matrix(
                         for scenario in chosen or scenarios.scenarios():
                             if scenario.schema and client in NO_STRUCTURED_OUTPUT:
                                 continue
-                            result = await run_one(
-                                upstream, proxy if through else None, http, client, scenario, stream, profile
+                            group = await run_one(
+                                upstream,
+                                proxy if through else None,
+                                http,
+                                client,
+                                scenario,
+                                stream,
+                                profile,
+                                derived=derived,
+                                copies=copies,
                             )
-                            results.append(result)
-                            if progress:
+                            results += group
+                            for result in group if progress else ():
                                 print(_progress_line(result), file=sys.stderr, flush=True)
     finally:
         if proxy is not None:
@@ -217,6 +272,8 @@ class Summary:
     added_tokens: int
     retry_tokens: int
     finalize_tokens: int
+    finalize_metered: int
+    made_worse: int
 
     @property
     def rescued_share(self) -> float:
@@ -231,7 +288,18 @@ class Summary:
         return self.guard_tokens / self.tokens if self.tokens else 0.0
 
 
-def summarize(results: Sequence[RunResult]) -> Summary:
+def _worse(results: Sequence[RunResult]) -> list[RunResult]:
+    """Runs through the proxy that ended worse than the same run straight to the model API."""
+    direct = {(r.client, r.stream, r.scenario): r.outcome for r in results if not r.proxy}
+    return [
+        r
+        for r in results
+        if r.proxy and RANK[r.outcome] < RANK[direct.get((r.client, r.stream, r.scenario), r.outcome)]
+    ]
+
+
+def summarize(results: Sequence[RunResult], worse: Sequence[RunResult] = ()) -> Summary:
+    """``worse``: the runs :func:`_worse` found among all the results."""
     bad = [r for r in results if not r.behaved]
     good = [r for r in results if r.behaved]
     return Summary(
@@ -240,7 +308,7 @@ def summarize(results: Sequence[RunResult]) -> Summary:
         silent=sum(r.outcome == "silent" for r in results),
         crashed=sum(r.outcome == "crashed" for r in results),
         behaved=len(good),
-        false_interventions=sum(bool(r.interventions or r.terminated) for r in good),
+        false_interventions=sum(bool(r.interventions or r.terminated or r.outcome != "correct") for r in good),
         tokens=sum(r.tokens for r in results),
         guard_tokens=sum(r.guard_tokens for r in results),
         judge_calls=sum(r.judge_calls for r in results),
@@ -248,6 +316,8 @@ def summarize(results: Sequence[RunResult]) -> Summary:
         added_tokens=sum(r.added_tokens for r in results),
         retry_tokens=sum(r.retry_tokens for r in results),
         finalize_tokens=sum(r.finalize_tokens for r in results),
+        finalize_metered=sum(r.finalize_metered for r in results),
+        made_worse=sum(any(r is w for w in worse) for r in results),
     )
 
 
@@ -297,22 +367,41 @@ def table(results: Sequence[RunResult]) -> str:
 def breakdown(results: Sequence[RunResult]) -> str:
     """Per client and streaming mode, with the proxy and without: the targets' numbers."""
     lines = [
-        "| client | stream | path | misbehaving runs correct or graceful | silent | crashed "
-        "| well-behaved runs with an intervention | guard tokens |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| client | stream | path | misbehaving runs correct or graceful | silent | crashed | made worse "
+        "| well-behaved runs disturbed | guard tokens | ending tokens metered |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    worse = _worse(results)
     keys = sorted(
         {(r.client, r.stream, r.proxy) for r in results}, key=lambda k: (list(CLIENTS).index(k[0]), k[1], k[2])
     )
     for client, stream, through in keys:
         rows = [r for r in results if (r.client, r.stream, r.proxy) == (client, stream, through)]
-        s = summarize(rows)
+        s = summarize(rows, worse)
+        metered = f"{s.finalize_metered:,}/{s.finalize_tokens:,}" if through else "-"
         lines.append(
             f"| {client} | {'on' if stream else 'off'} | {'proxy' if through else 'direct'} "
             f"| {s.rescued}/{s.misbehaving} ({s.rescued_share:.0%}) | {s.silent} | {s.crashed} "
-            f"| {s.false_interventions}/{s.behaved} | {s.guard_share:.1%} |"
+            f"| {s.made_worse if through else '-'} | {s.false_interventions}/{s.behaved} | {s.guard_share:.1%} "
+            f"| {metered} |"
         )
     return "\n".join(lines)
+
+
+def misses(results: Sequence[RunResult]) -> str:
+    """Every misbehaving run through the proxy that did not end correct or graceful, and every
+    disturbed well-behaved one, with what it ended in."""
+    lines = [
+        f"- {r.client} stream {'on' if r.stream else 'off'} {r.scenario}: {r.outcome}"
+        f"{f' (ended: {r.terminated})' if r.terminated else ''}: {r.error or r.answer[:120]!r}"
+        for r in results
+        if r.proxy
+        and (
+            (not r.behaved and r.outcome not in ("correct", "graceful"))
+            or (r.behaved and (r.interventions or r.terminated or r.outcome != "correct"))
+        )
+    ]
+    return "\n".join(lines) or "none"
 
 
 def _share(part: int, whole: int) -> str:
@@ -320,22 +409,23 @@ def _share(part: int, whole: int) -> str:
 
 
 def verdict(results: Sequence[RunResult]) -> str:
-    guarded = summarize([r for r in results if r.proxy])
+    guarded = summarize([r for r in results if r.proxy], _worse(results))
     direct = summarize([r for r in results if not r.proxy])
     good_tokens = sum(r.tokens for r in results if r.proxy and r.behaved)
     good_guard = sum(r.guard_tokens for r in results if r.proxy and r.behaved)
     lines = [
         f"with the proxy: {guarded.rescued}/{guarded.misbehaving} misbehaving runs correct or graceful "
         f"({guarded.rescued_share:.1%}, target ≥ 95 %); {guarded.silent} silent (target 0); "
-        f"{guarded.crashed} crashed; {guarded.false_interventions}/{guarded.behaved} well-behaved runs "
-        f"with an intervention ({guarded.false_share:.1%}, target ≤ 2 %); guard tokens "
+        f"{guarded.crashed} crashed; {guarded.made_worse} made worse than without it; "
+        f"{guarded.false_interventions}/{guarded.behaved} well-behaved runs "
+        f"disturbed ({guarded.false_share:.1%}, target ≤ 2 %); guard tokens "
         f"{guarded.guard_tokens:,}/{guarded.tokens:,} ({guarded.guard_share:.1%}, target ≤ 5 %: "
         f"{guarded.judge_calls} judge calls {guarded.judge_tokens:,}, "
         f"corrections added to prompts {guarded.added_tokens:,}; "
         f"{_share(good_guard, good_tokens)} on well-behaved runs); reported apart: "
         f"retried calls in full {guarded.retry_tokens:,} ({_share(guarded.retry_tokens, guarded.tokens)}), "
         f"graceful endings' summary calls {guarded.finalize_tokens:,} "
-        f"({_share(guarded.finalize_tokens, guarded.tokens)})",
+        f"({_share(guarded.finalize_tokens, guarded.tokens)}; {guarded.finalize_metered:,} in the proxy's metrics)",
     ]
     if direct.misbehaving or direct.behaved:
         lines.append(
@@ -354,6 +444,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--paths", default="direct,proxy", help="direct,proxy")
     parser.add_argument("--scenarios", default="", help="comma-separated scenario names (default: all)")
     parser.add_argument("--json", type=Path, help="also write every run as JSON here")
+    parser.add_argument(
+        "--sessions",
+        choices=("header", "derived"),
+        default="header",
+        help="header: each run sends its own X-Session-Id; derived: none, the proxy tells the runs apart",
+    )
+    parser.add_argument("--parallel", type=int, default=1, help="run this many copies of each run at once")
     parser.add_argument("--redis-url", help="keep the proxy's session state in this Redis (default: in memory)")
     parser.add_argument("--quiet", action="store_true", help="no line per run on stderr")
     parser.add_argument(
@@ -376,11 +473,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             log_level="warning",
             redis_url=args.redis_url,
             profile=scenarios.PROFILES[args.agent],
+            derived=args.sessions == "derived",
+            copies=args.parallel,
         )
     )
     print(table(results))
     print()
     print(breakdown(results))
+    print()
+    print("Misbehaving runs through the proxy not correct or graceful, and well-behaved ones disturbed:")
+    print(misses(results))
     print()
     print(verdict(results))
     print(f"\n{len(results)} runs in {time.perf_counter() - started:.0f} s")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,14 +165,15 @@ def weather(city: str) -> str:
     with a digit in it, a station code the network does not know, the same answer each time)."""
     if any(ch.isdigit() for ch in city):
         return json.dumps({"city": city, "error": "no station with this name", "source": "station network"})
-    temp, sky = WEATHER.get(city.strip().lower(), (20 + len(city) % 7, "cloudy"))
+    mark = zlib.crc32(city.strip().lower().encode())  # each place its own reading
+    temp, sky = WEATHER.get(city.strip().lower(), (mark % 25, "cloudy"))
     return json.dumps(
         {
             "city": city,
             "temperature_c": temp,
             "conditions": sky,
-            "humidity_pct": 60 + len(city) % 30,
-            "wind_kmh": 5 + len(city) % 20,
+            "humidity_pct": 40 + mark % 60,
+            "wind_kmh": mark % 41,
             "observed": "2026-11-29T12:00:00Z",
             "source": "station network",
         }
@@ -187,6 +189,10 @@ class Scenario:
     schema: bool = False
     """The agent asks for a structured (JSON schema) answer."""
     description: str = ""
+    cap: int | None = None
+    """The client's own limit of model requests (None: its library's default, see ``clients``)."""
+    policy: str | None = None
+    """The proxy policy the run asks for (``X-LoopWarden-Policy``; None: ``default``)."""
 
     @property
     def key(self) -> str:
@@ -203,7 +209,15 @@ MISBEHAVIOURS = {
     "schema": "structured answer missing a field",
     "token_hog": "researches every city, 2,500 tokens a step",
     "ever_new": "new station names for Berlin, the same 'no station' answer",
+    "wander": "both cities, then a new place every step, never an answer",
 }
+CAPS = {"repeat": 6, "cycle": 6, "wander": 50}
+"""Tight but ordinary client caps: six model requests (the Agents SDK's ``max_turns`` or a
+LangGraph ``recursion_limit`` in common configurations) for the loops, and for ``wander`` a
+limit equal to the ``steps`` policy's ``max_steps``, so the proxy's ending must come first."""
+POLICIES = {"wander": "steps"}
+STORM = (2, 6)
+"""The rate-limit storm: agent requests 2 to 6 of a run get 429 with ``Retry-After: 1``."""
 WELL_BEHAVED = {
     "short": "two calls, then a short correct answer (judged)",
     "parallel": "both calls in one reply, then a short answer",
@@ -217,8 +231,18 @@ def scenarios() -> list[Scenario]:
     out = [Scenario(name, "ok", True, schema=name == "structured", description=d) for name, d in WELL_BEHAVED.items()]
     for name, description in MISBEHAVIOURS.items():
         for variant in ("recovers", "persistent"):
-            out.append(Scenario(name, variant, False, schema=name == "schema", description=description))
-    out.append(Scenario("rate_limit", "storm", False, description="4 x 429 in a row mid-run, then fine"))
+            out.append(
+                Scenario(
+                    name,
+                    variant,
+                    False,
+                    schema=name == "schema",
+                    description=description,
+                    cap=CAPS.get(name),
+                    policy=POLICIES.get(name),
+                )
+            )
+    out.append(Scenario("rate_limit", "storm", False, description="5 x 429 (Retry-After: 1) in a row, then fine"))
     return out
 
 
@@ -334,6 +358,13 @@ def _call(city: str, index: int, arguments: str | None = None) -> dict[str, Any]
     }
 
 
+def _place(index: int) -> str:
+    """The ``index``-th place a wandering model looks up: never the same one twice."""
+    others = CITIES[2:]
+    first, second = divmod(index, len(others))
+    return others[second] if first == 0 else f"{others[second]} {CITIES[first % len(CITIES)]}"
+
+
 def _answer(seen: Seen, long: bool = False) -> str:
     if seen.structured:
         return json.dumps({"paris_c": WEATHER["paris"][0], "berlin_c": WEATHER["berlin"][0]})
@@ -408,7 +439,7 @@ def _respond(scenario: Scenario, seen: Seen, request_number: int) -> Reply:
     fixed = scenario.variant == "recovers" and seen.corrected
     name = scenario.name
     if name == "rate_limit":
-        return Reply(status=429) if 2 <= request_number <= 5 else well_behaved(seen, "short")
+        return Reply(status=429) if STORM[0] <= request_number <= STORM[1] else well_behaved(seen, "short")
     if seen.finalize:
         if name in ("empty", "reasoning_only") and not fixed:
             return Reply("" if name == "empty" else None, reasoning="Hmm." if name == "reasoning_only" else None)
@@ -432,6 +463,9 @@ def _respond(scenario: Scenario, seen: Seen, request_number: int) -> Reply:
         return Reply(json.dumps({"paris_c": WEATHER["paris"][0]}))
     if name == "ever_new" and paris_done and "berlin" not in seen.found:
         return Reply(tool_calls=[_call(f"Berolina {seen.calls}", seen.calls)])
+    if name == "wander":
+        missing = [c for c in ("Paris", "Berlin") if c.lower() not in seen.found]
+        return Reply(tool_calls=[_call(missing[0] if missing else _place(seen.calls), seen.calls)])
     if name == "token_hog":
         city = CITIES[seen.calls % len(CITIES)]
         return Reply(
@@ -525,7 +559,8 @@ def _size(message: dict[str, Any]) -> int:
 def guard_added_bytes(payload: dict[str, Any]) -> int:
     """Bytes of a request that the guard put there: corrections appended for a retry (with
     the rejected reply echoed before them), notes, and warnings riding on a tool result.
-    The agents here never send a second user message, so every later one is the guard's."""
+    The agents here never send a second user message (bar smolagents' ``Observation:`` turns,
+    its tool results), so every later one is the guard's."""
     messages = [m for m in payload.get("messages") or [] if isinstance(m, dict)]
     added = 0
     users = 0
@@ -533,8 +568,9 @@ def guard_added_bytes(payload: dict[str, Any]) -> int:
     for index, message in enumerate(messages):
         role = message.get("role")
         text = _text(message.get("content"))
-        whole = (role == "user" and users > 0) or (
-            role == "tool" and any(text.startswith(marker) for marker in _CORRECTIONS)
+        result = role == "tool" or (role == "user" and users > 0 and text.startswith("Observation:"))  # smolagents
+        whole = (role == "user" and users > 0 and not result) or (
+            result and any(text.startswith(marker) for marker in _CORRECTIONS)
         )
         users += role == "user"
         if whole:
@@ -543,6 +579,6 @@ def guard_added_bytes(payload: dict[str, Any]) -> int:
             if before >= 0 and messages[before].get("role") == "assistant" and before not in echoed:
                 echoed.add(before)
                 added += _size(messages[before])
-        elif role == "tool" and _LOOPWARDEN_NOTE in text:
+        elif result and _LOOPWARDEN_NOTE in text:
             added += len(text[text.index(_LOOPWARDEN_NOTE) :].encode())
     return added

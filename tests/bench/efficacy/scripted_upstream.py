@@ -23,7 +23,6 @@ from typing import Any
 from aiohttp import web
 
 from proxy.wire.chat_render import completion_as_sse
-from proxy.wire.responses_parse import parse_conversation
 from tests.bench.efficacy import messages_api, scenarios
 from tests.support.fake_responses import function_call, message, reasoning, response, stream_events
 from tests.support.fake_upstream import FakeUpstream, Json, Sse, chat_completion
@@ -93,13 +92,15 @@ class ScriptedUpstream(FakeUpstream):
         else:
             reply = scenarios.respond(scenario, seen, number)
             purpose = "finalize" if seen.finalize else "agent"
+            for call in reply.tool_calls:  # call ids are unique per run, as a real API's are
+                call["id"] += "_" + model.rpartition("/")[2]
         if reply.status != 200:
             with self._books_lock:
                 book.rate_limited += 1
             error = {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}
             if anthropic:
                 error = {"type": "error", "error": {"type": "rate_limit_error", "message": "Rate limit reached"}}
-            return await self._answer(request, Json(error, status=reply.status, headers={"retry-after-ms": "50"}))
+            return await self._answer(request, Json(error, status=reply.status, headers={"retry-after": "1"}))
         if anthropic:
             return await self._message(request, model, reply, len(body) // 4, purpose, payload, book)
         completion = _completion(model, reply, prompt_tokens=len(body) // 4)
@@ -166,6 +167,8 @@ class ScriptedUpstream(FakeUpstream):
 
 def _as_chat(payload: dict[str, Any]) -> dict[str, Any]:
     """A Responses request as the chat request it amounts to (what the scenarios read)."""
+    from proxy.wire.responses_parse import parse_conversation  # here: the benchmark also runs older proxies
+
     messages: list[dict[str, Any]] = []
     for turn in parse_conversation(payload).messages:
         if turn.role == "tool":
