@@ -7,6 +7,7 @@ wire format: the request's own JSON stays with the adapter, so unknown fields su
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,7 @@ __all__ = [
     "ToolCall",
     "Turn",
     "Usage",
+    "flattened_calls",
     "parse_arguments",
 ]
 
@@ -312,6 +314,35 @@ into a chat is no tool result."""
 
 def _is_observation(text: str) -> bool:
     return _OBSERVATION.match(text.lstrip()) is not None
+
+
+_CALLING = "Calling tools:"
+_MAX_FLATTENED_CHARS = 20_000
+"""A flattened call list longer than this is not read (``ast.literal_eval`` is not free)."""
+
+
+def flattened_calls(text: str) -> tuple[ToolCall, ...]:
+    """The calls of an assistant turn that a client flattened into text (smolagents writes
+    ``Calling tools:\\n[{'id': …, 'function': {'name': …, 'arguments': {…}}}]``, a Python repr)."""
+    stripped = text.lstrip()
+    if not stripped.startswith(_CALLING) or len(stripped) > _MAX_FLATTENED_CHARS:
+        return ()
+    try:
+        items = ast.literal_eval(stripped[len(_CALLING) :].strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return ()
+    calls: list[ToolCall] = []
+    for item in items if isinstance(items, list) else ():
+        function = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            continue
+        arguments = function.get("arguments")
+        try:
+            raw = arguments if isinstance(arguments, str) else msgspec.json.encode(arguments).decode()
+        except (TypeError, msgspec.EncodeError):
+            raw = str(arguments)
+        calls.append(ToolCall(str(item.get("id", "")), function["name"], raw))
+    return tuple(calls)
 
 
 # -- what the proxy adds to a conversation --------------------------------------------

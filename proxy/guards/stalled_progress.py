@@ -17,15 +17,22 @@ match, so a run of real lookups is never disturbed.
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Awaitable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
-from proxy.exchange import Channel, Conversation, Message, PartialReply, Reply, ReturnCalls, ToolCall, Usage
+from proxy.exchange import (
+    Channel,
+    Conversation,
+    Message,
+    PartialReply,
+    Reply,
+    ReturnCalls,
+    ToolCall,
+    Usage,
+    flattened_calls,
+)
 from proxy.guards.base import GuardContext
 from proxy.judge import Judge, JudgeRequest
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass, ReplyVerdict
@@ -35,7 +42,6 @@ __all__ = [
     "STRIKE",
     "StalledProgressGuard",
     "Step",
-    "flattened_calls",
     "latest_steps",
     "masked",
     "stalled_run",
@@ -44,9 +50,6 @@ __all__ = [
 STRIKE = "no_progress_stalled"
 NUDGE_KIND = "stalled_progress_nudge"
 _OBSERVATION = "Observation:"
-_CALLING = "Calling tools:"
-_MAX_FLATTENED_CHARS = 20_000
-"""A flattened call list longer than this is not read (``ast.literal_eval`` is not free)."""
 _MAX_RESULT_CHARS = 8_000
 """Results are compared on this much of their text."""
 _MAX_VALUES = 32
@@ -62,30 +65,6 @@ class Step:
 
     call: ToolCall | None
     result: str
-
-
-def flattened_calls(text: str) -> tuple[ToolCall, ...]:
-    """The calls of an assistant turn that a client flattened into text (smolagents writes
-    ``Calling tools:\\n[{'id': …, 'function': {'name': …, 'arguments': {…}}}]``, a Python repr)."""
-    stripped = text.lstrip()
-    if not stripped.startswith(_CALLING) or len(stripped) > _MAX_FLATTENED_CHARS:
-        return ()
-    try:
-        items = ast.literal_eval(stripped[len(_CALLING) :].strip())
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return ()
-    calls: list[ToolCall] = []
-    for item in items if isinstance(items, list) else ():
-        function = item.get("function") if isinstance(item, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            continue
-        arguments = function.get("arguments")
-        try:
-            raw = arguments if isinstance(arguments, str) else msgspec.json.encode(arguments).decode()
-        except (TypeError, msgspec.EncodeError):
-            raw = str(arguments)
-        calls.append(ToolCall(str(item.get("id", "")), function["name"], raw))
-    return tuple(calls)
 
 
 def latest_steps(conversation: Conversation) -> Iterator[Step]:

@@ -5,7 +5,8 @@ the usual id is derived from what every turn of a loop resends: the conversation
 (the first system or developer message and the first user message) and the run's first
 reply (the first assistant turn: its call ids, or its text). Two runs of the same task
 therefore never share a session, back to back or side by side: their first replies differ
-(call ids are unique). A request carrying only the opening is a new run; it stores nothing
+(call ids are unique); a client that sends the reply's calls back as text (smolagents'
+``Calling tools:``) is read by those calls. A request carrying only the opening is a new run; it stores nothing
 under the opening, and commits under the run its reply names (:func:`named_run`), which
 is where the run's next request looks. Re-serialized arguments and messages inserted
 later do not move the id; a history whose first reply the proxy never delivered is a run
@@ -24,7 +25,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from proxy.exchange import Conversation, ToolCall
+from proxy.exchange import Conversation, ToolCall, flattened_calls
 
 __all__ = ["SessionRef", "identify", "named_run", "session_key", "turn_digest"]
 
@@ -92,7 +93,8 @@ def identify(
     if first is None:  # the opening alone: a new run, named by the reply it gets (see named_run)
         session_id = "d-" + opened[:32] + agent
         return SessionRef(session_id, session_key(tenant, session_id), True, True, bool(agent), tenant, opened, agent)
-    session_id = _run_id(opened, turn_digest(first.text, first.tool_calls), agent)
+    calls = first.tool_calls or flattened_calls(first.text)  # smolagents sends its calls back as text
+    session_id = _run_id(opened, turn_digest(first.text, calls), agent)
     return SessionRef(session_id, session_key(tenant, session_id), True, False, bool(agent), tenant, opened, agent)
 
 

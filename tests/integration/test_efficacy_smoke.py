@@ -73,11 +73,42 @@ def test_with_the_proxy_models_that_never_recover_end_gracefully(runs, scenario)
     assert all(r.outcome == "graceful" and r.terminated for r in ended)
 
 
-@pytest.mark.parametrize("scenario", ["cycle/persistent", "token_hog/persistent"])
+@pytest.mark.parametrize("scenario", ["cycle/persistent", "token_hog/persistent", "wander/persistent"])
 def test_with_the_proxy_endless_runs_end_with_a_summary_that_answers(runs, scenario):
     ended = pick(runs, proxy=True, scenario=scenario)
 
+    assert ended
     assert all(r.outcome == "correct" and r.terminated for r in ended)
+
+
+def test_with_the_proxy_a_cycle_ends_within_a_six_request_client_cap(runs):
+    ended = pick(runs, proxy=True, scenario="cycle/persistent")
+
+    assert [(r.terminated, r.error) for r in ended] == [("loop", None)] * 2
+
+
+def test_with_the_proxy_the_last_step_a_client_allows_is_the_ending(runs):
+    """The client's cap equals the policy's max_steps: the reply to its last request is the ending."""
+    ended = pick(runs, proxy=True, scenario="wander/persistent")
+
+    assert [(r.outcome, r.terminated, r.error) for r in ended] == [("correct", "budget_steps", None)] * 2
+
+
+def test_without_a_session_id_runs_of_the_same_task_never_share_a_session():
+    """The same task back to back and three at a time, through one proxy, without X-Session-Id:
+    every run ends as it does alone (no ending, strike or budget crosses runs)."""
+    chosen = [s for s in scenarios.scenarios() if s.key in ("short/ok", "done_early/persistent", "repeat/recovers")]
+    shared = asyncio.run(run_matrix(["openai"], [False], [True], chosen, derived=True, copies=3))
+
+    assert sorted((r.scenario, r.outcome, r.terminated) for r in shared) == sorted(
+        [
+            ("short/ok", "correct", None),
+            ("done_early/persistent", "graceful", "incomplete"),
+            ("repeat/recovers", "correct", None),
+        ]
+        * 3
+    )
+    assert [r.judge_calls for r in shared if r.scenario == "done_early/persistent"] == [1] * 3
 
 
 def test_with_the_proxy_the_token_hog_costs_a_fraction(runs):

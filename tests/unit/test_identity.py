@@ -49,6 +49,21 @@ def test_a_run_is_named_by_its_first_reply_apart_from_the_opening():
     assert named_run(opening, turn_digest(None, [ToolCall("call_1", "search", "{}")])).key == run.key
 
 
+def test_a_client_that_sends_the_first_reply_back_as_text_stays_in_the_run_it_named():
+    """smolagents sends the calls the proxy delivered back as ``Calling tools:`` text, and the
+    results as ``Observation:`` user turns: its next request continues the same run."""
+    opening = identify("acme", conv(SYSTEM, USER), None, None)
+    delivered = named_run(opening, turn_digest(None, [ToolCall("call_1", "search", '{"to":"PAR"}')]))
+    flattened = {
+        "role": "assistant",
+        "content": "Calling tools:\n[{'id': 'call_1', 'type': 'function', 'function': {'name': 'search', "
+        "'arguments': {'to': 'PAR'}}}]",
+    }
+    observation = {"role": "user", "content": "Observation:\n3 flights"}
+
+    assert identify("acme", conv(SYSTEM, USER, flattened, observation), None, None).key == delivered.key
+
+
 def test_the_run_an_opening_names_keeps_its_tenant_and_sub_agent():
     opening = identify("acme", conv(SYSTEM, USER), None, "helper")
 

@@ -382,7 +382,8 @@ def breakdown(results: Sequence[RunResult]) -> str:
         lines.append(
             f"| {client} | {'on' if stream else 'off'} | {'proxy' if through else 'direct'} "
             f"| {s.rescued}/{s.misbehaving} ({s.rescued_share:.0%}) | {s.silent} | {s.crashed} "
-            f"| {s.made_worse if through else '-'} | {s.false_interventions}/{s.behaved} | {s.guard_share:.1%} "
+            f"| {s.made_worse if through else '-'} | {s.false_interventions}/{s.behaved} "
+            f"| {f'{s.guard_share:.1%}' if through else '-'} "
             f"| {metered} |"
         )
     return "\n".join(lines)

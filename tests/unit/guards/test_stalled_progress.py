@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from proxy.exchange import Conversation, Message, Reply, ReturnCalls, ToolCall, Usage
+from proxy.exchange import Conversation, Message, Reply, ReturnCalls, ToolCall, Usage, flattened_calls
 from proxy.guards import GuardContext, StalledProgressGuard
-from proxy.guards.stalled_progress import NUDGE_KIND, STRIKE, flattened_calls, latest_steps, masked, stalled_run
+from proxy.guards.stalled_progress import NUDGE_KIND, STRIKE, latest_steps, masked, stalled_run
 from proxy.judge import JudgeOutcome, JudgeTarget
 from proxy.policy.models import Policy
 from proxy.session.base import SessionState
