@@ -79,7 +79,7 @@ def pydantic_agent(proxy, output_type):
 
 
 def test_smolagents_accepts_a_repeated_call_loop_ending_through_final_answer(proxy, upstream):
-    upstream.script(*[calling("search", {"q": "lyon"}, f"c{n}") for n in range(8)], Json(chat_completion(SUMMARY)))
+    upstream.script(*[calling("search", {"q": "lyon"}, f"c{n}") for n in range(7)], Json(chat_completion(SUMMARY)))
     fetched = itertools.count()
     agent = smolagents_agent(proxy, [search_tool(lambda q: f"Lyon is a city in France (fetch {next(fetched)}).")])
 
