@@ -50,8 +50,11 @@ def start_upstream(port: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, str(BENCH_DIR / "fast_upstream.py"), "--port", str(port)])
 
 
-def start_proxy(upstream_port: int, port: int, wrapper: Sequence[str] = ()) -> subprocess.Popen[bytes]:
-    """``loopwarden serve`` (memory state, warning logs) in front of it, under ``wrapper`` if any."""
+def start_proxy(
+    upstream_port: int, port: int, wrapper: Sequence[str] = (), redis_url: str | None = None
+) -> subprocess.Popen[bytes]:
+    """``loopwarden serve`` (warning logs) in front of it, under ``wrapper`` if any; memory
+    state, or Redis state at ``redis_url``."""
     return subprocess.Popen(
         [
             *wrapper,
@@ -67,6 +70,7 @@ def start_proxy(upstream_port: int, port: int, wrapper: Sequence[str] = ()) -> s
             "warning",
             "--metrics-port",
             "0",
+            *(("--redis-url", redis_url) if redis_url else ()),
         ],
         cwd=BENCH_DIR.parents[1],
         env={**os.environ, "PYTHONPATH": str(BENCH_DIR.parents[1])},
