@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
+import os
 import secrets
 import time
 from binascii import crc_hqx
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import msgspec
 import redis.asyncio as redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
@@ -78,14 +81,53 @@ async def _once_more(command: Callable[[], Awaitable[Any]]) -> Any:
     return await command()
 
 
+class _Tokens:
+    """Tokens unique across calls, processes and restarts: a random prefix drawn once per
+    process (and again in a forked child), then a count. Every store call needs one or two;
+    drawing each from the OS costs a system call, a count costs nothing."""
+
+    def __init__(self) -> None:
+        self._redraw()
+        os.register_at_fork(after_in_child=self._redraw)
+
+    def _redraw(self) -> None:
+        self._prefix = secrets.token_hex(8)
+        self._count = itertools.count()
+
+    def __call__(self) -> str:
+        return f"{self._prefix}{next(self._count):x}"
+
+
+_token = _Tokens()
+
+
 def _epoch() -> str:
     """A fresh epoch for a sentinel that has to be (re)created: never one seen before."""
-    return secrets.token_hex(8)
+    return _token()
 
 
 def _op_key(key: str) -> str:
     """A one-operation marker key in the same hash tag (so on the same Cluster node)."""
-    return f"{key}:op:{secrets.token_hex(8)}"
+    return f"{key}:op:{_token()}"
+
+
+_json = msgspec.json.Encoder()
+
+
+def packed_delta(delta: SessionDelta, ttl_seconds: int) -> bytes:
+    """The commit script's one argument (see ``scripts.COMMIT``)."""
+    appends = [(name, keep, ",".join(items)) for name, (items, keep) in delta.appends.items()]
+    return _json.encode(
+        (
+            ttl_seconds * 1000,
+            1 if delta.replace else 0,
+            FIELDS.RESERVED_PREFIX,
+            delta.defaults,
+            delta.assignments,
+            delta.increments,
+            appends,
+        )
+    )
 
 
 _SLOTS = 16384
@@ -133,10 +175,11 @@ class RedisStore:
     ) -> None:
         self._client = client
         cluster = isinstance(client, RedisCluster)
-        # The Cluster client's per-node pools raise at their cap instead of waiting for a
-        # free connection: callers wait here instead (at most ``pool_timeout``), as the
-        # single-server pool does.
-        self._gate = asyncio.Semaphore(max_connections) if cluster else None
+        # The pools raise at their cap instead of waiting for a free connection: callers wait
+        # here instead (at most ``pool_timeout``). Cheaper than redis-py's blocking pool, whose
+        # lock, condition and timer cost every command ~50 k instructions even when a
+        # connection is free.
+        self._gate = asyncio.Semaphore(max_connections)
         self._pool_timeout = pool_timeout
         # A Cluster client learns the slot map on first use; many first uses at once would
         # each start that discovery and tear down each other's connections. Do it once.
@@ -166,7 +209,7 @@ class RedisStore:
         cluster: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> RedisStore:
-        """A store with socket timeouts and a pool that waits for a free connection at its cap.
+        """A store with socket timeouts, whose callers wait for a free connection at the pool's cap.
 
         ``cluster`` talks to a Redis Cluster: every key of a session (and of a tenant's day)
         shares one hash tag, so each script runs on one node, atomically.
@@ -185,10 +228,9 @@ class RedisStore:
                 max_connections=max_connections,
                 pool_timeout=timeout,
             )
-        pool = redis.BlockingConnectionPool.from_url(
+        pool = redis.ConnectionPool.from_url(
             url,
             max_connections=max_connections,
-            timeout=timeout,
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             health_check_interval=30,
@@ -197,7 +239,7 @@ class RedisStore:
             # timeouts per command. Retries here are explicit instead (see _once_more).
             retry=Retry(NoBackoff(), 0),
         )
-        return cls(redis.Redis(connection_pool=pool), clock)
+        return cls(redis.Redis(connection_pool=pool), clock, max_connections=max_connections, pool_timeout=timeout)
 
     async def _run(self, command: Callable[[], Awaitable[Any]]) -> Any:
         if self._initialize is not None:
@@ -205,10 +247,11 @@ class RedisStore:
                 if self._initialize is not None:
                     await self._initialize()
                     self._initialize = None
-        if self._gate is None:
-            return await _once_more(command)
-        async with asyncio.timeout(self._pool_timeout):
-            await self._gate.acquire()  # a TimeoutError is an OSError: the store is unavailable
+        if self._gate.locked():
+            async with asyncio.timeout(self._pool_timeout):
+                await self._gate.acquire()  # a TimeoutError is an OSError: the store is unavailable
+        else:
+            await self._gate.acquire()  # free: returns at once, no timer armed
         try:
             return await _once_more(command)
         finally:
@@ -260,21 +303,7 @@ class RedisStore:
         return _state(flat)
 
     async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> SessionState:
-        args: list[str | int] = [
-            ttl_seconds * 1000,
-            len(delta.defaults),
-            len(delta.assignments),
-            len(delta.increments),
-            1 if delta.replace else 0,
-            len(delta.appends),
-            FIELDS.RESERVED_PREFIX,
-        ]
-        for mapping in (delta.defaults, delta.assignments, delta.increments):
-            for name, value in mapping.items():
-                args.extend((name, value))
-        for name, (items, keep) in delta.appends.items():
-            args.extend((name, keep, ",".join(items)))
-        args.append(_epoch())
+        args = (packed_delta(delta, ttl_seconds), _epoch())
         try:
             keys = self._keys(key, _op_key(key))
             epoch, flat = await self._run(lambda: self._commit(keys=keys, args=args))
@@ -286,18 +315,16 @@ class RedisStore:
     async def admit(
         self, key: str, limits: Sequence[Limit], ttl_seconds: int, *, replace: bool, claim: Claim | None = None
     ) -> Admission:
-        args: list[str | int] = [
+        admission = (
             ttl_seconds * 1000,
             1 if replace else 0,
             claim.now_ms if claim else 0,
             claim.lease_ms if claim else 0,
             FIELDS.ENDING,
             FIELDS.ENDING_CLAIM,
-            len(limits),
-        ]
-        for limit in limits:
-            args.extend((limit.name, limit.reserved, limit.amount, limit.limit, len(limit.used), *limit.used))
-        args.append(_epoch())
+            [(limit.name, limit.reserved, limit.amount, limit.limit, limit.used) for limit in limits],
+        )
+        args = (_json.encode(admission), _epoch())
         try:
             keys = self._keys(key, _op_key(key))
             epoch, refused, claimed, flat = await self._run(lambda: self._admit(keys=keys, args=args))
