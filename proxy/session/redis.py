@@ -49,6 +49,7 @@ from proxy.session.base import (
     StoreUnavailable,
     WindowLimit,
 )
+from proxy.session.resp import LeanConnection, LeanScript, lean_url
 from proxy.session.scripts import ADMIT, ADMIT_WINDOW, CLAIM, COMMIT, LOAD
 
 __all__ = ["RedisStore"]
@@ -172,7 +173,10 @@ class RedisStore:
         *,
         max_connections: int = 128,
         pool_timeout: float = 1.0,
+        lean: LeanConnection | None = None,
     ) -> None:
+        """``lean``: run the scripts over this pipelined connection (see :mod:`proxy.session.resp`);
+        ``client`` then serves only what is rare (a reset, a ping)."""
         self._client = client
         cluster = isinstance(client, RedisCluster)
         # The pools raise at their cap instead of waiting for a free connection: callers wait
@@ -193,11 +197,13 @@ class RedisStore:
         self.losses = 0
         """Data losses this store detected (one per scope that found its sentinel changed)."""
         self.in_process = False
-        self._load = client.register_script(LOAD)
-        self._commit = client.register_script(COMMIT)
-        self._admit = client.register_script(ADMIT)
-        self._claim = client.register_script(CLAIM)
-        self._admit_window = client.register_script(ADMIT_WINDOW)
+        self._lean = lean
+        script: Callable[[str], Any] = client.register_script if lean is None else functools.partial(LeanScript, lean)
+        self._load = script(LOAD)
+        self._commit = script(COMMIT)
+        self._admit = script(ADMIT)
+        self._claim = script(CLAIM)
+        self._admit_window = script(ADMIT_WINDOW)
 
     @classmethod
     def from_url(
@@ -239,7 +245,10 @@ class RedisStore:
             # timeouts per command. Retries here are explicit instead (see _once_more).
             retry=Retry(NoBackoff(), 0),
         )
-        return cls(redis.Redis(connection_pool=pool), clock, max_connections=max_connections, pool_timeout=timeout)
+        address = lean_url(url)
+        lean = LeanConnection(address, timeout) if address is not None else None
+        client = redis.Redis(connection_pool=pool)
+        return cls(client, clock, max_connections=max_connections, pool_timeout=timeout, lean=lean)
 
     async def _run(self, command: Callable[[], Awaitable[Any]]) -> Any:
         if self._initialize is not None:
@@ -386,4 +395,6 @@ class RedisStore:
             raise StoreUnavailable(f"ping failed: {type(exc).__name__}") from exc
 
     async def aclose(self) -> None:
+        if self._lean is not None:
+            await self._lean.aclose()
         await self._client.aclose()
