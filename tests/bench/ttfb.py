@@ -2,8 +2,9 @@
 
 Starts ``fast_upstream.py`` and ``loopwarden serve`` (memory state, or Redis state with
 ``--redis-url``) as separate processes, then sends sequential streamed requests over one
-keep-alive connection each and times the first body byte. Two cases: a plain text stream (nothing to hold: the proxy should add
-almost nothing) and a tool-call stream (held back until the call is checked).
+keep-alive connection each and times the first body byte. Two cases: a plain text stream
+(nothing to hold: the proxy should add almost nothing) and a tool-call stream (held back
+until the call is checked).
 
     .venv/bin/python tests/bench/ttfb.py --requests 2000
 """
