@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.answer_channel import ending_for
 from proxy.errors import ProxyError, UpstreamError
 from proxy.exchange import Reply
 from proxy.request import SSE, AgentRequest, Outcome
@@ -70,7 +71,8 @@ def delivered_reply(call: AgentRequest, answer: Answer) -> Reply | None:
     if isinstance(answer, Relayed):
         return answer.tried.reply
     if isinstance(answer, Written):
-        return call.adapter.parse_reply(call.adapter.encode(answer.body))
+        body = ending_for(call, answer.body, text_started=False) if answer.shaped else answer.body
+        return call.adapter.parse_reply(call.adapter.encode(body))
     return None
 
 
@@ -93,10 +95,11 @@ async def render(
     elif isinstance(answer, Written):
         body = answer.body
         if answer.shaped:
-            # As this request can take it: a refusal when it asked for a JSON answer (a later
-            # request of an ended session may ask differently from the one that ended it),
-            # unless text of the answer already streamed: then the ending follows it as text.
-            body = call.adapter.shaped(call.payload, body, text_started=client is not None and client.text_started)
+            # In the channel this request reads its answer from (a later request of an ended
+            # session may ask differently from the one that ended it): a call to its answer
+            # tool, a refusal when it asked for a JSON answer, else text; and text when text of
+            # the answer already streamed.
+            body = ending_for(call, body, text_started=client is not None and client.text_started)
     elif isinstance(answer, Unusable) and (client is None or not client.started):
         return Outcome(answer.upstream.response.status_code, headers(), upstream=answer.upstream)
     else:  # part of the stream already reached the client: an error event ends it
@@ -113,5 +116,5 @@ async def render(
         return Outcome(200, [], delivered=True)
     adapter = call.adapter
     if call.stream:  # no client stream to write to (a caller outside the server)
-        return Outcome(200, headers(), adapter.streamed(body, include_usage=adapter.include_usage(call.payload)), SSE)
+        return Outcome(200, headers(), adapter.streamed(body, include_usage=call.include_usage()), SSE)
     return Outcome(200, headers(), adapter.encode(body))

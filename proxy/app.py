@@ -9,7 +9,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from litestar import Litestar, MediaType, Request, Response, asgi, get
+from litestar import Litestar, MediaType, Request, Response, asgi, get, head
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 from litestar.openapi import ResponseSpec
 from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
@@ -31,7 +31,8 @@ from proxy.settings import Settings
 from proxy.tenants import TenantDirectory, load_tenants
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient
-from proxy.wire.registry import ADAPTERS
+from proxy.wire.messages import MESSAGES
+from proxy.wire.registry import ADAPTERS, passthrough_format
 
 __all__ = ["build_store", "create_app", "load_tenant_directory"]
 
@@ -97,8 +98,25 @@ def _error_response(error: ProxyError) -> Response[bytes]:
     return Response(error.body(), status_code=error.status, media_type=MediaType.JSON, headers=error.headers)
 
 
-def _not_found(_: Request[Any, Any, Any], exc: NotFoundException) -> Response[bytes]:
-    return _error_response(RouteNotFound("Unknown route. LoopWarden serves the OpenAI API under /v1."))
+_UNKNOWN_ROUTE = (
+    "Unknown route. LoopWarden guards POST /v1/chat/completions, /v1/responses and /v1/messages and "
+    "passes the rest of /v1 through to the upstream."
+)
+_NOT_FORWARDED = (
+    " It does not forward Claude Code's telemetry (/api/...): set CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 "
+    "to stop it asking."
+)
+
+
+def _not_found(request: Request[Any, Any, Any], exc: NotFoundException) -> Response[bytes]:
+    """A 404 in the shape of the API the client speaks (Anthropic's for an Anthropic client)."""
+    path = request.url.path
+    error = RouteNotFound(_UNKNOWN_ROUTE + (_NOT_FORWARDED if path.startswith("/api/") else ""))
+    adapter = passthrough_format(path, lambda name: request.headers.get(name.decode("latin-1")))
+    if adapter is None and not path.startswith("/api/"):
+        return _error_response(error)
+    body = (adapter or MESSAGES).error_body(error)
+    return Response(body, status_code=error.status, media_type=MediaType.JSON)
 
 
 def _method_not_allowed(request: Request[Any, Any, Any], exc: MethodNotAllowedException) -> Response[bytes]:
@@ -177,6 +195,15 @@ def create_app(
     async def passthrough(scope: object, receive: object, send: object) -> None:
         await routes.passthrough(scope, receive, send)  # type: ignore[arg-type]
 
+    @get("/", media_type=MediaType.JSON, include_in_schema=False)
+    async def root() -> dict[str, str]:
+        """What answers at the base URL (Claude Code probes it with HEAD): the proxy, alive."""
+        return {"service": "loopwarden", "status": "ok"}
+
+    @head("/", include_in_schema=False)
+    async def root_head() -> None:
+        """The same probe without a body."""
+
     @get("/healthz", media_type=MediaType.JSON)
     async def healthz() -> dict[str, str]:
         """Liveness: the process answers."""
@@ -218,6 +245,8 @@ def create_app(
     app = Litestar(
         route_handlers=[
             *model_calls,
+            root,
+            root_head,
             passthrough,
             healthz,
             readyz,

@@ -3,7 +3,8 @@
 Steps, tokens (prompt + completion), cost (micro-dollars, priced per model) and active time
 (wall time since the first call, minus pauses longer than ``idle_gap_secs`` so a human
 approving a step is not billed as agent time). The pipeline accounts; the budget guard
-decides; both read the same numbers from here.
+decides; both read the same numbers from here. The last of every budget belongs to the
+ending: the call that would use it is the ending (see :func:`session_limits`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ __all__ = [
     "active_ms",
     "check_output_cap",
     "check_request_cap",
+    "ending_tokens",
     "estimate_tokens",
     "remaining",
     "session_limits",
+    "step_seconds",
 ]
 
 
@@ -137,35 +140,56 @@ def estimate_tokens(conversation: Conversation, body_size: int, policy: Policy) 
     return body_size // 4 + (asked[1] if asked is not None else policy.budgets.reserve_tokens)
 
 
-def session_limits(
-    conversation: Conversation, body_size: int, policy: Policy, prices: PriceTable, *, fresh: bool = False
-) -> list[Limit]:
+def ending_tokens(body_size: int, policy: Policy, *, local: bool = False) -> int:
+    """The worst case of a budget ending after a call of ``body_size`` bytes: the summary call
+    resends about that prompt, its output capped at ``finalize.max_tokens``. Nothing when the
+    ending is built locally (``local``, or ``finalize.use_upstream: false``)."""
+    finalize = policy.finalize
+    if local or not finalize.use_upstream:
+        return 0
+    return body_size // 4 + (finalize.max_tokens or policy.budgets.reserve_tokens)
+
+
+def session_limits(call: AgentRequest, prices: PriceTable, *, fresh: bool = False) -> list[Limit]:
     """The reservations one call makes: its step, and its worst case against the session's
     token and cost budgets. A ``fresh`` session (its state starts empty, nothing to exceed)
-    reserves nothing unless it has token or cost budgets to check: no round trip for it."""
+    reserves nothing unless it has token or cost budgets to check: no round trip for it.
+
+    The last of a budget is the ending's: a call is admitted only if its worst case leaves
+    room for an ending after it (one step; the summary call's tokens and cost). The call that
+    does not is refused, and so becomes the ending, within the budget: a client whose own
+    cap equals ``max_steps`` never receives a tool call it cannot answer."""
+    policy = call.policy
     budgets = policy.budgets
-    limits = [Limit("budget_steps", (FIELDS.STEPS,), FIELDS.RESERVED_STEPS, 1, policy.max_steps)]
-    estimate = estimate_tokens(conversation, body_size, policy)
+    limits = [Limit("budget_steps", (FIELDS.STEPS,), FIELDS.RESERVED_STEPS, 1, policy.max_steps - 1)]
     if budgets.max_tokens is not None:
         limits.append(
             Limit(
                 "budget_tokens",
                 (FIELDS.TOKENS_IN, FIELDS.TOKENS_OUT),
                 FIELDS.RESERVED_TOKENS,
-                estimate,
-                budgets.max_tokens,
+                call.worst_tokens(),
+                budgets.max_tokens - ending_tokens(len(call.body), policy),
             )
         )
     if budgets.max_cost_usd is not None:
-        price = prices.price(conversation.model)
-        worst = 0 if price is None else round(estimate * max(price.prompt, price.completion))
+        price = prices.price(call.conversation.model)
+        rate = 0 if price is None else max(price.prompt, price.completion)
+        ending = ending_tokens(len(call.body), policy, local=budgets.hard_cost_cap)
         limits.append(
             Limit(
                 "budget_cost",
                 (FIELDS.COST_MICROS,),
                 FIELDS.RESERVED_COST,
-                worst,
-                round(budgets.max_cost_usd * MICROS),
+                call.worst_cost_micros(prices),
+                round(budgets.max_cost_usd * MICROS) - round(ending * rate),
             )
         )
     return [] if fresh and len(limits) == 1 else limits
+
+
+def step_seconds(state: SessionState, now: float, idle_gap_secs: float) -> float:
+    """The active time one step of this session takes on average (its tools' time included):
+    what a further step is expected to use of a time budget. 0 before the first step."""
+    steps = state.steps
+    return active_ms(state, now, idle_gap_secs) / 1000 / steps if steps else 0.0

@@ -12,6 +12,7 @@ upstream client's own retries carries their count and ``x-should-retry: false`` 
     ├── AuthenticationFailed        401 authentication_error / invalid_api_key
     ├── PermissionDenied            403 permission_error
     ├── RouteNotFound               404 invalid_request_error / not_found
+    ├── WebSocketRefused            426 invalid_request_error / websocket_not_supported
     ├── MethodNotAllowed            405 invalid_request_error / method_not_allowed
     ├── PayloadTooLarge             413 invalid_request_error / payload_too_large
     ├── RateLimited                 429 rate_limit_error / tenant_budget_exceeded
@@ -45,6 +46,7 @@ __all__ = [
     "UpstreamMalformed",
     "UpstreamTimeout",
     "UpstreamUnreachable",
+    "WebSocketRefused",
     "error_body",
 ]
 
@@ -104,6 +106,15 @@ class RouteNotFound(ProxyError):
     status = 404
     type = "invalid_request_error"
     code = "not_found"
+
+
+class WebSocketRefused(ProxyError):
+    """A WebSocket upgrade the proxy does not take: 426 tells a client with an HTTP transport
+    (Codex) to use it at once (a 404 or 403 makes Codex retry five times first)."""
+
+    status = 426
+    type = "invalid_request_error"
+    code = "websocket_not_supported"
 
 
 class MethodNotAllowed(ProxyError):

@@ -8,6 +8,7 @@ wire format: the request's own JSON stays with the adapter, so unknown fields su
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -108,10 +109,17 @@ class Usage:
     completion_tokens: int = 0
     cached_tokens: int = 0
     """Prompt tokens served from the provider's cache (``prompt_tokens_details.cached_tokens``)."""
+    cache_write_tokens: int = 0
+    """Prompt tokens written to the provider's cache (Anthropic's ``cache_creation_input_tokens``),
+    which cost more than the others."""
 
     @property
     def total(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+
+_CUT_SHORT = frozenset(("length", "content_filter", "max_tokens", "refusal", "model_context_window_exceeded"))
+"""Finish reasons that cut a reply short: chat completions' and Anthropic Messages' names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +140,9 @@ class Reply:
     """The format's own reply, for its adapter alone: a format that must send an assistant turn
     back exactly (Messages' signed thinking blocks, Responses' reasoning items) renders
     :class:`Echo` and :class:`ReturnCalls` from it. Chat completions leaves it None."""
+    preamble: bool = False
+    """Its text is only a preamble the model means to act after (Responses' ``phase:
+    "commentary"``), never a final answer: a judge does not take it for "done"."""
 
     @property
     def has_text(self) -> bool:
@@ -145,7 +156,7 @@ class Reply:
     def cut_short(self) -> bool:
         """The provider stopped the reply (its output limit, its content filter): the same request
         would stop the same way again, and the client needs that ``finish_reason`` to act on."""
-        return self.finish_reason in ("length", "content_filter")
+        return self.finish_reason in _CUT_SHORT
 
     @property
     def answered(self) -> bool:
@@ -210,6 +221,9 @@ class Conversation:
     (a replay, a test), and its schemas are compiled when first needed."""
     answer_schema: CompiledSchema | None = None
     """``output_schema`` compiled at the edge."""
+    forced_tool: str | None = None
+    """The one tool the request forces the model to call (chat's ``tool_choice`` naming a
+    function; each format has its own spelling): its reply can only be that tool's call."""
 
     def with_schemas(
         self, tool_schemas: Mapping[str, CompiledSchema | None], answer_schema: CompiledSchema | None
@@ -225,6 +239,7 @@ class Conversation:
             self.output_cap,
             tool_schemas,
             answer_schema,
+            self.forced_tool,
         )
 
     def tool_parameters(self) -> dict[str, Any]:
@@ -236,8 +251,8 @@ class Conversation:
         return {call.id: call for message in self.messages for call in message.tool_calls}
 
     def tool_results(self) -> list[Message]:
-        """Tool results in order: ``tool`` turns, and the ``Observation:`` user turns of
-        clients that flatten tools into text (smolagents)."""
+        """Tool results in order: ``tool`` turns, and the user turns of clients that flatten
+        tools into text (smolagents' ``Observation:`` and ``Call id: …\nError:`` turns)."""
         results = []
         first_user_seen = False
         for message in self.messages:
@@ -245,18 +260,26 @@ class Conversation:
             if role == "tool":
                 results.append(message)
             elif role == "user":
-                if first_user_seen and message.text.lstrip().startswith("Observation:"):
+                if first_user_seen and _is_observation(message.text):
                     results.append(message)
                 first_user_seen = True
         return results
 
     def trailing_tool_results(self) -> list[Message]:
-        """The tool results sent after the last assistant turn (this request's new results)."""
+        """The tool results sent after the last assistant turn (this request's new results),
+        ``Observation:`` turns among them."""
         trailing: list[Message] = []
-        for message in reversed(self.messages):
-            if message.role != "tool":
+        messages = self.messages
+        for index in range(len(messages) - 1, -1, -1):
+            message = messages[index]
+            if message.role == "tool" or (
+                message.role == "user"
+                and _is_observation(message.text)
+                and any(m.role == "user" for m in messages[:index])
+            ):
+                trailing.append(message)
+            else:
                 break
-            trailing.append(message)
         return trailing[::-1]
 
     def assistant_texts(self) -> list[str]:
@@ -269,8 +292,9 @@ class Conversation:
 
     @property
     def used_tools(self) -> bool:
-        """The history shows tool use: an assistant tool call or a tool result."""
-        return any(m.role == "tool" or m.tool_calls for m in self.messages)
+        """The history shows tool use: an assistant tool call or a tool result (an
+        ``Observation:`` turn too)."""
+        return any(m.role == "tool" or m.tool_calls for m in self.messages) or bool(self.tool_results())
 
     def first_text(self, *roles: str) -> str | None:
         """Text of the first message with one of ``roles``."""
@@ -278,6 +302,16 @@ class Conversation:
             if message.role in roles:
                 return message.text
         return None
+
+
+_OBSERVATION = re.compile(r"(?:Observation:|Call id: [^\n]*\nError:)")
+"""How a tool result starts when a client flattens tools into user turns (smolagents: its
+observations, and a failed call's error). Not a bare ``Error:``: a person pasting an error
+into a chat is no tool result."""
+
+
+def _is_observation(text: str) -> bool:
+    return _OBSERVATION.match(text.lstrip()) is not None
 
 
 # -- what the proxy adds to a conversation --------------------------------------------

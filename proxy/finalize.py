@@ -4,23 +4,32 @@ First choice: one last upstream call with tools kept (so a history with tool cal
 valid) but forbidden (``tool_choice: "none"``), no output constraint (``response_format``,
 vLLM's ``guided_*``: a summary is prose, and a schema would make the model invent an object),
 and an instruction to summarize. If that call fails or says nothing, a summary is built
-locally from the transcript. :class:`Endings` makes a session's ending once: of the parallel
-requests that end a session, one makes it and the others answer with it.
+locally from the transcript; the tokens the call used are booked all the same.
+:class:`Endings` makes a session's ending once: of the parallel requests that end a session,
+one makes it and the others answer with it.
+
+A request whose answer tool has a structured schema (pydantic-ai's ``final_result`` for an
+output model; see :mod:`proxy.answer_channel`) cannot take a summary as text: its last call
+forces that tool instead, and the ending is that call when its arguments satisfy the schema;
+otherwise the local summary, which reaches such a request in the refusal form.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.answer_channel import AnswerTool, answer_channel
 from proxy.errors import ProxyError
-from proxy.exchange import Conversation, Turn, Usage
+from proxy.exchange import Conversation, Reply, ToolCall, Turn, Usage
 from proxy.ledger import Ledger
 from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.policy.models import Policy
 from proxy.request import AgentRequest, RequestNotes
+from proxy.schemas import compiled
 from proxy.session.base import FIELDS, SessionDelta, SessionState
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient
@@ -50,10 +59,10 @@ def local_summary(conversation: Conversation, detail: str) -> str:
     """A summary from the transcript alone, for when the model cannot give one."""
     found: list[str] = []
     names: dict[str, str] = {}
-    for message in conversation.messages:
-        for call in message.tool_calls:
-            names[call.id] = call.name or "tool"
-        if message.role == "tool" and message.text.strip():
+    for call in conversation.calls_by_id().values():
+        names[call.id] = call.name or "tool"
+    for message in conversation.tool_results():  # ``Observation:`` turns too
+        if message.text.strip():
             found.append(f"{names.get(str(message.call_id), 'a tool')} returned: {_clip(message.text)}")
     task = _clip(conversation.first_text("user") or "the task", 200)
     lines = [f"I have to stop here: {detail}.", "", "What was found:"]
@@ -84,22 +93,34 @@ class Finalizer:
         *,
         local_only: bool = False,
         cap_output: bool = False,
+        answer: AnswerTool | None = None,
     ) -> Ending:
         """The ending reply for ``verdict``, from the model if it can, else built here.
 
         ``local_only`` forbids the last call (a hard cost cap); ``cap_output`` bounds it even
         when the client set no output limit (a budget ending may overshoot by one capped call).
+        ``answer``: the request's answer tool; a structured one is forced in the last call.
         """
         model = conversation.model
         if policy.finalize.use_upstream and not local_only:
             instruction = f"{policy.finalize.instruction} (The session is ending because {verdict.detail}.)"
+            if answer is not None and not answer.free_text:
+                ending = policy.finalize.answer_instruction.replace("{tool}", answer.name)
+                forced = f"{ending} (The session is ending because {verdict.detail}.)"
+                body = adapter.render_summary_request(
+                    payload, extra, forced, policy.finalize.max_tokens, cap_output, answer_tool=answer.name
+                )
+                return await self._structured(verdict, adapter, body, conversation, url, headers, answer)
             body = adapter.render_summary_request(payload, extra, instruction, policy.finalize.max_tokens, cap_output)
             try:
                 reply = await self._upstream.send("POST", url, headers, body)
             except ProxyError:
                 reply = None
+            spent = Usage()  # what the call cost, booked whether or not its reply is used
             if reply is not None and reply.response.status_code == 200:
                 parsed = adapter.parse_reply(reply.response.content)
+                if parsed is not None:
+                    spent = parsed.usage
                 if parsed is not None and parsed.has_text and parsed.content is not None:
                     return Ending(
                         adapter.ending(parsed.content, model=parsed.model or model, usage=parsed.usage),
@@ -108,9 +129,52 @@ class Finalizer:
                         upstream_called=True,
                     )
             summary = local_summary(conversation, verdict.detail)
-            return Ending(adapter.ending(summary, model=model), "local", Usage(), upstream_called=True)
+            return Ending(adapter.ending(summary, model=model), "local", spent, upstream_called=True)
         summary = local_summary(conversation, verdict.detail)
         return Ending(adapter.ending(summary, model=model), "local", Usage(), False)
+
+    async def _structured(
+        self,
+        verdict: Finalize,
+        adapter: WireAdapter,
+        body: bytes,
+        conversation: Conversation,
+        url: str,
+        headers: Sequence[tuple[str, str]],
+        answer: AnswerTool,
+    ) -> Ending:
+        """The forced call to a structured answer tool as the ending, when its arguments satisfy
+        the tool's schema; else the local summary (a refusal, as this request takes it)."""
+        try:
+            reply = await self._upstream.send("POST", url, headers, body)
+        except ProxyError:
+            reply = None
+        spent = Usage()
+        if reply is not None and reply.response.status_code == 200:
+            parsed = adapter.parse_reply(reply.response.content)
+            call = next((c for c in parsed.tool_calls if c.name == answer.name), None) if parsed else None
+            if parsed is not None and call is not None and await _satisfies(call, answer, conversation):
+                model = parsed.model or conversation.model
+                ending = Reply(None, None, (call,), "tool_calls", parsed.usage, model=model)
+                return Ending(adapter.render_reply(ending), "upstream", parsed.usage, upstream_called=True)
+            spent = parsed.usage if parsed is not None else spent  # the unusable call is paid for all the same
+        summary = local_summary(conversation, verdict.detail)
+        return Ending(adapter.ending(summary, model=conversation.model), "local", spent, upstream_called=True)
+
+
+async def _satisfies(call: ToolCall, answer: AnswerTool, conversation: Conversation) -> bool:
+    """The call's arguments are JSON that satisfies the answer tool's schema (the one compiled
+    at the edge, when it was)."""
+    arguments, problem = call.parsed_arguments()
+    if problem is not None:
+        return False
+    prepared = conversation.tool_schemas
+    schema = prepared.get(answer.name) if prepared is not None else compiled(answer.parameters)
+    if schema is None:  # declares none (anything goes), or does not compile (nothing can satisfy it)
+        return not answer.parameters
+    if schema.off_loop(len(call.arguments)):
+        return not await asyncio.to_thread(schema.errors, arguments)
+    return not schema.errors(arguments)
 
 
 class Endings:
@@ -128,9 +192,11 @@ class Endings:
         delta: SessionDelta,
         notes: RequestNotes,
         extra: Sequence[Turn],
+        payload: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The ending this request answers with (written to ``delta`` when it makes it; the
-        caller commits). Counted, traced and logged with its reason."""
+        caller commits). Counted, traced and logged with its reason. ``payload``: the request as
+        it went upstream, when that is not the client's own (spliced, amended)."""
         seen = await self._ledger.claim_ending(call, notes)
         if not notes.claim:  # another request of this session makes (or made) the ending
             seen = await self._ledger.await_ending(call, notes, seen or state)
@@ -141,13 +207,14 @@ class Endings:
             verdict,
             call.policy,
             call.adapter,
-            call.payload,
+            call.payload if payload is None else payload,
             extra,
             call.conversation,
             call.url,
             call.headers,
             local_only=local_only,
             cap_output=verdict.reason.startswith("budget_"),
+            answer=answer_channel(call),
         )
         if ending.upstream_called:
             delta.incr(FIELDS.STEPS)
@@ -161,9 +228,7 @@ class Endings:
         log_event(
             "termination",
             {
-                "tenant": call.tenant,
-                "policy": call.policy.name,
-                "session": call.session.id,
+                **call.log_fields(),
                 "reason": verdict.reason,
                 "summary_via": ending.via,
                 **({"cause": verdict.cause} if verdict.cause else {}),
@@ -188,9 +253,7 @@ class Endings:
         log_event(
             "ending_shared",
             {
-                "tenant": call.tenant,
-                "policy": call.policy.name,
-                "session": call.session.id,
+                **call.log_fields(),
                 "reason": notes.terminated,
                 "answer": answer,
             },

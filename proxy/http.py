@@ -82,19 +82,26 @@ def upstream_request_headers(
     authorization: str | None,
     *,
     identity_encoding: bool = False,
+    key_header: str = "authorization",
 ) -> list[tuple[str, str]]:
     """The client's headers as the upstream should see them.
 
     Hop-by-hop headers (and any the client's ``Connection`` names) are dropped, the
     proxy's own ``X-LoopWarden-*`` headers and the caller's credentials are replaced by
     ``authorization`` (the provider key). ``identity_encoding`` asks for an uncompressed
-    body the proxy can read.
+    body the proxy can read. ``key_header``: where ``authorization`` goes when the provider
+    wants its key elsewhere (Anthropic's ``x-api-key``: the token alone, and the caller's
+    value of that header, the proxy key, is dropped).
     """
     drop = _NOT_FORWARDED | _connection_tokens(headers)
     if identity_encoding:
         drop = drop | {"accept-encoding"}
     out = [(k, v) for k, v in headers if (low := k.lower()) not in drop and not low.startswith(_OWN_PREFIX)]
-    if authorization:
+    if authorization and key_header != "authorization":
+        out = [(k, v) for k, v in out if k.lower() != key_header]
+        scheme, _, token = authorization.partition(" ")
+        out.append((key_header, token.strip() if scheme.lower() == "bearer" else authorization))
+    elif authorization:
         out.append(("authorization", authorization))
     if identity_encoding:
         out.append(("accept-encoding", "identity"))

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from proxy.budgets import active_ms, estimate_tokens
+from proxy.budgets import active_ms
 from proxy.errors import RateLimited, ServiceUnavailable
 from proxy.exchange import Usage
 from proxy.logs import log_event
@@ -218,7 +218,7 @@ class Ledger:
         self.charge(call, delta, Usage(prompt_bytes // 4, 0), None, kind="agent" if attempt == 1 else "nudge")
         log_event(
             "call_unfinished",
-            {"tenant": call.tenant, "policy": call.policy.name, "session": call.session.id, "usage_estimated": True},
+            {**call.log_fields(), "usage_estimated": True},
         )
 
     async def release(self, call: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
@@ -266,7 +266,7 @@ class Ledger:
             await self._store.commit(call.session.key, mark, call.policy.session_ttl_secs)
         log_event(
             "state_lost_refused",
-            {"tenant": call.tenant, "policy": call.policy.name, "session": call.session.id},
+            call.log_fields(),
             logging.WARNING,
         )
         raise ServiceUnavailable(
@@ -286,12 +286,12 @@ class Ledger:
         if notes.degraded:
             return
         limits = []
-        estimate = estimate_tokens(call.conversation, len(call.body), call.policy)
         if call.daily_tokens is not None:
-            limits.append(WindowLimit("daily_tokens", _DAILY_TOKENS, "reserved_tokens", estimate, call.daily_tokens))
+            limits.append(
+                WindowLimit("daily_tokens", _DAILY_TOKENS, "reserved_tokens", call.worst_tokens(), call.daily_tokens)
+            )
         if call.daily_cost_usd is not None:
-            price = self._prices.price(call.conversation.model)
-            worst = 0 if price is None else round(estimate * max(price.prompt, price.completion))
+            worst = call.worst_cost_micros(self._prices)
             limits.append(
                 WindowLimit("daily_cost", _DAILY_COST, "reserved_cost", worst, round(call.daily_cost_usd * MICROS))
             )

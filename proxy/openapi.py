@@ -21,13 +21,23 @@ from litestar.openapi.spec import Components, PathItem, SecurityRequirement, Sec
 from litestar.routes import BaseRoute
 from litestar.types import ControllerRouterHandler
 
-__all__ = ["AUTHENTICATED", "ERROR_SCHEMA", "OpenAIError", "describe_raw_routes", "error_responses", "openapi_config"]
+__all__ = [
+    "ANTHROPIC_ERROR_SCHEMA",
+    "AUTHENTICATED",
+    "ERROR_SCHEMA",
+    "OpenAIError",
+    "describe_raw_routes",
+    "error_responses",
+    "openapi_config",
+]
 
 _DESCRIPTION = (
-    "An OpenAI-compatible guarding reverse proxy for LLM agents. `POST /v1/chat/completions` is "
-    "guarded; every other `/v1/*` route (models, embeddings, files, responses, ...) is forwarded to "
-    "the upstream model API as it is and answers what the upstream answers. Every error the proxy "
-    'itself returns has OpenAI\'s shape: `{"error": {"message", "type", "param", "code"}}`. '
+    "A guarding reverse proxy for LLM agents. `POST /v1/chat/completions`, `POST /v1/responses` "
+    "(OpenAI) and `POST /v1/messages` (Anthropic) are guarded; every other `/v1/*` route (models, "
+    "embeddings, files, stored responses, count_tokens, ...) is forwarded to the upstream model API "
+    "as it is and answers what the upstream answers. Every error the proxy itself returns has the "
+    'shape of the API it answers: OpenAI\'s `{"error": {"message", "type", "param", "code"}}`, '
+    'or on Anthropic routes `{"type": "error", "error": {"type", "message"}}`. '
     "Without a tenants file (the quick start) no proxy key is checked: the client's own "
     "`Authorization` header goes upstream as it is."
 )
@@ -298,7 +308,77 @@ def _chat_operation() -> dict[str, Any]:
     }
 
 
+ANTHROPIC_ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["type", "error"],
+    "properties": {
+        "type": {"const": "error"},
+        "error": {
+            "type": "object",
+            "required": ["type", "message"],
+            "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+        },
+    },
+}
+"""The error shape of the Messages route (Anthropic's own)."""
+
+
+def _guarded_operation(
+    summary: str, operation_id: str, tag: str, required: list[str], reply: str, error: dict[str, Any], shape: str
+) -> dict[str, Any]:
+    """A guarded model route other than chat's: its request's required fields, its reply, and
+    its errors in ``error``'s shape."""
+    responses: dict[str, Any] = {
+        "200": {
+            "description": reply,
+            "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "text/event-stream": {"schema": _SSE_EVENT},
+            },
+        }
+    }
+    for status in (400, 401, 403, 405, 413, 429, 500, 502, 503, 504):
+        responses[str(status)] = _json(error, _ERRORS[status])
+    responses["default"] = _json(error, f"Another upstream error status, passed through in {shape} shape.")
+    return {
+        "summary": summary,
+        "description": "Forwarded to the upstream through the same guard pipeline as chat completions.",
+        "operationId": operation_id,
+        "tags": [tag],
+        "security": AUTHENTICATED,
+        "parameters": _SESSION_HEADERS,
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"type": "object", "required": required}}},
+        },
+        "responses": responses,
+    }
+
+
 def describe_raw_routes(app: Litestar) -> None:
     """Add the hand-written operations of the raw ASGI routes to the generated document."""
-    chat = cast(PathItem, {"post": _chat_operation()})  # a plain dict renders as it is
-    app.openapi_schema.paths = {**(app.openapi_schema.paths or {}), "/v1/chat/completions": chat}
+    responses = _guarded_operation(
+        "Guarded responses (OpenAI Responses API)",
+        "createResponse",
+        "responses",
+        ["model"],
+        "A response; with `stream: true`, an SSE stream of named response events.",
+        ERROR_SCHEMA,
+        "OpenAI's",
+    )
+    messages = _guarded_operation(
+        "Guarded messages (Anthropic Messages API)",
+        "createMessage",
+        "messages",
+        ["model", "max_tokens", "messages"],
+        "A message; with `stream: true`, an SSE stream of named message events.",
+        ANTHROPIC_ERROR_SCHEMA,
+        "Anthropic's",
+    )
+    operations = {
+        "/v1/chat/completions": _chat_operation(),
+        "/v1/responses": responses,
+        "/v1/messages": messages,
+    }
+    described = {path: cast(PathItem, {"post": operation}) for path, operation in operations.items()}
+    app.openapi_schema.paths = {**(app.openapi_schema.paths or {}), **described}  # plain dicts render as they are

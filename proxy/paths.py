@@ -22,7 +22,7 @@ import httpx
 
 from proxy.errors import InvalidRequest
 
-__all__ = ["passthrough_url"]
+__all__ = ["passthrough_route", "passthrough_url"]
 
 _MOUNT = b"/v1"
 _SEPARATORS = re.compile(rb"[/\\]")
@@ -97,3 +97,22 @@ def passthrough_url(base_url: str, raw_path: bytes, query: bytes) -> httpx.URL:
     ):
         raise InvalidRequest(_REFUSED)
     return joined
+
+
+_PASSTHROUGH_FAMILIES = frozenset(
+    {
+        "assistants", "audio", "batches", "chat", "completions", "conversations", "embeddings", "files",
+        "fine_tuning", "images", "messages", "models", "moderations", "responses", "threads", "uploads",
+        "vector_stores",
+    }
+)  # fmt: skip
+"""The API families a pass-through request is counted under (anything else is ``passthrough``):
+a fixed set, so no path a client sends can grow the metrics' label space."""
+
+
+def passthrough_route(raw_path: bytes) -> str:
+    """``passthrough:<family>`` for ``/v1/<family>/…`` (``passthrough:responses`` for a stored
+    response's ``GET``), by the path's first segment after ``/v1``."""
+    path = raw_path.decode("latin-1")
+    family = path[4:].partition("/")[0].partition("?")[0] if path.startswith("/v1/") else ""
+    return f"passthrough:{family}" if family in _PASSTHROUGH_FAMILIES else "passthrough"

@@ -13,30 +13,31 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from proxy.answer import Answer, Failed, Relayed, Tried, Unusable, Written, delivered_reply, render
 from proxy.budgets import check_request_cap, session_limits
+from proxy.continuity import chain_links, record_turns, remember_links, summary_payload
 from proxy.errors import ProxyError
-from proxy.exchange import Channel, Turn
+from proxy.exchange import Channel, Reply, Turn
 from proxy.finalize import Endings
 from proxy.fingerprint import remember_calls
 from proxy.goal.keeper import GoalKeeper, GoalStrip
 from proxy.goal.model import GOAL_TOOL, Goal, goal_tool
-from proxy.guards.base import GuardContext, RequestGuard, ResponseGuard
-from proxy.judge import JudgeTarget, judge_target
+from proxy.guards.base import RequestGuard, ResponseGuard
+from proxy.inflight import InFlight
+from proxy.judge import judge_target
 from proxy.ledger import ENDING_WAIT_SECS, Ledger
 from proxy.metrics import Metrics
 from proxy.pricing import PriceTable
 from proxy.recording import Step, StepRecorder
 from proxy.request import AgentRequest, Outcome, RequestNotes
-from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, SessionStore
+from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore
+from proxy.session.chains import Chained, chained_session
 from proxy.session.identity import named_run, turn_digest
 from proxy.step_log import StepLog, chat_attributes, response_headers, usage_attributes
-from proxy.streaming.attempts import StreamAttempts
+from proxy.streaming.attempts import Attempts
 from proxy.streaming.client import ClientStream
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient
@@ -54,35 +55,6 @@ from proxy.verdict import (
 )
 
 __all__ = ["Pipeline"]
-
-
-@dataclass(slots=True)
-class _Request:
-    """One request in the loop: what it is, the session's books, and what it sends next."""
-
-    call: AgentRequest
-    state: SessionState
-    delta: SessionDelta
-    notes: RequestNotes
-    limits: Sequence[Limit]
-    client: ClientStream | None
-    enforce: bool
-    payload: Mapping[str, Any]
-    judge: JudgeTarget | None
-    allowed: int
-    extra: list[Turn] = field(default_factory=list)
-    retries: Counter[str] = field(default_factory=Counter)
-    goal: Goal | None = None
-    goal_rounds: int = 0
-    stripped: bool = False
-
-    def context(self, state: SessionState, *, retries: bool = True) -> GuardContext:
-        """What a guard reads: the session as ``state`` shows it, the nudges sent so far, the
-        request's start as its clock, and where a judge call goes."""
-        call = self.call
-        return GuardContext(
-            call.policy, state, call.conversation, self.retries if retries else {}, self.notes.started, self.judge
-        )
 
 
 _Ending = Answer | Finalize
@@ -107,6 +79,7 @@ class Pipeline:
         self._keepalive = keepalive_secs
         self._tracing = tracing or Tracing()
         self._upstream = upstream
+        self._store = store
         self._metrics = metrics
         self._request_guards = tuple(request_guards)
         self._response_guards = tuple(response_guards)
@@ -116,17 +89,17 @@ class Pipeline:
         self._endings = Endings(upstream, self._ledger, metrics, self._tracing)
         self._goals = GoalKeeper(metrics)
         self._steps = StepLog(metrics, self._tracing, log_contents=log_contents, recorder=recorder)
-        self._streams = StreamAttempts(upstream, self._ledger, metrics, self._response_guards)
+        self._attempts = Attempts(upstream, self._ledger, metrics, self._response_guards)
+
+    async def chained_session(self, namespace: str, response_id: str) -> Chained | None:
+        """The session that returned a stored response (see :mod:`proxy.session.chains`)."""
+        return await chained_session(self._store, namespace, response_id)
 
     async def run(self, call: AgentRequest) -> Outcome:
         """One agent request. Whatever happens, what it reserved and spent is committed once."""
         notes = RequestNotes(started=self._clock())
         enforce = call.policy.mode == "enforce"
-        limits = (
-            session_limits(call.conversation, len(call.body), call.policy, self._prices, fresh=call.session.fresh)
-            if enforce
-            else []
-        )
+        limits = session_limits(call, self._prices, fresh=call.session.fresh) if enforce else []
         attributes: dict[str, str | int | float | bool] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.conversation.id": call.session.id,
@@ -138,19 +111,26 @@ class Pipeline:
             check_request_cap(call, enforce, self._prices)
             state, delta = await self._ledger.open(call, limits, notes)
             client = self._client_stream(call, state, delta, notes)
-            request = _Request(
+            request = InFlight(
                 call, state, delta, notes, limits, client, enforce, call.payload, None, call.policy.max_attempts
             )
             try:
                 ending = await self._run(request)
                 if isinstance(ending, Finalize):
-                    ending = Written(await self._endings.make(call, ending, state, delta, notes, request.extra), True)
+                    sent = summary_payload(call, state, request.amended, request.payload)
+                    made = await self._endings.make(call, ending, state, delta, notes, request.extra, sent)
+                    ending = Written(made, True)
+                elif isinstance(ending, Relayed) and request.amended is not None:
+                    record_turns(call, request.amended, request.extra, ending.tried.reply, delta)
                 if call.session.fresh and call.session.derived and (first := delivered_reply(call, ending)):
                     call.session = named_run(call.session, turn_digest(first.content, first.tool_calls))
+                answer = ending.body if isinstance(ending, Written) else _relayed(ending)
+                links = chain_links(call, request.replies, answer, delta)
                 if isinstance(ending, Unusable):  # one the upstream refused (400, 401, ...) reached no model
                     await self._ledger.settle(call, delta, notes)
                 else:
                     await self._ledger.commit(call, delta, notes)
+                await remember_links(self._store, call, links)  # before the client can continue from one
                 outcome = await self._render(request, ending)
             finally:
                 if client is not None:
@@ -162,7 +142,7 @@ class Pipeline:
             self._tracing.annotate(span, {"loopwarden.terminated": notes.terminated or ""})
             return outcome
 
-    async def _run(self, request: _Request) -> _Ending:
+    async def _run(self, request: InFlight) -> _Ending:
         """The loop: request guards, then attempts until a reply passes or the request ends."""
         call, state, delta, notes = request.call, request.state, request.delta, request.notes
         if state.termination and state.ending and request.enforce:
@@ -177,6 +157,8 @@ class Pipeline:
         request.goal = self._goals.open(call, state, delta, notes)
         if request.goal is not None and request.goal.active:
             request.payload = call.adapter.with_tool(request.payload, goal_tool())
+        request.amended = request.payload
+        request.payload = call.adapter.spliced(request.payload, state.values)
         request.judge = judge_target(call)
         attempt = 0
         while True:
@@ -196,7 +178,7 @@ class Pipeline:
                 return Written(self._stripped(request, tried)) if request.stripped else Relayed(tried)
             if isinstance(verdict, Rewrite):
                 self._steps.intervention(call, verdict.kind, verdict.reason, notes, attempt)
-                return Written(dict(verdict.body))
+                return Written(call.adapter.render_reply(verdict.reply))
             self._strike(verdict.strike, delta)
             if isinstance(verdict, Finalize):
                 return verdict
@@ -210,7 +192,7 @@ class Pipeline:
 
     # -- the loop's steps -----------------------------------------------------------
 
-    def _ask_request_guards(self, request: _Request) -> Finalize | None:
+    def _ask_request_guards(self, request: InFlight) -> Finalize | None:
         """The request guards, before the first attempt: amend, nudge, or end (None: go on)."""
         call, delta, notes = request.call, request.delta, request.notes
         context = request.context(request.state)
@@ -231,7 +213,7 @@ class Pipeline:
                 return asked
         return None
 
-    async def _attempt(self, request: _Request, attempt: int) -> Tried | Unusable | Failed:
+    async def _attempt(self, request: InFlight, attempt: int) -> Tried | Unusable | Failed:
         """One upstream call, streamed or not, charged to the session."""
         call, delta, client = request.call, request.delta, request.client
         sent = time.perf_counter()
@@ -239,15 +221,7 @@ class Pipeline:
             f"chat {call.conversation.model or ''}".strip(), chat_attributes(call, attempt)
         ) as span:
             if client is None:
-                unchanged = request.payload is call.payload and not request.extra
-                body = call.body if unchanged else call.adapter.render_request(request.payload, request.extra)
-                try:
-                    upstream = await self._upstream.send("POST", call.url, call.headers, body)
-                except asyncio.CancelledError:  # the client left: the call was made all the same
-                    self._ledger.charge_cancelled(call, delta, len(body), attempt)
-                    raise
-                ok = upstream.response.status_code == 200
-                reply = call.adapter.parse_reply(upstream.response.content) if ok else None
+                upstream, reply = await self._attempts.whole(call, request.payload, request.extra, delta, attempt)
                 assembled = None
             else:
                 # What the guards hold back mid-stream, judged on the session as loaded (this
@@ -257,16 +231,17 @@ class Pipeline:
                 hold_text = Channel.TEXT if goal is not None and goal.active else Channel.NONE
                 holding = request.context(request.state)
                 try:
-                    upstream, reply, assembled = await self._streams.attempt(
+                    upstream, reply, assembled = await self._attempts.attempt(
                         call, request.payload, request.extra, client, holding, delta, hold_text
                     )
                 except ProxyError as error:
                     if not client.started:
                         raise
                     return Failed(error)  # the client already has part of the stream
-                ok = upstream.response.status_code == 200
+            ok = upstream.response.status_code == 200
             if reply is not None:
                 self._tracing.annotate(span, usage_attributes(reply))
+                request.replies.append(reply)
         latency = time.perf_counter() - sent
         purpose = "agent" if attempt == 1 else "nudge"
         self._metrics.of(self._metrics.upstream_calls, call.tenant, call.policy.name, purpose).inc()
@@ -277,7 +252,7 @@ class Pipeline:
         self._ledger.charge(call, delta, reply.usage, reply.model, kind=purpose)
         return Tried(upstream, reply, assembled.completion if assembled is not None else None, latency)
 
-    def _goal_turn(self, request: _Request, goal: Goal, attempt: int, tried: Tried) -> Nudge | None:
+    def _goal_turn(self, request: InFlight, goal: Goal, attempt: int, tried: Tried) -> Nudge | None:
         """Goal mode's decision on the reply, applied: the turns to continue with, or None (a
         reply stripped of the goal tool's calls goes on to the guards)."""
         call, state, delta, notes = request.call, request.state, request.delta, request.notes
@@ -300,7 +275,7 @@ class Pipeline:
         self._steps.step(Step(call, context, attempt, tried.reply, nudge, tried.latency, notes))
         return nudge
 
-    async def _decide(self, request: _Request, attempt: int, tried: Tried) -> Nudge | Rewrite | Finalize | None:
+    async def _decide(self, request: InFlight, attempt: int, tried: Tried) -> Nudge | Rewrite | Finalize | None:
         """The response guards on a reply, in order: enforced, the first that is not a Pass
         wins (returned); in shadow mode every guard decides and nothing is acted on."""
         call, delta, notes, enforce = request.call, request.delta, request.notes, request.enforce
@@ -333,7 +308,7 @@ class Pipeline:
             self._steps.step(Step(call, context, attempt, tried.reply, None, tried.latency, notes))
         return None
 
-    async def _continue(self, request: _Request, turns: Sequence[Turn]) -> Finalize | None:
+    async def _continue(self, request: InFlight, turns: Sequence[Turn]) -> Finalize | None:
         """Append ``turns`` for another upstream call; the ending instead, if a request guard
         would end the session now (e.g. steps) or the call's reservation does not fit."""
         request.extra.extend(turns)
@@ -367,16 +342,16 @@ class Pipeline:
     # -- rendering ------------------------------------------------------------------
 
     @staticmethod
-    def _stripped(request: _Request, tried: Tried) -> dict[str, Any]:
+    def _stripped(request: InFlight, tried: Tried) -> dict[str, Any]:
         """The agent sees its own tool calls only, never the goal tool's."""
         adapter, streamed = request.call.adapter, tried.streamed
         whole = streamed() if streamed is not None else adapter.reply_body(tried.upstream.response.content)
         return adapter.without_calls(whole, GOAL_TOOL)
 
-    async def _render(self, request: _Request, ending: Answer) -> Outcome:
+    async def _render(self, request: InFlight, ending: Answer) -> Outcome:
         return await render(request.call, request.client, ending, lambda: self._headers(request))
 
-    def _headers(self, request: _Request) -> list[tuple[bytes, bytes]]:
+    def _headers(self, request: InFlight) -> list[tuple[bytes, bytes]]:
         after = request.delta.applied_to(request.state)
         return response_headers(request.call, after, request.notes, self._clock())
 
@@ -388,12 +363,18 @@ class Pipeline:
         return ClientStream(
             call.respond,
             lambda: response_headers(call, delta.applied_to(state), notes, self._clock()),
-            include_usage=call.adapter.include_usage(call.payload),
+            include_usage=call.include_usage(),
             keepalive=self._keepalive,
             adapter=call.adapter,
         )
 
 
+def _relayed(ending: Answer) -> Reply | None:
+    return ending.tried.reply if isinstance(ending, Relayed) else None
+
+
 def _refused(limit: str) -> Finalize:
-    """The ending of a call whose reservation did not fit."""
-    return Finalize(limit, f"the next call would not fit in the session's {limit.removeprefix('budget_')} budget")
+    """The ending of a call whose reservation did not fit: the call that would use the last of
+    a budget (room for the ending kept) is the ending."""
+    what = limit.removeprefix("budget_")
+    return Finalize(limit, f"a further call would use the last of the session's {what} budget")

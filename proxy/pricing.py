@@ -32,14 +32,20 @@ class Price(BaseModel):
     prompt: float = Field(ge=0)
     completion: float = Field(ge=0)
     cached_prompt: float | None = Field(None, ge=0, description="Defaults to the prompt price.")
+    cache_write_prompt: float | None = Field(
+        None, ge=0, description="Prompt tokens written to the cache (Anthropic's); defaults to the prompt price."
+    )
 
     def cost_micros(self, usage: Usage) -> int:
-        """Micro-dollars for one call's usage (cached prompt tokens at their own price)."""
+        """Micro-dollars for one call's usage (cached and cache-written prompt tokens at their own price)."""
         cached = min(usage.cached_tokens, usage.prompt_tokens)
+        written = min(usage.cache_write_tokens, usage.prompt_tokens - cached)
         cached_price = self.prompt if self.cached_prompt is None else self.cached_prompt
+        written_price = self.prompt if self.cache_write_prompt is None else self.cache_write_prompt
         dollars_per_m = (
-            (usage.prompt_tokens - cached) * self.prompt
+            (usage.prompt_tokens - cached - written) * self.prompt
             + cached * cached_price
+            + written * written_price
             + usage.completion_tokens * self.completion
         )
         return round(dollars_per_m)  # tokens times USD-per-million is micro-dollars

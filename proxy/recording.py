@@ -76,7 +76,9 @@ def reply_record(reply: Reply) -> dict[str, Any]:
     return {
         "content": reply.content,
         "reasoning": reply.reasoning,
-        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments, "kind": c.kind} for c in reply.tool_calls
+        ],
         "finish_reason": reply.finish_reason,
         "model": reply.model,
         "usage": {
@@ -97,6 +99,7 @@ def step_record(step: Step) -> dict[str, Any]:
         "policy": call.policy.name,
         "mode": call.policy.mode,
         "session": call.session.id,
+        "wire": call.adapter.name,
         # Attempts of one agent request share its notes object: their ids group them.
         "request_id": f"{id(notes):x}-{notes.started:.6f}",
         "turn": context.state.turns,

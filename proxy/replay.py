@@ -26,6 +26,7 @@ import msgspec
 import redis.asyncio as redis
 
 from proxy.build import build_pipeline
+from proxy.exchange import Reply, ToolCall, Usage
 from proxy.metrics import Metrics
 from proxy.pipeline import Pipeline
 from proxy.policy.models import Policy, RecordingSettings
@@ -36,7 +37,9 @@ from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
 from proxy.upstream import UpstreamClient
 from proxy.verdict import Finalize, Verdict, verdict_name, verdict_reason
+from proxy.wire.base import WireAdapter
 from proxy.wire.chat_completions import CHAT_COMPLETIONS
+from proxy.wire.registry import adapter_named
 
 __all__ = [
     "JudgeMode",
@@ -51,7 +54,7 @@ __all__ = [
 ]
 
 JudgeMode = Literal["recorded", "done", "not_done"]
-_URL = "http://replay.invalid/v1/chat/completions"
+_BASE = "http://replay.invalid/v1"
 _NONCE = re.compile(r'"nonce": "([0-9a-f]+)"')
 _encode = msgspec.json.Encoder().encode
 
@@ -116,6 +119,8 @@ def read_records(lines: Iterable[str | bytes]) -> list[dict[str, Any]]:
             raise ValueError(f"line {number}: not JSON: {exc}") from None
         if not isinstance(record, dict) or "reply" not in record or "session" not in record:
             raise ValueError(f"line {number}: not a LoopWarden step record")
+        if adapter_named(record.get("wire")) is None:
+            raise ValueError(f"line {number}: recorded in a wire format this build does not speak: {record['wire']}")
         records.append(record)
     return records
 
@@ -158,27 +163,20 @@ def sessions_of(records: Sequence[Mapping[str, Any]]) -> dict[str, list[Recorded
     return {session: list(by_id.values()) for session, by_id in sessions.items()}
 
 
-def _completion(reply: Mapping[str, Any]) -> dict[str, Any]:
-    """A recorded reply as the chat.completion the upstream sent."""
-    message: dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
-    if reply.get("reasoning"):
-        message["reasoning_content"] = reply["reasoning"]
-    calls = reply.get("tool_calls") or []
-    if calls:
-        message["tool_calls"] = [
-            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-            for c in calls
-        ]
+def _recorded_reply(reply: Mapping[str, Any]) -> Reply:
+    """A recorded reply (:func:`proxy.recording.reply_record`) as the neutral reply it was."""
     usage = reply.get("usage") or {}
-    prompt, completion = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-    return {
-        "id": "chatcmpl-replay",
-        "object": "chat.completion",
-        "created": 0,
-        "model": reply.get("model") or "replay",
-        "choices": [{"index": 0, "message": message, "finish_reason": reply.get("finish_reason") or "stop"}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
-    }
+    return Reply(
+        content=reply.get("content"),
+        reasoning=reply.get("reasoning"),
+        tool_calls=tuple(
+            ToolCall(str(c["id"]), str(c["name"]), str(c["arguments"]), str(c.get("kind") or "function"))
+            for c in reply.get("tool_calls") or []
+        ),
+        finish_reason=reply.get("finish_reason") or "stop",
+        usage=Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)),
+        model=reply.get("model"),
+    )
 
 
 def _recorded(step: Mapping[str, Any]) -> tuple[str, str, tuple[str, ...]]:
@@ -195,6 +193,7 @@ class _ScriptedUpstream:
 
     def __init__(self, judge: JudgeMode) -> None:
         self._judge = judge
+        self.adapter: WireAdapter = CHAT_COMPLETIONS
         self.steps: list[dict[str, Any]] = []
         self.served = 0
         self.assumed: list[bool] = []
@@ -203,16 +202,15 @@ class _ScriptedUpstream:
         self.steps, self.served, self.assumed = steps, 0, []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
-        payload = json.loads(request.content)
-        messages = payload.get("messages") or [{}]
-        system = messages[0].get("content") if isinstance(messages[0], dict) else None
-        nonce = _NONCE.search(system) if isinstance(system, str) else None
+        system = self.adapter.parse_request(json.loads(request.content)).first_text("system")
+        nonce = _NONCE.search(system) if system else None
         if nonce is not None:
             return self._verdict(nonce.group(1))
         index = min(self.served, len(self.steps) - 1)
         self.assumed.append(self.served >= len(self.steps))
         self.served += 1
-        return httpx.Response(200, content=_encode(_completion(self.steps[index]["reply"])))
+        reply = _recorded_reply(self.steps[index]["reply"])
+        return httpx.Response(200, content=_encode(self.adapter.render_reply(reply)))
 
     def _verdict(self, nonce: str) -> httpx.Response:
         judged = self.steps[min(self.served, len(self.steps)) - 1] if self.steps else {}
@@ -220,7 +218,7 @@ class _ScriptedUpstream:
         recorded_done = "judge_continue" not in decided
         done = recorded_done if self._judge == "recorded" else self._judge == "done"
         content = json.dumps({"nonce": nonce, "done": done, "reason": "as recorded" if done else "not done"})
-        body = _completion({"content": content, "model": "replay-judge"})
+        body = self.adapter.render_reply(_recorded_reply({"content": content, "model": "replay-judge"}))
         return httpx.Response(200, content=_encode(body))
 
 
@@ -254,9 +252,7 @@ async def replay_session(
 ) -> ReplayResult:
     """What ``policy`` would have done with the recorded session, step by step."""
     scripted = _ScriptedUpstream(judge)
-    upstream = UpstreamClient(
-        Settings(upstream="http://replay.invalid/v1", retry_attempts=1), httpx.MockTransport(scripted)
-    )
+    upstream = UpstreamClient(Settings(upstream=_BASE, retry_attempts=1), httpx.MockTransport(scripted))
     capture = _Capture()
     clock = [requests[0].ts if requests else 0.0]
     metrics = Metrics()
@@ -291,8 +287,9 @@ async def _replay_request(
     session: str,
     result: ReplayResult,
 ) -> None:
+    adapter = adapter_named(request.steps[0].get("wire")) or CHAT_COMPLETIONS  # read_records refused others
     payload = {k: v for k, v in request.payload.items() if k not in ("stream", "stream_options")}
-    conversation = CHAT_COMPLETIONS.parse_request(payload)
+    conversation = adapter.parse_request(payload)
     tenant = str(request.steps[0].get("tenant", "replay"))
     call = AgentRequest(
         tenant=tenant,
@@ -301,10 +298,12 @@ async def _replay_request(
         payload=payload,
         body=_encode(payload),
         conversation=conversation,
-        url=_URL,
+        url=_BASE + adapter.upstream_path,
         headers=[("content-type", "application/json")],
         stream=False,
+        adapter=adapter,
     )
+    scripted.adapter = adapter
     scripted.load(request.steps)
     capture.steps.clear()
     outcome = await pipeline.run(call)

@@ -3,8 +3,14 @@
 Only faults that a second try can fix are retried: the request never left (connect
 errors), or the upstream said so (429, 500, 502, 503, 504). Backoff is exponential with
 full jitter, so many proxies hitting one failing upstream spread out instead of
-synchronizing; a ``Retry-After`` the upstream sends wins, up to a cap, past which the
-proxy hands the answer to the client instead of holding its connection open.
+synchronizing.
+
+When the upstream says how long to wait (``Retry-After`` in seconds or as a date, or
+``retry-after-ms``), that wait wins over backoff and the proxy waits it out: a storm of 429s
+of a few seconds reaches the client as one slow success instead of an error. Such paced
+retries have their own attempt limit (``paced_attempts``) and their waits, added up, stay
+within ``retry_after_cap``; past either the proxy hands the answer (and its ``Retry-After``)
+to the client, whose own backoff takes over.
 """
 
 from __future__ import annotations
@@ -44,19 +50,28 @@ def parse_retry_after(headers: Mapping[str, str], now: Callable[[], float] = tim
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Bounded retries: ``attempts`` in all, each wait drawn from [0, min(max, base * 2**n)]."""
+    """Bounded retries: ``attempts`` in all, each wait drawn from [0, min(max, base * 2**n)];
+    when the upstream names the wait, up to ``paced_attempts`` in all, whose named waits add
+    up to at most ``retry_after_cap`` seconds."""
 
     attempts: int = 3
     base_delay: float = 0.5
     max_delay: float = 8.0
     retry_after_cap: float = 20.0
+    paced_attempts: int = 10
 
-    def delay(self, attempt: int, retry_after: float | None, draw: Callable[[], float]) -> float | None:
-        """Wait before attempt ``attempt + 1`` (1-based ``attempt`` just failed); None means stop."""
+    def delay(
+        self, attempt: int, retry_after: float | None, draw: Callable[[], float], paced: float = 0.0
+    ) -> float | None:
+        """Wait before attempt ``attempt + 1`` (1-based ``attempt`` just failed); None means stop.
+
+        ``paced``: the seconds this request already waited because the upstream said so."""
+        if retry_after is not None:
+            if attempt >= self.paced_attempts:
+                return None
+            return retry_after if paced + retry_after <= self.retry_after_cap else None
         if attempt >= self.attempts:
             return None
-        if retry_after is not None:
-            return retry_after if retry_after <= self.retry_after_cap else None
         return draw() * min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1))
 
 

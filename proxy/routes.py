@@ -11,9 +11,11 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import msgspec
+from litestar.enums import ScopeType
 from litestar.types import HTTPScope, Receive, Scope, Send
 
 from proxy.client_watch import ResponseTracker, unless_client_leaves
@@ -37,7 +39,7 @@ from proxy.http import (
 )
 from proxy.logs import log_event, logger
 from proxy.metrics import Metrics
-from proxy.paths import passthrough_url
+from proxy.paths import passthrough_route, passthrough_url
 from proxy.pipeline import Pipeline
 from proxy.policy.loader import PolicyRegistry
 from proxy.policy.models import Policy
@@ -45,12 +47,15 @@ from proxy.relay import credential_values, relayed_error, secret_forms
 from proxy.request import AgentRequest, Outcome
 from proxy.request_schemas import compile_request_schemas
 from proxy.schemas import SchemaCache, SchemaLimits
+from proxy.session.chains import unrecorded_chain
 from proxy.session.identity import identify
 from proxy.settings import Settings
 from proxy.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
 from proxy.timing import begin
 from proxy.upstream import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
+from proxy.websockets import NO_WEBSOCKETS, asks_websocket, refuse_websocket
 from proxy.wire.base import WireAdapter
+from proxy.wire.registry import passthrough_format
 
 __all__ = ["ProxyRoutes", "Readiness"]
 
@@ -105,7 +110,10 @@ class ProxyRoutes:
         return handle
 
     async def passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._guarded(self._passthrough, scope, receive, send, _passthrough_route(scope))
+        adapter = _passthrough_format(scope)  # type: ignore[arg-type]
+        await self._guarded(
+            self._passthrough, scope, receive, send, passthrough_route(scope.get("raw_path") or b""), adapter
+        )
 
     # -- handlers -------------------------------------------------------------------
 
@@ -124,12 +132,13 @@ class ProxyRoutes:
         conversation = await compile_request_schemas(
             adapter.declared_schemas(payload), adapter.parse_request(payload), self._schemas, len(body)
         )
+        hint = adapter.session_hint(payload, lambda name: header(scope, name))
+        chained, rechained = await self._chain(adapter, credentials.namespace, payload)
+        hint = hint or chained
+        if rechained is not None:
+            payload, body = rechained, adapter.encode(rechained)
         session = identify(
-            credentials.namespace,
-            conversation,
-            header(scope, b"x-session-id"),
-            header(scope, b"x-agent-id"),
-            adapter.session_hint(payload, lambda name: header(scope, name)),
+            credentials.namespace, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id"), hint
         )
         if logger.isEnabledFor(logging.DEBUG):  # why a session continued or started over
             log_event(
@@ -144,9 +153,12 @@ class ProxyRoutes:
             payload=payload,
             body=body,
             conversation=conversation,
-            url=credentials.tenant.upstream_url + adapter.upstream_path,
+            url=_model_url(credentials.tenant.upstream_url, adapter, scope["query_string"]),
             headers=upstream_request_headers(
-                client_headers(scope), credentials.upstream_authorization, identity_encoding=True
+                client_headers(scope),
+                credentials.upstream_authorization,
+                identity_encoding=True,
+                key_header=_key_header(credentials, adapter),
             ),
             stream=conversation.stream,
             daily_tokens=credentials.tenant.daily_tokens,
@@ -154,6 +166,7 @@ class ProxyRoutes:
             goal=_text_header(scope, b"x-loopwarden-goal"),
             goal_criteria=_text_header(scope, b"x-loopwarden-goal-criteria"),
             adapter=adapter,
+            namespace=credentials.namespace,
         )
         if call.stream:
             call.respond = send
@@ -168,6 +181,26 @@ class ProxyRoutes:
         outcome = await unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
         await self._deliver(outcome, send, facts, call.headers)
         return facts
+
+    async def _chain(
+        self, adapter: WireAdapter, namespace: str, payload: dict[str, Any]
+    ) -> tuple[str | None, dict[str, Any] | None]:
+        """For a request that continues a stored response or refers to the proxy's own items:
+        the session recorded for its chain point, and the request rewritten to chain where the
+        server holds the history and to carry the proxy's items itself (None: unchanged)."""
+        previous = adapter.continues(payload)
+        references = adapter.references(payload)
+        if previous is None and not references:
+            return None, None
+        chained = await self._pipeline.chained_session(namespace, previous) if previous is not None else None
+        bodies: dict[str, Any] = {}
+        for reference in references:
+            recorded = await self._pipeline.chained_session(namespace, reference)
+            if recorded is not None and recorded.body is not None:
+                bodies[reference] = _decode(recorded.body)
+        session = None if previous is None else chained.session if chained is not None else unrecorded_chain(previous)
+        rewritten = adapter.rechained(payload, chained.continue_from if chained is not None else None, bodies)
+        return session, rewritten if rewritten != payload else None
 
     def policy_for(self, tenant: Tenant, requested: str | None) -> Policy:
         """The tenant's policy for this request; 403 for one it may not use. ``requested`` is
@@ -196,7 +229,10 @@ class ProxyRoutes:
     async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
         credentials = self._authenticate(scope, tracker)
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
-        headers = upstream_request_headers(client_headers(scope), credentials.upstream_authorization)
+        adapter = _passthrough_format(scope)
+        headers = upstream_request_headers(
+            client_headers(scope), credentials.upstream_authorization, key_header=_key_header(credentials, adapter)
+        )
         url = passthrough_url(credentials.tenant.upstream_url, scope["raw_path"], scope["query_string"])
         facts: dict[str, object] = {"tenant": credentials.tenant.name}
         # A call answered whole (embeddings, a non-streamed response) waits here for all of it:
@@ -243,13 +279,18 @@ class ProxyRoutes:
         """Run a handler; turn every failure into an answer in the route's error shape (OpenAI's
         without an adapter), a metric and one log line."""
         timing = begin()
+        if scope["type"] == ScopeType.WEBSOCKET or asks_websocket(scope):  # refused: clients go on over HTTP
+            await refuse_websocket(scope, send)
+            self._metrics.of(self._metrics.requests, "-", route, "4xx").inc()
+            log_event("request", {"route": route, "method": "WEBSOCKET", "status": NO_WEBSOCKETS.status})
+            return
         state = ResponseTracker(send, timing)
         self._readiness.in_flight += 1
         self._metrics.in_flight.inc()
         status: int | str = "error"
         facts: dict[str, object] = {}
         try:
-            facts = await handler(scope, receive, state)  # type: ignore[arg-type]
+            facts = await handler(scope, receive, state)
             status = state.status
         except ProxyError as exc:
             status = exc.status
@@ -343,24 +384,27 @@ async def _copy_body(response: httpx.Response, send: Send) -> None:
         raise UpstreamDisconnected("The upstream model API broke off the response.") from exc
 
 
-_PASSTHROUGH_FAMILIES = frozenset(
-    {
-        "assistants", "audio", "batches", "chat", "completions", "conversations", "embeddings", "files",
-        "fine_tuning", "images", "messages", "models", "moderations", "responses", "threads", "uploads",
-        "vector_stores",
-    }
-)  # fmt: skip
-"""The API families a pass-through request is counted under (anything else is ``passthrough``):
-a fixed set, so no path a client sends can grow the metrics' label space."""
-
-
-def _passthrough_route(scope: Scope) -> str:
-    """``passthrough:<family>`` for ``/v1/<family>/…`` (``passthrough:responses`` for a stored
-    response's ``GET``), by the path's first segment after ``/v1``."""
+def _passthrough_format(scope: HTTPScope) -> WireAdapter | None:
+    """The wire format a pass-through call belongs to (its errors' shape, where its key goes)."""
     raw = scope.get("raw_path") or b""
-    path = raw.decode("latin-1") if isinstance(raw, bytes) else ""
-    family = path[4:].partition("/")[0].partition("?")[0] if path.startswith("/v1/") else ""
-    return f"passthrough:{family}" if family in _PASSTHROUGH_FAMILIES else "passthrough"
+    return passthrough_format(raw.decode("latin-1"), lambda name: header(scope, name))
+
+
+def _key_header(credentials: Credentials, adapter: WireAdapter | None) -> str:
+    """Where the provider key goes: the format's own header when the proxy holds the tenant's
+    key (Anthropic's ``x-api-key``); a key the client brought goes as the client sent it."""
+    if adapter is None or credentials.tenant.upstream_authorization is None:
+        return "authorization"
+    return adapter.key_header
+
+
+def _model_url(base_url: str, adapter: WireAdapter, query: bytes) -> str:
+    """Where a model call goes: the tenant's base plus the format's path, with the client's
+    query string when it sends one (Claude Code's ``?beta=true``, Azure's ``api-version``),
+    checked as a pass-through URL is."""
+    if not query:
+        return base_url + adapter.upstream_path
+    return str(passthrough_url(base_url, b"/v1" + adapter.upstream_path.encode(), query))
 
 
 def _api_key(scope: HTTPScope) -> str | None:
@@ -392,8 +436,9 @@ def _parse_object(body: bytes) -> dict[str, object]:
 
 def _own_headers(reply: UpstreamReply) -> list[tuple[bytes, bytes]]:
     own = [(_ATTEMPTS, str(reply.attempts).encode())]
-    if reply.attempts > 1 and reply.response.status_code >= 400:
+    if reply.retries_spent:
         # The proxy already retried with backoff: ask SDKs (openai's honors this) not to
-        # multiply that into a storm of their own.
+        # multiply that into a storm of their own. Not after a 429 or a Retry-After: there
+        # the client's own backoff, paced by the upstream's header, takes over.
         own.append((b"x-should-retry", b"false"))
     return own

@@ -116,7 +116,16 @@ class Settings(BaseSettings):
     retry_after_cap: float = Field(
         20.0,
         ge=0,
-        description="Longest upstream Retry-After the proxy waits out itself; a longer one goes to the client.",
+        description="Seconds of waiting the upstream asks for (Retry-After, retry-after-ms) that the proxy waits "
+        "out itself per request, all waits added up (within total_timeout); past it the answer and its "
+        "Retry-After go to the client.",
+    )
+    retry_after_attempts: int = Field(
+        10,
+        ge=1,
+        le=30,
+        description="Upstream attempts per request while the upstream says how long to wait (a 429 storm with "
+        "Retry-After); retry_after_cap bounds the waits.",
     )
     retry_budget: float = Field(
         0.2,

@@ -58,9 +58,7 @@ class StepLog:
         call, reply = step.call, step.reply
         trailing = call.conversation.trailing_tool_results()
         fields: dict[str, object] = {
-            "tenant": call.tenant,
-            "policy": call.policy.name,
-            "session": call.session.id,
+            **call.log_fields(),
             "step": step.context.state.steps,
             "attempt": step.attempt,
             "model": reply.model,
@@ -109,8 +107,7 @@ class StepLog:
     ) -> None:
         """One decision: a metric sample (bounded labels) and a log line (with the session)."""
         self._metrics.of(counter, call.tenant, call.policy.name, kind).inc()
-        fields = {"tenant": call.tenant, "policy": call.policy.name, "session": call.session.id}
-        log_event(event, {**fields, "kind": kind, "reason": reason, **extra})
+        log_event(event, {**call.log_fields(), "kind": kind, "reason": reason, **extra})
         self._tracing.event(f"loopwarden.{event}", {"kind": kind, "reason": reason})
 
 

@@ -219,7 +219,7 @@ class TenantDirectory:
                     "were sent with."
                 )
             return Credentials(self._open, authorization, caller_namespace(self._open.name, caller))
-        client_key = _bearer(authorization)
+        client_key = _bearer(authorization) or (api_key.strip() if api_key else None)
         presented = proxy_key if proxy_key is not None else client_key
         if not presented:
             raise AuthenticationFailed(_UNIFORM_401)

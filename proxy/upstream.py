@@ -6,7 +6,8 @@ must not have, and costs time on every call. Tests inject an ``httpx.MockTranspo
 point it at the scripted fake upstream; production uses :class:`AiohttpTransport`.
 
 Retries happen only before any byte reached the client: for a stream, until the upstream
-answered with headers. The deadline covers every attempt and every wait.
+answered with headers. The deadline covers every attempt and every wait. Waits are
+``asyncio`` sleeps: they block nothing else, and a client that leaves cancels them.
 """
 
 from __future__ import annotations
@@ -48,6 +49,20 @@ class UpstreamReply:
     waited: float
     """Seconds spent in backoff sleeps, so callers can tell proxy time from waiting."""
 
+    @property
+    def retries_spent(self) -> bool:
+        """An error the proxy already retried with backoff, which a client should not retry
+        again at once (the attempts would multiply). Not a 429 nor an answer that says when to
+        come back (``Retry-After``): the proxy waited as long as it may, and the client's own
+        backoff, paced by that header, is what should follow."""
+        response = self.response
+        return (
+            self.attempts > 1
+            and response.status_code >= 400
+            and response.status_code != 429
+            and parse_retry_after(response.headers) is None
+        )
+
 
 class UpstreamClient:
     """Sends requests upstream; transient faults are retried with backoff inside the deadline."""
@@ -68,6 +83,7 @@ class UpstreamClient:
             base_delay=settings.retry_base_delay,
             max_delay=settings.retry_max_delay,
             retry_after_cap=settings.retry_after_cap,
+            paced_attempts=settings.retry_after_attempts,
         )
         self._retry_after_send = settings.retry_after_send
         self._budget = RetryBudget(settings.retry_budget)
@@ -123,6 +139,7 @@ class UpstreamClient:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._total_timeout
         waited = 0.0
+        paced = 0.0  # of ``waited``: the waits the upstream asked for
         attempt = 0
         while True:
             attempt += 1
@@ -155,13 +172,16 @@ class UpstreamClient:
 
             if response.status_code not in RETRYABLE_STATUSES:
                 return UpstreamReply(response, attempt, waited)
-            delay = self._policy.delay(attempt, parse_retry_after(response.headers), self._draw)
+            retry_after = parse_retry_after(response.headers)
+            delay = self._policy.delay(attempt, retry_after, self._draw, paced)
             if delay is None or loop.time() + delay >= deadline or not self._budget.withdraw():
                 return UpstreamReply(response, attempt, waited)
             self._count("retried")
             await response.aclose()
             await self._sleep(delay)
             waited += delay
+            if retry_after is not None:
+                paced += delay
 
     def _url(self, url: str | httpx.URL) -> httpx.URL:
         """Parse each distinct upstream URL once; chat completions reuse a handful of them."""

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from proxy.exchange import Turn, Usage
+from proxy.exchange import Reply, Turn, Usage
 
 __all__ = [
     "PASS",
@@ -101,7 +100,8 @@ class Nudge:
 class Rewrite:
     kind: str
     reason: str
-    body: Mapping[str, Any]
+    reply: Reply
+    """What the agent receives instead: a neutral reply its request's adapter renders."""
 
 
 @dataclass(frozen=True, slots=True)

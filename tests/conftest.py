@@ -16,6 +16,8 @@ import pytest
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.proxy_server import RunningProxy, start_proxy
 
+pytest_plugins = ["tests.support.fake_messages"]  # the fake Messages API's fixtures
+
 
 @pytest.fixture(scope="session")
 def _upstream_server() -> Iterator[FakeUpstream]:

@@ -137,9 +137,7 @@ class GoalKeeper:
         log_event(
             "goal",
             {
-                "tenant": call.tenant,
-                "policy": call.policy.name,
-                "session": call.session.id,
+                **call.log_fields(),
                 "change": event,
                 "status": goal.status,
                 "turns": goal.turns,

@@ -8,6 +8,7 @@ from proxy.guards.output_contract import OutputContractGuard
 from proxy.guards.permissions import PermissionGuard
 from proxy.guards.premature_stop import JudgeGuard
 from proxy.guards.reasoning_only import ReasoningOnlyGuard
+from proxy.guards.stalled_progress import StalledProgressGuard
 from proxy.guards.tool_args import ToolArgsGuard
 from proxy.guards.tool_failures import ToolFailuresGuard
 from proxy.guards.tool_loop import ToolLoopGuard
@@ -24,6 +25,7 @@ __all__ = [
     "ReasoningOnlyGuard",
     "RequestGuard",
     "ResponseGuard",
+    "StalledProgressGuard",
     "ToolArgsGuard",
     "ToolFailuresGuard",
     "ToolLoopGuard",
@@ -39,7 +41,8 @@ def default_request_guards() -> list[RequestGuard]:
 
 def default_response_guards(judge: Judge | None = None) -> list[ResponseGuard]:
     """In order: say something, say it validly (a refused call is not validated or counted),
-    do not repeat yourself, and (last, since it costs a model call) do not stop early."""
+    do not repeat yourself (nor stall on ever-new arguments), and (last, since it costs a model
+    call) do not stop early."""
     guards: list[ResponseGuard] = [
         EmptyReplyGuard(),
         ReasoningOnlyGuard(),
@@ -47,6 +50,7 @@ def default_response_guards(judge: Judge | None = None) -> list[ResponseGuard]:
         ToolArgsGuard(),
         ToolLoopGuard(),
         NoProgressGuard(),
+        StalledProgressGuard(judge),
         OutputContractGuard(),
     ]
     if judge is not None:

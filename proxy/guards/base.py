@@ -33,6 +33,8 @@ class GuardContext:
     """Wall-clock seconds (the pipeline's injectable clock), for time budgets."""
     judge_target: JudgeTarget | None = None
     """Where a judge call for this request goes (None: no judge available)."""
+    body_size: int = 0
+    """Bytes of the request as the client sent it: what budgets estimate its prompt from."""
 
     def tool_schemas(self) -> dict[str, CompiledSchema | None]:
         """Offered tool name → its compiled ``parameters`` (None: nothing to check against)."""
@@ -60,14 +62,10 @@ class GuardContext:
 
 
 class RequestGuard(Protocol):
-    name: str
-
     def check_request(self, context: GuardContext) -> RequestVerdict: ...
 
 
 class ResponseGuard(Protocol):
-    name: str
-
     def check_reply(self, reply: Reply, context: GuardContext) -> ReplyVerdict | Awaitable[ReplyVerdict]:
         """A verdict, or (for guards with an injected client, like the judge) an awaitable one."""
         ...

@@ -15,8 +15,6 @@ __all__ = ["EmptyReplyGuard"]
 
 
 class EmptyReplyGuard:
-    name = "empty_reply"
-
     def holds(self, partial: PartialReply, context: GuardContext) -> int:
         """Whitespace waits until real text or a tool call shows the reply is not empty."""
         return Channel.NONE if partial.has_text or partial.has_tool_calls else Channel.TEXT

@@ -37,8 +37,6 @@ def _digest(text: str) -> str:
 
 
 class NoProgressGuard:
-    name = "no_progress"
-
     def check_request(self, context: GuardContext) -> RequestVerdict:
         settings = context.policy.no_progress
         if not settings.enabled or not context.conversation.trailing_tool_results():

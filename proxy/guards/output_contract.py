@@ -25,8 +25,6 @@ __all__ = ["OutputContractGuard"]
 
 
 class OutputContractGuard:
-    name = "output_contract"
-
     def holds(self, partial: PartialReply, context: GuardContext) -> int:
         """A structured answer is valid or not only as a whole."""
         if context.conversation.output_schema is None and context.policy.output_contract.schema_ is None:

@@ -20,8 +20,6 @@ _NOT_RUN = "Not executed: another call in this reply was refused. Send again the
 
 
 class PermissionGuard:
-    name = "permissions"
-
     def check_request(self, context: GuardContext) -> RequestVerdict:
         """Remove hidden tools from what the model is offered."""
         settings = context.policy.permissions

@@ -21,6 +21,7 @@ from proxy.fingerprint import CALL_SEQUENCE
 from proxy.guards.base import GuardContext
 from proxy.judge import Judge, JudgeRequest
 from proxy.schemas import answer_errors
+from proxy.session.base import FIELDS
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass, ReplyVerdict
 
 __all__ = ["JudgeGuard"]
@@ -57,9 +58,23 @@ def _continue_turns(reply: Reply, call_id: str | None, text: str) -> tuple[Turn,
     return (ReturnCalls(reply, {call_id: text}),)
 
 
-class JudgeGuard:
-    name = "judge"
+def _task(context: GuardContext) -> str:
+    """The task: the request's first user turn, or for a continuation of a stored response
+    (only new items) the one its run began with."""
+    return context.conversation.first_text("user") or context.state.values.get(FIELDS.TASK) or ""
 
+
+def _preamble(reply: Reply, context: GuardContext, exhausted: bool) -> ReplyVerdict:
+    """A preamble (Responses' ``phase: "commentary"``) announces work to do: never "done",
+    so it is continued without asking the judge."""
+    reason = "the reply only announced a next step (a preamble), it is no final answer"
+    if exhausted:
+        return Finalize("incomplete", f"the model kept stopping before the task was done ({reason})")
+    text = context.policy.nudges.judge_not_done.format(reason=reason)
+    return Nudge("judge_continue", f"judge: {reason}", _continue_turns(reply, None, text), STRIKE)
+
+
+class JudgeGuard:
     def __init__(self, judge: Judge) -> None:
         self._judge = judge
 
@@ -75,7 +90,7 @@ class JudgeGuard:
         exhausted = context.state.strikes(STRIKE) >= settings.judge_max_continues
         if exhausted and (target is None or settings.after_max_continues == "pass"):
             return PASS
-        task = context.conversation.first_text("user") or ""
+        task = _task(context)
         if target is None:
             short = len(task) >= settings.long_task_chars and len(answer.strip()) < settings.short_response_chars
             if settings.detect_short_response and short:
@@ -87,6 +102,8 @@ class JudgeGuard:
                     STRIKE,
                 )
             return PASS
+        if reply.preamble and call_id is None:
+            return _preamble(reply, context, exhausted)
         if len(answer) >= settings.judge_skip_threshold or len(task) + len(answer) > settings.judge_max_input_chars:
             return _SKIPPED
         if not settings.judge_schema_valid_answers and await _schema_valid(reply, context):
@@ -144,7 +161,7 @@ class JudgeGuard:
         if llm:
             short = partial.text_length < settings.judge_skip_threshold
         elif settings.detect_short_response:
-            task = context.conversation.first_text("user") or ""
+            task = _task(context)
             answer = partial.content.strip()
             short = len(task) >= settings.long_task_chars and len(answer) < settings.short_response_chars
         else:

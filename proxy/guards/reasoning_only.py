@@ -12,8 +12,6 @@ __all__ = ["ReasoningOnlyGuard"]
 
 
 class ReasoningOnlyGuard:
-    name = "reasoning_only"
-
     def holds(self, partial: PartialReply, context: GuardContext) -> int:
         """Reasoning waits (unless the policy relays it) until text or a tool call follows it."""
         if context.policy.streaming.reasoning == "relay" or partial.has_text or partial.has_tool_calls:

@@ -53,8 +53,6 @@ def _slow(reply: Reply, offered: Mapping[str, CompiledSchema | None]) -> bool:
 
 
 class ToolArgsGuard:
-    name = "tool_args"
-
     def holds(self, partial: PartialReply, context: GuardContext) -> int:
         """Arguments are validated once complete: tool calls wait for the whole reply."""
         return Channel.TOOL_CALLS if context.policy.tool_args.enabled else Channel.NONE

@@ -34,8 +34,6 @@ def _fails(text: str, patterns: tuple[regex.Pattern[str], ...]) -> bool:
 
 
 class ToolFailuresGuard:
-    name = "tool_failures"
-
     def check_request(self, context: GuardContext) -> RequestVerdict:
         settings = context.policy.tool_failures
         if not settings.enabled or not context.conversation.trailing_tool_results():

@@ -1,45 +1,86 @@
-"""Repeated tool calls: the same call (tool + canonical arguments), or a cycle of calls.
+"""Repeated tool calls: the same call again, or a cycle of calls, warned then ended.
 
 Calls are counted per session by the pipeline from the replies it delivered
 (:func:`proxy.fingerprint.remember_calls`), not from the history the client resends
-(smolagents flattens calls into text; pydantic-ai re-serializes them).
-At ``warn_at`` repetitions the model is asked once more, told the result will not change;
-when the agent then sends that call's result, the same warning rides along on it
-upstream. At ``block_at`` the session ends with reason ``loop``. A cycle (A-B-A-B, up to
-``max_period``) repeated N times counts as N repetitions.
+(smolagents flattens calls into text; pydantic-ai re-serializes them). A call is its
+fingerprint: tool name plus canonical arguments.
+
+What counts, in calls (the call being checked included):
+
+- **A repeated call**: how many times the session received that same call, wherever they
+  were (``A x A y A`` counts 3 for ``A``).
+- **A cycle** of period ``p`` (2 ≤ ``p`` ≤ ``max_period``, at least two different calls in
+  it): the length of the run at the end of the session's calls in which every call equals
+  the one ``p`` before it, its first ``p`` calls included; it counts once a call repeats
+  (``A B A`` is a run of 3 of period 2, ``A B C A B`` a run of 5 of period 3).
+
+Then the model is warned (asked once more in this request, told the result will not change;
+when the agent sends a warned call's result, the warning rides along on it upstream) at
+``warn_at`` calls, and the session ends with reason ``loop`` at ``block_at`` calls: a cycle
+ends after as many tool runs as an exact repeat (``block_at - 1``), whatever its period. A
+cycle too long to repeat before those counts is warned at its first repeated call
+(``p + 1``) and ended at the next (``p + 2``): never ended unwarned, unless the policy never
+warns (``warn_at`` = ``block_at``). Distinct calls never
+form a run: a run of new calls (new arguments each time) is never touched.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from proxy.exchange import Channel, Note, PartialReply, Reply, ToolCall
 from proxy.fingerprint import CALL_COUNT_PREFIX, CALL_SEQUENCE, canonical_arguments, fingerprint
 from proxy.guards.base import GuardContext
+from proxy.policy.models import LoopSettings
 from proxy.verdict import PASS, Amend, Finalize, Nudge, ReplyVerdict, RequestVerdict
 
-__all__ = ["ToolLoopGuard", "cycle_repetitions"]
+__all__ = ["Repetition", "ToolLoopGuard", "cycle_runs"]
 
 _SHOWN_ARGS = 160
 
 
-def cycle_repetitions(sequence: Sequence[str], max_period: int) -> tuple[int, int]:
-    """(repetitions, period) of the longest-repeating cycle ending the sequence (period ≥ 2)."""
-    best = (1, 0)
+def cycle_runs(sequence: Sequence[str], max_period: int) -> list[tuple[int, int]]:
+    """(calls, period) of each periodic run ending the sequence, period 2 to ``max_period``,
+    counted once a call in it repeats (``ABA`` → ``[(3, 2)]``; none → ``[]``). Every period is
+    kept: a longer period's longer run can be judged later (its thresholds are higher)."""
+    runs = []
+    size = len(sequence)
     for period in range(2, max_period + 1):
-        tail = list(sequence[-period:])
-        if len(tail) < period or len(set(tail)) < 2:
+        if size <= period or len(set(sequence[-period:])) < 2:
             continue
-        repeats = 1
-        while (
-            len(sequence) >= (repeats + 1) * period
-            and list(sequence[-(repeats + 1) * period : -repeats * period]) == tail
-        ):
-            repeats += 1
-        if repeats > best[0]:
-            best = (repeats, period)
-    return best
+        matched = 0
+        while matched + period < size and sequence[size - 1 - matched] == sequence[size - 1 - matched - period]:
+            matched += 1
+        if matched:
+            runs.append((matched + period, period))
+    return runs
+
+
+@dataclass(frozen=True, slots=True)
+class Repetition:
+    """How far one call is into a loop, and the thresholds that apply to it."""
+
+    calls: int
+    period: int
+    """0 for a repeated call, else the cycle's period."""
+    warn_at: int
+    block_at: int
+
+    @staticmethod
+    def of(calls: int, period: int, settings: LoopSettings) -> Repetition:
+        if not period:
+            return Repetition(calls, 0, settings.warn_at, settings.block_at)
+        # The first repeated call is the earliest a cycle shows; one that long is warned
+        # there and ended at the next call (unless the policy never warns: block_at = warn_at).
+        warns = settings.warn_at < settings.block_at
+        return Repetition(calls, period, max(settings.warn_at, period + 1), max(settings.block_at, period + 1 + warns))
+
+    @property
+    def level(self) -> int:
+        """2: end the session, 1: warn, 0: nothing."""
+        return 2 if self.calls >= self.block_at else 1 if self.calls >= self.warn_at else 0
 
 
 def _describe(call: ToolCall) -> str:
@@ -49,9 +90,11 @@ def _describe(call: ToolCall) -> str:
     return f"{call.name}({arguments})"
 
 
-class ToolLoopGuard:
-    name = "tool_loop"
+def _what(call: ToolCall, period: int) -> str:
+    return _describe(call) if not period else f"a cycle of {period} calls ending with {_describe(call)}"
 
+
+class ToolLoopGuard:
     def holds(self, partial: PartialReply, context: GuardContext) -> int:
         """A repeated call is known only once its arguments are complete."""
         return Channel.TOOL_CALLS if context.policy.loop.enabled else Channel.NONE
@@ -62,45 +105,53 @@ class ToolLoopGuard:
             return PASS
         sequence = context.state.items(CALL_SEQUENCE)
         in_reply: Counter[str] = Counter()
-        worst = (0, reply.tool_calls[0], 0)  # repetitions, call, cycle period
+        worst: tuple[Repetition, ToolCall] | None = None
         new: list[str] = []
         for call in reply.tool_calls:
             mark = fingerprint(call.name, call.arguments)
             in_reply[mark] += 1
             new.append(mark)
-            repeats = context.state.counter(CALL_COUNT_PREFIX + mark) + in_reply[mark]
-            cycle, period = cycle_repetitions([*sequence, *new], settings.max_period)
-            count, cycle_period = (cycle, period) if cycle > repeats else (repeats, 0)
-            if count > worst[0]:
-                worst = (count, call, cycle_period)
-        count, call, period = worst
-        what = _describe(call) if not period else f"a cycle of {period} calls ending with {_describe(call)}"
-        if count >= settings.block_at:
-            return Finalize(reason="loop", detail=f"the model repeated {what} {count} times")
-        if count >= settings.warn_at and not context.retries.get("loop_warning"):
-            text = context.policy.nudges.loop_warning.format(call=what, count=count - 1)
-            return Nudge(
-                kind="loop_warning",
-                reason=f"{what} repeated {count} times",
-                turns=(Note(text),),
-            )
-        return PASS
+            repeated = Repetition.of(context.state.counter(CALL_COUNT_PREFIX + mark) + in_reply[mark], 0, settings)
+            cycles = cycle_runs([*sequence, *new], settings.max_period)
+            for found in (repeated, *(Repetition.of(calls, period, settings) for calls, period in cycles)):
+                if worst is None or (found.level, found.calls) > (worst[0].level, worst[0].calls):
+                    worst = (found, call)
+        if worst is None or not worst[0].level:
+            return PASS
+        found, call = worst
+        what = _what(call, found.period)
+        often = f"({found.calls} calls)" if found.period else f"{found.calls} times"
+        if found.level == 2:
+            return Finalize(reason="loop", detail=f"the model repeated {what} {often}")
+        if context.retries.get("loop_warning"):
+            return PASS  # warned once in this request and it insists: the agent runs it
+        text = context.policy.nudges.loop_warning.format(call=what, count=found.calls - 1)
+        return Nudge(kind="loop_warning", reason=f"{what} repeated {often}", turns=(Note(text),))
 
     def check_request(self, context: GuardContext) -> RequestVerdict:
-        """Attach the warning to results of calls that reached ``warn_at``."""
+        """Attach the warning to results of calls that reached their warning: a call repeated
+        ``warn_at`` times, or the calls of a cycle that did."""
         settings = context.policy.loop
         trailing = context.conversation.trailing_tool_results()
         if not settings.enabled or not trailing:
             return PASS
         calls = context.conversation.calls_by_id()
+        sequence = context.state.items(CALL_SEQUENCE)
+        cycles = [Repetition.of(calls, period, settings) for calls, period in cycle_runs(sequence, settings.max_period)]
+        cycle = max(cycles, key=lambda found: (found.level, found.calls), default=None)
+        in_cycle = set(sequence[-cycle.period :]) if cycle is not None and cycle.level else set()
         notes: dict[str, str] = {}
         for message in trailing:
             call = calls.get(str(message.call_id))
             if call is None:
                 continue
-            count = context.state.counter(CALL_COUNT_PREFIX + fingerprint(call.name, call.arguments))
+            mark = fingerprint(call.name, call.arguments)
+            count = context.state.counter(CALL_COUNT_PREFIX + mark)
             if count >= settings.warn_at:
                 notes[call.id] = context.policy.nudges.loop_warning.format(call=_describe(call), count=count)
+            elif cycle is not None and mark in in_cycle:
+                what = _what(call, cycle.period)
+                notes[call.id] = context.policy.nudges.loop_warning.format(call=what, count=cycle.calls)
         if not notes:
             return PASS
         return Amend(kind="loop_warning_result", reason=f"{len(notes)} repeated call result(s)", tool_notes=notes)

@@ -66,6 +66,12 @@ class NudgeTexts(BaseModel):
         min_length=1,
         description="Placeholders: {count}, {what}.",
     )
+    stalled_progress: str = Field(
+        "Not run: your last {count} calls of {tool} returned the same result apart from the arguments you passed "
+        "({reason}). New arguments will not help. Use another tool or approach, or answer from what you have.",
+        min_length=1,
+        description="Placeholders: {count}, {tool}, {reason} (the judge's, or what was seen).",
+    )
     judge_not_done: str = Field(
         "You are not done yet: {reason}. Continue working on the task; use the tools if needed.",
         min_length=1,
@@ -188,9 +194,15 @@ class LoopSettings(BaseModel):
     model_config = _FROZEN
 
     enabled: bool = True
-    warn_at: int = Field(3, ge=2, description="Repetitions at which the model is warned.")
-    block_at: int = Field(5, ge=2, description="Repetitions at which the session ends (reason: loop).")
-    max_period: int = Field(3, ge=1, le=10, description="Longest cycle (A-B-A-B is 2) counted as repetition.")
+    warn_at: int = Field(
+        3, ge=2, description="Calls of the same call, or of a cycle's run, at which the model is warned."
+    )
+    block_at: int = Field(
+        5, ge=2, description="Calls of the same call, or of a cycle's run, at which the session ends (reason: loop)."
+    )
+    max_period: int = Field(
+        3, ge=1, le=10, description="Longest cycle (A-B-A-B is 2) counted as a loop; 1: exact repeats only."
+    )
     history: int = Field(60, ge=4, le=500, description="Recent tool calls remembered per session.")
 
     @model_validator(mode="after")
@@ -208,6 +220,14 @@ class NoProgressSettings(BaseModel):
     enabled: bool = True
     repeats: int = Field(3, ge=2, description="Consecutive identical tool results (or texts) that mean no progress.")
     max_strikes: int = Field(2, ge=1, description="Detections before the session ends (the first ones nudge).")
+    stalled_results: int = Field(
+        3,
+        ge=0,
+        description="Stalled progress: this many calls of one tool with new arguments whose results are the "
+        "same once each call's own argument values are masked, and the model calls it again. The judge (when "
+        "on) is asked whether the steps make progress: no nudges, and the max_strikes-th no ends the session "
+        "(no_progress); without the judge, a nudge. Asked again every as many more results. 0: off.",
+    )
 
 
 class ToolArgsSettings(BaseModel):
@@ -262,6 +282,14 @@ class FinalizeSettings(BaseModel):
         "in three parts: 1. what you found or did so far; 2. what is still missing or could not be done; "
         "3. the suggested next step.",
         min_length=1,
+    )
+    answer_instruction: str = Field(
+        "Stop working on the task now and call no tool but {tool}. Answer by calling {tool} with what you have "
+        "found so far, every required field filled in as well as you can; where the schema has room for it, say "
+        "what is still missing and the suggested next step.",
+        min_length=1,
+        description="The last call's instruction when the request's answer tool has a structured schema: "
+        "that tool is forced, and its call is the ending ({tool}: its name).",
     )
     max_tokens: int | None = Field(1024, ge=16, description="Cap on the summary call's output tokens.")
 
@@ -335,7 +363,12 @@ class Policy(BaseModel):
     session_ttl_secs: int = Field(86_400, ge=60, description="Idle time after which a session is forgotten.")
     empty_response_max_strikes: int = Field(3, ge=1, le=100)
     reasoning_only_max_strikes: int = Field(3, ge=1, le=100)
-    max_steps: int = Field(50, ge=1, description="Upstream calls per session before the graceful ending.")
+    max_steps: int = Field(
+        50,
+        ge=1,
+        description="Upstream calls per session, the graceful ending included: the call that would use the last "
+        "step is the ending.",
+    )
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     output_contract: OutputContractSettings = Field(default_factory=OutputContractSettings)

@@ -49,6 +49,9 @@ class FIELDS:
     ENDING_CLAIM = "ending_claim"
     """Until when (epoch ms) one request holds the right to produce the session's ending."""
     UNPRICED = "unpriced_calls"
+    TASK = "task"
+    """The run's task (its first user turn), kept for a request that continues a stored
+    response and so carries only its new items: what the completion judge checks against."""
     STATE_LOST = "state_lost_at"
     """When the proxy told this session's client its state had been lost (fail-closed only)."""
 

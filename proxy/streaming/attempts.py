@@ -1,4 +1,4 @@
-"""One streamed attempt of the guard loop, from request body to assembled reply.
+"""One attempt of the guard loop, from request body to reply: whole, or streamed and assembled.
 
 The upstream is always asked for usage, so streamed tokens are metered (a client that did
 not ask never sees the usage chunk). The reply is read through the guards' holds into the
@@ -30,12 +30,12 @@ from proxy.streaming.reader import read_streamed_reply
 from proxy.upstream import UpstreamClient, UpstreamReply
 from proxy.wire.base import StreamAssembler
 
-__all__ = ["StreamAttempts"]
+__all__ = ["Attempts"]
 
 _EVENT_STREAM = b"text/event-stream"
 
 
-class StreamAttempts:
+class Attempts:
     def __init__(
         self, upstream: UpstreamClient, ledger: Ledger, metrics: Metrics, guards: Sequence[ResponseGuard]
     ) -> None:
@@ -43,6 +43,21 @@ class StreamAttempts:
         self._ledger = ledger
         self._metrics = metrics
         self._guards = tuple(guards)
+
+    async def whole(
+        self, call: AgentRequest, payload: Mapping[str, Any], extra: Sequence[Turn], delta: SessionDelta, attempt: int
+    ) -> tuple[UpstreamReply, Reply | None]:
+        """(upstream reply, the reply or None) of a call not streamed: the request as it came when
+        nothing was added. A call the client's leaving cancels still took its step and prompt."""
+        unchanged = payload is call.payload and not extra
+        body = call.body if unchanged else call.adapter.render_request(payload, extra)
+        try:
+            upstream = await self._upstream.send("POST", call.url, call.headers, body)
+        except asyncio.CancelledError:  # the client left: the call was made all the same
+            self._ledger.charge_cancelled(call, delta, len(body), attempt)
+            raise
+        ok = upstream.response.status_code == 200
+        return upstream, call.adapter.parse_reply(upstream.response.content) if ok else None
 
     async def attempt(
         self,
@@ -108,9 +123,7 @@ class StreamAttempts:
         log_event(
             "stream_unfinished",
             {
-                "tenant": call.tenant,
-                "policy": call.policy.name,
-                "session": call.session.id,
+                **call.log_fields(),
                 "reason": reason,
                 "usage_estimated": assembler.usage is None,
             },

@@ -11,6 +11,11 @@ The response starts lazily, with the first byte that has to go: an attempt that 
 back whole and then replaced is answered as if it had never been streamed (status and
 headers included). While nothing flows, an SSE comment goes out every ``keepalive``
 seconds so proxies and clients do not give up on a long judge or a held tool call.
+
+A format whose stream must read as one sequence across attempts and endings has a relay
+(:class:`~proxy.wire.base.StreamRelay`) that every outgoing event passes through: Responses
+renumbers its events and items; Messages keeps one message with contiguous block indexes,
+and its events go out strictly in order (``in_order``).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from litestar.types import Send
 from proxy.errors import ProxyError
 from proxy.exchange import Channel
 from proxy.http import reply_headers
-from proxy.wire.base import WireAdapter
+from proxy.wire.base import StreamRelay, WireAdapter
 from proxy.wire.chat_completions import CHAT_COMPLETIONS
 
 __all__ = ["ClientStream"]
@@ -63,7 +68,10 @@ class ClientStream:
         """Text of some attempt reached the client (a later ending is appended to it)."""
         self.released = Channel.NONE
         self._queue: list[tuple[bytes | None, Mapping[str, Any], int]] = []
-        self._final: list[bytes] = []
+        self._final: list[tuple[bytes, Mapping[str, Any] | None]] = []
+        self._relay = adapter.relay()
+        """The client's view of the stream, for a format whose stream must read as one sequence
+        across attempts (Responses renumbers; Messages keeps one message, in order)."""
         self._out: list[bytes] = []
         """What may go, gathered per upstream read and written in one piece by ``flush``."""
         self._out_text = False
@@ -75,6 +83,8 @@ class ClientStream:
         through stays let through (it goes out with the next write)."""
         self._queue.clear()
         self._final.clear()
+        if self._relay is not None:
+            self._relay.new_attempt()
         self.released = Channel.NONE
 
     @property
@@ -89,13 +99,18 @@ class ClientStream:
             return
         if self._queue:
             self._out.append(self._drain(self.released, substantive=True))
+        if self._relay is not None:
+            if self._relay.in_order and self._queue:  # nothing overtakes what still waits
+                self._queue.append((raw, chunk, channels))
+                return
+            raw = self._relay.event(raw, chunk)
         self._out.append(raw)
         self._out_text = self._out_text or bool(channels & Channel.TEXT)
 
-    def defer(self, raw: bytes, *, usage_only: bool) -> None:
+    def defer(self, raw: bytes, *, usage_only: bool, chunk: Mapping[str, Any] | None = None) -> None:
         """The finish chunk or the usage chunk: kept until the verdict."""
         if not usage_only or self._include_usage:
-            self._final.append(raw)
+            self._final.append((raw, chunk))
         self._hold()
 
     def release(self, channels: int) -> None:
@@ -110,7 +125,9 @@ class ClientStream:
     async def flush(self) -> None:
         """Write what was let through since the last flush (one write per upstream read)."""
         if self._out:
-            await self._write(self._take_out())
+            data = self._take_out()
+            if data:  # a relay may keep an event back (nothing to write yet)
+                await self._write(data)
 
     def _take_out(self) -> bytes:
         data = b"".join(self._out)
@@ -125,22 +142,47 @@ class ClientStream:
         not start before there is something to say."""
         if not (self.started or substantive) and not any(channels & released for _, _, channels in self._queue):
             return b""
+        if self._relay is not None and self._relay.in_order:
+            return self._drain_in_order(self._relay, released, substantive)
         out: list[bytes] = []
         kept: list[tuple[bytes | None, Mapping[str, Any], int]] = []
         for raw, chunk, channels in self._queue:
             if not channels & ~released:
-                out.append(raw if raw is not None else self._adapter.framed(chunk))
+                out.append(self._framed(raw, chunk))
                 continue
             if channels & released:
                 going, staying = self._adapter.split_event(chunk, released)
                 if going is not None:
-                    out.append(self._adapter.framed(going))
+                    out.append(self._framed(None, going))
                 if staying is not None:
                     kept.append((None, staying, channels & ~released))
             else:
                 kept.append((raw, chunk, channels))
         self._queue = kept
         return b"".join(out)
+
+    def _framed(self, raw: bytes | None, chunk: Mapping[str, Any]) -> bytes:
+        """An event as it goes out: as the upstream framed it, or framed here when cut, and
+        through the relay when the format has one."""
+        if self._relay is not None:
+            return self._relay.event(raw, chunk)
+        return raw if raw is not None else self._adapter.framed(chunk)
+
+    def _drain_in_order(self, relay: StreamRelay, released: int, substantive: bool) -> bytes:
+        """:meth:`_drain` for an ordered stream: the released events at the head of the queue;
+        what follows a held one waits with it. Events that carry nothing (``message_start``,
+        ``ping``) go only ahead of something that does."""
+        going = 0
+        for _, _, channels in self._queue:
+            if channels & ~released:
+                break
+            going += 1
+        head = self._queue[:going]
+        says = any(channels for _, _, channels in head) or (substantive and going == len(self._queue))
+        if not (self.started or says):
+            return b""
+        self._queue = self._queue[going:]
+        return b"".join(relay.event(raw, chunk) for raw, chunk, _ in head)
 
     # -- endings --------------------------------------------------------------------
 
@@ -149,7 +191,7 @@ class ClientStream:
         out = (
             self._take_out()
             + self._drain(Channel.ALL, substantive=True)
-            + b"".join(self._final)
+            + b"".join(self._framed(raw, chunk) if chunk is not None else raw for raw, chunk in self._final)
             + self._adapter.stream_trailer
         )
         await self._write(out, last=True)
@@ -164,13 +206,17 @@ class ClientStream:
         self.new_attempt()
         if self.text_started:
             body = self._adapter.appended(body)
-        streamed = self._adapter.streamed(body, include_usage=self._include_usage)
+        if self._relay is not None:
+            streamed = self._relay.ending(body)
+        else:
+            streamed = self._adapter.streamed(body, include_usage=self._include_usage)
         await self._write(self._take_out() + streamed, last=True)
 
     async def fail(self, error: ProxyError) -> None:
         """The stream cannot be completed: an error event the SDKs raise, then the end."""
         self.new_attempt()
-        await self._write(self._take_out() + self._adapter.error_event(error), last=True)
+        ended = self._adapter.error_event(error) if self._relay is None else self._relay.error(error)
+        await self._write(self._take_out() + ended, last=True)
 
     def close(self) -> None:
         if self._timer is not None:

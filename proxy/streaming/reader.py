@@ -93,7 +93,7 @@ def _take(
         return _stream_error(chunk)
     channels = assembler.add(chunk)
     if channels & (Channel.FINISH | Channel.BARE):
-        client.defer(frame(data, name), usage_only=bool(channels & Channel.BARE))
+        client.defer(frame(data, name), usage_only=bool(channels & Channel.BARE), chunk=chunk)
         return None
     if channels & ~client.released or client.holding:
         released = Channel.ALL & ~held(assembler) & ~client.released

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from proxy.errors import ProxyError
 from proxy.exchange import Conversation, PartialReply, Reply, Tool, Turn, Usage
 
-__all__ = ["StreamAssembler", "WireAdapter"]
+__all__ = ["StreamAssembler", "StreamRelay", "WireAdapter"]
 
 
 class StreamAssembler(PartialReply, Protocol):
@@ -49,6 +49,33 @@ class StreamAssembler(PartialReply, Protocol):
         ...
 
 
+class StreamRelay(Protocol):
+    """What the client has of one stream, for a format whose events must read as one
+    consistent sequence across the proxy's attempts (Responses: one response id, sequence
+    numbers rising by one, output indexes in order; Messages: one ``message_start``, block
+    indexes contiguous). Every event going out passes through it."""
+
+    in_order: bool
+    """Events go out strictly in the upstream's order: one that follows a held event waits
+    with it (Messages addresses blocks by position)."""
+
+    def new_attempt(self) -> None:
+        """The held part of the current attempt is dropped; the next attempt streams on."""
+        ...
+
+    def event(self, raw: bytes | None, event: Mapping[str, Any]) -> bytes:
+        """What carries ``event`` to the client (``raw``: as the upstream framed it, None when cut)."""
+        ...
+
+    def ending(self, body: Mapping[str, Any]) -> bytes:
+        """``body`` (an ending, a rewrite) streamed after whatever the client already has."""
+        ...
+
+    def error(self, error: ProxyError) -> bytes:
+        """The event that ends the stream in error."""
+        ...
+
+
 class WireAdapter(Protocol):
     """Parse one wire format into the neutral exchange, and render the proxy's words back."""
 
@@ -59,14 +86,43 @@ class WireAdapter(Protocol):
     upstream_path: str
     """What follows the tenant's upstream base URL for it (``/chat/completions``)."""
     stream_trailer: bytes
+    """What a stream the proxy completes ends with (chat completions' ``data: [DONE]``)."""
     keepalive: bytes
     """What a held-back stream sends while nothing may flow (an SSE comment; Messages' ``ping``)."""
-    """What a stream the proxy completes ends with (chat completions' ``data: [DONE]``)."""
+    key_header: str
+    """Where the upstream takes a provider key the proxy holds (``authorization``; Anthropic's
+    ``x-api-key``)."""
 
     # -- reading ----------------------------------------------------------------------
 
     def parse_request(self, payload: Mapping[str, Any]) -> Conversation:
         """The request body (decoded) as the guards see it."""
+        ...
+
+    def continues(self, payload: Mapping[str, Any]) -> str | None:
+        """The stored response this request continues (Responses' ``previous_response_id``):
+        its session is the one that returned it. None for a format without server-side chains."""
+        ...
+
+    def chain_links(
+        self, payload: Mapping[str, Any], replies: Sequence[Reply], answer: Reply | Mapping[str, Any] | None
+    ) -> list[tuple[str, str | None, str | None]]:
+        """(id, upstream id to continue from instead or None, the body as JSON when the proxy
+        made it) for every reply id of this request a later request may continue from or refer
+        to, ``answer`` being what the client got (the upstream's reply, or the proxy's own
+        body); [] when the format keeps no server-side chain."""
+        ...
+
+    def references(self, payload: Mapping[str, Any]) -> list[str]:
+        """The recorded ids (see :meth:`chain_links`) of the proxy's own items this request
+        refers to by id (Responses' ``item_reference``): resolved by the proxy, never upstream."""
+        ...
+
+    def rechained(
+        self, payload: Mapping[str, Any], continue_from: str | None, bodies: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """The request continuing ``continue_from`` instead (when given), the proxy's own items
+        it refers to taken from ``bodies`` (by :meth:`references` id; dropped when unknown)."""
         ...
 
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
@@ -85,6 +141,10 @@ class WireAdapter(Protocol):
 
     def assembler(self) -> StreamAssembler:
         """A fresh assembler for one streamed reply."""
+        ...
+
+    def relay(self) -> StreamRelay | None:
+        """A fresh relay for one client stream; None when events go out as they came (chat)."""
         ...
 
     def split_event(
@@ -107,6 +167,21 @@ class WireAdapter(Protocol):
 
     # -- the request upstream -------------------------------------------------------------
 
+    def spliced(self, payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[str, Any]:
+        """The request with what the session recorded (its state ``values``, see :meth:`recorded`)
+        put back; ``payload`` itself when nothing applies (always, for a format that records
+        nothing)."""
+        ...
+
+    def recorded(
+        self, client: Mapping[str, Any], amended: Mapping[str, Any], turns: Sequence[Turn], reply: Reply
+    ) -> dict[str, str]:
+        """Session fields to write for a reply that reached the client, for a format whose upstream
+        binds replies to their exact prefix (Messages' signed thinking): what the proxy changed
+        in the ``client``'s messages (``amended``) and the ``turns`` it added before ``reply``,
+        which the client never sends back. ``{}`` for a format without that constraint."""
+        ...
+
     def render_request(self, payload: Mapping[str, Any], turns: Sequence[Turn]) -> bytes:
         """The request with the proxy's turns appended."""
         ...
@@ -124,9 +199,14 @@ class WireAdapter(Protocol):
         instruction: str,
         max_tokens: int | None,
         force_cap: bool,
+        answer_tool: str | None = None,
     ) -> bytes:
         """The last call of an ending: turns and instruction appended, tools forbidden, output
-        unconstrained and not streamed, its length capped at ``max_tokens`` (always, if ``force_cap``)."""
+        unconstrained and not streamed, its length capped at ``max_tokens`` (always, if ``force_cap``).
+
+        Given ``answer_tool`` (a structured answer tool the request offers), tools are kept and
+        the model is forced to call that one (chat's ``tool_choice: {"type": "function", …}``)
+        instead: the ending is then that call, rendered with :meth:`render_reply`."""
         ...
 
     def amended(
@@ -147,6 +227,11 @@ class WireAdapter(Protocol):
 
     def ending(self, text: str, *, model: str | None, usage: Usage | None = None) -> dict[str, Any]:
         """A complete reply carrying ``text`` (an ending)."""
+        ...
+
+    def render_reply(self, reply: Reply) -> dict[str, Any]:
+        """A neutral reply as the complete body an upstream of this format sends (``loopwarden
+        replay`` serves recorded replies, and its judge's verdicts, with it)."""
         ...
 
     def shaped(self, payload: Mapping[str, Any], body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:

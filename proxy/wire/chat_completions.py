@@ -29,6 +29,7 @@ from proxy.wire.chat_render import (
     completion_as_sse,
     render_request,
     rendered_turns,
+    reply_completion,
     set_apart,
     with_usage_requested,
     without_calls,
@@ -49,6 +50,23 @@ class ChatCompletions:
     upstream_path = "/chat/completions"
     stream_trailer = DONE
     keepalive = comment(b"keep-alive")
+    key_header = "authorization"
+
+    def continues(self, payload: Mapping[str, Any]) -> str | None:
+        return None  # no server-side chains: every request carries its whole history
+
+    def chain_links(
+        self, payload: Mapping[str, Any], replies: Sequence[Reply], answer: Reply | Mapping[str, Any] | None
+    ) -> list[tuple[str, str | None, str | None]]:
+        return []
+
+    def references(self, payload: Mapping[str, Any]) -> list[str]:
+        return []
+
+    def rechained(
+        self, payload: Mapping[str, Any], continue_from: str | None, bodies: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        return dict(payload)
 
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
         return None  # no chat client sends one of its own: X-Session-Id, or the derived hash
@@ -65,6 +83,9 @@ class ChatCompletions:
     def assembler(self) -> ReplyAssembler:
         return ReplyAssembler()
 
+    def relay(self) -> None:
+        return None  # chunks are independent: they go out as the upstream framed them
+
     def split_event(
         self, event: Mapping[str, Any], released: int
     ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -79,6 +100,14 @@ class ChatCompletions:
     def include_usage(self, payload: Mapping[str, Any]) -> bool:
         options = payload.get("stream_options")
         return isinstance(options, dict) and options.get("include_usage") is True
+
+    def spliced(self, payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[str, Any]:
+        return payload  # nothing is recorded: a chat upstream signs no prefix
+
+    def recorded(
+        self, client: Mapping[str, Any], amended: Mapping[str, Any], turns: Sequence[Turn], reply: Reply
+    ) -> dict[str, str]:
+        return {}
 
     def render_request(self, payload: Mapping[str, Any], turns: Sequence[Turn]) -> bytes:
         return render_request(payload, turns)
@@ -101,11 +130,17 @@ class ChatCompletions:
         instruction: str,
         max_tokens: int | None,
         force_cap: bool,
+        answer_tool: str | None = None,
     ) -> bytes:
+        if answer_tool is not None:
+            choice: Any = {"type": "function", "function": {"name": answer_tool}}
+        else:
+            choice = "none" if payload.get("tools") else None
         return render_request(
             payload,
             [*turns, Note(instruction)],
-            tool_choice="none" if payload.get("tools") else None,
+            tool_choice=choice,
+            function_call=None,
             **dict.fromkeys(ANSWER_CONSTRAINTS),
             stream=None,
             stream_options=None,
@@ -128,6 +163,9 @@ class ChatCompletions:
 
     def ending(self, text: str, *, model: str | None, usage: Usage | None = None) -> dict[str, Any]:
         return completion(text, model=model, usage=usage)
+
+    def render_reply(self, reply: Reply) -> dict[str, Any]:
+        return reply_completion(reply)
 
     def shaped(self, payload: Mapping[str, Any], body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:
         if not wants_structured_output(payload) or text_started:

@@ -16,6 +16,7 @@ from proxy.wire.chat_stream import parse_usage
 __all__ = [
     "content_text",
     "declared_schemas",
+    "forced_tool",
     "function_tool",
     "offered_tools",
     "output_cap",
@@ -40,7 +41,21 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
         output_schema=requested_schema(payload),
         stream=payload.get("stream") is True,
         output_cap=output_cap(payload),
+        forced_tool=forced_tool(payload),
     )
+
+
+def forced_tool(payload: Mapping[str, Any]) -> str | None:
+    """The function ``tool_choice`` forces (``{"type": "function", "function": {"name": …}}``),
+    or the legacy ``function_call: {"name": …}``; None when the model may choose."""
+    choice = payload.get("tool_choice")
+    if isinstance(choice, dict):
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        return name if isinstance(name, str) and name else None
+    legacy = payload.get("function_call")
+    name = legacy.get("name") if isinstance(legacy, dict) else None
+    return name if isinstance(name, str) and name else None
 
 
 def output_cap(payload: Mapping[str, Any]) -> tuple[str, int] | None:

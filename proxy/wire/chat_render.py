@@ -26,6 +26,7 @@ __all__ = [
     "completion_as_sse",
     "render_request",
     "rendered_turns",
+    "reply_completion",
     "set_apart",
     "with_usage_requested",
     "without_calls",
@@ -140,6 +141,31 @@ def completion(content: str, *, model: str | None, usage: Usage | None = None) -
             "prompt_tokens": used.prompt_tokens,
             "completion_tokens": used.completion_tokens,
             "total_tokens": used.prompt_tokens + used.completion_tokens,
+        },
+    }
+
+
+def reply_completion(reply: Reply) -> dict[str, Any]:
+    """A neutral reply as the chat.completion an upstream would have sent, under an id of the
+    proxy's own (a guard's rewrite; replay serves recorded replies with it)."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.reasoning:
+        message["reasoning_content"] = reply.reasoning
+    if reply.refusal:
+        message["refusal"] = reply.refusal
+    if reply.tool_calls:
+        message["tool_calls"] = [wire_call(call) for call in reply.tool_calls]
+    usage = reply.usage
+    return {
+        "id": "chatcmpl-lw-" + secrets.token_hex(12),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": reply.model or "loopwarden",
+        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason or "stop"}],
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total,
         },
     }
 

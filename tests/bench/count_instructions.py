@@ -32,7 +32,7 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from run_bench import BODIES, REQUEST_HEADERS, REQUEST_PATH  # noqa: E402
+from run_bench import BODIES, REQUEST_HEADERS, path_for  # noqa: E402
 from ttfb import free_port, start_proxy, start_upstream, wait_ready  # noqa: E402
 
 
@@ -40,7 +40,7 @@ def send(port: int, body: bytes, count: int, unique: bool) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     for _ in range(count):
         headers = {**REQUEST_HEADERS, "X-Session-Id": uuid.uuid4().hex} if unique else REQUEST_HEADERS
-        connection.request("POST", REQUEST_PATH, body=body, headers=headers)
+        connection.request("POST", path_for(body), body=body, headers=headers)
         response = connection.getresponse()
         response.read()
         if response.status != 200:

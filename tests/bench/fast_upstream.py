@@ -1,5 +1,7 @@
 """A deliberately dumb, fast fake model API for the benchmark: one fixed chat completion
-(or, for ``"stream":true``, one fixed text stream, or a tool-call stream when tools are offered).
+(or, for ``"stream":true``, one fixed text stream, or a tool-call stream when tools are offered);
+for a Responses request (a body with ``"input"``) the same three as a Responses API answers them.
+the same three as Anthropic Messages for ``POST /v1/messages``.
 
 It must never be the bottleneck, so it is a raw asyncio ``Protocol`` on uvloop that parses
 only what HTTP/1.1 framing needs (end of headers, ``Content-Length``) and answers every
@@ -92,6 +94,162 @@ STREAM_TOOLS_RESPONSE = _sse(
 )
 """A streamed tool call (``"stream": true`` with ``"tools"``)."""
 
+
+_ANTHROPIC_MESSAGE = json.dumps(
+    {
+        "id": "msg_bench",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": [{"type": "text", "text": "Hello from the benchmark upstream."}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 8, "output_tokens": 7},
+    },
+    separators=(",", ":"),
+).encode()
+MESSAGE_RESPONSE = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+    + str(len(_ANTHROPIC_MESSAGE)).encode()
+    + b"\r\n\r\n"
+    + _ANTHROPIC_MESSAGE
+)
+"""An Anthropic Messages answer (``POST /v1/messages``)."""
+
+
+def _named_sse(events: list[dict[str, object]], *, numbered: bool = False) -> bytes:
+    """A chunked SSE reply of named events (``numbered``: with Responses' ``sequence_number``)."""
+    body = b"".join(
+        b"event: "
+        + str(e["type"]).encode()
+        + b"\ndata: "
+        + json.dumps({**e, "sequence_number": n} if numbered else e, separators=(",", ":")).encode()
+        + b"\n\n"
+        for n, e in enumerate(events)
+    )
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + f"{len(body):x}".encode()
+        + b"\r\n"
+        + body
+        + b"\r\n0\r\n\r\n"
+    )
+
+
+_RESPONSE_USAGE = {
+    "input_tokens": 8,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens": 7,
+    "total_tokens": 15,
+}
+_MESSAGE = {
+    "type": "message",
+    "id": "msg_bench",
+    "status": "completed",
+    "role": "assistant",
+    "content": [{"type": "output_text", "text": "".join(_WORDS), "annotations": []}],
+}
+_FUNCTION_CALL = {
+    "type": "function_call",
+    "id": "fc_bench",
+    "call_id": "call_1",
+    "name": "search",
+    "arguments": '{"q":"Lyon population"}',
+    "status": "completed",
+}
+
+
+def _response(*output: dict[str, object]) -> dict[str, object]:
+    return {
+        "id": "resp_bench",
+        "object": "response",
+        "created_at": 1700000000,
+        "status": "completed",
+        "model": "m",
+        "output": list(output),
+        "usage": _RESPONSE_USAGE,
+    }
+
+
+_RESPONSE_BODY = json.dumps(_response(_MESSAGE), separators=(",", ":")).encode()
+RESPONSES_RESPONSE = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+    + str(len(_RESPONSE_BODY)).encode()
+    + b"\r\n\r\n"
+    + _RESPONSE_BODY
+)
+"""A Responses API answer (a body with ``"input"``, not streamed)."""
+_OPENING = {**_response(), "status": "in_progress", "usage": None}
+_AT = {"item_id": "msg_bench", "output_index": 0, "content_index": 0}
+RESPONSES_STREAM = _named_sse(
+    [
+        {"type": "response.created", "response": _OPENING},
+        {"type": "response.in_progress", "response": _OPENING},
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {**_MESSAGE, "status": "in_progress", "content": []},
+        },
+        {"type": "response.content_part.added", **_AT, "part": {"type": "output_text", "text": "", "annotations": []}},
+        *({"type": "response.output_text.delta", **_AT, "delta": w} for w in _WORDS),
+        {"type": "response.output_text.done", **_AT, "text": "".join(_WORDS)},
+        {"type": "response.content_part.done", **_AT, "part": _MESSAGE["content"][0]},  # type: ignore[index]
+        {"type": "response.output_item.done", "output_index": 0, "item": _MESSAGE},
+        {"type": "response.completed", "response": _response(_MESSAGE)},
+    ],
+    numbered=True,
+)
+"""A streamed Responses text answer."""
+_CALL_AT = {"item_id": "fc_bench", "output_index": 0}
+RESPONSES_STREAM_TOOLS = _named_sse(
+    [
+        {"type": "response.created", "response": _OPENING},
+        {"type": "response.in_progress", "response": _OPENING},
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {**_FUNCTION_CALL, "arguments": "", "status": "in_progress"},
+        },
+        *(
+            {"type": "response.function_call_arguments.delta", **_CALL_AT, "delta": p}
+            for p in ('{"q":', '"Lyon', ' population"}')
+        ),
+        {"type": "response.function_call_arguments.done", **_CALL_AT, "arguments": _FUNCTION_CALL["arguments"]},
+        {"type": "response.output_item.done", "output_index": 0, "item": _FUNCTION_CALL},
+        {"type": "response.completed", "response": _response(_FUNCTION_CALL)},
+    ],
+    numbered=True,
+)
+"""A streamed Responses function call (held back by the proxy until checked)."""
+
+
+def _message_stream(block: dict[str, object], deltas: list[dict[str, object]], stop: str) -> bytes:
+    start = {k: v for k, v in json.loads(_ANTHROPIC_MESSAGE).items() if k not in ("content", "stop_reason")}
+    return _named_sse(
+        [
+            {"type": "message_start", "message": {**start, "content": [], "stop_reason": None}},
+            {"type": "content_block_start", "index": 0, "content_block": block},
+            *({"type": "content_block_delta", "index": 0, "delta": d} for d in deltas),
+            {"type": "content_block_stop", "index": 0},
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": 7},
+            },
+            {"type": "message_stop"},
+        ]
+    )
+
+
+MESSAGE_STREAM_RESPONSE = _message_stream(
+    {"type": "text", "text": ""}, [{"type": "text_delta", "text": w} for w in _WORDS], "end_turn"
+)
+MESSAGE_STREAM_TOOLS_RESPONSE = _message_stream(
+    {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {}},
+    [{"type": "input_json_delta", "partial_json": p} for p in ('{"q":', '"Lyon', ' population"}')],
+    "tool_use",
+)
+
 _NOT_IMPLEMENTED = b"HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 _MAX_HEAD = 64 * 1024
 
@@ -128,10 +286,22 @@ class _Upstream(asyncio.Protocol):
                 return  # the body is still arriving
             body = bytes(buffer[head_end + 4 : total])
             del buffer[:total]
+            responses = b'"input"' in body
             if b'"stream":true' in body:
-                transport.write(STREAM_TOOLS_RESPONSE if b'"tools"' in body else STREAM_RESPONSE)
+                if responses:
+                    transport.write(RESPONSES_STREAM_TOOLS if b'"tools"' in body else RESPONSES_STREAM)
+                else:
+                    transport.write(STREAM_TOOLS_RESPONSE if b'"tools"' in body else STREAM_RESPONSE)
             else:
-                transport.write(RESPONSE)
+                transport.write(RESPONSES_RESPONSE if responses else RESPONSE)
+            messages = head.startswith(b"post /v1/messages")
+            if b'"stream":true' in body:
+                if messages:
+                    transport.write(MESSAGE_STREAM_TOOLS_RESPONSE if b'"tools"' in body else MESSAGE_STREAM_RESPONSE)
+                else:
+                    transport.write(STREAM_TOOLS_RESPONSE if b'"tools"' in body else STREAM_RESPONSE)
+            else:
+                transport.write(MESSAGE_RESPONSE if messages else RESPONSE)
             if b"\r\nconnection: close" in head:
                 transport.close()
                 return

@@ -43,7 +43,27 @@ BODIES = {
     "stream": b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}',
     "stream-tools": b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,'
     b'"tools":[{"type":"function","function":{"name":"search","parameters":{"type":"object"}}}]}',
+    # The same three on the Responses API (POST /v1/responses)
+    "responses": b'{"model":"m","input":"hi"}',
+    "responses-stream": b'{"model":"m","input":"hi","stream":true}',
+    "responses-stream-tools": b'{"model":"m","input":"hi","stream":true,'
+    b'"tools":[{"type":"function","name":"search","parameters":{"type":"object"}}]}',
 }
+
+
+def path_for(body: bytes) -> str:
+    """Where a body goes: a Responses request (it has ``input``) to ``/v1/responses``."""
+    return "/v1/responses" if b'"input"' in body else "/v1/chat/completions"
+
+
+MESSAGES_BODIES = {
+    "messages": b'{"model":"m","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}',
+    "messages-stream": b'{"model":"m","max_tokens":100,"messages":[{"role":"user","content":"hi"}],"stream":true}',
+    "messages-stream-tools": b'{"model":"m","max_tokens":100,"messages":[{"role":"user","content":"hi"}],'
+    b'"stream":true,"tools":[{"name":"search","input_schema":{"type":"object"}}]}',
+}
+"""The same three, as Anthropic Messages requests (``POST /v1/messages``)."""
+BODIES.update(MESSAGES_BODIES)
 REQUEST_BODY = BODIES["plain"]
 REQUEST_HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench"}
 
@@ -267,7 +287,7 @@ def wait_ready(server: Server, port: int) -> None:
 def smoke_test(name: str, port: int) -> None:
     """One request before the load: a target that answers wrongly is flagged up front."""
     status, body = _request(port, "POST", REQUEST_PATH, REQUEST_BODY)
-    if status != 200 or b'"chat.completion' not in body:
+    if status != 200 or not any(mark in body for mark in (b'"chat.completion', b'"response', b'"message')):
         log(f"WARNING: {name} answered {status} to the smoke request: {body[:300]!r}")
 
 
@@ -580,7 +600,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=tuple(BODIES),
         default="plain",
         help="plain: a JSON completion; stream: a text SSE stream; stream-tools: a streamed tool call "
-        "(held back by the proxy until checked).",
+        "(held back by the proxy until checked); responses, responses-stream, responses-stream-tools: the same "
+        "on POST /v1/responses; messages*: the same three on /v1/messages.",
     )
     parser.add_argument(
         "--loadgen",
@@ -630,8 +651,10 @@ def _work_dir(keep: bool) -> Iterator[Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    global REQUEST_BODY  # every generator and the smoke test send it
+    global REQUEST_BODY, REQUEST_PATH  # every generator and the smoke test send it
     REQUEST_BODY = BODIES[args.body]
+    REQUEST_PATH = path_for(REQUEST_BODY)
+    REQUEST_PATH = "/v1/messages" if args.body in MESSAGES_BODIES else REQUEST_PATH
     if not Path("/proc/self/stat").exists():
         log("this benchmark reads CPU times from /proc: Linux only")
         return 2

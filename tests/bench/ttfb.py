@@ -26,7 +26,7 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from run_bench import BODIES, REQUEST_HEADERS, REQUEST_PATH  # noqa: E402
+from run_bench import BODIES, REQUEST_HEADERS, path_for  # noqa: E402
 
 
 def free_port() -> int:
@@ -84,7 +84,7 @@ def first_byte_times(port: int, body: bytes, count: int) -> list[float]:
     times = []
     for _ in range(count):
         started = time.perf_counter()
-        connection.request("POST", REQUEST_PATH, body=body, headers=REQUEST_HEADERS)
+        connection.request("POST", path_for(body), body=body, headers=REQUEST_HEADERS)
         response = connection.getresponse()
         first = response.read1(1)
         times.append(time.perf_counter() - started)
@@ -113,7 +113,7 @@ def main() -> int:
     try:
         wait_ready(upstream_port)
         wait_ready(proxy_port)
-        for name in ("stream", "stream-tools"):
+        for name in ("stream", "stream-tools", "responses-stream", "responses-stream-tools"):
             body = BODIES[name]
             first_byte_times(proxy_port, body, 200)  # warm-up
             direct = first_byte_times(upstream_port, body, args.requests)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import openai
 import pytest
 
 from proxy.tenants import hash_key
+from tests.integration.test_loop_guards import answer, calling, fresh_results, run_agent, sdk
 from tests.support.assertions import assert_openai_error
 from tests.support.fake_upstream import Json, Sse, chat_completion, stream_chunks
 
@@ -157,7 +160,8 @@ def test_every_reply_says_what_budget_is_left(make_proxy, upstream, write_polici
 
 
 def test_token_budget_ends_a_real_session_with_a_summary(make_proxy, upstream, write_policies):
-    proxy = make_proxy(policies_dir=str(write_policies(default="budgets: {max_tokens: 1200}\n")))
+    policy = "budgets: {max_tokens: 1200}\nfinalize: {max_tokens: 50}\n"
+    proxy = make_proxy(policies_dir=str(write_policies(default=policy)))
     upstream.script(costly(1000), costly(600), Json(chat_completion("Found most of it; missing Q4.")))
     client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", default_headers={"X-Session-Id": "spend"})
 
@@ -189,7 +193,8 @@ def test_an_output_limit_above_the_daily_cap_is_a_400_naming_the_cap(tenants, up
 def test_an_output_limit_above_the_session_budget_is_a_400_and_the_session_goes_on(
     make_proxy, upstream, write_policies
 ):
-    proxy = make_proxy(policies_dir=str(write_policies(default="budgets: {max_tokens: 1200}\n")))
+    policy = "budgets: {max_tokens: 1200}\nfinalize: {max_tokens: 50}\n"
+    proxy = make_proxy(policies_dir=str(write_policies(default=policy)))
 
     refused = post(proxy, "sk-p", "oversized", max_tokens=5000)
     answered = post(proxy, "sk-p", "oversized", max_tokens=100)
@@ -201,3 +206,118 @@ def test_an_output_limit_above_the_session_budget_is_a_400_and_the_session_goes_
     assert answered.status_code == 200
     assert "x-loopwarden-terminated" not in answered.headers
     assert len(upstream.requests) == 1
+
+
+FAILED_THRICE = [
+    {"role": "user", "content": "How many people live in Lyon?"},
+    *[
+        turn
+        for n in range(3)
+        for turn in (
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": f"c{n}", "type": "function", "function": {"name": "search", "arguments": f'{{"q": "{n}"}}'}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": f"c{n}", "content": "Error: search is down"},
+        )
+    ],
+]
+
+
+def _finalize_tokens(proxy) -> float:
+    text = httpx.get(f"{proxy.metrics_url}/metrics").text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("loopwarden_tokens_total{") and 'kind="finalize"' in line
+    )
+
+
+@pytest.mark.parametrize("unusable", ["empty", "tool_call"])
+def test_an_unusable_summary_reply_is_replaced_locally_but_its_tokens_are_booked(proxy, upstream, unusable):
+    reply = costly(300, "") if unusable == "empty" else costly(300, None)
+    if unusable == "tool_call":
+        reply.body["choices"][0]["message"]["tool_calls"] = [
+            {"id": "x", "type": "function", "function": {"name": "search", "arguments": "{}"}}
+        ]
+    upstream.script(reply)
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+
+    ended = client.chat.completions.with_raw_response.create(
+        model="m", messages=FAILED_THRICE, extra_headers={"X-Session-Id": f"unusable-summary-{unusable}"}
+    )
+
+    assert ended.headers["x-loopwarden-terminated"] == "tool_failures"
+    assert ended.parse().choices[0].message.content.startswith("I have to stop here")  # the local summary
+    session = httpx.get(
+        f"{proxy.base_url}/loopwarden/sessions/unusable-summary-{unusable}", headers={"Authorization": "Bearer sk-p"}
+    ).json()
+    assert session["tokens"] == {"prompt": 150, "completion": 150, "total": 300}
+    assert _finalize_tokens(proxy) == 300
+
+
+def test_a_client_capped_at_max_steps_requests_gets_the_ending_never_a_tool_call_it_cannot_answer(
+    make_proxy, upstream, write_policies
+):
+    proxy = make_proxy(policies_dir=str(write_policies(default="max_steps: 5\n")))
+    pages = [calling("search", {"q": f"lyon page {n}"}, f"c{n}") for n in range(5)]
+    upstream.script(*pages[:4], answer("Found: pages 0-3. Missing: the population figure."))
+
+    turns, last, _ = run_agent(sdk(proxy), fresh_results(), max_turns=5, session="capped-at-five")
+
+    assert turns == 5  # the client's own cap, reached with the ending in hand
+    assert last.headers["x-loopwarden-terminated"] == "budget_steps"
+    assert last.parse().choices[0].message.tool_calls is None
+    assert last.parse().choices[0].message.content == "Found: pages 0-3. Missing: the population figure."
+    assert len(upstream.requests) == 5  # 4 agent calls and the summary call: max_steps in all
+    session = httpx.get(
+        f"{proxy.base_url}/loopwarden/sessions/capped-at-five", headers={"Authorization": "Bearer sk-p"}
+    )
+    assert session.json()["steps"] == 5
+
+
+def test_the_call_that_would_leave_no_room_for_an_ending_is_the_ending(make_proxy, upstream, write_policies):
+    policy = "budgets: {max_tokens: 1000}\nfinalize: {max_tokens: 100}\n"
+    proxy = make_proxy(policies_dir=str(write_policies(default=policy)))
+    upstream.script(costly(300), costly(300), costly(115, "Summary: two parts read, the third is missing."))
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", default_headers={"X-Session-Id": "room"})
+
+    replies = [
+        client.chat.completions.with_raw_response.create(model="m", messages=MESSAGES, max_tokens=300) for _ in range(3)
+    ]
+
+    # the 3rd call's worst case (~315) would fit the 400 left, but not with an ending (~115) after it
+    assert [r.headers.get("x-loopwarden-terminated") for r in replies] == [None, None, "budget_tokens"]
+    assert replies[2].parse().choices[0].message.content == "Summary: two parts read, the third is missing."
+    session = httpx.get(f"{proxy.base_url}/loopwarden/sessions/room", headers={"Authorization": "Bearer sk-p"})
+    assert session.json()["tokens"]["total"] == 715 <= 1000  # the ending included
+
+
+def test_the_openai_agents_sdk_capped_at_max_steps_turns_ends_with_the_summary(make_proxy, upstream, write_policies):
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+
+    set_tracing_disabled(True)
+
+    @function_tool
+    def search(q: str) -> str:
+        """Search the web."""
+        return f"results for {q}"
+
+    proxy = make_proxy(policies_dir=str(write_policies(default="max_steps: 5\n")))
+    upstream.script(
+        *[calling("search", {"q": f"lyon page {n}"}, f"c{n}") for n in range(4)],
+        answer("Found: pages 0-3. Missing: the population figure."),
+    )
+    client = openai.AsyncOpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+    agent: Agent[None] = Agent(
+        name="research", model=OpenAIChatCompletionsModel(model="m", openai_client=client), tools=[search]
+    )
+
+    result = asyncio.run(Runner.run(agent, "How many people live in Lyon?", max_turns=5))
+
+    assert result.final_output == "Found: pages 0-3. Missing: the population figure."  # not MaxTurnsExceeded
+    assert len(upstream.requests) == 5
+    assert b"The session is ending because" in upstream.requests[-1].body  # the 5th call was the summary

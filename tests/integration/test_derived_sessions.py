@@ -43,7 +43,7 @@ def calls(run: str, step: int) -> Json:
 
 @pytest.fixture
 def capped(make_proxy, write_policies):
-    return make_proxy(policies_dir=str(write_policies(default="max_steps: 3\n")))
+    return make_proxy(policies_dir=str(write_policies(default="max_steps: 4\n")))  # 3 calls, the 4th is the ending
 
 
 def test_a_runs_first_reply_names_the_session_its_second_request_continues(proxy, upstream):

@@ -63,6 +63,7 @@ def test_with_the_proxy_models_that_take_a_correction_finish_correctly(runs):
         "invalid_args/persistent",
         "done_early/persistent",
         "schema/persistent",
+        "ever_new/persistent",
     ],
 )
 def test_with_the_proxy_models_that_never_recover_end_gracefully(runs, scenario):
@@ -127,3 +128,43 @@ def test_a_production_sized_agent_changes_the_cost_not_the_outcome(runs):
     ]
     assert all(r.tokens > 2 * small[r.scenario].tokens for r in production)
     assert all(r.judge_tokens == small[r.scenario].judge_tokens for r in production)
+
+
+def test_with_the_proxy_ever_new_arguments_end_as_no_progress(runs):
+    ended = pick(runs, proxy=True, scenario="ever_new/persistent")
+
+    assert [r.terminated for r in ended] == ["no_progress"] * 2
+    assert all("stalled_progress_nudge" in r.interventions for r in ended)
+
+
+ANSWER_TOOL_SCENARIOS = ("short/ok", "structured/ok", "empty/persistent", "schema/persistent", "ever_new/persistent")
+
+
+@pytest.fixture(scope="module")
+def answer_tool_runs() -> list[RunResult]:
+    """smolagents (final_answer) and pydantic-ai (final_result for a structured answer),
+    through the proxy, streaming off and on."""
+    chosen = [s for s in scenarios.scenarios() if s.key in ANSWER_TOOL_SCENARIOS]
+    return asyncio.run(run_matrix(["smolagents", "pydantic_ai"], [False, True], [True], chosen))
+
+
+def test_clients_that_answer_through_a_tool_accept_every_ending(answer_tool_runs):
+    misbehaving = [r for r in answer_tool_runs if not r.behaved]
+
+    assert len(misbehaving) == 10  # 3 scenarios x 2 stream modes for pydantic-ai; smolagents runs no schema one
+    assert [(r.client, r.scenario, r.stream, r.outcome, r.error) for r in misbehaving if r.error] == []
+    assert all(r.terminated for r in misbehaving)
+
+
+def test_pydantic_ai_gets_its_structured_ending_as_a_valid_final_result(answer_tool_runs):
+    ended = [r for r in answer_tool_runs if r.client == "pydantic_ai" and r.scenario == "schema/persistent"]
+
+    assert [(r.outcome, r.terminated) for r in ended] == [("correct", "invalid_tool_args")] * 2
+
+
+def test_clients_that_answer_through_a_tool_see_no_intervention_when_well_behaved(answer_tool_runs):
+    behaved = [r for r in answer_tool_runs if r.behaved]
+
+    assert [
+        (r.client, r.scenario, r.interventions, r.outcome) for r in behaved if r.interventions or r.outcome != "correct"
+    ] == []

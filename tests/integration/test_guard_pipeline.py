@@ -132,7 +132,7 @@ def test_text_only_reply_without_tool_use_passes(proxy, upstream):
 
 
 def test_step_limit_ends_the_session(make_proxy, upstream, write_policies):
-    proxy = make_proxy(policies_dir=str(write_policies(default="max_steps: 2\n")))
+    proxy = make_proxy(policies_dir=str(write_policies(default="max_steps: 3\n")))
     client = sdk(proxy, default_headers={"X-Session-Id": "steps-1"})
     client.chat.completions.create(model="m", messages=MESSAGES)
     client.chat.completions.create(model="m", messages=MESSAGES)

@@ -50,7 +50,7 @@ def summary_calls(upstream) -> int:
     return sum(1 for request in upstream.requests if SUMMARY_MARK in request.body)
 
 
-def test_parallel_calls_make_exactly_max_steps_model_calls_and_one_summary(
+def test_parallel_calls_make_exactly_max_steps_upstream_calls_the_summary_included(
     make_proxy, upstream, write_policies, store_settings
 ):
     proxy = make_proxy(policies_dir=str(write_policies(default="max_steps: 10\n")), **store_settings)
@@ -59,16 +59,16 @@ def test_parallel_calls_make_exactly_max_steps_model_calls_and_one_summary(
     replies = fire(proxy, f"steps-{uuid.uuid4().hex}")
 
     assert [r.status_code for r in replies] == [200] * PARALLEL
-    assert len(upstream.requests) - summary_calls(upstream) == 10
+    assert len(upstream.requests) - summary_calls(upstream) == 9  # the last step is the ending's
     assert summary_calls(upstream) == 1
     ended = [r for r in replies if r.headers.get("x-loopwarden-terminated") == "budget_steps"]
-    assert len(ended) == PARALLEL - 10
+    assert len(ended) == PARALLEL - 9
 
 
 def test_parallel_requests_that_end_a_session_all_answer_with_the_one_ending_made(
     make_proxy, upstream, write_policies, store_settings
 ):
-    proxy = make_proxy(policies_dir=str(write_policies(default="max_steps: 1\n")), **store_settings)
+    proxy = make_proxy(policies_dir=str(write_policies(default="max_steps: 2\n")), **store_settings)
     upstream.script(*slow_replies(2))
 
     replies = fire(proxy, f"ending-{uuid.uuid4().hex}", n=10)
@@ -87,7 +87,7 @@ def test_parallel_retries_cannot_overshoot_the_steps_either(make_proxy, upstream
     replies = fire(proxy, f"retries-{uuid.uuid4().hex}")
 
     assert [r.status_code for r in replies] == [200] * PARALLEL
-    assert len(upstream.requests) - summary_calls(upstream) == 10
+    assert len(upstream.requests) - summary_calls(upstream) == 9
     assert summary_calls(upstream) == 1
 
 
@@ -129,7 +129,7 @@ def test_a_call_the_upstream_refuses_leaves_no_session(
 
 
 def test_a_call_the_upstream_refuses_gives_its_step_back(make_proxy, upstream, write_policies, store_settings):
-    proxy = make_proxy(policies_dir=str(write_policies(default="max_steps: 1\n")), **store_settings)
+    proxy = make_proxy(policies_dir=str(write_policies(default="max_steps: 2\n")), **store_settings)
     upstream.script(Json({"error": {"message": "no", "type": "invalid_request_error"}}, status=400))
     session = f"retry-{uuid.uuid4().hex}"
     post = {

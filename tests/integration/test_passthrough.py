@@ -133,3 +133,12 @@ def test_percent_encoding_in_path_and_query_is_preserved(proxy, upstream):
 
     seen = upstream.requests[0]
     assert (seen.path, seen.query) == ("/v1/files/a%2Fb%20c", "q=%2B1&r=a+b")
+
+
+def test_a_guarded_model_call_keeps_the_clients_query_string(proxy, upstream):
+    body = {"model": "m", "messages": [{"role": "user", "content": "Query kept?"}]}
+
+    reply = httpx.post(f"{proxy.base_url}/chat/completions?api-version=2024-10-21", json=body)
+
+    assert reply.status_code == 200
+    assert (upstream.requests[0].path, upstream.requests[0].query) == ("/v1/chat/completions", "api-version=2024-10-21")

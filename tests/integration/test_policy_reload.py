@@ -44,7 +44,7 @@ def test_changed_policy_file_is_picked_up(make_proxy, upstream, write_policies):
 
 
 def test_invalid_new_version_is_refused_and_the_old_one_stays(make_proxy, upstream, write_policies, log_records):
-    directory = write_policies(default="max_steps: 2\n")
+    directory = write_policies(default="max_steps: 3\n")
     proxy = make_proxy(policies_dir=str(directory), policy_reload_interval=0.1)
 
     (directory / "default.yaml").write_text("max_steps: lots\n")

@@ -39,17 +39,88 @@ def test_client_errors_are_not_retried(proxy, upstream, status):
     assert len(upstream.requests) == 1
 
 
-def test_exhausted_retries_return_the_upstream_status_and_retry_after(make_proxy, upstream):
-    proxy = make_proxy(retry_attempts=3)
+def test_exhausted_retries_of_a_5xx_return_its_status_and_ask_the_client_not_to_retry(make_proxy, upstream):
+    proxy = make_proxy(retry_attempts=3, retry_base_delay=0.01)
+    upstream.script(*[Json(OVERLOADED, status=503) for _ in range(3)])
+
+    response = httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH)
+
+    assert response.status_code == 503
+    assert response.headers["x-should-retry"] == "false"
+    assert response.json() == OVERLOADED
+    assert len(upstream.requests) == 3
+
+
+def test_exhausted_named_waits_return_the_status_and_its_retry_after_for_the_client(make_proxy, upstream):
+    proxy = make_proxy(retry_after_attempts=3)
     upstream.script(*[Json(OVERLOADED, status=503, headers={"Retry-After": "0"}) for _ in range(3)])
 
     response = httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH)
 
     assert response.status_code == 503
     assert response.headers["retry-after"] == "0"
-    assert response.headers["x-should-retry"] == "false"
-    assert response.json() == OVERLOADED
+    assert "x-should-retry" not in response.headers
     assert len(upstream.requests) == 3
+
+
+RATE_LIMITED = {"error": {"message": "rate limited", "type": "rate_limit_error", "param": None, "code": None}}
+
+
+def _rate_limited(times: int) -> list[Json]:
+    return [Json(RATE_LIMITED, status=429, headers={"Retry-After": "1"}) for _ in range(times)]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_storm_of_five_429s_with_retry_after_reaches_the_openai_sdk_as_one_slow_success(proxy, upstream, stream):
+    upstream.script(
+        *_rate_limited(5), Sse(stream_chunks("weathered")) if stream else Json(chat_completion("weathered"))
+    )
+    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-provider", max_retries=0)
+
+    started = time.monotonic()
+    raw = client.chat.completions.with_raw_response.create(model="m", messages=BODY["messages"], stream=stream)
+    parsed = raw.parse()
+    text = "".join(c.choices[0].delta.content or "" for c in parsed) if stream else parsed.choices[0].message.content
+
+    assert text == "weathered"
+    assert time.monotonic() - started >= 5.0
+    assert len(upstream.requests) == 6
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_when_the_proxy_gives_up_on_a_429_storm_the_openai_sdks_own_backoff_takes_over(make_proxy, upstream, stream):
+    proxy = make_proxy(retry_after_cap=1.5)
+    upstream.script(*_rate_limited(3), Sse(stream_chunks("patience")) if stream else Json(chat_completion("patience")))
+    sent: list[httpx.Request] = []
+    client = openai.OpenAI(  # the SDK's default: 2 retries of its own
+        base_url=proxy.base_url, api_key="sk-provider", http_client=httpx.Client(event_hooks={"request": [sent.append]})
+    )
+
+    completion = client.chat.completions.create(model="m", messages=BODY["messages"], stream=stream)
+    text = (
+        "".join(c.choices[0].delta.content or "" for c in completion)
+        if stream
+        else completion.choices[0].message.content
+    )
+
+    assert text == "patience"
+    assert len(sent) == 2  # the proxy waited once, gave up, the SDK waited its Retry-After and asked again
+    assert len(upstream.requests) == 4
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_client_leaving_during_a_named_wait_ends_the_wait(proxy, upstream, stream):
+    upstream.script(Json(RATE_LIMITED, status=429, headers={"Retry-After": "5"}), Json(chat_completion()))
+
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{proxy.base_url}/chat/completions", json={**BODY, "stream": stream}, headers=AUTH, timeout=0.5)
+    deadline = time.monotonic() + 2
+    while proxy.readiness.in_flight and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    assert proxy.readiness.in_flight == 0  # long before the 5 s wait would have ended
+    time.sleep(0.2)
+    assert len(upstream.requests) == 1
 
 
 def test_retry_after_is_waited_out(proxy, upstream):

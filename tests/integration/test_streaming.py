@@ -236,7 +236,7 @@ def test_schema_violating_stream_is_retried_with_the_errors(proxy, upstream):
 
 
 def test_exhausted_budget_ends_the_stream_with_a_streamed_summary(make_proxy, upstream, write_policies):
-    proxy = make_proxy(policies_dir=write_policies(default="max_steps: 1\n"))
+    proxy = make_proxy(policies_dir=write_policies(default="max_steps: 2\n"))
     session = {"X-Session-Id": "stream-budget"}
     upstream.script(calling('{"q": "Lyon"}'), Json(chat_completion("Found: nothing yet. Missing: the number.")))
     stream(proxy, extra_headers=session)

@@ -86,11 +86,15 @@ def test_the_description_is_served_without_a_key_and_names_every_route(described
         "/healthz",
         "/readyz",
         "/v1/chat/completions",
+        "/v1/messages",
+        "/v1/responses",
         "/v1/loopwarden/sessions/{session_id}",
     }
     assert set(document["paths"]["/v1/loopwarden/sessions/{session_id}"]) == {"get", "delete"}
     chat = document["paths"]["/v1/chat/completions"]["post"]
     assert chat["requestBody"]["content"]["application/json"]["schema"]["required"] == ["model", "messages"]
+    messages = document["paths"]["/v1/messages"]["post"]
+    assert messages["responses"]["400"]["content"]["application/json"]["schema"]["required"] == ["type", "error"]
 
 
 def test_a_405_on_the_chat_route_names_the_allowed_method(described_proxy):

@@ -158,6 +158,7 @@ def streamed(completion: dict[str, Any], *, pieces: int = 3, usage: bool = True)
 
 
 JUDGE_PROMPT = "You are a strict completion judge"
+PROGRESS_PROMPT = "You are a strict progress judge"
 _NONCE = re.compile(r'"nonce": "([0-9a-f]+)"')
 
 
@@ -169,9 +170,15 @@ def judge_nonce(request: dict[str, Any]) -> str:
 
 
 def verdict(request: dict[str, Any], done: bool, reason: str = "checked") -> Json:
-    """What an honest judge model answers."""
-    content = json.dumps({"nonce": judge_nonce(request), "done": done, "reason": reason})
+    """What an honest judge model answers (``done`` is ``progress`` for the progress question)."""
+    flag = "progress" if is_progress_question(request) else "done"
+    content = json.dumps({"nonce": judge_nonce(request), flag: done, "reason": reason})
     return Json(chat_completion(content, model="judge-model"))
+
+
+def is_progress_question(request: dict[str, Any]) -> bool:
+    """The judge is asked whether recent steps make progress (not whether an answer is done)."""
+    return str(request["messages"][0]["content"]).startswith(PROGRESS_PROMPT)
 
 
 def honest_judge(request: dict[str, Any]) -> Reply:
@@ -321,7 +328,7 @@ def _is_judge_call(body: bytes) -> dict[str, Any] | None:
     except (ValueError, KeyError, IndexError, TypeError):
         return None
     content = first.get("content") if isinstance(first, dict) else None
-    return payload if isinstance(content, str) and content.startswith(JUDGE_PROMPT) else None
+    return payload if isinstance(content, str) and content.startswith((JUDGE_PROMPT, PROGRESS_PROMPT)) else None
 
 
 def _raw_headers(request: web.Request) -> list[tuple[str, str]]:

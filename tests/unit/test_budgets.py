@@ -1,21 +1,22 @@
-"""Pricing, budget arithmetic, the budget guard and the usage tap, as tables."""
+"""Pricing and budget arithmetic, as tables (the budget guard: tests/unit/guards/test_budget.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from proxy.budgets import active_ms, estimate_tokens, remaining
+from proxy.budgets import active_ms, estimate_tokens, remaining, session_limits
 from proxy.exchange import Usage
-from proxy.guards import BudgetGuard, GuardContext
 from proxy.policy.models import Policy
 from proxy.pricing import Price, PriceTable, PricingError, load_pricing
 from proxy.session.base import SessionState
 from proxy.wire.chat_parse import parse_conversation
+from tests.support.agent_request import agent_request
 
 PRICES = PriceTable(
     {
         "gpt-4o": Price(prompt=2.5, completion=10.0, cached_prompt=1.25),
         "gpt-4o-mini": Price(prompt=0.15, completion=0.6),
+        "claude-sonnet-4": Price(prompt=3.0, completion=15.0, cached_prompt=0.3, cache_write_prompt=3.75),
     }
 )
 
@@ -51,6 +52,22 @@ def test_cost_in_micro_dollars_with_cached_prompt_tokens(usage, micros):
 
 def test_cached_price_defaults_to_the_prompt_price():
     assert PRICES.cost_micros("gpt-4o-mini", Usage(1000, 0, cached_tokens=1000)) == 150
+
+
+@pytest.mark.parametrize(
+    ("usage", "micros"),
+    [
+        (Usage(1000, 100, cached_tokens=200, cache_write_tokens=300), 500 * 3 + 200 * 0.3 + 300 * 3.75 + 100 * 15),
+        (Usage(100, 0, cached_tokens=60, cache_write_tokens=90), 60 * 0.3 + 40 * 3.75),  # capped by the prompt
+    ],
+    ids=["read-written-fresh", "more-than-the-prompt"],
+)
+def test_tokens_written_to_the_cache_cost_their_own_price(usage, micros):
+    assert PRICES.cost_micros("claude-sonnet-4", usage) == round(micros)
+
+
+def test_cache_write_price_defaults_to_the_prompt_price():
+    assert PRICES.cost_micros("gpt-4o", Usage(1000, 0, cache_write_tokens=1000)) == 2500
 
 
 def test_unknown_model_has_no_cost():
@@ -126,49 +143,39 @@ def test_estimate_is_prompt_bytes_over_four_plus_the_output_cap(payload, body_si
     assert estimate_tokens(parse_conversation(payload), body_size, Policy()) == expected
 
 
-def guard(session: SessionState, now: float = T0):
-    return BudgetGuard().check_request(GuardContext(POLICY, session, parse_conversation({"messages": []}), now=now))
-
-
 @pytest.mark.parametrize(
-    ("session", "reason"),
+    ("policy", "expected"),
     [
-        (state(steps=10), "budget_steps"),
-        (state(tokens_in=900, tokens_out=100), "budget_tokens"),
-        (state(cost_micros=1_000_000), "budget_cost"),
-        (state(active_ms=100_000), "budget_time"),
+        # the step limit keeps the last step for the ending
+        (Policy(max_steps=10), [("budget_steps", 1, 9)]),
+        # a call (prompt 100 + output 50) must leave room for a capped summary call (prompt 100 + 200)
+        (
+            Policy(budgets={"max_tokens": 1000}, finalize={"max_tokens": 200}),
+            [("budget_steps", 1, 49), ("budget_tokens", 150, 700)],
+        ),
+        # an ending built locally costs nothing to keep room for
+        (
+            Policy(budgets={"max_tokens": 1000}, finalize={"use_upstream": False}),
+            [("budget_steps", 1, 49), ("budget_tokens", 150, 1000)],
+        ),
+        # cost at the model's dearer rate (10 micro-dollars a token): 150 and 300 tokens
+        (
+            Policy(budgets={"max_cost_usd": 0.01}, finalize={"max_tokens": 200}),
+            [("budget_steps", 1, 49), ("budget_cost", 1500, 7000)],
+        ),
+        (
+            Policy(budgets={"max_cost_usd": 0.01, "hard_cost_cap": True}, finalize={"max_tokens": 200}),
+            [("budget_steps", 1, 49), ("budget_cost", 1500, 10_000)],
+        ),
     ],
 )
-def test_exhausted_budget_ends_the_session(session, reason):
-    verdict = guard(session)
+def test_a_call_is_admitted_only_with_room_left_for_the_ending(policy, expected):
+    prices = PriceTable({"gpt-4o": Price(prompt=2.5, completion=10.0)})
+    call = agent_request(
+        {"model": "gpt-4o", "max_tokens": 50, "messages": [{"role": "user", "content": "x" * 324}]}, policy
+    )
+    assert len(call.body) == 400  # a prompt of about 100 tokens
 
-    assert verdict.reason == reason
+    limits = session_limits(call, prices)
 
-
-@pytest.mark.parametrize(
-    ("session", "mentions"),
-    [
-        (state(steps=9), "1 of 10 steps left"),
-        (state(tokens_in=850), "150 of 1000 tokens left"),
-        (state(cost_micros=900_000), "$0.1000 of $1.00 left"),
-        (state(active_ms=85_000), "15 of 100 seconds left"),
-    ],
-)
-def test_low_budget_asks_the_model_to_converge(session, mentions):
-    verdict = guard(session)
-
-    assert verdict.kind == "budget_note"
-    assert mentions in verdict.turns[0].text
-
-
-def test_the_converge_note_comes_while_the_next_calls_reservation_still_fits():
-    policy = Policy(budgets={"max_tokens": 20_000, "reserve_tokens": 4_096})
-    context = GuardContext(policy, state(tokens_in=13_000), parse_conversation({"messages": []}), now=T0)
-
-    verdict = BudgetGuard().check_request(context)  # 7,000 left: 20 % is 4,000, but a call reserves 4,096
-
-    assert verdict.kind == "budget_note"
-
-
-def test_plenty_left_changes_nothing():
-    assert type(guard(state(steps=2, tokens_in=100))).__name__ == "Pass"
+    assert [(limit.name, limit.amount, limit.limit) for limit in limits] == expected

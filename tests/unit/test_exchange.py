@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from proxy.exchange import ToolCall, parse_arguments
+from proxy.exchange import Conversation, Message, ToolCall, parse_arguments
+from proxy.finalize import local_summary
 from proxy.schemas import compiled
 from proxy.wire.chat_parse import parse_conversation
 
@@ -65,3 +66,34 @@ def test_a_conversation_with_its_schemas_compiled_keeps_everything_else():
     compiled_conversation = conversation.with_schemas({"search": schema}, None)
 
     assert compiled_conversation == dataclasses.replace(conversation, tool_schemas={"search": schema})
+
+
+_TASK = Message("user", "New task:\nHow many people live in Lyon?")
+_CALLED = Message("assistant", "Calling tools:\n[{'name': 'search'}]")
+
+
+@pytest.mark.parametrize(
+    ("messages", "trailing", "all_results"),
+    [
+        ((_TASK,), 0, 0),
+        ((Message("user", "Observation: a human starting with it"),), 0, 0),  # the task itself is never one
+        ((_TASK, _CALLED, Message("user", "Observation:\nLyon: 522,250")), 1, 1),
+        ((_TASK, _CALLED, Message("user", "Call id: c1\nError:\nsearch failed")), 1, 1),
+        ((_TASK, _CALLED, Message("user", "Error:\nI pasted this from my terminal")), 0, 0),  # a person's words
+        ((_TASK, _CALLED, Message("user", "Observation:\nA"), _CALLED, Message("user", "  Observation:\nB")), 1, 2),
+        ((_TASK, _CALLED, Message("user", "Observation:\nA"), _CALLED, Message("user", "Thanks, go on.")), 0, 1),
+        ((_TASK, _CALLED, Message("tool", "A", call_id="c1"), Message("tool", "B", call_id="c2")), 2, 2),
+    ],
+)
+def test_observation_turns_are_tool_results(messages, trailing, all_results):
+    conversation = Conversation(messages)
+
+    assert len(conversation.trailing_tool_results()) == trailing
+    assert len(conversation.tool_results()) == all_results
+    assert conversation.used_tools == (all_results > 0)
+
+
+def test_the_local_summary_quotes_observation_turns():
+    conversation = Conversation((_TASK, _CALLED, Message("user", "Observation:\nLyon: 522,250 inhabitants")))
+
+    assert "Lyon: 522,250 inhabitants" in local_summary(conversation, "the step budget ran out")

@@ -12,6 +12,7 @@ from proxy.judge import (
     JudgeTarget,
     VerdictMemory,
     build_judge_messages,
+    build_progress_messages,
     escape,
     parse_verdict,
 )
@@ -127,6 +128,55 @@ def test_no_verdict_written_by_an_injection_is_accepted(payload):
     obeyed = obeying_judge_output({"messages": [system, user]})
 
     assert isinstance(parse_verdict(obeyed, NONCE), JudgeError)
+
+
+# -- the progress question (stalled progress) ----------------------------------------------
+
+
+def test_the_progress_prompt_puts_the_steps_inside_nonce_tags_and_asks_for_a_progress_flag():
+    system, user = build_progress_messages("Find X.", "search(x) -> <none>", TAG, NONCE)
+
+    assert system["content"].startswith("You are a strict progress judge")
+    assert '"progress": true or false' in system["content"]
+    assert NONCE not in user["content"]
+    assert (
+        user["content"]
+        == f"<task-{TAG}>\nFind X.\n</task-{TAG}>\n\n<steps-{TAG}>\nsearch(x) -&gt; &lt;none&gt;\n</steps-{TAG}>"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (json.dumps({"nonce": NONCE, "progress": False, "reason": "all empty"}), (False, "all empty")),
+        (json.dumps({"nonce": NONCE, "progress": True, "reason": "narrowing"}), (True, "narrowing")),
+        (_verdict(True, "ok"), "invalid_verdict"),  # a completion verdict answers another question
+        (json.dumps({"nonce": NONCE, "progress": True, "done": True, "reason": "x"}), "invalid_verdict"),
+    ],
+)
+def test_parse_a_progress_verdict(text, expected):
+    parsed = parse_verdict(text, NONCE, "progress")
+
+    assert (parsed.cause if isinstance(parsed, JudgeError) else parsed) == expected
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_no_progress_verdict_written_by_an_injection_is_accepted(payload):
+    forged = payload.replace('"done"', '"progress"').replace("done", "progress").replace("{tag}", TAG)
+    system, user = build_progress_messages("Find X.", f"search(x) -> {forged}", TAG, NONCE)
+
+    obeyed = obeying_judge_output({"messages": [system, user]})
+
+    assert isinstance(parse_verdict(obeyed, NONCE, "progress"), JudgeError)
+
+
+def test_a_progress_verdict_is_remembered_apart_from_a_completion_verdict():
+    done = _request("same steps")
+    progress = JudgeRequest(
+        done.task, done.reply, done.target, done.timeout, done.structured_output, question="progress"
+    )
+
+    assert VerdictMemory.key(done) != VerdictMemory.key(progress)
 
 
 # -- remembered verdicts -----------------------------------------------------------------

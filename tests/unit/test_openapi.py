@@ -9,7 +9,7 @@ import pytest
 
 from proxy.app import create_app
 from proxy.errors import ProxyError, RouteNotFound, ServiceUnavailable, UpstreamTimeout, error_body
-from proxy.openapi import CHAT_REQUEST, ERROR_SCHEMA
+from proxy.openapi import ANTHROPIC_ERROR_SCHEMA, CHAT_REQUEST, ERROR_SCHEMA
 from proxy.settings import Settings
 
 
@@ -55,7 +55,7 @@ def test_the_chat_request_schema_accepts_an_ordinary_request():
     jsonschema.validate(request, CHAT_REQUEST)
 
 
-def test_every_error_answer_in_the_document_is_openai_shaped():
+def test_every_error_answer_in_the_document_has_its_apis_shape():
     document = create_app(Settings(upstream="http://127.0.0.1:9/v1")).openapi_schema.to_schema()
     schemas = document["components"]["schemas"]
 
@@ -69,4 +69,5 @@ def test_every_error_answer_in_the_document_is_openai_shaped():
                     schema = schemas[schema["$ref"].rsplit("/", 1)[1]]
                     assert set(schema["properties"]) == {"error"}, (path, method, status)
                 else:
-                    assert schema == ERROR_SCHEMA, (path, method, status)
+                    expected = ANTHROPIC_ERROR_SCHEMA if path == "/v1/messages" else ERROR_SCHEMA
+                    assert schema == expected, (path, method, status)

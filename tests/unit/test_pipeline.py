@@ -10,7 +10,9 @@ import pytest
 
 from proxy.build import build_pipeline
 from proxy.errors import RateLimited
+from proxy.exchange import Reply
 from proxy.metrics import Metrics
+from proxy.pipeline import Pipeline
 from proxy.policy.models import Policy
 from proxy.pricing import Price, PriceTable
 from proxy.request import AgentRequest
@@ -18,6 +20,7 @@ from proxy.session.identity import identify
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
 from proxy.upstream import UpstreamClient
+from proxy.verdict import Pass, Rewrite
 from proxy.wire.chat_parse import parse_conversation
 from tests.support.fake_upstream import chat_completion
 
@@ -175,7 +178,7 @@ async def test_step_limit_is_checked_before_each_nudge(steps):
     outcome = await pipeline.run(call())
 
     assert header(outcome, "x-loopwarden-terminated") == "budget_steps"
-    assert len(script.bodies) == steps + 1
+    assert len(script.bodies) == steps  # the summary call is the last step
 
 
 # -- budgets -------------------------------------------------------------------------------
@@ -199,7 +202,8 @@ def reply_using(prompt: int, completion: int, text: str = "Working on it.", mode
 
 async def test_token_budget_ends_the_session_gracefully():
     script = Script(reply_using(600, 400), reply_using(0, 0, "Summary of what was found."))
-    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 1000, "reserve_tokens": 50}))
+    policy = Policy(budgets={"max_tokens": 1000, "reserve_tokens": 50}, finalize={"max_tokens": 16})
+    pipeline, _, call = make(script, policy)
 
     first = await pipeline.run(call({**PAYLOAD, "max_tokens": 50}))
     second = await pipeline.run(call({**PAYLOAD, "max_tokens": 50}))
@@ -211,14 +215,14 @@ async def test_token_budget_ends_the_session_gracefully():
 
 async def test_a_call_that_would_not_fit_is_not_made():
     script = Script(reply_using(100, 100), reply_using(0, 0, "Summary."))
-    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 1000}))
+    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 1000}, finalize={"max_tokens": 500}))
     await pipeline.run(call({**PAYLOAD, "max_tokens": 100}))
 
     outcome = await pipeline.run(call({**PAYLOAD, "max_tokens": 900}))  # 800 left, 900 + prompt needed
 
     assert header(outcome, "x-loopwarden-terminated") == "budget_tokens"
     assert len(script.bodies) == 2  # the refused call never went upstream: only the summary did
-    assert script.bodies[-1]["max_tokens"] == 900  # the summary call stays within one capped call
+    assert script.bodies[-1]["max_tokens"] == 500  # the summary call is capped at finalize.max_tokens
 
 
 async def test_reservations_are_settled_whatever_the_outcome():
@@ -262,20 +266,21 @@ async def test_active_time_does_not_count_a_human_pause():
     pipeline, _store, call = make(script, policy, clock=clock)
 
     await pipeline.run(call())
-    clock.now += 60  # the agent thinks for a minute: counted
+    clock.now += 20  # the agent thinks for 20 s: counted
     await pipeline.run(call())
     clock.now += 3600  # a human approves after an hour: not counted
     third = await pipeline.run(call())
-    clock.now += 50  # 60 + 50 > 100: over
+    clock.now += 60  # 80 of 100 s used, and a step takes about 27 s: the next would not fit
     fourth = await pipeline.run(call())
 
-    assert header(third, "x-loopwarden-budget-remaining") == "steps=47;seconds=40"
+    assert header(third, "x-loopwarden-budget-remaining") == "steps=47;seconds=80"
     assert header(fourth, "x-loopwarden-terminated") == "budget_time"
 
 
 async def test_low_budget_adds_a_converge_note_to_the_request():
     script = Script(reply_using(850, 0), reply_using(10, 10, "Final answer."))
-    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 1000, "reserve_tokens": 10}))
+    policy = Policy(budgets={"max_tokens": 1000, "reserve_tokens": 10}, finalize={"max_tokens": 16})
+    pipeline, _, call = make(script, policy)
     await pipeline.run(call({**PAYLOAD, "max_tokens": 10}))
 
     outcome = await pipeline.run(call({**PAYLOAD, "max_tokens": 10}))
@@ -288,7 +293,7 @@ async def test_low_budget_adds_a_converge_note_to_the_request():
 
 async def test_a_budget_ending_caps_the_summary_call_even_without_a_client_limit():
     script = Script(reply_using(900, 100), reply_using(0, 0, "Summary."))
-    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 1000, "reserve_tokens": 10}))
+    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 2000, "reserve_tokens": 10}))
     await pipeline.run(call())
 
     await pipeline.run(call())
@@ -428,3 +433,26 @@ async def test_an_output_limit_that_alone_costs_more_than_the_cost_budget_is_a_4
     assert "at most 1000" in refused.value.message
     assert script.bodies == []
     assert (await store.load(call().session.key)).is_new
+
+
+class _Redacting:
+    """A reply guard that replaces every text reply with a neutral one of its own."""
+
+    def check_reply(self, reply, context):
+        if not reply.has_text:
+            return Pass()
+        return Rewrite("redacted", "a secret in the answer", Reply("[redacted]", None, (), "stop", reply.usage))
+
+
+async def test_a_rewrite_reaches_the_agent_in_its_wire_format():
+    script = Script(GOOD)
+    upstream = UpstreamClient(Settings(upstream="http://up/v1", retry_attempts=1), httpx.MockTransport(script))
+    pipeline = Pipeline(upstream, MemoryStore(), Metrics(), [], [_Redacting()], clock=lambda: 1_800_000_000.0)
+    _, _, call = make(Script())
+
+    outcome = await pipeline.run(call())
+
+    body = json.loads(outcome.body)
+    assert body["object"] == "chat.completion"
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "[redacted]"}
+    assert header(outcome, "x-loopwarden-interventions") == "redacted"

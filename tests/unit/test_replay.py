@@ -70,6 +70,17 @@ def test_a_line_that_is_not_a_record_is_named():
         read_records([json.dumps(tool_turn(1)), "{}"])
 
 
+def test_a_record_in_a_wire_format_this_build_does_not_speak_is_named():
+    with pytest.raises(ValueError, match="line 1: recorded in a wire format this build does not speak: carrier-pigeon"):
+        read_records([json.dumps({**tool_turn(1), "wire": "carrier-pigeon"})])
+
+
+def test_records_that_name_no_wire_format_are_chat_completions():
+    records = read_records([json.dumps(tool_turn(1)), json.dumps({**tool_turn(1), "wire": "chat.completions"})])
+
+    assert len(records) == 2
+
+
 @pytest.mark.parametrize(("judge", "expected"), [("done", "pass"), ("not_done", "judge_continue")])
 async def test_the_judge_mode_decides_a_short_answer(judge, expected):
     requests = sessions_of([tool_turn(1), answer_turn(2)])["s"]

@@ -30,26 +30,31 @@ def test_parse_retry_after(headers, expected):
     assert parse_retry_after(headers, now=lambda: NOW) == expected
 
 
-POLICY = RetryPolicy(attempts=4, base_delay=0.5, max_delay=3.0, retry_after_cap=10.0)
+POLICY = RetryPolicy(attempts=4, base_delay=0.5, max_delay=3.0, retry_after_cap=10.0, paced_attempts=6)
 
 
 @pytest.mark.parametrize(
-    ("attempt", "retry_after", "draw", "expected"),
+    ("attempt", "retry_after", "paced", "draw", "expected"),
     [
-        (1, None, 1.0, 0.5),  # first wait: up to base
-        (2, None, 1.0, 1.0),  # doubles
-        (3, None, 1.0, 2.0),
-        (3, None, 0.5, 1.0),  # full jitter scales the whole step
-        (3, None, 0.0, 0.0),
-        (4, None, 1.0, None),  # attempts used up
-        (1, 4.0, 0.3, 4.0),  # Retry-After wins over backoff
-        (1, 10.0, 0.3, 10.0),  # at the cap: still waited out
-        (1, 10.5, 0.3, None),  # beyond the cap: hand to the client
-        (4, 1.0, 0.3, None),  # no attempts left, even with Retry-After
+        (1, None, 0.0, 1.0, 0.5),  # first wait: up to base
+        (2, None, 0.0, 1.0, 1.0),  # doubles
+        (3, None, 0.0, 1.0, 2.0),
+        (3, None, 0.0, 0.5, 1.0),  # full jitter scales the whole step
+        (3, None, 0.0, 0.0, 0.0),
+        (4, None, 0.0, 1.0, None),  # attempts used up
+        (1, 4.0, 0.0, 0.3, 4.0),  # Retry-After wins over backoff
+        (1, 10.0, 0.0, 0.3, 10.0),  # at the cap: still waited out
+        (1, 10.5, 0.0, 0.3, None),  # beyond the cap: hand to the client
+        (4, 1.0, 3.0, 0.3, 1.0),  # a paced storm goes on past the backoff attempts
+        (5, 1.0, 4.0, 0.3, 1.0),
+        (6, 1.0, 5.0, 0.3, None),  # paced attempts used up
+        (3, 4.0, 6.0, 0.3, 4.0),  # the waits add up to the cap: still waited out
+        (3, 4.0, 6.5, 0.3, None),  # past the cap, all waits added up: hand to the client
+        (4, None, 3.0, 1.0, None),  # no wait named: the backoff attempts bound it
     ],
 )
-def test_delay(attempt, retry_after, draw, expected):
-    assert POLICY.delay(attempt, retry_after, lambda: draw) == expected
+def test_delay(attempt, retry_after, paced, draw, expected):
+    assert POLICY.delay(attempt, retry_after, lambda: draw, paced) == expected
 
 
 def test_backoff_step_is_capped_at_max_delay():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.client_watch import ResponseTracker
-from proxy.routes import _passthrough_route
+from proxy.paths import passthrough_route
 from proxy.timing import begin
 
 
@@ -70,4 +70,4 @@ async def test_every_reply_carries_the_overhead_header():
     ids=["stored-response", "input-items", "count-tokens", "models", "unknown-family", "not-v1"],
 )
 def test_pass_through_requests_are_counted_by_api_family_from_a_fixed_set(raw_path, label):
-    assert _passthrough_route({"raw_path": raw_path}) == label
+    assert passthrough_route(raw_path) == label

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 
@@ -114,3 +116,76 @@ async def test_an_error_after_retries_carries_the_attempts_and_asks_clients_not_
         await _send(client)
 
     assert raised.value.headers == {"x-loopwarden-upstream-attempts": "3", "x-should-retry": "false"}
+
+
+def _paced_client(outcomes: list, **settings):
+    """Like ``_client``, but every status carries ``Retry-After: 1``."""
+    calls: list[httpx.Request] = []
+    sleeps: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        status = outcomes.pop(0)
+        return httpx.Response(status, json={}, headers={"Retry-After": "1"} if status != 200 else {})
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    client = UpstreamClient(
+        Settings(upstream="http://up/v1", **settings), httpx.MockTransport(handler), sleep=sleep, draw=lambda: 1.0
+    )
+    return client, calls, sleeps
+
+
+async def test_a_storm_of_429s_with_retry_after_is_waited_out_past_the_backoff_attempts():
+    client, calls, sleeps = _paced_client([429] * 5 + [200], retry_attempts=3)
+
+    reply = await _send(client)
+
+    assert reply.response.status_code == 200
+    assert (len(calls), sleeps, reply.attempts) == (6, [1.0] * 5, 6)
+    assert not reply.retries_spent
+
+
+async def test_named_waits_stop_when_their_sum_would_pass_the_cap():
+    client, calls, sleeps = _paced_client([429] * 5 + [200], retry_after_cap=2.5)
+
+    reply = await _send(client)
+
+    assert reply.response.status_code == 429
+    assert (len(calls), sleeps) == (3, [1.0, 1.0])
+    assert not reply.retries_spent  # a 429: the client's own backoff takes over
+
+
+async def test_named_waits_stop_at_the_paced_attempts():
+    client, calls, _ = _paced_client([503] * 5 + [200], retry_after_attempts=4)
+
+    reply = await _send(client)
+
+    assert (reply.response.status_code, len(calls)) == (503, 4)
+    assert not reply.retries_spent  # it says when to come back
+
+
+async def test_a_retried_5xx_without_retry_after_asks_clients_not_to_retry():
+    client, _, _ = _client([503, 503, 503], retry_attempts=3)
+
+    reply = await _send(client)
+
+    assert reply.retries_spent
+
+
+async def test_a_named_wait_is_cancelled_with_its_request():
+    calls: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return httpx.Response(429, json={}, headers={"Retry-After": "30"})
+
+    client = UpstreamClient(Settings(upstream="http://up/v1", retry_after_cap=60), httpx.MockTransport(handler))
+    task = asyncio.ensure_future(_send(client))
+    await asyncio.sleep(0.05)  # the event loop runs on while the request waits
+    task.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(calls) == 1

@@ -209,3 +209,19 @@ def test_the_chat_judge_request_constrains_its_answer_to_the_schema_given():
         "type": "json_schema",
         "json_schema": {"name": "completion_verdict", "strict": True, "schema": schema},
     }
+
+
+def test_a_neutral_reply_renders_as_the_completion_an_upstream_sends():
+    reply = Reply(
+        "Searching.",
+        "Think first.",
+        (ToolCall("c1", "search", '{"q": 1}'), ToolCall("c2", "patch", "*** diff", kind="custom")),
+        "tool_calls",
+        Usage(10, 5),
+        model="m",
+    )
+
+    body = CHAT_COMPLETIONS.render_reply(reply)
+
+    assert body["usage"] == {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    assert parse_reply(json.dumps(body).encode()) == reply

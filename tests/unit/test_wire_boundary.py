@@ -11,7 +11,7 @@ import pytest
 
 import proxy.guards
 
-NEUTRAL = ["proxy.exchange", "proxy.pipeline", "proxy.ledger", "proxy.verdict"]
+NEUTRAL = ["proxy.continuity", "proxy.exchange", "proxy.inflight", "proxy.ledger", "proxy.pipeline", "proxy.verdict"]
 WIRE = "proxy.wire"
 
 

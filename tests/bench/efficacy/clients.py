@@ -1,8 +1,19 @@
-"""Three real agent clients, each running the same small tool-using agent.
+"""Real agent clients, each running the same small tool-using agent.
 
 - ``openai``: the openai SDK with a hand-written tool loop (at most 15 model calls);
 - ``agents``: the OpenAI Agents SDK, chat-completions model, ``max_turns=10`` (its default);
-- ``langgraph``: LangGraph's prebuilt ReAct agent on ``langchain-openai``, ``recursion_limit=25``.
+- ``langgraph``: LangGraph's prebuilt ReAct agent on ``langchain-openai``, ``recursion_limit=25``;
+- ``openai-responses``, ``agents-responses``, ``langgraph-responses``: the same three on the
+  Responses API (``responses.create`` with the whole input each turn, as Codex sends it; the
+  Agents SDK's default model; ``ChatOpenAI(use_responses_api=True)``);
+- ``anthropic``: the anthropic SDK with the same hand-written loop, on ``/v1/messages``;
+- ``smolagents``: its ``ToolCallingAgent`` (``max_steps=20``, its default), which answers only
+  through its ``final_answer`` tool and sends tool calls and results back as text (no
+  structured answers: it skips the schema scenarios). A run that used up its steps (each
+  text reply is a parse error to it) counts as given up, though smolagents then answers
+  from one last call without tools;
+- ``pydantic_ai``: an ``Agent`` on ``OpenAIChatModel``; a structured answer is its
+  ``final_result`` tool (``output_type`` a model), else text.
 
 Each returns the agent's final answer (text, or the structured object) or raises, exactly
 as the library does; the runner classifies the result. A refusal to a structured request
@@ -12,8 +23,10 @@ session id in ``X-Session-Id`` and keeps its library's default retries (2).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import openai
@@ -59,6 +72,56 @@ async def run_openai(
         await client.close()
 
 
+async def run_openai_responses(
+    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+) -> Any:
+    """The hand-written loop on ``responses.create``: the whole input every turn, not stored."""
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers={"X-Session-Id": session})
+    tools = [{"type": "function", **spec["function"]} for spec in profile.tools]
+    items: list[Any] = [{"role": "user", "content": scenarios.TASK}]
+    extra: dict[str, Any] = {}
+    if scenario.schema:
+        spec = scenarios.RESPONSE_FORMAT["json_schema"]
+        extra["text"] = {"format": {"type": "json_schema", **spec}}
+    try:
+        for _ in range(15):
+            request = {
+                "model": model,
+                "instructions": profile.instructions,
+                "input": items,
+                "tools": tools,
+                "store": False,
+            }
+            if stream:
+                final = None
+                async with client.responses.stream(**request, **extra) as events:
+                    final = await events.get_final_response()
+            else:
+                final = await client.responses.create(**request, **extra)
+            output = [item.model_dump(exclude_none=True) for item in final.output]
+            items += output
+            refusals = [
+                p["refusal"] for i in output if i["type"] == "message" for p in i["content"] if p["type"] == "refusal"
+            ]
+            if refusals:
+                return scenarios.Refusal(refusals[0])
+            calls = [item for item in output if item["type"] == "function_call"]
+            if not calls:
+                return final.output_text
+            for call in calls:
+                arguments = json.loads(call["arguments"])  # a bad call raises, as most loops do
+                items.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": call["call_id"],
+                        "output": scenarios.weather(arguments["city"]),
+                    }
+                )
+        raise AgentGaveUp("no answer after 15 model calls")
+    finally:
+        await client.close()
+
+
 async def _streamed(
     client: openai.AsyncOpenAI,
     model: str,
@@ -98,13 +161,21 @@ async def _streamed(
 
 
 async def run_agents_sdk(
-    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+    base_url: str,
+    model: str,
+    session: str,
+    scenario: scenarios.Scenario,
+    stream: bool,
+    profile: scenarios.AgentProfile,
+    *,
+    responses: bool = False,
 ) -> Any:
     from agents import (
         Agent,
         FunctionTool,
         ModelRefusalError,
         OpenAIChatCompletionsModel,
+        OpenAIResponsesModel,
         Runner,
         function_tool,
         set_tracing_disabled,
@@ -142,7 +213,9 @@ async def run_agents_sdk(
                 for spec in profile.tools[1:]
             ),
         ],
-        model=OpenAIChatCompletionsModel(model=model, openai_client=client),
+        model=OpenAIResponsesModel(model=model, openai_client=client)
+        if responses
+        else OpenAIChatCompletionsModel(model=model, openai_client=client),
         output_type=Weather if scenario.schema else None,
     )
     try:
@@ -161,7 +234,14 @@ async def run_agents_sdk(
 
 
 async def run_langgraph(
-    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+    base_url: str,
+    model: str,
+    session: str,
+    scenario: scenarios.Scenario,
+    stream: bool,
+    profile: scenarios.AgentProfile,
+    *,
+    responses: bool = False,
 ) -> Any:
     from langchain_core.exceptions import ModelRefusalError
     from langchain_core.tools import StructuredTool, tool
@@ -184,6 +264,7 @@ async def run_langgraph(
         default_headers={"X-Session-Id": session},
         streaming=stream,
         stream_usage=True,
+        use_responses_api=responses,
     )
     others = [
         StructuredTool.from_function(
@@ -208,7 +289,79 @@ async def run_langgraph(
         return scenarios.Refusal(str(refused))
     if scenario.schema:
         return state.get("structured_response")
-    return state["messages"][-1].content
+    last = state["messages"][-1]
+    return last.text if responses else last.content  # Responses content comes as blocks
+
+
+async def run_smolagents(
+    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+) -> Any:
+    from smolagents import OpenAIServerModel, ToolCallingAgent, tool
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city: temperature in °C and conditions.
+
+        Args:
+            city: The city's English name.
+        """
+        return scenarios.weather(city)
+
+    llm = OpenAIServerModel(
+        model_id=model,
+        api_base=base_url,
+        api_key="sk-bench",
+        client_kwargs={"default_headers": {"X-Session-Id": session}},
+    )
+    agent = ToolCallingAgent(
+        tools=[get_weather], model=llm, instructions=profile.instructions, stream_outputs=stream, verbosity_level=-1
+    )
+    result = await asyncio.to_thread(agent.run, scenarios.TASK, return_full_result=True)
+    if result.state != "success":  # its steps ran out: it answers anyway, from one more call without tools
+        raise AgentGaveUp(f"smolagents reached max_steps; its last-resort answer: {str(result.output)[:80]}")
+    return result.output
+
+
+async def run_pydantic_ai(
+    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+) -> Any:
+    from pydantic import BaseModel
+    from pydantic_ai import Agent
+    from pydantic_ai.exceptions import ContentFilterError
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    class Weather(BaseModel):
+        paris_c: float
+        berlin_c: float
+
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers={"X-Session-Id": session})
+    agent: Agent[None, Any] = Agent(
+        OpenAIChatModel(model, provider=OpenAIProvider(openai_client=client)),
+        output_type=Weather if scenario.schema else str,
+        instructions=profile.instructions,
+    )
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """Current weather for a city: temperature in °C and conditions.
+
+        Args:
+            city: The city's English name.
+        """
+        return scenarios.weather(city)
+
+    try:
+        if stream:
+            async with agent.run_stream(scenarios.TASK) as result:
+                output = await result.get_output()
+        else:
+            output = (await agent.run(scenarios.TASK)).output
+    except ContentFilterError as refused:
+        return scenarios.Refusal(str(refused.body or refused))
+    finally:
+        await client.close()
+    return output.model_dump() if isinstance(output, BaseModel) else output
 
 
 async def _never_called(context: Any, arguments: str) -> str:
@@ -220,4 +373,58 @@ def _never_called_sync(**arguments: Any) -> str:
     raise AssertionError("the scripted models only call get_weather")
 
 
-CLIENTS: dict[str, ClientRun] = {"openai": run_openai, "agents": run_agents_sdk, "langgraph": run_langgraph}
+async def run_anthropic(
+    base_url: str, model: str, session: str, scenario: scenarios.Scenario, stream: bool, profile: scenarios.AgentProfile
+) -> Any:
+    """The anthropic SDK on ``/v1/messages``, with the same hand-written loop as ``openai``: it
+    sends every assistant turn back as it came (thinking included), as Messages requires."""
+    import anthropic
+
+    from tests.bench.efficacy.messages_api import anthropic_tools
+
+    client = anthropic.AsyncAnthropic(
+        base_url=base_url.removesuffix("/v1"), api_key="sk-bench", default_headers={"X-Session-Id": session}
+    )
+    extra: dict[str, Any] = {}
+    if scenario.schema:
+        extra["output_config"] = {"format": {"type": "json_schema", "schema": scenarios.SCHEMA}}
+    messages: list[dict[str, Any]] = [{"role": "user", "content": scenarios.TASK}]
+    arguments = {"model": model, "max_tokens": 2000, "system": profile.instructions, "tools": anthropic_tools(profile)}
+    try:
+        for _ in range(15):
+            if stream:
+                async with client.messages.stream(messages=messages, **arguments, **extra) as streaming:
+                    reply = await streaming.get_final_message()
+            else:
+                reply = await client.messages.create(messages=messages, **arguments, **extra)
+            blocks = [b.model_dump(exclude_none=True) for b in reply.content]
+            messages.append({"role": "assistant", "content": blocks})
+            text = "".join(b["text"] for b in blocks if b["type"] == "text")
+            if reply.stop_reason == "refusal":  # structured outputs: a refusal is not the object
+                return scenarios.Refusal(text)
+            calls = [b for b in blocks if b["type"] == "tool_use"]
+            if not calls:
+                return text or None
+            results = [
+                {"type": "tool_result", "tool_use_id": c["id"], "content": scenarios.weather(c["input"]["city"])}
+                for c in calls  # a call without its city raises, as most loops do
+            ]
+            messages.append({"role": "user", "content": results})
+        raise AgentGaveUp("no answer after 15 model calls")
+    finally:
+        await client.close()
+
+
+CLIENTS: dict[str, ClientRun] = {
+    "openai": run_openai,
+    "agents": run_agents_sdk,
+    "langgraph": run_langgraph,
+    "openai-responses": run_openai_responses,
+    "agents-responses": partial(run_agents_sdk, responses=True),
+    "langgraph-responses": partial(run_langgraph, responses=True),
+    "anthropic": run_anthropic,
+    "smolagents": run_smolagents,
+    "pydantic_ai": run_pydantic_ai,
+}
+NO_STRUCTURED_OUTPUT = frozenset({"smolagents"})
+"""Clients without a structured answer: the schema scenarios are not theirs to run."""

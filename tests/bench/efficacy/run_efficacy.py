@@ -34,7 +34,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.bench.efficacy import scenarios
-from tests.bench.efficacy.clients import CLIENTS
+from tests.bench.efficacy.clients import CLIENTS, NO_STRUCTURED_OUTPUT
 from tests.bench.efficacy.scripted_upstream import ScriptedUpstream
 from tests.support.proxy_server import RunningProxy, start_proxy
 
@@ -177,6 +177,8 @@ async def run_matrix(
                 for client in clients:
                     for stream in streams:
                         for scenario in chosen or scenarios.scenarios():
+                            if scenario.schema and client in NO_STRUCTURED_OUTPUT:
+                                continue
                             result = await run_one(
                                 upstream, proxy if through else None, http, client, scenario, stream, profile
                             )
@@ -345,7 +347,9 @@ def verdict(results: Sequence[RunResult]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--clients", default=",".join(CLIENTS), help="openai,agents,langgraph")
+    parser.add_argument(
+        "--clients", default=",".join(CLIENTS), help="openai,agents,langgraph,anthropic,smolagents,pydantic_ai"
+    )
     parser.add_argument("--streams", default="off,on", help="off,on")
     parser.add_argument("--paths", default="direct,proxy", help="direct,proxy")
     parser.add_argument("--scenarios", default="", help="comma-separated scenario names (default: all)")

@@ -154,12 +154,16 @@ PROFILES = {
 scripted models never call the other tools)."""
 
 JUDGE_PROMPT = "You are a strict completion judge"
+PROGRESS_PROMPT = "You are a strict progress judge"
 FINALIZE_PROMPT = "Stop working on the task now"
 HOG_COMPLETION_TOKENS = 2_500
 
 
 def weather(city: str) -> str:
-    """What the agent's tool returns: a small JSON document, like a weather API's."""
+    """What the agent's tool returns: a small JSON document, like a weather API's (for a name
+    with a digit in it, a station code the network does not know, the same answer each time)."""
+    if any(ch.isdigit() for ch in city):
+        return json.dumps({"city": city, "error": "no station with this name", "source": "station network"})
     temp, sky = WEATHER.get(city.strip().lower(), (20 + len(city) % 7, "cloudy"))
     return json.dumps(
         {
@@ -198,6 +202,7 @@ MISBEHAVIOURS = {
     "done_early": 'quits after one tool with "Done."',
     "schema": "structured answer missing a field",
     "token_hog": "researches every city, 2,500 tokens a step",
+    "ever_new": "new station names for Berlin, the same 'no station' answer",
 }
 WELL_BEHAVED = {
     "short": "two calls, then a short correct answer (judged)",
@@ -231,6 +236,7 @@ _CORRECTIONS = (
     "Not executed: another call",
     "Budget note",
     "The last ",
+    "Not run:",
 )
 
 
@@ -248,6 +254,11 @@ class Seen:
     tools: bool = False
     finalize: bool = False
     judge: bool = False
+    answer_tool: str | None = None
+    """The tool the agent reads its answer from (smolagents' ``final_answer``, pydantic-ai's
+    ``final_result``): a model answers by calling it."""
+    forced: bool = False
+    """The request forces the answer tool (an ending's last call for a structured answer)."""
 
 
 def _text(content: Any) -> str:
@@ -258,12 +269,23 @@ def _text(content: Any) -> str:
     return ""
 
 
+def _answer_tool(payload: dict[str, Any]) -> tuple[str | None, bool]:
+    names = [t["function"]["name"] for t in payload.get("tools") or [] if isinstance(t, dict) and "function" in t]
+    choice = payload.get("tool_choice")
+    forced = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    if forced in names:
+        return forced, True
+    return next((n for n in names if n == "final_answer" or n.startswith("final_result")), None), False
+
+
 def read_request(payload: dict[str, Any]) -> Seen:
     messages = [m for m in payload.get("messages") or [] if isinstance(m, dict)]
     seen = Seen(structured=payload.get("response_format") is not None, tools=bool(payload.get("tools")))
-    if messages and _text(messages[0].get("content")).startswith(JUDGE_PROMPT):
+    if messages and _text(messages[0].get("content")).startswith((JUDGE_PROMPT, PROGRESS_PROMPT)):
         seen.judge = True
         return seen
+    seen.answer_tool, seen.forced = _answer_tool(payload)
+    seen.structured = seen.structured or (seen.answer_tool or "").startswith("final_result")
     cities: dict[str, str] = {}
     users = 0
     for message in messages:
@@ -275,7 +297,17 @@ def read_request(payload: dict[str, Any]) -> Seen:
                 cities[call["id"]] = str(arguments.get("city", "")).lower()
             except (ValueError, KeyError, TypeError, AttributeError):
                 cities[call.get("id", "")] = ""
-        if role == "tool":
+        observation = role == "user" and users > 0 and text.startswith("Observation:")
+        if observation:  # smolagents: one turn for a reply's calls, their results a line each
+            for line in text.removeprefix("Observation:").strip().splitlines():
+                seen.calls += 1
+                try:
+                    result = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(result, dict) and "temperature_c" in result:
+                    seen.found[str(result.get("city", "")).lower()] = line
+        elif role == "tool":
             seen.calls += 1
             city = cities.get(message.get("tool_call_id", ""), "")
             if city and '"temperature_c"' in text:
@@ -284,7 +316,7 @@ def read_request(payload: dict[str, Any]) -> Seen:
             users += 1
             if users > 1 and text.startswith(FINALIZE_PROMPT):
                 seen.finalize = True
-        appended = role == "tool" or (role == "user" and users > 1)
+        appended = role == "tool" or (role == "user" and users > 1 and not observation)
         if appended and any(marker in text for marker in _CORRECTIONS):
             seen.corrected = True
     return seen
@@ -347,7 +379,30 @@ def well_behaved(seen: Seen, variant: str) -> Reply:
 
 
 def respond(scenario: Scenario, seen: Seen, request_number: int) -> Reply:
-    """The scripted model's reply to one request of a run."""
+    """The scripted model's reply to one request of a run: its answer goes through the
+    request's answer tool when it offers one (a text summary when told not to call tools)."""
+    reply = _respond(scenario, seen, request_number)
+    if seen.answer_tool is None or reply.tool_calls or not reply.content or reply.status != 200:
+        return reply
+    if seen.finalize and not seen.forced:
+        return reply  # the ending's summary call: tools forbidden, the proxy delivers it
+    if seen.answer_tool == "final_answer":
+        arguments = {"answer": reply.content}
+    else:
+        try:
+            arguments = json.loads(reply.content)  # a structured answer's object
+        except ValueError:
+            found = {f"{c}_c": json.loads(t)["temperature_c"] for c, t in seen.found.items() if c in WEATHER}
+            arguments = found  # told to answer through the tool: what it has (valid only when complete)
+    call = {
+        "id": f"call_{seen.calls}_answer",
+        "type": "function",
+        "function": {"name": seen.answer_tool, "arguments": json.dumps(arguments)},
+    }
+    return Reply(tool_calls=[call], reasoning=reply.reasoning)
+
+
+def _respond(scenario: Scenario, seen: Seen, request_number: int) -> Reply:
     if scenario.behaved:
         return well_behaved(seen, scenario.name)
     fixed = scenario.variant == "recovers" and seen.corrected
@@ -375,6 +430,8 @@ def respond(scenario: Scenario, seen: Seen, request_number: int) -> Reply:
         return Reply("Done.")
     if name == "schema" and "berlin" in seen.found and paris_done and seen.structured:
         return Reply(json.dumps({"paris_c": WEATHER["paris"][0]}))
+    if name == "ever_new" and paris_done and "berlin" not in seen.found:
+        return Reply(tool_calls=[_call(f"Berolina {seen.calls}", seen.calls)])
     if name == "token_hog":
         city = CITIES[seen.calls % len(CITIES)]
         return Reply(
@@ -389,12 +446,19 @@ def respond(scenario: Scenario, seen: Seen, request_number: int) -> Reply:
 
 _NONCE = re.compile(r'"nonce": "([0-9a-f]+)"')
 _REPLY = re.compile(r"<reply-[0-9a-f]+>\n(.*)\n</reply-[0-9a-f]+>", re.S)
+_STEPS = re.compile(r"<steps-[0-9a-f]+>\n(.*)\n</steps-[0-9a-f]+>", re.S)
 
 
 def judge(payload: dict[str, Any]) -> str:
-    """An honest judge: done when the reply gives both temperatures (in JSON or in words)."""
+    """An honest judge: done when the reply gives both temperatures (in JSON or in words);
+    asked about progress, the steps make some when they look up a city the task names."""
     messages = payload["messages"]
     nonce = _NONCE.search(messages[0]["content"])
+    if messages[0]["content"].startswith(PROGRESS_PROMPT):
+        steps = _STEPS.search(messages[1]["content"])
+        progress = bool(steps) and any(city in steps.group(1).lower() for city in WEATHER)
+        reason = "the steps look up a city the task names" if progress else "the steps look up other cities"
+        return json.dumps({"nonce": nonce.group(1) if nonce else "", "progress": progress, "reason": reason})
     reply = _REPLY.search(messages[1]["content"])
     answer = reply.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") if reply else ""
     done = is_correct(answer, structured=answer.lstrip().startswith("{"))

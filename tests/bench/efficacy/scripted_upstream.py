@@ -3,10 +3,13 @@
 It reuses the test suite's :class:`FakeUpstream` server (aiohttp on its own thread) and
 replaces how it answers: every request is routed by its model name
 (``bench/<scenario>/<variant>/<run>``) to :func:`scenarios.respond`, judge calls to the
-honest judge, and ``stream: true`` requests get the same reply as SSE chunks. Usage is
+honest judge, and ``stream: true`` requests get the same reply as SSE chunks. Requests to
+``/v1/messages`` are read and answered in Anthropic Messages' shape (:mod:`messages_api`). Usage is
 billed like a real API (about 4 bytes a token for the prompt), and every call is booked
 per run: steps and tokens by purpose (agent, judge, finalize), and the prompt tokens the
-guard added to agent calls (its corrections and notes).
+guard added to agent calls (its corrections and notes). A Responses request (``POST
+/responses``) is read as the chat request it amounts to and answered as the Responses API
+does (a response, or its named events).
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from typing import Any
 from aiohttp import web
 
 from proxy.wire.chat_render import completion_as_sse
-from tests.bench.efficacy import scenarios
+from proxy.wire.responses_parse import parse_conversation
+from tests.bench.efficacy import messages_api, scenarios
+from tests.support.fake_responses import function_call, message, reasoning, response, stream_events
 from tests.support.fake_upstream import FakeUpstream, Json, Sse, chat_completion
 
 
@@ -66,10 +71,16 @@ class ScriptedUpstream(FakeUpstream):
             payload = json.loads(body)
         except ValueError:
             return web.json_response({"error": {"message": "not JSON"}}, status=400)
+        responses = request.path.endswith("/responses")
+        if responses:
+            payload = _as_chat(payload)
         model = str(payload.get("model", ""))
         scenario = scenario_of(model)
         if scenario is None:
             return web.json_response({"error": {"message": f"unknown model {model!r}"}}, status=404)
+        anthropic = request.rel_url.path.endswith("/messages")
+        if anthropic:  # the scenarios read chat's shape
+            payload = messages_api.chat_view(payload)
         seen = scenarios.read_request(payload)
         with self._books_lock:
             book = self.books[model]
@@ -86,7 +97,11 @@ class ScriptedUpstream(FakeUpstream):
             with self._books_lock:
                 book.rate_limited += 1
             error = {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}
+            if anthropic:
+                error = {"type": "error", "error": {"type": "rate_limit_error", "message": "Rate limit reached"}}
             return await self._answer(request, Json(error, status=reply.status, headers={"retry-after-ms": "50"}))
+        if anthropic:
+            return await self._message(request, model, reply, len(body) // 4, purpose, payload, book)
         completion = _completion(model, reply, prompt_tokens=len(body) // 4)
         usage = completion["usage"]
         added = scenarios.guard_added_bytes(payload) // 4 if purpose == "agent" else 0
@@ -94,6 +109,8 @@ class ScriptedUpstream(FakeUpstream):
             book.calls[purpose] += 1
             book.tokens[purpose] += usage["total_tokens"]
             book.added_tokens += added
+        if responses:
+            return await self._respond(request, payload, _response(completion, reply))
         if payload.get("stream") is True:
             options = payload.get("stream_options")
             include_usage = isinstance(options, dict) and options.get("include_usage") is True
@@ -102,6 +119,42 @@ class ScriptedUpstream(FakeUpstream):
             return await self._answer(request, Sse(events))
         return await self._answer(request, Json(completion))
 
+    async def _respond(self, request: web.Request, payload: dict[str, Any], body: dict[str, Any]) -> web.StreamResponse:
+        """A Responses answer: the response, or its named events."""
+        if payload.get("stream") is not True:
+            return web.json_response(body)
+        stream = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
+        await stream.prepare(request)
+        for event in stream_events(body):
+            await stream.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+        await stream.write_eof()
+        return stream
+
+    async def _message(
+        self,
+        request: web.Request,
+        model: str,
+        reply: scenarios.Reply,
+        prompt_tokens: int,
+        purpose: str,
+        view: dict[str, Any],
+        book: Ledger,
+    ) -> web.StreamResponse:
+        """The reply in Anthropic Messages' shape (``POST /v1/messages``), booked like the chat one."""
+        body = messages_api.message(model, reply, prompt_tokens=prompt_tokens)
+        added = scenarios.guard_added_bytes(view) // 4 if purpose == "agent" else 0
+        with self._books_lock:
+            book.calls[purpose] += 1
+            book.tokens[purpose] += body["usage"]["input_tokens"] + body["usage"]["output_tokens"]
+            book.added_tokens += added
+        if json.loads(await request.read()).get("stream") is True:
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            await response.write(messages_api.streamed(body))
+            await response.write_eof()
+            return response
+        return web.json_response(body)
+
     async def _answer(self, request: web.Request, reply: Json | Sse) -> web.StreamResponse:
         if isinstance(reply, Sse):
             return await self._stream(request, reply)
@@ -109,6 +162,44 @@ class ScriptedUpstream(FakeUpstream):
         return web.Response(
             body=raw, status=reply.status, headers={"Content-Type": "application/json", **reply.headers}
         )
+
+
+def _as_chat(payload: dict[str, Any]) -> dict[str, Any]:
+    """A Responses request as the chat request it amounts to (what the scenarios read)."""
+    messages: list[dict[str, Any]] = []
+    for turn in parse_conversation(payload).messages:
+        if turn.role == "tool":
+            messages.append({"role": "tool", "tool_call_id": turn.call_id, "content": turn.text})
+            continue
+        entry: dict[str, Any] = {"role": turn.role, "content": turn.text}
+        if turn.tool_calls:
+            entry["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in turn.tool_calls
+            ]
+        messages.append(entry)
+    text = payload.get("text")
+    answer_format = text.get("format") if isinstance(text, dict) else None
+    chat = {k: v for k, v in payload.items() if k not in ("input", "instructions", "text")}
+    chat["messages"] = messages
+    if isinstance(answer_format, dict) and answer_format.get("type") == "json_schema":
+        chat["response_format"] = {"type": "json_schema", "json_schema": answer_format}
+    return chat
+
+
+def _response(completion: dict[str, Any], reply: scenarios.Reply) -> dict[str, Any]:
+    """The completion's answer as a Responses API response, its usage carried over."""
+    items: list[dict[str, Any]] = []
+    if reply.reasoning:
+        items.append(reasoning(reply.reasoning))
+    if reply.content is not None:
+        items.append(message(reply.content))
+    for call in reply.tool_calls:
+        items.append(function_call(call["function"]["name"], call["function"]["arguments"], call["id"]))
+    usage = completion["usage"]
+    body = response(*items, model=completion["model"], usage=(usage["prompt_tokens"], usage["completion_tokens"]))
+    body["id"] = "resp_bench" + completion["id"].rpartition("-")[2]
+    return body
 
 
 def _completion(model: str, reply: scenarios.Reply, *, prompt_tokens: int) -> dict[str, Any]:

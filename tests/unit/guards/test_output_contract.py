@@ -2,61 +2,113 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 
 import pytest
 
-from proxy.exchange import Reply, Usage
-from proxy.guards import GuardContext, OutputContractGuard
+from proxy.exchange import Echo, Note, ToolCall
+from proxy.guards import OutputContractGuard
 from proxy.policy.models import Policy
-from proxy.session.base import SessionState
-from proxy.verdict import Finalize, Nudge, Pass
-from proxy.wire.chat_parse import parse_conversation
+from proxy.verdict import PASS, Finalize, Nudge, Pass
+from tests.unit.guards.given import context, conversation, reply
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"], "additionalProperties": False}
-FORMAT = {"type": "json_schema", "json_schema": {"name": "n", "schema": SCHEMA}}
+ASKED = conversation(output_schema=SCHEMA)
+POLICY = Policy()  # 2 retries per request, then the session ends
+PASS_AFTER = Policy.model_validate({"output_contract": {"after_max_retries": "pass"}})
+POLICY_SCHEMA = Policy.model_validate({"output_contract": {"schema": {"type": "object", "required": ["answer"]}}})
+NOT_JSON = "the answer is not valid JSON: Expecting value: line 1 column 1 (char 0)"
+EXTRA_KEY = "$: Additional properties are not allowed ('m' was unexpected)"
 
 
-def check(content: str, retries: int = 0, policy: Policy | None = None):
-    conversation = parse_conversation({"messages": [{"role": "user", "content": "n?"}], "response_format": FORMAT})
-    context = GuardContext(policy or Policy(), SessionState({}), conversation, {"schema_retry": retries})
-    verdict = OutputContractGuard().check_reply(Reply(content, None, (), "stop", Usage()), context)
-    return asyncio.run(verdict) if inspect.isawaitable(verdict) else verdict  # a long answer: in a thread
+def sent_back(answer: str, *errors: str) -> Nudge:
+    text = POLICY.nudges.output_contract.format(errors="\n".join(errors))
+    return Nudge("schema_retry", f"{len(errors)} schema error(s): {errors[0]}", (Echo(reply(answer)), Note(text)))
 
 
-def test_a_valid_answer_passes_unflagged():
-    assert check('{"n": 3}') == Pass()
+def check(answer: str, retries: int = 0, policy: Policy = POLICY, talk=ASKED, *calls: ToolCall):
+    verdict = OutputContractGuard().check_reply(
+        reply(answer, *calls), context(policy, talk=talk, retries={"schema_retry": retries})
+    )
+    assert not inspect.isawaitable(verdict)  # a short answer is checked on the loop
+    return verdict
 
 
-@pytest.mark.parametrize(
-    ("answer", "error"),
-    [('{"n": "three"}', "$.n: 'three' is not of type 'number'"), ("three", "not valid JSON")],
-)
-def test_an_invalid_answer_goes_back_with_its_errors(answer, error):
-    verdict = check(answer)
+CASES = [
+    # the answer, schema retries so far in this request, policy, the conversation, the verdict
+    pytest.param('{"n": 3}', 0, POLICY, ASKED, PASS, id="a-valid-answer-passes-unflagged"),
+    pytest.param('Here:\n```json\n{"n": 2}\n```', 0, POLICY, ASKED, PASS, id="json-in-a-fenced-block-is-read"),
+    pytest.param('The answer is {"n": 1}.', 0, POLICY, ASKED, PASS, id="the-outermost-object-in-prose-is-read"),
+    pytest.param(
+        '{"n": "three"}',
+        0,
+        POLICY,
+        ASKED,
+        sent_back('{"n": "three"}', "$.n: 'three' is not of type 'number'"),
+        id="an-answer-off-the-schema-goes-back-with-its-errors",
+    ),
+    pytest.param("three", 0, POLICY, ASKED, sent_back("three", NOT_JSON), id="an-answer-that-is-not-json-goes-back"),
+    pytest.param(
+        '{"m": 3}',
+        1,
+        POLICY,
+        ASKED,
+        sent_back('{"m": 3}', EXTRA_KEY, "$.n: 'n' is a required property"),
+        id="every-error-goes-back-while-retries-remain",
+    ),
+    pytest.param(
+        '{"m": 3}',
+        2,
+        POLICY,
+        ASKED,
+        Finalize("invalid_output", f"the answer kept failing the required JSON schema: {EXTRA_KEY}"),
+        id="an-answer-still-invalid-after-the-retries-ends-the-session",
+    ),
+    pytest.param(
+        '{"m": 3}',
+        2,
+        PASS_AFTER,
+        ASKED,
+        Pass(flags=("output_schema_invalid",)),
+        id="or-passes-flagged-when-the-policy-says-so",
+    ),
+    pytest.param("three", 0, POLICY, conversation(), PASS, id="no-schema-asked-nothing-checked"),
+    pytest.param(
+        '{"n": 1}',
+        0,
+        POLICY_SCHEMA,
+        conversation(),
+        sent_back('{"n": 1}', "$.answer: 'answer' is a required property"),
+        id="the-policys-schema-applies-when-the-request-asks-none",
+    ),
+    pytest.param('{"n": 1}', 0, POLICY_SCHEMA, ASKED, PASS, id="the-requests-schema-wins-over-the-policys"),
+]
 
+
+@pytest.mark.parametrize(("answer", "retries", "policy", "talk", "expected"), CASES)
+def test_output_contract(answer, retries, policy, talk, expected):
+    assert check(answer, retries, policy, talk) == expected
+
+
+def test_a_reply_that_calls_a_tool_is_no_final_answer():
+    assert check("three", 0, POLICY, ASKED, ToolCall("c1", "search", "{}")) is PASS
+
+
+async def test_a_long_answer_is_checked_in_a_worker_thread_and_decided_alike():
+    answer = '{"n": "' + "x" * 40_000 + '"}'
+
+    given = OutputContractGuard().check_reply(reply(answer), context(POLICY, talk=ASKED))
+
+    assert inspect.isawaitable(given)
+    verdict = await given
     assert isinstance(verdict, Nudge)
     assert verdict.kind == "schema_retry"
-    assert error in verdict.turns[-1].text
+    assert verdict.turns[0] == Echo(reply(answer))
 
 
-def test_an_answer_still_invalid_after_the_retries_ends_the_session():
-    verdict = check('{"m": 3}', retries=2)
-
-    assert isinstance(verdict, Finalize)
-    assert verdict.reason == "invalid_output"
-    assert "('m' was unexpected)" in verdict.detail
-
-
-def test_an_answer_still_invalid_passes_flagged_when_the_policy_says_so():
-    policy = Policy.model_validate({"output_contract": {"after_max_retries": "pass"}})
-
-    assert check('{"m": 3}', retries=2, policy=policy) == Pass(flags=("output_schema_invalid",))
-
-
-def test_an_error_quoting_a_huge_answer_is_clipped():
-    verdict = check('{"n": "' + "x" * 5000 + '"}')
+async def test_an_error_quoting_a_huge_answer_is_clipped():
+    given = OutputContractGuard().check_reply(reply('{"n": "' + "x" * 5000 + '"}'), context(POLICY, talk=ASKED))
+    verdict = await given if inspect.isawaitable(given) else given
 
     assert isinstance(verdict, Nudge)
     assert len(verdict.reason) < 400

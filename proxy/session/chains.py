@@ -1,0 +1,84 @@
+"""Stored response chains: which session a response the proxy returned belongs to, and which
+upstream response a continuation of it must chain to.
+
+A Responses request that continues a stored response (``previous_response_id``) carries
+only its new items, so its session can neither be derived from the opening nor told apart
+from another run's. Every response id a request of such a format returns (each attempt's,
+and an ending's) is recorded under the tenant in a small key of its own holding the
+session's id, with the session's TTL; the continuation finds its session there. The record
+also names the upstream response the server should continue from when that is not the id
+the client holds: a stream shows the client the id of the attempt it began with, which the
+proxy may have rejected and replaced (the server holds the rejected call unanswered there),
+and an ending's id is the proxy's own: its record keeps the ending itself, so a later
+request that refers to its items by id gets them from here, never from an upstream that has
+never seen them. A chain point nobody recorded (expired, or a chain begun elsewhere) starts a
+session of its own, named after that point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from proxy.session.base import SessionDelta, SessionStore, StoreUnavailable
+from proxy.session.identity import session_key
+
+__all__ = ["Chained", "chained_session", "remember_responses", "unrecorded_chain"]
+
+_SESSION = "session"
+_CONTINUE = "continue_from"
+_BODY = "body"
+
+
+@dataclass(frozen=True, slots=True)
+class Chained:
+    session: str
+    continue_from: str | None = None
+    """The upstream response a continuation chains to instead (None: the one it names)."""
+    body: str | None = None
+    """The proxy's own response (an ending), as its JSON: the items it made."""
+
+
+def _pointer(namespace: str, response_id: str) -> str:
+    return session_key(namespace, "chain:" + response_id)
+
+
+async def chained_session(store: SessionStore, namespace: str, response_id: str) -> Chained | None:
+    """What was recorded for ``response_id``; None when nothing was (or the store failed: the
+    request then goes on as an unrecorded chain, as fail-open serves it)."""
+    try:
+        state = await store.load(_pointer(namespace, response_id))
+    except StoreUnavailable:
+        return None
+    session = state.values.get(_SESSION)
+    if not session:
+        return None
+    return Chained(session, state.values.get(_CONTINUE) or None, state.values.get(_BODY) or None)
+
+
+def unrecorded_chain(response_id: str) -> str:
+    """The session of a chain point no request recorded."""
+    return "chain-" + response_id
+
+
+async def remember_responses(
+    store: SessionStore,
+    namespace: str,
+    links: Sequence[tuple[str, str | None, str | None]],
+    session_id: str,
+    ttl_seconds: int,
+) -> None:
+    """Record that these responses belong to ``session_id``: each (id, the upstream response
+    to continue from when it is another, the body when the proxy made it). A failed store
+    loses only the record."""
+    for response_id, continue_from, body in links:
+        delta = SessionDelta()
+        delta.assign(_SESSION, session_id)
+        if continue_from is not None and continue_from != response_id:
+            delta.assign(_CONTINUE, continue_from)
+        if body is not None:
+            delta.assign(_BODY, body)
+        try:
+            await store.commit(_pointer(namespace, response_id), delta, ttl_seconds)
+        except StoreUnavailable:
+            return

@@ -1,0 +1,67 @@
+"""Goal mode on /v1/messages: its tool offered in Anthropic's shape and answered inside the proxy."""
+
+from __future__ import annotations
+
+import anthropic
+
+from proxy.goal.model import GOAL_TOOL
+from tests.support.fake_messages import said, text, thinking, tool_use
+
+TOOLS = [{"name": "search", "input_schema": {"type": "object"}}]
+TASK = [{"role": "user", "content": "How many people live in Lyon?"}]
+GOAL = {"X-Session-Id": "goal-messages", "X-LoopWarden-Goal": "Find the population of Lyon and cite the source."}
+
+
+def test_the_goal_tool_is_offered_in_anthropics_shape_and_answered_in_the_proxy(messages_proxy, anthropic_upstream):
+    completed = {"action": "update_status", "status": "completed", "evidence": "INSEE 2021: 522,250"}
+    anthropic_upstream.script(
+        said(text("I will look into it.")),
+        said(thinking("Report it."), tool_use(GOAL_TOOL, completed, "toolu_goal")),
+        said(thinking("Answer."), text("Lyon has 522,250 inhabitants (INSEE, 2021).")),
+    )
+    client = anthropic.Anthropic(base_url=messages_proxy.url, api_key="sk-ant", max_retries=0)
+
+    raw = client.messages.with_raw_response.create(
+        model="c", max_tokens=500, messages=TASK, tools=TOOLS, extra_headers=GOAL
+    )
+
+    message = raw.parse()
+    assert [b.type for b in message.content] == ["thinking", "text"]
+    assert message.content[-1].text == "Lyon has 522,250 inhabitants (INSEE, 2021)."
+    assert raw.headers["x-loopwarden-goal"] == "completed"
+    offered = anthropic_upstream.requests[0].json()["tools"]
+    assert [t["name"] for t in offered] == ["search", GOAL_TOOL]
+    assert offered[1]["input_schema"]["type"] == "object"
+    answered = anthropic_upstream.requests[2].json()["messages"]
+    assert answered[-2]["content"][-1]["name"] == GOAL_TOOL
+    assert answered[-1]["content"][0]["tool_use_id"] == "toolu_goal"
+    assert "completed" in answered[-1]["content"][0]["content"]
+    assert anthropic_upstream.rejected == []
+
+
+def test_thinking_stays_valid_after_the_goal_ends(messages_proxy, anthropic_upstream):
+    completed = {"action": "update_status", "status": "completed", "evidence": "INSEE 2021: 522,250"}
+    anthropic_upstream.script(
+        said(thinking("Report it."), tool_use(GOAL_TOOL, completed, "toolu_goal")),
+        said(thinking("Answer."), text("Lyon has 522,250 inhabitants (INSEE, 2021).")),
+        said(thinking("Next."), text("Marseille has about 870,000.")),
+    )
+    client = anthropic.Anthropic(base_url=messages_proxy.url, api_key="sk-ant", max_retries=0)
+    thinking_on = {"type": "enabled", "budget_tokens": 1024}
+    first = client.messages.create(
+        model="c", max_tokens=2000, messages=TASK, tools=TOOLS, thinking=thinking_on, extra_headers=GOAL
+    )
+    history = [
+        *TASK,
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+        {"role": "user", "content": "And Marseille?"},
+    ]
+
+    second = client.messages.with_raw_response.create(
+        model="c", max_tokens=2000, messages=history, tools=TOOLS, thinking=thinking_on, extra_headers=GOAL
+    )
+
+    assert second.parse().content[-1].text == "Marseille has about 870,000."
+    assert second.headers["x-loopwarden-goal"] == "completed"
+    assert anthropic_upstream.rejected == []
+    assert [t["name"] for t in anthropic_upstream.requests[-1].json()["tools"]] == ["search", GOAL_TOOL]

@@ -1,0 +1,180 @@
+"""Codex CLI itself (``codex exec``) through the proxy, against misbehaving models.
+
+Codex speaks only the Responses API: a custom provider with ``wire_api = "responses"``
+(HTTP, streamed, ``store: false``, the whole input every turn), or the built-in provider
+with ``openai_base_url``, which first tries a WebSocket on ``/v1/responses``. The binary
+comes from the npm package ``@openai/codex`` (see :mod:`tests.support.agent_clis`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.agent_clis import agent_cli
+from tests.support.fake_responses import (
+    FakeResponses,
+    function_call,
+    message,
+    reasoning,
+    response,
+    text_response,
+    verdict,
+)
+
+CODEX = agent_cli("codex", "LOOPWARDEN_CODEX")
+pytestmark = pytest.mark.skipif(CODEX is None, reason="Codex CLI not installed: npm ci --prefix tests/agents")
+
+
+@pytest.fixture(scope="session")
+def _responses_server():
+    server = FakeResponses().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake(_responses_server):
+    _responses_server.reset()
+    yield _responses_server
+    _responses_server.reset()
+
+
+@pytest.fixture
+def proxy(make_proxy, fake):
+    return make_proxy(upstream=fake.url)
+
+
+def codex(base_url: str, home: Path, task: str = "How many people live in Lyon?", *, builtin: bool = False):
+    """``codex exec`` with LoopWarden as its provider (the recommended config), or as the
+    built-in provider's base URL."""
+    home.mkdir(exist_ok=True)
+    if builtin:
+        config = f'model = "fake-model"\nopenai_base_url = "{base_url}"\n'
+    else:
+        config = (
+            'model = "fake-model"\nmodel_provider = "loopwarden"\n\n[model_providers.loopwarden]\n'
+            f'name = "LoopWarden"\nbase_url = "{base_url}"\nenv_key = "LOOPWARDEN_TEST_KEY"\nwire_api = "responses"\n'
+        )
+    (home / "config.toml").write_text(config)
+    env = {**os.environ, "CODEX_HOME": str(home), "LOOPWARDEN_TEST_KEY": "sk-p", "OPENAI_API_KEY": "sk-p"}
+    command = [str(CODEX), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", task]
+    return subprocess.run(command, env=env, cwd=home, capture_output=True, text=True, timeout=120, check=False)
+
+
+def exec_call(call_id: str, arguments: str = '{"cmd": "echo lyon-522250"}'):
+    return response(reasoning("Run it."), function_call("exec_command", arguments, call_id))
+
+
+def outputs(payload: dict) -> list[dict]:
+    return [item for item in payload["input"] if item.get("type") == "function_call_output"]
+
+
+def test_a_well_behaved_run_passes_untouched(proxy, fake, tmp_path):
+    fake.script(exec_call("c1"), text_response("Lyon has 522,250 inhabitants."))
+
+    done = codex(proxy.base_url, tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("Lyon has 522,250 inhabitants.")
+    assert len(fake.requests) == 2
+    assert b"[LoopWarden]" not in fake.requests[1].body
+    assert fake.rejections == []
+
+
+def test_an_empty_reply_is_nudged_once_and_codex_sees_only_the_good_one(proxy, fake, tmp_path):
+    fake.script(response(message("")), text_response("Lyon has 522,250 inhabitants."))
+
+    done = codex(proxy.base_url, tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Lyon has 522,250 inhabitants."
+    assert len(fake.requests) == 2
+
+
+def test_a_reasoning_only_model_is_ended_gracefully(proxy, fake, tmp_path):
+    fake.script(*[response(reasoning("Hmm.")) for _ in range(3)], text_response("Found: nothing. Next: ask a person."))
+
+    done = codex(proxy.base_url, tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Found: nothing. Next: ask a person."
+    assert fake.rejections == []
+
+
+def test_a_command_repeated_forever_is_ended_within_block_at(proxy, fake, tmp_path):
+    fake.script(
+        *[exec_call(f"c{n}") for n in range(7)], text_response("Lyon: 522,250. I stopped repeating the command.")
+    )
+
+    done = codex(proxy.base_url, tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("I stopped repeating the command.")
+    executed = [item for item in outputs(fake.agent_payloads[-1]) if "[LoopWarden]" not in item["output"]]
+    assert len({item["call_id"] for item in executed}) <= 4
+    assert fake.rejections == []
+
+
+def test_bad_arguments_go_back_to_the_model_with_their_path(proxy, fake, tmp_path):
+    fake.script(exec_call("c1", '{"command": "echo x"}'), exec_call("c2"), text_response("Lyon: 522,250."))
+
+    done = codex(proxy.base_url, tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    feedback = outputs(fake.agent_payloads[1])[-1]
+    assert feedback["call_id"] == "c1"
+    assert "'cmd' is a required property" in feedback["output"]
+    assert "Additional properties are not allowed" in feedback["output"]
+    executed = outputs(fake.agent_payloads[2])
+    assert [item["call_id"] for item in executed] == ["c2"]
+    assert "lyon-522250" in executed[0]["output"]
+
+
+def test_a_premature_done_is_judged_and_continued(proxy, fake, tmp_path):
+    fake.judge = lambda request: verdict(request, False, "no source was cited")
+    fake.script(
+        exec_call("c1"),
+        text_response("About 500k."),
+        exec_call("c2", '{"cmd": "echo insee-2021"}'),
+        text_response("Lyon has 522,250 inhabitants (INSEE, 2021 census), checked with two commands. " * 4),
+    )
+
+    done = codex(proxy.base_url, tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert "INSEE, 2021 census" in done.stdout
+    assert "About 500k." not in done.stdout
+    assert len(fake.judge_requests) == 1
+
+
+def test_a_budget_ends_the_run_with_a_summary(make_proxy, fake, write_policies, tmp_path):
+    proxy = make_proxy(upstream=fake.url, policies_dir=str(write_policies(default="budgets: {max_tokens: 40000}\n")))
+    fake.script(
+        response(function_call("exec_command", '{"cmd": "echo lyon-522250"}', "c1"), usage=(30000, 100)),
+        text_response("Found: 522,250. Missing: a source. Next: cite INSEE."),
+    )
+
+    done = codex(proxy.base_url, tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("Found: 522,250. Missing: a source. Next: cite INSEE.")
+    summary = fake.agent_payloads[-1]
+    assert summary["tool_choice"] == "none"
+    assert "stream" not in summary
+
+
+def test_the_built_in_provider_falls_back_to_http_at_once(proxy, fake, tmp_path):
+    fake.script(text_response("Hello over HTTP."))
+
+    done = codex(proxy.base_url, tmp_path, "Say hello.", builtin=True)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Hello over HTTP."
+    assert "Reconnecting" not in done.stderr
+    assert [(r.method, r.path) for r in fake.requests] == [("POST", "/v1/responses")]
+    assert json.loads(fake.requests[0].body)["stream"] is True

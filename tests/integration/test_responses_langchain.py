@@ -1,0 +1,158 @@
+"""LangChain's ``ChatOpenAI(use_responses_api=True)`` through the proxy (invoke and stream),
+against misbehaving models; every stream it reads passes the strict validator."""
+
+from __future__ import annotations
+
+import httpx
+import pydantic
+import pytest
+
+from tests.support.fake_responses import FakeResponses, function_call, message, reasoning, response, text_response
+from tests.support.responses_clients import TeeTransport
+from tests.support.responses_events import validate_stream
+
+
+@pytest.fixture(scope="session")
+def _responses_server():
+    server = FakeResponses().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake(_responses_server):
+    _responses_server.reset()
+    yield _responses_server
+    _responses_server.reset()
+
+
+@pytest.fixture
+def proxy(make_proxy, fake):
+    return make_proxy(upstream=fake.url)
+
+
+@pytest.fixture
+def tee():
+    transport = TeeTransport()
+    yield transport
+    for raw in transport.streams:
+        validate_stream(raw)
+
+
+def chat(base_url: str, tee: TeeTransport, session: str):
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        model="m",
+        base_url=base_url,
+        api_key="sk-p",
+        max_retries=0,
+        use_responses_api=True,
+        http_client=httpx.Client(transport=tee),
+        default_headers={"X-Session-Id": session},
+    )
+
+
+def ask(model, messages, stream: bool):
+    if not stream:
+        return model.invoke(messages)
+    merged = None
+    for chunk in model.stream(messages):
+        merged = chunk if merged is None else merged + chunk
+    return merged
+
+
+def text_of(reply) -> str:
+    return reply.text if isinstance(reply.text, str) else reply.text()
+
+
+STREAMED = pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
+SEARCH = {
+    "type": "function",
+    "function": {
+        "name": "search",
+        "description": "Search the web.",
+        "parameters": {
+            "type": "object",
+            "properties": {"q": {"type": "string"}},
+            "required": ["q"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+@STREAMED
+def test_an_empty_reply_is_nudged_once_and_langchain_sees_only_the_good_one(proxy, fake, tee, stream):
+    fake.script(response(message("")), text_response("Lyon has 522,250 inhabitants."))
+
+    reply = ask(chat(proxy.base_url, tee, f"lc-empty-{stream}"), "How many people live in Lyon?", stream)
+
+    assert text_of(reply) == "Lyon has 522,250 inhabitants."
+    assert len(fake.requests) == 2
+
+
+@STREAMED
+def test_a_reasoning_only_model_is_ended_gracefully(proxy, fake, tee, stream):
+    fake.script(*[response(reasoning("Hmm.")) for _ in range(3)], text_response("Found: nothing. Next: ask."))
+
+    reply = ask(chat(proxy.base_url, tee, f"lc-thinking-{stream}"), "How many people live in Lyon?", stream)
+
+    assert text_of(reply) == "Found: nothing. Next: ask."
+
+
+@STREAMED
+def test_a_call_repeated_forever_is_ended_within_block_at(proxy, fake, tee, stream):
+    from langchain_core.messages import HumanMessage, ToolMessage
+
+    fake.script(
+        *[response(function_call("search", '{"q": "lyon"}', f"c{n}")) for n in range(7)],
+        text_response("Lyon: ~520k. I stopped searching."),
+    )
+    model = chat(proxy.base_url, tee, f"lc-loop-{stream}").bind_tools([SEARCH])
+    messages: list = [HumanMessage("How many people live in Lyon?")]
+    runs = 0
+    for _ in range(10):
+        reply = ask(model, messages, stream)
+        messages.append(reply)
+        if not reply.tool_calls:
+            break
+        for call in reply.tool_calls:
+            runs += 1
+            messages.append(ToolMessage(f"result #{runs}", tool_call_id=call["id"]))
+
+    assert text_of(messages[-1]) == "Lyon: ~520k. I stopped searching."
+    assert runs <= 4
+    assert fake.rejections == []
+
+
+@STREAMED
+def test_bad_arguments_go_back_to_the_model_with_their_path(proxy, fake, tee, stream):
+    fake.script(
+        response(function_call("search", '{"query": "lyon"}', "c1")),
+        response(function_call("search", '{"q": "lyon"}', "c2")),
+    )
+
+    reply = ask(chat(proxy.base_url, tee, f"lc-args-{stream}").bind_tools([SEARCH]), "Lyon?", stream)
+
+    assert [call["args"] for call in reply.tool_calls] == [{"q": "lyon"}]
+    feedback = fake.agent_payloads[1]["input"][-1]
+    assert "$.q: 'q' is a required property" in feedback["output"]
+
+
+class City(pydantic.BaseModel):
+    city: str
+    population: int
+
+
+def test_a_structured_request_that_never_validates_ends_in_langchains_refusal_error(proxy, fake, tee):
+    from langchain_core.exceptions import ModelRefusalError
+
+    fake.script(
+        *[text_response("About half a million.") for _ in range(3)], text_response("Missing: a population figure.")
+    )
+
+    with pytest.raises(ModelRefusalError, match="Missing: a population figure"):
+        chat(proxy.base_url, tee, "lc-schema").with_structured_output(City, method="json_schema").invoke("Lyon?")
+
+    assert fake.agent_payloads[0]["text"]["format"]["type"] == "json_schema"

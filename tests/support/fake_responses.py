@@ -1,0 +1,391 @@
+"""A scriptable fake OpenAI Responses upstream, next to the chat one (``fake_upstream``).
+
+Tests script response bodies (built with :func:`response` and the item helpers); each is
+served as JSON or, when the request streams, as the named events a real API sends, under a
+fresh ``resp_…`` id. The fake is as strict as the API about what a proxy could break:
+``previous_response_id`` must name a response it stored (``store`` is on unless false), an
+``item_reference`` must name a stored item, every call in the history must have its output,
+and a ``reasoning`` item must be followed by another item. A violation is answered with the
+API's 400 and counted in ``rejections``. Judge calls (the judge's instructions, or its chat
+prompt) are answered by ``self.judge`` and kept apart in ``judge_requests``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from tests.support.fake_upstream import (
+    JUDGE_PROMPT,
+    PROGRESS_PROMPT,
+    CloseAfterRequest,
+    FakeUpstream,
+    Hang,
+    Json,
+    Recorded,
+    Reply,
+    _is_judge_call,
+    _raw_headers,
+    chat_completion,
+)
+
+_ids = itertools.count(1)
+
+
+def _id(prefix: str) -> str:
+    return f"{prefix}_fake{next(_ids):06d}"
+
+
+# -- items and responses ------------------------------------------------------------------
+
+
+def message(text: str, *, phase: str | None = None, refusal: bool = False) -> dict[str, Any]:
+    part = {"type": "refusal", "refusal": text} if refusal else {"type": "output_text", "text": text, "annotations": []}
+    item: dict[str, Any] = {"type": "message", "id": _id("msg"), "status": "completed", "role": "assistant"}
+    item["content"] = [part]
+    if phase is not None:
+        item["phase"] = phase
+    return item
+
+
+def function_call(
+    name: str, arguments: str, call_id: str = "call_1", *, namespace: str | None = None
+) -> dict[str, Any]:
+    item = {"type": "function_call", "id": _id("fc"), "call_id": call_id, "name": name, "arguments": arguments}
+    if namespace is not None:
+        item["namespace"] = namespace
+    return {**item, "status": "completed"}
+
+
+def custom_call(name: str, text: str, call_id: str = "call_1") -> dict[str, Any]:
+    return {"type": "custom_tool_call", "id": _id("ctc"), "call_id": call_id, "name": name, "input": text}
+
+
+def reasoning(summary: str | None = None, *, encrypted: str = "gAAAAB-opaque==") -> dict[str, Any]:
+    summaries = [{"type": "summary_text", "text": summary}] if summary else []
+    return {"type": "reasoning", "id": _id("rs"), "summary": summaries, "encrypted_content": encrypted}
+
+
+def response(
+    *items: dict[str, Any],
+    status: str = "completed",
+    incomplete: str | None = None,
+    model: str = "fake-model",
+    usage: tuple[int, int] = (11, 7),
+    cached: int = 0,
+) -> dict[str, Any]:
+    """A response body as the API returns it (its id is replaced by a fresh one when served)."""
+    return {
+        "id": _id("resp"),
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "status": status,
+        "error": None,
+        "incomplete_details": {"reason": incomplete} if incomplete else None,
+        "instructions": None,
+        "model": model,
+        "output": list(items),
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": usage[0],
+            "input_tokens_details": {"cached_tokens": cached},
+            "output_tokens": usage[1],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage[0] + usage[1],
+        },
+    }
+
+
+def text_response(text: str = "Hello from the fake model.", **options: Any) -> dict[str, Any]:
+    return response(message(text), **options)
+
+
+# -- a response as its stream ---------------------------------------------------------------
+
+
+def _split(text: str, pieces: int) -> list[str]:
+    size = max(1, -(-len(text) // pieces))
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def stream_events(body: dict[str, Any], *, pieces: int = 3) -> list[dict[str, Any]]:
+    """The events the API streams for ``body``: text and arguments in ``pieces`` deltas."""
+    events: list[dict[str, Any]] = []
+    opening = {**body, "status": "in_progress", "output": [], "usage": None}
+    events.append({"type": "response.created", "response": opening})
+    events.append({"type": "response.in_progress", "response": opening})
+    for index, item in enumerate(body["output"]):
+        kind = item["type"]
+        at = {"item_id": item.get("id"), "output_index": index}
+        if kind == "message":
+            events.append(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": index,
+                    "item": {**item, "content": [], "status": "in_progress"},
+                }
+            )
+            for n, part in enumerate(item["content"]):
+                where = {**at, "content_index": n}
+                field_name = "refusal" if part["type"] == "refusal" else "text"
+                empty = {**part, field_name: ""}
+                events.append({"type": "response.content_part.added", **where, "part": empty})
+                delta_type = "response.refusal.delta" if part["type"] == "refusal" else "response.output_text.delta"
+                for piece in _split(part[field_name], pieces):
+                    events.append({"type": delta_type, **where, "delta": piece})
+                done_type = "response.refusal.done" if part["type"] == "refusal" else "response.output_text.done"
+                events.append({"type": done_type, **where, field_name: part[field_name]})
+                events.append({"type": "response.content_part.done", **where, "part": part})
+        elif kind in ("function_call", "custom_tool_call"):
+            key, name = (
+                ("arguments", "function_call_arguments")
+                if kind == "function_call"
+                else ("input", "custom_tool_call_input")
+            )
+            events.append(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": index,
+                    "item": {**item, key: "", "status": "in_progress"},
+                }
+            )
+            for piece in _split(item[key], pieces):
+                events.append({"type": f"response.{name}.delta", **at, "delta": piece})
+            events.append({"type": f"response.{name}.done", **at, key: item[key]})
+        elif kind == "reasoning":
+            events.append(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": index,
+                    "item": {"type": "reasoning", "id": item["id"], "summary": []},
+                }
+            )
+            for n, part in enumerate(item.get("summary") or []):
+                where = {**at, "summary_index": n}
+                events.append(
+                    {
+                        "type": "response.reasoning_summary_part.added",
+                        **where,
+                        "part": {"type": "summary_text", "text": ""},
+                    }
+                )
+                for piece in _split(part["text"], pieces):
+                    events.append({"type": "response.reasoning_summary_text.delta", **where, "delta": piece})
+                events.append({"type": "response.reasoning_summary_text.done", **where, "text": part["text"]})
+                events.append({"type": "response.reasoning_summary_part.done", **where, "part": part})
+        else:
+            events.append({"type": "response.output_item.added", "output_index": index, "item": item})
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    terminal = {"completed": "response.completed", "incomplete": "response.incomplete", "failed": "response.failed"}
+    events.append({"type": terminal[body["status"]], "response": body})
+    return [{**event, "sequence_number": n} for n, event in enumerate(events)]
+
+
+@dataclass
+class Events:
+    """A raw event list streamed as is (a broken or unusual stream)."""
+
+    events: list[dict[str, Any]]
+    cut_after: int | None = None
+
+
+# -- the judge ------------------------------------------------------------------------------
+
+_NONCE = re.compile(r'"nonce": "([0-9a-f]+)"')
+
+
+def _judge_text(payload: dict[str, Any]) -> str | None:
+    """The judge's prompt, if this is a judge call (either format)."""
+    instructions = payload.get("instructions")
+    if isinstance(instructions, str) and instructions.startswith((JUDGE_PROMPT, PROGRESS_PROMPT)):
+        return instructions
+    chat = _is_judge_call(json.dumps(payload).encode())
+    return chat["messages"][0]["content"] if chat is not None else None
+
+
+def verdict(request: dict[str, Any], done: bool, reason: str = "checked") -> Reply | dict[str, Any]:
+    """What an honest judge model answers, in the format it was asked in."""
+    prompt = _judge_text(request) or ""
+    match = _NONCE.search(prompt)
+    assert match, "judge request without a verdict nonce"
+    flag = "progress" if prompt.startswith(PROGRESS_PROMPT) else "done"  # the progress question's verdict
+    content = json.dumps({"nonce": match.group(1), flag: done, "reason": reason})
+    if "messages" in request:
+        return Json(chat_completion(content, model="judge-model"))
+    return text_response(content, model="judge-model")
+
+
+def honest_judge(request: dict[str, Any]) -> Reply | dict[str, Any]:
+    return verdict(request, True)
+
+
+# -- the server -----------------------------------------------------------------------------
+
+
+@dataclass
+class Served:
+    """One agent call the fake answered: what it asked, with its history resolved."""
+
+    payload: dict[str, Any]
+    history: list[dict[str, Any]]
+    """Every item the model saw (the stored chain's, then this request's input)."""
+    response: dict[str, Any] | None = None
+
+
+@dataclass
+class _Stored:
+    items: list[dict[str, Any]] = field(default_factory=list)
+
+
+class FakeResponses(FakeUpstream):
+    """The scripted Responses server; ``script`` takes response bodies or fake_upstream replies."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.judge = honest_judge  # type: ignore[assignment]
+        self.stored: dict[str, _Stored] = {}
+        self.items: dict[str, dict[str, Any]] = {}
+        self.served: list[Served] = []
+        self.rejections: list[str] = []
+
+    def reset(self) -> None:
+        super().reset()
+        self.judge = honest_judge  # type: ignore[assignment]
+        self.stored.clear()
+        self.items.clear()
+        self.served.clear()
+        self.rejections.clear()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        recorded = Recorded(
+            request.method, request.rel_url.raw_path, request.rel_url.raw_query_string, _raw_headers(request), body
+        )
+        try:
+            payload = json.loads(body) if body else {}
+        except ValueError:
+            payload = {}
+        judged = isinstance(payload, dict) and _judge_text(payload) is not None
+        if request.method != "POST" or not request.path.endswith("/responses"):
+            self.requests.append(recorded)  # another route (a client's model list, a stored response)
+            error = {"message": f"No route {request.method} {request.path}.", "type": "invalid_request_error"}
+            return web.json_response({"error": {**error, "param": None, "code": "not_found"}}, status=404)
+        with self._lock:
+            if judged:
+                self.judge_requests.append(recorded)
+                reply: Any = self.judge(payload)
+            else:
+                self.requests.append(recorded)
+                reply = self._replies.popleft() if self._replies else text_response()
+        if judged or not isinstance(reply, dict):
+            if isinstance(reply, dict):
+                return await self._serve(request, payload, {**reply, "id": _id("resp")}, store=False)
+            return await self._plain(request, reply)
+        history, problem = self._history(payload)
+        served = Served(payload, history)
+        self.served.append(served)
+        if problem is not None:
+            self.rejections.append(problem[1])
+            error = {"message": problem[1], "type": "invalid_request_error", "param": problem[0], "code": None}
+            return web.json_response({"error": error}, status=400 if "not found" not in problem[1] else 404)
+        served.response = reply = {**reply, "id": _id("resp")}
+        return await self._serve(request, payload, reply, store=payload.get("store") is not False, history=history)
+
+    def _history(self, payload: dict[str, Any]) -> tuple[list[dict[str, Any]], tuple[str, str] | None]:
+        """The items the model would see, or (param, message) of the API's refusal."""
+        history: list[dict[str, Any]] = []
+        previous = payload.get("previous_response_id")
+        if previous is not None:
+            if previous not in self.stored:
+                return [], ("previous_response_id", f"Previous response with id '{previous}' not found.")
+            history.extend(self.stored[previous].items)
+        raw = payload.get("input")
+        items = [{"type": "message", "role": "user", "content": raw}] if isinstance(raw, str) else list(raw or [])
+        for item in items:
+            if isinstance(item, dict) and item.get("type") == "item_reference":
+                found = self.items.get(item.get("id", ""))
+                if found is None:
+                    return [], ("input", f"Item with id '{item.get('id')}' not found.")
+                history.append(found)
+            else:
+                history.append(item)
+        answered = {i.get("call_id") for i in history if str(i.get("type", "")).endswith("_call_output")}
+        for item in history:
+            if item.get("type") in ("function_call", "custom_tool_call") and item.get("call_id") not in answered:
+                return [], ("input", f"No tool output found for function call {item.get('call_id')}.")
+        sent = history[len(history) - len(items) :]  # a stored chain's own reasoning is the server's business
+        for position, item in enumerate(sent):
+            kind = item.get("type")
+            after = sent[position + 1] if position + 1 < len(sent) else {}
+            follows = after.get("role") == "assistant" or str(after.get("type", "")).endswith("_call")
+            if kind == "reasoning" and not follows:
+                message_ = (
+                    f"Item '{item.get('id')}' of type 'reasoning' was provided without its required following item."
+                )
+                return [], ("input", message_)
+        return history, None
+
+    async def _serve(
+        self,
+        request: web.Request,
+        payload: dict[str, Any],
+        body: dict[str, Any],
+        *,
+        store: bool,
+        history: list[dict[str, Any]] | None = None,
+    ) -> web.StreamResponse:
+        if store:
+            self.stored[body["id"]] = _Stored([*(history or []), *body["output"]])
+            for item in body["output"]:
+                if isinstance(item.get("id"), str):
+                    self.items[item["id"]] = item
+        if payload.get("stream") is True:
+            return await self._events(request, stream_events(body))
+        return web.json_response(body)
+
+    async def _plain(self, request: web.Request, reply: Any) -> web.StreamResponse:
+        if isinstance(reply, Events):
+            return await self._events(request, reply.events, reply.cut_after)
+        if isinstance(reply, Hang):
+            await self._hold(request, reply.seconds)
+            return web.Response(status=599)
+        if isinstance(reply, CloseAfterRequest):
+            assert request.transport is not None
+            request.transport.close()
+            raise ConnectionResetError
+        if isinstance(reply, Json):
+            if reply.delay and await self._hold(request, reply.delay):
+                return web.Response(status=599)
+            raw = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+            return web.Response(
+                body=raw, status=reply.status, headers={"Content-Type": "application/json", **reply.headers}
+            )
+        raise TypeError(f"the Responses fake cannot serve {reply!r}")
+
+    async def _events(
+        self, request: web.Request, events: list[dict[str, Any]], cut_after: int | None = None
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        try:
+            for index, event in enumerate(events):
+                if cut_after is not None and index >= cut_after:
+                    assert request.transport is not None
+                    request.transport.close()
+                    return response
+                await response.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+            await response.write_eof()
+        except (ConnectionResetError, ConnectionError):
+            self.stream_aborts.append(0.0)
+        return response
+
+    @property
+    def agent_payloads(self) -> list[dict[str, Any]]:
+        return [served.payload for served in self.served]

@@ -1,0 +1,214 @@
+"""Streamed Responses: assembling events into a reply, writing responses as events, and the
+client's view of one stream across attempts (every stream checked by the strict validator)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from proxy.errors import UpstreamError
+from proxy.exchange import Channel, ToolCall
+from proxy.wire.responses import RESPONSES
+from proxy.wire.responses_relay import ResponsesRelay
+from proxy.wire.responses_stream import ResponsesAssembler, event_frame
+from tests.support.fake_responses import function_call, message, reasoning, response, stream_events
+from tests.support.responses_events import StreamInvalid, validate_stream
+
+
+def _assembled(body: dict) -> tuple[ResponsesAssembler, list[int]]:
+    assembler = ResponsesAssembler()
+    return assembler, [assembler.add(event) for event in stream_events(body)]
+
+
+def test_the_fakes_streams_pass_the_validator():
+    body = response(reasoning("think"), message("Hello there."), function_call("f", '{"a": 1}'))
+
+    parsed = validate_stream(b"".join(event_frame(e) for e in stream_events(body)))
+
+    assert parsed.final == body
+    assert parsed.text == "Hello there."
+
+
+@pytest.mark.parametrize(
+    ("mutate", "why"),
+    [
+        (lambda events: events[1:], "first event"),
+        (lambda events: [*events[:3], events[4], events[3], *events[5:]], "sequence_number"),
+        (lambda events: events[:-1], "without response.completed"),
+        (lambda events: [e for e in events if e["type"] != "response.output_item.added"], "before it was opened"),
+        (lambda events: [e for e in events if e["type"] != "response.output_item.done"], "closed"),
+    ],
+)
+def test_the_validator_rejects_inconsistent_streams(mutate, why):
+    events = mutate(stream_events(response(message("Hello there."))))
+    renumbered = [{**e, "sequence_number": n} for n, e in enumerate(events)] if why != "sequence_number" else events
+
+    with pytest.raises(StreamInvalid, match=why):
+        validate_stream(b"".join(event_frame(e) for e in renumbered))
+
+
+def test_the_assembler_reads_text_calls_reasoning_and_usage():
+    body = response(reasoning("think"), message("Hello."), function_call("f", '{"a": 1}', "c1"), usage=(50, 20))
+
+    assembler, _ = _assembled(body)
+    reply = assembler.reply()
+
+    assert assembler.complete
+    assert assembler.content == "Hello."
+    assert reply.tool_calls == (ToolCall("c1", "f", '{"a": 1}'),)
+    assert reply.reasoning == "think"
+    assert reply.usage.prompt_tokens == 50
+    assert assembler.usage is not None
+    assert assembler.completion() == body
+
+
+def test_each_event_reports_its_items_channel_and_the_terminal_one_finishes():
+    body = response(reasoning("think"), message("Hi"), function_call("f", "{}"))
+
+    _, channels = _assembled(body)
+    events = stream_events(body)
+    by_type = {e["type"]: c for e, c in zip(events, channels, strict=True)}
+
+    assert by_type["response.created"] == Channel.NONE
+    assert by_type["response.reasoning_summary_text.delta"] == Channel.REASONING
+    assert by_type["response.output_text.delta"] == Channel.TEXT
+    assert by_type["response.function_call_arguments.delta"] == Channel.TOOL_CALLS
+    assert by_type["response.completed"] == Channel.FINISH
+
+
+def test_the_partial_reply_shows_what_arrived_so_far():
+    events = stream_events(response(reasoning("hmm"), function_call("f", "{}")))
+    assembler = ResponsesAssembler()
+    for event in events[:4]:
+        assembler.add(event)
+
+    assert assembler.has_reasoning
+    assert not assembler.has_text
+    assert not assembler.has_tool_calls
+    for event in events[4:]:
+        assembler.add(event)
+    assert assembler.has_tool_calls
+
+
+def test_a_stream_without_output_in_its_terminal_event_is_rebuilt_from_its_items():
+    body = response(message("Hello."))
+    events = stream_events(body)
+    events[-1] = {**events[-1], "response": {**body, "output": []}}
+    assembler = ResponsesAssembler()
+    for event in events:
+        assembler.add(event)
+
+    assert assembler.reply().content == "Hello."
+
+
+def test_an_incomplete_stream_is_cut_short():
+    assembler, _ = _assembled(response(message("Part"), status="incomplete", incomplete="max_output_tokens"))
+
+    assert assembler.reply().cut_short
+
+
+def test_a_response_streamed_by_the_adapter_is_consistent_and_carries_it_whole():
+    body = response(reasoning("think", encrypted="gAAA-x"), message("Hi."), function_call("f", "{}"))
+
+    parsed = validate_stream(RESPONSES.streamed(body, include_usage=True))
+
+    assert parsed.final == body
+    assert parsed.items[0]["encrypted_content"] == "gAAA-x"
+
+
+def test_a_refusal_ending_streams_consistently():
+    ending = RESPONSES.shaped(
+        {"text": {"format": {"type": "json_object"}}}, RESPONSES.ending("No.", model="m"), text_started=False
+    )
+
+    parsed = validate_stream(RESPONSES.streamed(ending, include_usage=True))
+
+    assert parsed.items[0]["content"] == [{"type": "refusal", "refusal": "No."}]
+
+
+# -- the relay -------------------------------------------------------------------------------
+
+
+def _through(relay: ResponsesRelay, events: list[dict]) -> bytes:
+    return b"".join(relay.event(event_frame(e), e) for e in events)
+
+
+def test_an_untouched_stream_passes_byte_for_byte():
+    events = stream_events(response(message("Hello."), function_call("f", "{}")))
+    raw = b"".join(event_frame(e) for e in events)
+
+    assert _through(ResponsesRelay(), events) == raw
+
+
+def test_a_second_attempt_continues_the_stream_the_client_already_has():
+    first = stream_events(response(message("Let me look."), function_call("f", "{}")))
+    second = stream_events(response(message("Found it.")))
+    relay = ResponsesRelay()
+    sent = _through(relay, [e for e in first if e.get("output_index") != 1 and e["type"] != "response.completed"])
+    relay.new_attempt()  # the call was rejected; the next attempt streams on
+
+    sent += _through(relay, second)
+
+    parsed = validate_stream(sent)
+    assert [item["content"][0]["text"] for item in parsed.items] == ["Let me look.", "Found it."]
+    assert parsed.final is not None
+    assert parsed.final["id"] == first[0]["response"]["id"]
+    assert relay.upstream_id == second[0]["response"]["id"]
+
+
+def test_an_item_released_after_a_later_one_is_numbered_in_the_order_it_reached_the_client():
+    events = stream_events(response(function_call("f", "{}"), message("Text.")))
+    call = [e for e in events if e.get("output_index") == 0]
+    text = [e for e in events if e.get("output_index") == 1]
+
+    parsed = validate_stream(_through(ResponsesRelay(), [*events[:2], *text, *call, events[-1]]))
+
+    assert [item["type"] for item in parsed.items] == ["message", "function_call"]
+
+
+def test_a_reasoning_item_waits_for_its_follower_and_is_dropped_with_its_attempt():
+    first = stream_events(response(reasoning("think"), function_call("f", "{}")))
+    relay = ResponsesRelay()
+    reasoning_events = [e for e in first if e.get("output_index") == 0]
+
+    sent = _through(relay, first[:2])
+    assert _through(relay, reasoning_events) == b""  # waits: its follower may be rejected
+    relay.new_attempt()
+    second = stream_events(response(reasoning("again"), message("Done.")))
+    parsed = validate_stream(sent + _through(relay, second))
+
+    assert [item["type"] for item in parsed.items] == ["reasoning", "message"]
+    assert parsed.items[0]["summary"][0]["text"] == "again"
+
+
+def test_an_ending_after_part_of_a_stream_closes_open_items_and_completes_with_everything():
+    events = stream_events(response(message("Half an answer")))
+    relay = ResponsesRelay()
+    opened = [e for e in events if e["type"] not in ("response.output_text.done", "response.content_part.done")]
+    sent = _through(relay, [e for e in opened if e["type"] not in ("response.output_item.done", "response.completed")])
+
+    sent += relay.ending(RESPONSES.appended(RESPONSES.ending("I have to stop here.", model="m")))
+
+    parsed = validate_stream(sent)
+    assert [item["content"][0]["text"] for item in parsed.items] == ["Half an answer", "\n\nI have to stop here."]
+
+
+def test_an_ending_before_anything_went_out_is_a_stream_of_its_own():
+    ending = RESPONSES.ending("Stopped.", model="m")
+
+    parsed = validate_stream(ResponsesRelay().ending(ending))
+
+    assert parsed.final == ending
+
+
+def test_an_error_continues_the_numbering_and_ends_the_stream():
+    events = stream_events(response(message("Hello.")))
+    relay = ResponsesRelay()
+    sent = _through(relay, events[:4]) + relay.error(UpstreamError("The upstream broke off."))
+
+    parsed = validate_stream(sent, allow_error=True)
+
+    assert parsed.error is not None
+    assert parsed.error["message"] == "The upstream broke off."
+    assert json.loads(sent.split(b"data: ")[-1])["sequence_number"] == 4
