@@ -99,8 +99,9 @@ class _Protocol(asyncio.Protocol):
 
     def send(self, payload: bytes, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
         waiter: asyncio.Future[Any] = loop.create_future()
+        if self.transport is None:  # not connected yet: nothing can be sent
+            raise RedisConnectionError("Redis connection not open")
         self._waiting.append(waiter)
-        assert self.transport is not None
         self.transport.write(payload)
         return waiter
 
@@ -197,7 +198,7 @@ class LeanScript:
     def __init__(self, connection: LeanConnection, source: str) -> None:
         self._connection = connection
         self._source = source
-        self._sha = hashlib.sha1(source.encode()).hexdigest()  # noqa: S324 - Redis names scripts by SHA-1
+        self._sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()  # Redis names scripts so
 
     async def __call__(self, keys: Sequence[str], args: Sequence[str | bytes | int | float]) -> Any:
         try:
