@@ -154,12 +154,7 @@ class ProxyRoutes:
             body=body,
             conversation=conversation,
             url=_model_url(credentials.tenant.upstream_url, adapter, scope["query_string"]),
-            headers=upstream_request_headers(
-                client_headers(scope),
-                credentials.upstream_authorization,
-                identity_encoding=True,
-                key_header=_key_header(credentials, adapter),
-            ),
+            headers=_upstream_headers(scope, credentials, adapter, identity_encoding=True),
             stream=conversation.stream,
             daily_tokens=credentials.tenant.daily_tokens,
             daily_cost_usd=credentials.tenant.daily_cost_usd,
@@ -230,9 +225,7 @@ class ProxyRoutes:
         credentials = self._authenticate(scope, tracker)
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         adapter = _passthrough_format(scope)
-        headers = upstream_request_headers(
-            client_headers(scope), credentials.upstream_authorization, key_header=_key_header(credentials, adapter)
-        )
+        headers = _upstream_headers(scope, credentials, adapter)
         url = passthrough_url(credentials.tenant.upstream_url, scope["raw_path"], scope["query_string"])
         facts: dict[str, object] = {"tenant": credentials.tenant.name}
         # A call answered whole (embeddings, a non-streamed response) waits here for all of it:
@@ -388,6 +381,21 @@ def _passthrough_format(scope: HTTPScope) -> WireAdapter | None:
     """The wire format a pass-through call belongs to (its errors' shape, where its key goes)."""
     raw = scope.get("raw_path") or b""
     return passthrough_format(raw.decode("latin-1"), lambda name: header(scope, name))
+
+
+def _upstream_headers(
+    scope: HTTPScope, credentials: Credentials, adapter: WireAdapter | None, *, identity_encoding: bool = False
+) -> list[tuple[str, str]]:
+    """The caller's headers as the upstream gets them. When the proxy sends the tenant's own
+    provider key, every header a proxy key can arrive in stays behind: a caller authenticated
+    by ``x-api-key`` on an OpenAI route would otherwise hand its proxy key to the provider."""
+    return upstream_request_headers(
+        client_headers(scope),
+        credentials.upstream_authorization,
+        identity_encoding=identity_encoding,
+        key_header=_key_header(credentials, adapter),
+        dropped=API_KEY_HEADERS if credentials.tenant.upstream_authorization is not None else (),
+    )
 
 
 def _key_header(credentials: Credentials, adapter: WireAdapter | None) -> str:
