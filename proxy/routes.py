@@ -174,7 +174,7 @@ class ProxyRoutes:
         # Streamed or not, a client that hangs up cancels the upstream call (and any nudge or
         # judge call that would follow); the pipeline still commits what was used.
         outcome = await unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
-        await self._deliver(outcome, send, facts, call.headers)
+        await self._deliver(outcome, send, facts, call.headers, adapter)
         return facts
 
     async def _chain(
@@ -207,7 +207,12 @@ class ProxyRoutes:
         return policy
 
     async def _deliver(
-        self, outcome: Outcome, send: Send, facts: dict[str, object], sent: Sequence[tuple[str, str]]
+        self,
+        outcome: Outcome,
+        send: Send,
+        facts: dict[str, object],
+        sent: Sequence[tuple[str, str]],
+        adapter: WireAdapter,
     ) -> None:
         """Send what the pipeline decided: its own body, or the upstream's reply copied."""
         if outcome.delivered:
@@ -219,7 +224,7 @@ class ProxyRoutes:
             return
         if outcome.upstream is None:  # an outcome carries a body or an upstream reply
             raise ProxyError("The proxy produced no reply.")
-        await self._answer(outcome.upstream, send, facts, sent, own=outcome.headers)
+        await self._answer(outcome.upstream, send, facts, sent, adapter, own=outcome.headers)
 
     async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
         credentials = self._authenticate(scope, tracker)
@@ -232,7 +237,7 @@ class ProxyRoutes:
         # a client that hangs up meanwhile cancels it, as it does a body being relayed.
         sending = self._upstream.send(scope["method"], url, headers, body, stream=True)
         reply = await unless_client_leaves(sending, receive, facts, tracker)
-        await self._relay(reply, tracker, receive, facts, headers)
+        await self._relay(reply, tracker, receive, facts, headers, adapter)
         return facts
 
     # -- shared steps ---------------------------------------------------------------
@@ -326,14 +331,17 @@ class ProxyRoutes:
         send: Send,
         facts: dict[str, object],
         sent: Sequence[tuple[str, str]],
+        adapter: WireAdapter | None,
         own: Sequence[tuple[bytes, bytes]] = (),
     ) -> None:
-        """Copy a whole upstream reply; an error goes out without any provider key in it."""
+        """Copy a whole upstream reply; an error goes out without any provider key in it (one
+        the proxy must rewrap, in the error shape of the route's API)."""
         response = reply.response
         body = response.content
         headers = reply_headers(response.headers.raw, [*_own_headers(reply), *own])
         if response.status_code >= 400:
-            body, headers = relayed_error(response.status_code, body, headers, self._secrets(sent))
+            shape = adapter.error_body if adapter is not None else None
+            body, headers = relayed_error(response.status_code, body, headers, self._secrets(sent), shape)
         facts.update(upstream_status=response.status_code, attempts=reply.attempts)
         await send_reply(send, response.status_code, headers, body)
 
@@ -344,6 +352,7 @@ class ProxyRoutes:
         receive: Receive,
         facts: dict[str, object],
         sent: Sequence[tuple[str, str]],
+        adapter: WireAdapter | None,
     ) -> None:
         """Copy the upstream's body to the client chunk by chunk, as it arrives (an error whole)."""
         send: Send = tracker.send  # type: ignore[assignment]
@@ -354,7 +363,7 @@ class ProxyRoutes:
                 await response.aread()
             finally:
                 await response.aclose()
-            await self._answer(reply, send, facts, sent)
+            await self._answer(reply, send, facts, sent, adapter)
             return
         headers = reply_headers(response.headers.raw, _own_headers(reply))
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
