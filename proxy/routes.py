@@ -47,7 +47,7 @@ from proxy.relay import credential_values, relayed_error, secret_forms
 from proxy.request import AgentRequest, Outcome
 from proxy.request_schemas import compile_request_schemas
 from proxy.schemas import SchemaCache, SchemaLimits
-from proxy.session.chains import unrecorded_chain
+from proxy.session.chains import MAX_REFERENCES, unrecorded_chain
 from proxy.session.identity import identify
 from proxy.settings import Settings
 from proxy.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
@@ -187,6 +187,12 @@ class ProxyRoutes:
         references = adapter.references(payload)
         if previous is None and not references:
             return None, None
+        if len(references) > MAX_REFERENCES:
+            raise InvalidRequest(
+                f"The input refers to items of {len(references)} responses LoopWarden made; "
+                f"at most {MAX_REFERENCES} are resolved per request.",
+                param="input",
+            )
         chained = await self._pipeline.chained_session(namespace, previous) if previous is not None else None
         bodies: dict[str, Any] = {}
         for reference in references:
