@@ -121,7 +121,7 @@ class Pipeline:
                     made = await self._endings.make(call, ending, state, delta, notes, request.extra, sent)
                     ending = Written(made, True)
                 elif isinstance(ending, Relayed) and request.amended is not None:
-                    record_turns(call, request.amended, request.extra, ending.tried.reply, delta)
+                    record_turns(call, request.amended, request.extra, ending.tried.reply, delta, state)
                 if call.session.fresh and call.session.derived and (first := delivered_reply(call, ending)):
                     call.session = named_run(call.session, turn_digest(first.content, first.tool_calls))
                 answer = ending.body if isinstance(ending, Written) else _relayed(ending)
