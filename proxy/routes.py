@@ -284,7 +284,7 @@ class ProxyRoutes:
         without an adapter), a metric and one log line."""
         timing = begin()
         if scope["type"] == ScopeType.WEBSOCKET or asks_websocket(scope):  # refused: clients go on over HTTP
-            await refuse_websocket(scope, send)
+            await refuse_websocket(scope, send, adapter.error_body(NO_WEBSOCKETS) if adapter is not None else None)
             self._metrics.of(self._metrics.requests, "-", route, "4xx").inc()
             log_event("request", {"route": route, "method": "WEBSOCKET", "status": NO_WEBSOCKETS.status})
             return

@@ -42,3 +42,13 @@ def test_an_anthropic_shaped_upstream_error_passes_through_as_sent(messages_prox
 
     assert response.status_code == 404
     assert response.json() == sent
+
+
+def test_a_websocket_upgrade_on_messages_is_refused_in_anthropics_shape(messages_proxy, anthropic_upstream):
+    upgrade = {**KEY, "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13"}
+    upgrade["Sec-WebSocket-Key"] = "dGhlIHNhbXBsZSBub25jZQ=="
+
+    response = httpx.get(f"{messages_proxy.base_url}/messages", headers=upgrade)
+
+    assert_anthropic_error(response, 426, "invalid_request_error")
+    assert anthropic_upstream.requests == []
