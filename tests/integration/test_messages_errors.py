@@ -1,10 +1,12 @@
-"""Errors on Anthropic's routes keep Anthropic's shape, the upstream's own rewrapped too."""
+"""What the proxy answers on Anthropic's routes keeps Anthropic's shape: its errors, the upstream's rewrapped,
+and an ending another route stored."""
 
 from __future__ import annotations
 
 import httpx
 import pytest
 
+from tests.support.fake_messages import check_stream
 from tests.support.fake_upstream import Json
 
 BODY = {"model": "claude", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
@@ -52,3 +54,26 @@ def test_a_websocket_upgrade_on_messages_is_refused_in_anthropics_shape(messages
 
     assert_anthropic_error(response, 426, "invalid_request_error")
     assert anthropic_upstream.requests == []
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_an_ending_stored_by_another_route_is_replayed_in_anthropics_shape(
+    make_proxy, anthropic_upstream, write_policies, stream
+):
+    policy = "empty_response_max_strikes: 1\nfinalize: {use_upstream: false}\n"
+    proxy = make_proxy(upstream=anthropic_upstream.url, policies_dir=str(write_policies(default=policy)))
+    anthropic_upstream.script(Json({"choices": [{"index": 0, "message": {"role": "assistant", "content": ""}}]}))
+    session = {**KEY, "X-Session-Id": "one-session-two-routes"}
+    chat = {"model": "m", "messages": [{"role": "user", "content": "task"}]}
+    ended = httpx.post(f"{proxy.base_url}/chat/completions", json=chat, headers=session)
+    assert ended.headers["x-loopwarden-terminated"] == "empty_response"
+
+    replayed = httpx.post(f"{proxy.base_url}/messages", json={**BODY, "stream": stream}, headers=session)
+
+    assert replayed.headers["x-loopwarden-terminated"] == "empty_response"
+    if stream:
+        events = check_stream(replayed.content)
+        assert events[0]["message"]["type"] == "message"
+    else:
+        assert replayed.json()["type"] == "message"
+        assert "I have to stop here" in replayed.json()["content"][0]["text"]
