@@ -24,7 +24,7 @@ try:
 except ImportError:  # pragma: no cover - a future httpx: assume only what every version decodes
     _HTTPX_DECODES = frozenset({"identity", "gzip", "deflate"})
 
-__all__ = ["MASK", "credential_values", "masked_text", "relayed_error", "secret_forms"]
+__all__ = ["MASK", "credential_values", "masked_bytes", "masked_text", "relayed_error", "secret_forms"]
 
 MASK = b"[REDACTED]"
 _MIN_SECRET = 8
@@ -61,6 +61,11 @@ def _masked(body: bytes, forms: Sequence[bytes]) -> bytes:
         if form in body:
             body = body.replace(form, MASK)
     return body
+
+
+def masked_bytes(body: bytes, secrets: Sequence[bytes]) -> bytes:
+    """``body`` with every form of every secret masked (an event relayed as it came)."""
+    return _masked(body, secrets)
 
 
 def masked_text(text: str, secrets: Sequence[bytes]) -> str:

@@ -20,6 +20,8 @@ except ImportError:  # optional: httpx reads zstd bodies only when it is install
     zstandard = None
 
 from proxy.tenants import hash_key
+from tests.support.fake_responses import stream_events as responses_events
+from tests.support.fake_responses import text_response
 from tests.support.fake_upstream import Json, Sse, stream_chunks
 
 PROVIDER_KEY = "sk-provider-" + "7" * 32
@@ -179,3 +181,16 @@ def test_the_tenants_key_quoted_on_a_messages_route_is_masked_in_anthropics_shap
     assert response.json() == {"type": "error", "error": {**said["error"], "message": "invalid x-api-key [REDACTED]"}}
     assert upstream.requests[-1].header("x-api-key") == PROVIDER_KEY
     assert upstream.requests[-1].header("authorization") is None
+
+
+@pytest.mark.parametrize("after_events", [0, 6], ids=["at-once", "mid-stream"])
+def test_a_key_in_a_responses_stream_failed_event_is_masked(tenant_proxy, upstream, after_events):
+    events = responses_events(text_response("word " * 100), pieces=10)[:after_events]
+    error = {"code": "server_error", "message": f"key {PROVIDER_KEY} revoked"}
+    failed = {"type": "response.failed", "response": {"id": "resp_f", "status": "failed", "output": [], "error": error}}
+    upstream.script(Sse([*events, failed], done=False))
+
+    response = send(tenant_proxy, "/responses", stream=True)
+
+    assert "sk-provider" not in response.text
+    assert "key [REDACTED] revoked" in response.text
