@@ -126,8 +126,8 @@ class WireAdapter(Protocol):
         ...
 
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
-        """A session id the client already sends in this format (a ``metadata.user_id``, a
-        ``prompt_cache_key``, a client's own session header): used when ``X-Session-Id`` is
+        """A session id the client already sends in this format (Claude Code's
+        ``metadata.user_id``, Codex's session header): used when ``X-Session-Id`` is
         absent, before the derived hash of the opening. ``header`` reads one request header."""
         ...
 
