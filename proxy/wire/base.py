@@ -275,6 +275,11 @@ class WireAdapter(Protocol):
         """Where a judge's own endpoint (``judge.base_url``) takes this format's requests."""
         ...
 
+    def judge_headers(self, key: str) -> list[tuple[str, str]]:
+        """The headers of a judge call made with the judge's own key (``judge.api_key_env``), as
+        this format's API takes a key (a bearer token; Anthropic's ``x-api-key`` and version)."""
+        ...
+
     def judge_request(
         self, system: str, user: str, *, model: str | None, max_tokens: int, schema: Mapping[str, Any] | None
     ) -> bytes:

@@ -251,6 +251,9 @@ class Responses:
 
     # -- the judge ----------------------------------------------------------------------
 
+    def judge_headers(self, key: str) -> list[tuple[str, str]]:
+        return [("content-type", "application/json"), ("authorization", f"Bearer {key}")]
+
     def judge_url(self, base_url: str) -> str:
         return base_url.rstrip("/") + self.upstream_path
 
