@@ -11,19 +11,27 @@ the pipeline calls these at fixed points of a request.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from proxy.exchange import Reply, Turn
+from proxy.logs import log_event
 from proxy.request import AgentRequest
 from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore
 from proxy.session.chains import remember_responses
 
-__all__ = ["Links", "chain_links", "record_turns", "remember_links", "summary_payload"]
+__all__ = ["MAX_RECORDED_BYTES", "Links", "chain_links", "record_turns", "remember_links", "summary_payload"]
 
 Links = list[tuple[str, str | None, str | None]]
 """(id, upstream id to continue from instead, the proxy's own body) per reply id: see
 :meth:`~proxy.wire.base.WireAdapter.chain_links`."""
+
+MAX_RECORDED_BYTES = 4 * 1024 * 1024
+"""Most a session's state may hold before a request records no more transcript into it. A
+record holds client content (an annotated tool result, whole), and records at positions a
+history no longer reaches stay until the session expires: without a cap, a client annotated
+at a new position on every request grows the state (and every later load) without limit."""
 
 _TASK_CHARS = 4000
 """How much of a run's task is kept for its continuations (the judge reads less)."""
@@ -41,13 +49,30 @@ def summary_payload(
 
 
 def record_turns(
-    call: AgentRequest, amended: Mapping[str, Any], extra: Sequence[Turn], reply: Reply, delta: SessionDelta
+    call: AgentRequest,
+    amended: Mapping[str, Any],
+    extra: Sequence[Turn],
+    reply: Reply,
+    delta: SessionDelta,
+    state: SessionState,
 ) -> None:
     """What the upstream saw that the client will not send back (turns the proxy added, tool
-    results it amended) into the session, to be spliced into its later requests."""
-    if extra or amended is not call.payload:
-        for name, value in call.adapter.recorded(call.payload, amended, extra, reply).items():
-            delta.assign(name, value)
+    results it amended) into the session, to be spliced into its later requests; nothing once
+    the session's state would pass :data:`MAX_RECORDED_BYTES` (counted, logged)."""
+    if not extra and amended is call.payload:
+        return
+    records = call.adapter.recorded(call.payload, amended, extra, reply)
+    held = sum(len(name) + len(value) for name, value in state.values.items())
+    adding = sum(len(name) + len(value) for name, value in records.items())
+    if records and held + adding > MAX_RECORDED_BYTES:
+        log_event(
+            "transcript_not_recorded",
+            {"tenant": call.tenant, "session": call.session.id, "held": held, "adding": adding},
+            logging.WARNING,
+        )
+        return
+    for name, value in records.items():
+        delta.assign(name, value)
 
 
 def chain_links(

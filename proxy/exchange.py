@@ -269,11 +269,14 @@ class Conversation:
 
     def trailing_tool_results(self) -> list[Message]:
         """The tool results sent after the last assistant turn (this request's new results),
-        ``Observation:`` turns among them."""
+        ``Observation:`` turns among them; a system turn between them (a client's reminder)
+        does not hide the ones before it."""
         trailing: list[Message] = []
         messages = self.messages
         for index in range(len(messages) - 1, -1, -1):
             message = messages[index]
+            if message.role in ("system", "developer"):
+                continue
             if message.role == "tool" or (
                 message.role == "user"
                 and _is_observation(message.text)

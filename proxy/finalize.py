@@ -35,8 +35,9 @@ from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient
 from proxy.verdict import Finalize
 from proxy.wire.base import WireAdapter
+from proxy.wire.registry import adapter_named
 
-__all__ = ["Ending", "Endings", "Finalizer", "local_summary"]
+__all__ = ["Ending", "Endings", "Finalizer", "local_summary", "replayed_ending"]
 
 _CLIP = 300
 
@@ -53,6 +54,21 @@ class Ending:
 def _clip(text: str, limit: int = _CLIP) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def replayed_ending(adapter: WireAdapter, state: SessionState) -> dict[str, Any]:
+    """The session's stored ending as a body of ``adapter``'s format. One session may be
+    reached over several routes (one ``X-Session-Id``): an ending stored by another format is
+    read by that format and rendered anew, never sent in the wrong API's shape."""
+    raw = state.ending or ""
+    wire = state.values.get(FIELDS.ENDING_WIRE)
+    if not wire or wire == adapter.name:
+        return adapter.stored_ending(raw)
+    source = adapter_named(wire)
+    reply = source.parse_reply(raw.encode()) if source is not None else None
+    if reply is None:
+        return adapter.ending("The session has ended.", model=None)
+    return adapter.render_reply(reply)
 
 
 def local_summary(conversation: Conversation, detail: str) -> str:
@@ -222,6 +238,7 @@ class Endings:
             self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "finalize").inc()
         delta.assign(FIELDS.TERMINATION, verdict.reason)
         delta.assign(FIELDS.ENDING, call.adapter.encode(ending.body).decode())
+        delta.assign(FIELDS.ENDING_WIRE, call.adapter.name)
         notes.terminated = verdict.reason
         self._metrics.terminations.labels(call.tenant, call.policy.name, verdict.reason).inc()
         self._tracing.event("loopwarden.termination", {"reason": verdict.reason, "summary_via": ending.via})
@@ -243,7 +260,7 @@ class Endings:
         no ending: the claimer does, and later calls replay that one."""
         if seen.termination and seen.ending:
             notes.terminated = seen.termination
-            body = call.adapter.stored_ending(seen.ending)
+            body = replayed_ending(call.adapter, seen)
             answer = "stored"
         else:
             notes.terminated = verdict.reason

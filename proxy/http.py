@@ -83,6 +83,7 @@ def upstream_request_headers(
     *,
     identity_encoding: bool = False,
     key_header: str = "authorization",
+    dropped: Iterable[str] = (),
 ) -> list[tuple[str, str]]:
     """The client's headers as the upstream should see them.
 
@@ -91,9 +92,10 @@ def upstream_request_headers(
     ``authorization`` (the provider key). ``identity_encoding`` asks for an uncompressed
     body the proxy can read. ``key_header``: where ``authorization`` goes when the provider
     wants its key elsewhere (Anthropic's ``x-api-key``: the token alone, and the caller's
-    value of that header, the proxy key, is dropped).
+    value of that header, the proxy key, is dropped). ``dropped``: more of the caller's headers
+    to keep back (those a proxy key may have come in, when the proxy sends the tenant's key).
     """
-    drop = _NOT_FORWARDED | _connection_tokens(headers)
+    drop = _NOT_FORWARDED | _connection_tokens(headers) | {name.lower() for name in dropped}
     if identity_encoding:
         drop = drop | {"accept-encoding"}
     out = [(k, v) for k, v in headers if (low := k.lower()) not in drop and not low.startswith(_OWN_PREFIX)]

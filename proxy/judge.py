@@ -239,7 +239,7 @@ def judge_target(call: AgentRequest) -> JudgeTarget | None:
         key = os.environ.get(settings.api_key_env)
         if not key:
             return None
-        headers = [("content-type", "application/json"), ("authorization", f"Bearer {key}")]
+        headers = call.adapter.judge_headers(key)
     return JudgeTarget(url, headers, settings.model or call.conversation.model, scope=call.tenant, adapter=call.adapter)
 
 

@@ -40,10 +40,13 @@ _POLL_SECS = 0.05
 class MetricsListener:
     """Started and stopped with the server; ``port`` is the bound one (``0`` picks a free one)."""
 
-    def __init__(self, metrics: Metrics, host: str, port: int) -> None:
+    def __init__(self, metrics: Metrics, host: str, port: int, *, reuse_port: bool = False) -> None:
         self._metrics = metrics
         self.host = host
         self.port = port
+        self._reuse_port = reuse_port
+        """Several worker processes share the port; any of them answers a scrape with every
+        worker's samples (``PROMETHEUS_MULTIPROC_DIR``)."""
         self._server: ThreadingWSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -51,7 +54,8 @@ class MetricsListener:
         app = make_wsgi_app(self._metrics.scrape_registry())
         try:
             family = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0][0]
-            server_class = type("MetricsServer", (ThreadingWSGIServer,), {"address_family": family})
+            shape = {"address_family": family, "allow_reuse_port": self._reuse_port}
+            server_class = type("MetricsServer", (ThreadingWSGIServer,), shape)
             self._server = make_server(self.host, self.port, app, server_class, handler_class=_QuietHandler)
         except OSError as exc:
             raise MetricsListenError(

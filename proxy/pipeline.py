@@ -21,7 +21,7 @@ from proxy.budgets import check_request_cap, session_limits
 from proxy.continuity import chain_links, record_turns, remember_links, summary_payload
 from proxy.errors import ProxyError
 from proxy.exchange import Channel, Reply, Turn
-from proxy.finalize import Endings
+from proxy.finalize import Endings, replayed_ending
 from proxy.fingerprint import remember_calls
 from proxy.goal.keeper import GoalKeeper, GoalStrip
 from proxy.goal.model import GOAL_TOOL, Goal, goal_tool
@@ -121,7 +121,7 @@ class Pipeline:
                     made = await self._endings.make(call, ending, state, delta, notes, request.extra, sent)
                     ending = Written(made, True)
                 elif isinstance(ending, Relayed) and request.amended is not None:
-                    record_turns(call, request.amended, request.extra, ending.tried.reply, delta)
+                    record_turns(call, request.amended, request.extra, ending.tried.reply, delta, state)
                 if call.session.fresh and call.session.derived and (first := delivered_reply(call, ending)):
                     call.session = named_run(call.session, turn_digest(first.content, first.tool_calls))
                 answer = ending.body if isinstance(ending, Written) else _relayed(ending)
@@ -147,7 +147,7 @@ class Pipeline:
         call, state, delta, notes = request.call, request.state, request.delta, request.notes
         if state.termination and state.ending and request.enforce:
             notes.terminated = state.termination
-            return Written(call.adapter.stored_ending(state.ending), shaped=True)
+            return Written(replayed_ending(call.adapter, state), shaped=True)
         if notes.refused:
             return _refused(notes.refused)
         await self._ledger.admit_tenant(call, delta, notes)

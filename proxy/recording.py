@@ -150,9 +150,14 @@ class Recorder:
         if settings.redis_stream is not None and self._redis_url is None:
             self._drop(1, "redis_stream set but the proxy has no --redis-url")
             return
+        try:
+            record = step_record(step)
+        except RecursionError:  # a request nested as deep as a body may be: not worth a 500
+            self._drop(1, "nested too deeply to record")
+            return
         queue = self._ensure_started()
         try:
-            queue.put_nowait((settings, step_record(step)))
+            queue.put_nowait((settings, record))
         except asyncio.QueueFull:
             self._drop(1, "queue full")
 

@@ -10,12 +10,12 @@ relayed at all, since what it could hide cannot be checked.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from urllib.parse import quote
 
 import msgspec
 
-from proxy.errors import error_body
+from proxy.errors import UpstreamError
 
 try:
     from httpx._decoders import SUPPORTED_DECODERS  # what httpx decodes when it reads a body
@@ -24,7 +24,7 @@ try:
 except ImportError:  # pragma: no cover - a future httpx: assume only what every version decodes
     _HTTPX_DECODES = frozenset({"identity", "gzip", "deflate"})
 
-__all__ = ["MASK", "credential_values", "masked_text", "relayed_error", "secret_forms"]
+__all__ = ["MASK", "credential_values", "masked_bytes", "masked_text", "relayed_error", "secret_forms"]
 
 MASK = b"[REDACTED]"
 _MIN_SECRET = 8
@@ -63,6 +63,11 @@ def _masked(body: bytes, forms: Sequence[bytes]) -> bytes:
     return body
 
 
+def masked_bytes(body: bytes, secrets: Sequence[bytes]) -> bytes:
+    """``body`` with every form of every secret masked (an event relayed as it came)."""
+    return _masked(body, secrets)
+
+
 def masked_text(text: str, secrets: Sequence[bytes]) -> str:
     """``text`` with every form of every secret masked (a relayed error message)."""
     if not secrets:
@@ -76,24 +81,43 @@ def _readable(headers: Sequence[tuple[bytes, bytes]]) -> bool:
     return all(coding in _DECODED for coding in codings if coding)
 
 
+Shape = Callable[[UpstreamError], bytes]
+"""A wire format's error body (an adapter's ``error_body``): Anthropic's on its routes."""
+
+
+class _Relayed(UpstreamError):
+    """An upstream error the proxy rewraps, under the upstream's own status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status  # type: ignore[misc]
+        self.code = f"upstream_{status}"  # type: ignore[misc]
+
+
 def _wrapped(
-    status: int, detail: str, headers: Sequence[tuple[bytes, bytes]]
+    status: int, detail: str, headers: Sequence[tuple[bytes, bytes]], shape: Shape | None = None
 ) -> tuple[bytes, list[tuple[bytes, bytes]]]:
     message = f"The upstream model API answered {status}" + (f": {detail}" if detail else ".")
     kept = [(k, v) for k, v in headers if k.lower() not in (b"content-type", b"content-encoding")]
     kept.append((b"content-type", b"application/json"))
-    return error_body(message, "upstream_error", f"upstream_{status}"), kept
+    error = _Relayed(status, message)
+    return (error.body() if shape is None else shape(error)), kept
 
 
 def relayed_error(
-    status: int, body: bytes, headers: Sequence[tuple[bytes, bytes]], secrets: Sequence[bytes]
+    status: int,
+    body: bytes,
+    headers: Sequence[tuple[bytes, bytes]],
+    secrets: Sequence[bytes],
+    shape: Shape | None = None,
 ) -> tuple[bytes, list[tuple[bytes, bytes]]]:
     """An upstream error as the client gets it, from the body httpx read (decoded): ``secrets``
-    masked, no content coding; kept as sent when OpenAI-shaped, wrapped into that shape
-    otherwise (an HTML 502)."""
+    masked, no content coding; kept as sent when it carries an ``error`` object (OpenAI's and
+    Anthropic's shapes both do), wrapped otherwise (an HTML 502): in ``shape``, the route's
+    API's error shape, else OpenAI's."""
     headers = [(k, _masked(v, secrets)) for k, v in headers]  # a WWW-Authenticate may quote it too
     if not _readable(headers):
-        return _wrapped(status, "(in a content coding the proxy cannot read; not relayed)", headers)
+        return _wrapped(status, "(in a content coding the proxy cannot read; not relayed)", headers, shape)
     body = _masked(body, secrets)
     headers = [(k, v) for k, v in headers if k.lower() != b"content-encoding"]
     try:
@@ -102,4 +126,4 @@ def relayed_error(
         parsed = None
     if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
         return body, headers
-    return _wrapped(status, body[:200].decode("utf-8", "replace").strip(), headers)
+    return _wrapped(status, body[:200].decode("utf-8", "replace").strip(), headers, shape)

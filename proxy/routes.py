@@ -47,7 +47,7 @@ from proxy.relay import credential_values, relayed_error, secret_forms
 from proxy.request import AgentRequest, Outcome
 from proxy.request_schemas import compile_request_schemas
 from proxy.schemas import SchemaCache, SchemaLimits
-from proxy.session.chains import unrecorded_chain
+from proxy.session.chains import MAX_REFERENCES, unrecorded_chain
 from proxy.session.identity import identify
 from proxy.settings import Settings
 from proxy.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
@@ -154,12 +154,7 @@ class ProxyRoutes:
             body=body,
             conversation=conversation,
             url=_model_url(credentials.tenant.upstream_url, adapter, scope["query_string"]),
-            headers=upstream_request_headers(
-                client_headers(scope),
-                credentials.upstream_authorization,
-                identity_encoding=True,
-                key_header=_key_header(credentials, adapter),
-            ),
+            headers=_upstream_headers(scope, credentials, adapter, identity_encoding=True),
             stream=conversation.stream,
             daily_tokens=credentials.tenant.daily_tokens,
             daily_cost_usd=credentials.tenant.daily_cost_usd,
@@ -179,7 +174,7 @@ class ProxyRoutes:
         # Streamed or not, a client that hangs up cancels the upstream call (and any nudge or
         # judge call that would follow); the pipeline still commits what was used.
         outcome = await unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
-        await self._deliver(outcome, send, facts, call.headers)
+        await self._deliver(outcome, send, facts, call.headers, adapter)
         return facts
 
     async def _chain(
@@ -192,6 +187,12 @@ class ProxyRoutes:
         references = adapter.references(payload)
         if previous is None and not references:
             return None, None
+        if len(references) > MAX_REFERENCES:
+            raise InvalidRequest(
+                f"The input refers to items of {len(references)} responses LoopWarden made; "
+                f"at most {MAX_REFERENCES} are resolved per request.",
+                param="input",
+            )
         chained = await self._pipeline.chained_session(namespace, previous) if previous is not None else None
         bodies: dict[str, Any] = {}
         for reference in references:
@@ -212,7 +213,12 @@ class ProxyRoutes:
         return policy
 
     async def _deliver(
-        self, outcome: Outcome, send: Send, facts: dict[str, object], sent: Sequence[tuple[str, str]]
+        self,
+        outcome: Outcome,
+        send: Send,
+        facts: dict[str, object],
+        sent: Sequence[tuple[str, str]],
+        adapter: WireAdapter,
     ) -> None:
         """Send what the pipeline decided: its own body, or the upstream's reply copied."""
         if outcome.delivered:
@@ -224,22 +230,20 @@ class ProxyRoutes:
             return
         if outcome.upstream is None:  # an outcome carries a body or an upstream reply
             raise ProxyError("The proxy produced no reply.")
-        await self._answer(outcome.upstream, send, facts, sent, own=outcome.headers)
+        await self._answer(outcome.upstream, send, facts, sent, adapter, own=outcome.headers)
 
     async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
         credentials = self._authenticate(scope, tracker)
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         adapter = _passthrough_format(scope)
-        headers = upstream_request_headers(
-            client_headers(scope), credentials.upstream_authorization, key_header=_key_header(credentials, adapter)
-        )
+        headers = _upstream_headers(scope, credentials, adapter)
         url = passthrough_url(credentials.tenant.upstream_url, scope["raw_path"], scope["query_string"])
         facts: dict[str, object] = {"tenant": credentials.tenant.name}
         # A call answered whole (embeddings, a non-streamed response) waits here for all of it:
         # a client that hangs up meanwhile cancels it, as it does a body being relayed.
         sending = self._upstream.send(scope["method"], url, headers, body, stream=True)
         reply = await unless_client_leaves(sending, receive, facts, tracker)
-        await self._relay(reply, tracker, receive, facts, headers)
+        await self._relay(reply, tracker, receive, facts, headers, adapter)
         return facts
 
     # -- shared steps ---------------------------------------------------------------
@@ -280,7 +284,7 @@ class ProxyRoutes:
         without an adapter), a metric and one log line."""
         timing = begin()
         if scope["type"] == ScopeType.WEBSOCKET or asks_websocket(scope):  # refused: clients go on over HTTP
-            await refuse_websocket(scope, send)
+            await refuse_websocket(scope, send, adapter.error_body(NO_WEBSOCKETS) if adapter is not None else None)
             self._metrics.of(self._metrics.requests, "-", route, "4xx").inc()
             log_event("request", {"route": route, "method": "WEBSOCKET", "status": NO_WEBSOCKETS.status})
             return
@@ -333,14 +337,17 @@ class ProxyRoutes:
         send: Send,
         facts: dict[str, object],
         sent: Sequence[tuple[str, str]],
+        adapter: WireAdapter | None,
         own: Sequence[tuple[bytes, bytes]] = (),
     ) -> None:
-        """Copy a whole upstream reply; an error goes out without any provider key in it."""
+        """Copy a whole upstream reply; an error goes out without any provider key in it (one
+        the proxy must rewrap, in the error shape of the route's API)."""
         response = reply.response
         body = response.content
         headers = reply_headers(response.headers.raw, [*_own_headers(reply), *own])
         if response.status_code >= 400:
-            body, headers = relayed_error(response.status_code, body, headers, self._secrets(sent))
+            shape = adapter.error_body if adapter is not None else None
+            body, headers = relayed_error(response.status_code, body, headers, self._secrets(sent), shape)
         facts.update(upstream_status=response.status_code, attempts=reply.attempts)
         await send_reply(send, response.status_code, headers, body)
 
@@ -351,6 +358,7 @@ class ProxyRoutes:
         receive: Receive,
         facts: dict[str, object],
         sent: Sequence[tuple[str, str]],
+        adapter: WireAdapter | None,
     ) -> None:
         """Copy the upstream's body to the client chunk by chunk, as it arrives (an error whole)."""
         send: Send = tracker.send  # type: ignore[assignment]
@@ -361,7 +369,7 @@ class ProxyRoutes:
                 await response.aread()
             finally:
                 await response.aclose()
-            await self._answer(reply, send, facts, sent)
+            await self._answer(reply, send, facts, sent, adapter)
             return
         headers = reply_headers(response.headers.raw, _own_headers(reply))
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
@@ -388,6 +396,21 @@ def _passthrough_format(scope: HTTPScope) -> WireAdapter | None:
     """The wire format a pass-through call belongs to (its errors' shape, where its key goes)."""
     raw = scope.get("raw_path") or b""
     return passthrough_format(raw.decode("latin-1"), lambda name: header(scope, name))
+
+
+def _upstream_headers(
+    scope: HTTPScope, credentials: Credentials, adapter: WireAdapter | None, *, identity_encoding: bool = False
+) -> list[tuple[str, str]]:
+    """The caller's headers as the upstream gets them. When the proxy sends the tenant's own
+    provider key, every header a proxy key can arrive in stays behind: a caller authenticated
+    by ``x-api-key`` on an OpenAI route would otherwise hand its proxy key to the provider."""
+    return upstream_request_headers(
+        client_headers(scope),
+        credentials.upstream_authorization,
+        identity_encoding=identity_encoding,
+        key_header=_key_header(credentials, adapter),
+        dropped=API_KEY_HEADERS if credentials.tenant.upstream_authorization is not None else (),
+    )
 
 
 def _key_header(credentials: Credentials, adapter: WireAdapter | None) -> str:

@@ -33,6 +33,11 @@ class Settings(BaseSettings):
     metrics_port: int = Field(
         9464, ge=0, le=65535, description="Port of the metrics listener, never the API port (0 picks a free one)."
     )
+    reuse_port: bool = Field(
+        False,
+        description="Bind the API and metrics ports with SO_REUSEPORT, so several `loopwarden serve` processes "
+        "share them and the kernel spreads connections across them (with --redis-url and PROMETHEUS_MULTIPROC_DIR).",
+    )
     upstream: str | None = Field(
         None,
         description="Base URL of the model API, e.g. https://api.openai.com/v1. "

@@ -157,8 +157,20 @@ NAMESPACE_SEPARATOR = "~"
 _NAMESPACE_SALT = b"loopwarden/session-namespace/v1\x00"
 
 
-@functools.lru_cache(maxsize=4096)
+_CACHED_KEY_CHARS = 512
+"""Longest ``Authorization`` whose namespace is kept computed (a real key is far shorter)."""
+
+
 def caller_namespace(tenant: str, authorization: str | None) -> str:
+    """See :func:`_caller_namespace`; a value longer than any real key is not cached: 4096
+    distinct 60 kB headers, which anyone may send without a tenants file, would pin 250 MB."""
+    if authorization is not None and len(authorization) > _CACHED_KEY_CHARS:
+        return _caller_namespace.__wrapped__(tenant, authorization)
+    return _caller_namespace(tenant, authorization)
+
+
+@functools.lru_cache(maxsize=4096)
+def _caller_namespace(tenant: str, authorization: str | None) -> str:
     """The session namespace of a caller of the implicit tenant: ``<tenant>~<digest>``
     (``~`` is in no tenant name, so the tenant stays readable from the key: its caps and
     metrics are the tenant's, not one per caller).

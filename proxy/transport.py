@@ -29,6 +29,9 @@ __all__ = ["READ_BODY", "AiohttpTransport"]
 READ_BODY = "loopwarden.read_body"
 """Request extension: read the whole response body before returning (not for streams)."""
 _CACHE_LIMIT = 1024
+_CACHED_URL_CHARS = 512
+"""Longest URL kept parsed: pass-through paths and queries are the client's, and a thousand
+distinct long ones would otherwise pin a hundred megabytes."""
 
 _SKIP_AUTO_HEADERS = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
 
@@ -161,6 +164,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     def _yarl(self, url: httpx.URL) -> yarl.URL:
         """httpx already parsed the URL; keep its exact encoding and parse it once per URL."""
         text = str(url)
+        if len(text) > _CACHED_URL_CHARS:
+            return yarl.URL(text, encoded=True)
         parsed = self._urls.get(text)
         if parsed is None:
             if len(self._urls) >= _CACHE_LIMIT:

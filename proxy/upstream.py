@@ -38,6 +38,8 @@ __all__ = ["ATTEMPTS_HEADER", "UpstreamClient", "UpstreamReply"]
 
 ATTEMPTS_HEADER = "x-loopwarden-upstream-attempts"
 """How many times the proxy asked the upstream for the answer the client gets."""
+_CACHED_URL_CHARS = 512
+"""Longest upstream URL kept parsed (a tenant's base, a route, ``?beta=true`` fit easily)."""
 
 
 @dataclass(slots=True)
@@ -184,9 +186,13 @@ class UpstreamClient:
                 paced += delay
 
     def _url(self, url: str | httpx.URL) -> httpx.URL:
-        """Parse each distinct upstream URL once; chat completions reuse a handful of them."""
+        """Parse each distinct upstream URL once; chat completions reuse a handful of them. A
+        long one (a client's query string rides along on model calls) is parsed and let go: a
+        thousand distinct 60 kB queries would otherwise pin over 100 MB."""
         if isinstance(url, httpx.URL):
             return url
+        if len(url) > _CACHED_URL_CHARS:
+            return httpx.URL(url)
         parsed = self._urls.get(url)
         if parsed is None:
             if len(self._urls) >= 1024:

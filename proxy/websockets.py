@@ -29,18 +29,20 @@ def asks_websocket(scope: HTTPScope) -> bool:
     return "upgrade" in (token.strip().lower() for token in connection.split(","))
 
 
-async def refuse_websocket(scope: Scope, send: Send) -> None:
-    """Refuse a WebSocket upgrade with 426 and OpenAI's error body (a bare close where the
-    server cannot send a response): Codex's WebSocket transport falls back to HTTP at once."""
+async def refuse_websocket(scope: Scope, send: Send, body: bytes | None = None) -> None:
+    """Refuse a WebSocket upgrade with 426 and the route's error body (``body``; OpenAI's by
+    default), a bare close where the server cannot send a response: Codex's WebSocket
+    transport falls back to HTTP at once."""
+    if body is None:
+        body = NO_WEBSOCKETS.body()
     if scope["type"] == ScopeType.HTTP:
-        await send_error(send, NO_WEBSOCKETS)
+        await send_error(send, NO_WEBSOCKETS, body=body)
         return
     extensions = scope.get("extensions") or {}
     if "websocket.http.response" not in extensions:
         close: Any = {"type": "websocket.close", "code": 1008}
         await send(close)
         return
-    body = NO_WEBSOCKETS.body()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     start: Any = {"type": "websocket.http.response.start", "status": NO_WEBSOCKETS.status, "headers": headers}
     await send(start)

@@ -37,6 +37,8 @@ class FIELDS:
     LAST_SEEN = "last_seen"
     TERMINATION = "termination"
     ENDING = "ending"
+    ENDING_WIRE = "ending_wire"
+    """The wire format the stored ending is written in (absent: the format of every request)."""
     STRIKE_PREFIX = "strike:"
     COST_MICROS = "cost_micros"
     LAST_SEEN_MS = "last_seen_ms"

@@ -23,7 +23,11 @@ from dataclasses import dataclass
 from proxy.session.base import SessionDelta, SessionStore, StoreUnavailable
 from proxy.session.identity import session_key
 
-__all__ = ["Chained", "chained_session", "remember_responses", "unrecorded_chain"]
+__all__ = ["MAX_REFERENCES", "Chained", "chained_session", "remember_responses", "unrecorded_chain"]
+
+MAX_REFERENCES = 64
+"""Most responses of the proxy's own one request may refer to by item id: each is one store
+lookup, so without a cap one body of references is a hundred thousand round trips."""
 
 _SESSION = "session"
 _CONTINUE = "continue_from"

@@ -13,7 +13,7 @@ later do not move the id; a history whose first reply the proxy never delivered 
 of its own.
 
 ``X-Session-Id`` (plus ``X-Agent-Id`` for sub-agents) wins when sent; then an id the client's
-own wire format carries (Anthropic's ``metadata.user_id``, a Responses ``prompt_cache_key``). Every id is
+own wire format carries (Claude Code's ``metadata.user_id``, Codex's ``session_id``). Every id is
 namespaced by the authenticated tenant, so no header reaches another tenant's state.
 """
 

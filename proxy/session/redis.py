@@ -4,8 +4,13 @@ Keys look like ``lw:{tenant:session}``; the braces are a Redis Cluster hash tag,
 key a session may grow (it is one hash today) lands on one slot and the commit script stays
 atomic on a cluster. The commit applies increments with HINCRBY inside a Lua script, so
 there is no read-modify-write in Python and concurrent requests lose no update; every
-commit refreshes the TTL, so no key lives forever. ``redis-py``'s ``Script`` re-loads the
-script after a ``SCRIPT FLUSH`` or a restart (NOSCRIPT), invisibly.
+commit refreshes the TTL, so no key lives forever. A script the server does not know
+(after a ``SCRIPT FLUSH`` or a restart: NOSCRIPT) is loaded again, invisibly.
+
+On a single server reached by a plain ``redis://`` URL the scripts run over one pipelined
+connection of the store's own (:mod:`proxy.session.resp`): redis-py's asyncio client costs
+~230 k instructions a command, more than the rest of a request's state handling. redis-py
+serves everything else (TLS, unix sockets, Cluster, resets, pings).
 
 A Redis that restarts empty (or is flushed) would hand every session fresh budgets without
 anyone noticing, so every script also checks a sentinel key, in the same round trip: the
@@ -21,13 +26,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
+import os
 import secrets
 import time
 from binascii import crc_hqx
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import msgspec
 import redis.asyncio as redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
@@ -46,6 +54,7 @@ from proxy.session.base import (
     StoreUnavailable,
     WindowLimit,
 )
+from proxy.session.resp import LeanConnection, LeanScript, lean_url
 from proxy.session.scripts import ADMIT, ADMIT_WINDOW, CLAIM, COMMIT, LOAD
 
 __all__ = ["RedisStore"]
@@ -78,14 +87,53 @@ async def _once_more(command: Callable[[], Awaitable[Any]]) -> Any:
     return await command()
 
 
+class _Tokens:
+    """Tokens unique across calls, processes and restarts: a random prefix drawn once per
+    process (and again in a forked child), then a count. Every store call needs one or two;
+    drawing each from the OS costs a system call, a count costs nothing."""
+
+    def __init__(self) -> None:
+        self._redraw()
+        os.register_at_fork(after_in_child=self._redraw)
+
+    def _redraw(self) -> None:
+        self._prefix = secrets.token_hex(8)
+        self._count = itertools.count()
+
+    def __call__(self) -> str:
+        return f"{self._prefix}{next(self._count):x}"
+
+
+_token = _Tokens()
+
+
 def _epoch() -> str:
     """A fresh epoch for a sentinel that has to be (re)created: never one seen before."""
-    return secrets.token_hex(8)
+    return _token()
 
 
 def _op_key(key: str) -> str:
     """A one-operation marker key in the same hash tag (so on the same Cluster node)."""
-    return f"{key}:op:{secrets.token_hex(8)}"
+    return f"{key}:op:{_token()}"
+
+
+_json = msgspec.json.Encoder()
+
+
+def packed_delta(delta: SessionDelta, ttl_seconds: int) -> bytes:
+    """The commit script's one argument (see ``scripts.COMMIT``)."""
+    appends = [(name, keep, ",".join(items)) for name, (items, keep) in delta.appends.items()]
+    return _json.encode(
+        (
+            ttl_seconds * 1000,
+            1 if delta.replace else 0,
+            FIELDS.RESERVED_PREFIX,
+            delta.defaults,
+            delta.assignments,
+            delta.increments,
+            appends,
+        )
+    )
 
 
 _SLOTS = 16384
@@ -130,13 +178,17 @@ class RedisStore:
         *,
         max_connections: int = 128,
         pool_timeout: float = 1.0,
+        lean: LeanConnection | None = None,
     ) -> None:
+        """``lean``: run the scripts over this pipelined connection (see :mod:`proxy.session.resp`);
+        ``client`` then serves only what is rare (a reset, a ping)."""
         self._client = client
         cluster = isinstance(client, RedisCluster)
-        # The Cluster client's per-node pools raise at their cap instead of waiting for a
-        # free connection: callers wait here instead (at most ``pool_timeout``), as the
-        # single-server pool does.
-        self._gate = asyncio.Semaphore(max_connections) if cluster else None
+        # The pools raise at their cap instead of waiting for a free connection: callers wait
+        # here instead (at most ``pool_timeout``). Cheaper than redis-py's blocking pool, whose
+        # lock, condition and timer cost every command ~50 k instructions even when a
+        # connection is free.
+        self._gate = asyncio.Semaphore(max_connections)
         self._pool_timeout = pool_timeout
         # A Cluster client learns the slot map on first use; many first uses at once would
         # each start that discovery and tear down each other's connections. Do it once.
@@ -150,11 +202,13 @@ class RedisStore:
         self.losses = 0
         """Data losses this store detected (one per scope that found its sentinel changed)."""
         self.in_process = False
-        self._load = client.register_script(LOAD)
-        self._commit = client.register_script(COMMIT)
-        self._admit = client.register_script(ADMIT)
-        self._claim = client.register_script(CLAIM)
-        self._admit_window = client.register_script(ADMIT_WINDOW)
+        self._lean = lean
+        script: Callable[[str], Any] = client.register_script if lean is None else functools.partial(LeanScript, lean)
+        self._load = script(LOAD)
+        self._commit = script(COMMIT)
+        self._admit = script(ADMIT)
+        self._claim = script(CLAIM)
+        self._admit_window = script(ADMIT_WINDOW)
 
     @classmethod
     def from_url(
@@ -166,7 +220,7 @@ class RedisStore:
         cluster: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> RedisStore:
-        """A store with socket timeouts and a pool that waits for a free connection at its cap.
+        """A store with socket timeouts, whose callers wait for a free connection at the pool's cap.
 
         ``cluster`` talks to a Redis Cluster: every key of a session (and of a tenant's day)
         shares one hash tag, so each script runs on one node, atomically.
@@ -185,10 +239,9 @@ class RedisStore:
                 max_connections=max_connections,
                 pool_timeout=timeout,
             )
-        pool = redis.BlockingConnectionPool.from_url(
+        pool = redis.ConnectionPool.from_url(
             url,
             max_connections=max_connections,
-            timeout=timeout,
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             health_check_interval=30,
@@ -197,7 +250,10 @@ class RedisStore:
             # timeouts per command. Retries here are explicit instead (see _once_more).
             retry=Retry(NoBackoff(), 0),
         )
-        return cls(redis.Redis(connection_pool=pool), clock)
+        address = lean_url(url)
+        lean = LeanConnection(address, timeout) if address is not None else None
+        client = redis.Redis(connection_pool=pool)
+        return cls(client, clock, max_connections=max_connections, pool_timeout=timeout, lean=lean)
 
     async def _run(self, command: Callable[[], Awaitable[Any]]) -> Any:
         if self._initialize is not None:
@@ -205,10 +261,11 @@ class RedisStore:
                 if self._initialize is not None:
                     await self._initialize()
                     self._initialize = None
-        if self._gate is None:
-            return await _once_more(command)
-        async with asyncio.timeout(self._pool_timeout):
-            await self._gate.acquire()  # a TimeoutError is an OSError: the store is unavailable
+        if self._gate.locked():
+            async with asyncio.timeout(self._pool_timeout):
+                await self._gate.acquire()  # a TimeoutError is an OSError: the store is unavailable
+        else:
+            await self._gate.acquire()  # free: returns at once, no timer armed
         try:
             return await _once_more(command)
         finally:
@@ -260,21 +317,7 @@ class RedisStore:
         return _state(flat)
 
     async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> SessionState:
-        args: list[str | int] = [
-            ttl_seconds * 1000,
-            len(delta.defaults),
-            len(delta.assignments),
-            len(delta.increments),
-            1 if delta.replace else 0,
-            len(delta.appends),
-            FIELDS.RESERVED_PREFIX,
-        ]
-        for mapping in (delta.defaults, delta.assignments, delta.increments):
-            for name, value in mapping.items():
-                args.extend((name, value))
-        for name, (items, keep) in delta.appends.items():
-            args.extend((name, keep, ",".join(items)))
-        args.append(_epoch())
+        args = (packed_delta(delta, ttl_seconds), _epoch())
         try:
             keys = self._keys(key, _op_key(key))
             epoch, flat = await self._run(lambda: self._commit(keys=keys, args=args))
@@ -286,18 +329,16 @@ class RedisStore:
     async def admit(
         self, key: str, limits: Sequence[Limit], ttl_seconds: int, *, replace: bool, claim: Claim | None = None
     ) -> Admission:
-        args: list[str | int] = [
+        admission = (
             ttl_seconds * 1000,
             1 if replace else 0,
             claim.now_ms if claim else 0,
             claim.lease_ms if claim else 0,
             FIELDS.ENDING,
             FIELDS.ENDING_CLAIM,
-            len(limits),
-        ]
-        for limit in limits:
-            args.extend((limit.name, limit.reserved, limit.amount, limit.limit, len(limit.used), *limit.used))
-        args.append(_epoch())
+            [(limit.name, limit.reserved, limit.amount, limit.limit, limit.used) for limit in limits],
+        )
+        args = (_json.encode(admission), _epoch())
         try:
             keys = self._keys(key, _op_key(key))
             epoch, refused, claimed, flat = await self._run(lambda: self._admit(keys=keys, args=args))
@@ -359,4 +400,6 @@ class RedisStore:
             raise StoreUnavailable(f"ping failed: {type(exc).__name__}") from exc
 
     async def aclose(self) -> None:
+        if self._lean is not None:
+            await self._lean.aclose()
         await self._client.aclose()

@@ -21,28 +21,24 @@ EPOCH = (
 LOAD = EPOCH + "return {epoch, redis.call('HGETALL', KEYS[1])}\n"
 DONE = "redis.call('SET', KEYS[2], '1', 'EX', 300)\n"
 
-# KEYS[1] = session hash. ARGV = ttl_ms, n_defaults, n_assignments, n_increments, replace, n_appends,
-# the reservation fields' prefix, then the pairs of each group, then for each append: field, keep,
-# items (comma-joined). A hash left with nothing but zero reservations is deleted.
+# KEYS[1] = session hash. ARGV[1] = the delta as JSON (see ``redis.packed_delta``):
+# [ttl_ms, replace (0|1), the reservation fields' prefix, {defaults}, {assignments}, {increments},
+# [[field, keep, items (comma-joined)], ...]]; one argument, so neither side encodes or parses
+# dozens of small ones. A hash left with nothing but zero reservations is deleted.
 COMMIT = (
     EPOCH
     + ONCE.replace("{}", "{epoch, redis.call('HGETALL', KEYS[1])}")
     + DONE
     + """
 local key = KEYS[1]
-if ARGV[5] == '1' then redis.call('DEL', key) end
-local i = 8
-for _ = 1, tonumber(ARGV[2]) do
-  redis.call('HSETNX', key, ARGV[i], ARGV[i + 1]); i = i + 2
-end
-for _ = 1, tonumber(ARGV[3]) do
-  redis.call('HSET', key, ARGV[i], ARGV[i + 1]); i = i + 2
-end
-for _ = 1, tonumber(ARGV[4]) do
-  redis.call('HINCRBY', key, ARGV[i], ARGV[i + 1]); i = i + 2
-end
-for _ = 1, tonumber(ARGV[6]) do
-  local field, keep, added = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]; i = i + 3
+local d = cjson.decode(ARGV[1])
+local prefix = d[3]
+if d[2] == 1 then redis.call('DEL', key) end
+for field, value in pairs(d[4]) do redis.call('HSETNX', key, field, value) end
+for field, value in pairs(d[5]) do redis.call('HSET', key, field, value) end
+for field, by in pairs(d[6]) do redis.call('HINCRBY', key, field, by) end
+for _, append in ipairs(d[7]) do
+  local field, keep, added = append[1], append[2], append[3]
   local old = redis.call('HGET', key, field)
   local list = (old and old ~= '') and (old .. ',' .. added) or added
   local _, commas = string.gsub(list, ',', '')
@@ -53,8 +49,8 @@ for _ = 1, tonumber(ARGV[6]) do
 end
 local all = redis.call('HGETALL', key)
 for j = 1, #all, 2 do
-  if string.sub(all[j], 1, #ARGV[7]) ~= ARGV[7] or tonumber(all[j + 1]) ~= 0 then
-    redis.call('PEXPIRE', key, ARGV[1])
+  if string.sub(all[j], 1, #prefix) ~= prefix or tonumber(all[j + 1]) ~= 0 then
+    redis.call('PEXPIRE', key, d[1])
     return {epoch, all}
   end
 end
@@ -76,11 +72,12 @@ local function claim_if_free()
 end
 """
 
-# KEYS[1] = session hash. ARGV = ttl_ms, replace, claim now_ms (0: no claim), lease_ms, ending field,
-# claim field, n_limits, then per limit: name, reserved field, amount, limit, n_used, used fields...,
-# then the epoch. Reserves all or nothing; a refusal claims the ending when asked to.
-# Returns {epoch, refused name or '', '1' when claimed or '', HGETALL}. The op marker holds the
-# outcome ('1': admitted, else the refused limit that claimed), so a retry answers the same.
+# KEYS[1] = session hash. ARGV[1] = the admission as JSON: [ttl_ms, replace (0|1), claim now_ms
+# (0: no claim), lease_ms, ending field, claim field, [[name, reserved field, amount, limit,
+# [used fields...]], ...]]; ARGV[2] = the epoch. Reserves all or nothing; a refusal claims the
+# ending when asked to. Returns {epoch, refused name or '', '1' when claimed or '', HGETALL}. The
+# op marker holds the outcome ('1': admitted, else the refused limit that claimed), so a retry
+# answers the same.
 ADMIT = (
     EPOCH
     + """
@@ -90,23 +87,22 @@ if done then
   if done == '1' then return {epoch, '', '', redis.call('HGETALL', key)} end
   return {epoch, done, '1', redis.call('HGETALL', key)}
 end
-local now, lease, ending, claim = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local a = cjson.decode(ARGV[1])
+local now, lease, ending, claim = a[3], a[4], a[5], a[6]
 """
     + CLAIM_IF_FREE
     + """
-if ARGV[2] == '1' then redis.call('DEL', key) end
+if a[2] == 1 then redis.call('DEL', key) end
 local function num(field) return tonumber(redis.call('HGET', key, field) or '0') or 0 end
-local i, taken = 8, {}
-for _ = 1, tonumber(ARGV[7]) do
-  local name, reserved, amount, limit, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]),
-    tonumber(ARGV[i + 4])
-  i = i + 5
+local taken = {}
+for _, l in ipairs(a[7]) do
+  local name, reserved, amount, limit = l[1], l[2], l[3], l[4]
   local used = num(reserved)
-  for _ = 1, n do used = used + num(ARGV[i]); i = i + 1 end
+  for _, field in ipairs(l[5]) do used = used + num(field) end
   if used + amount > limit then
     if now > 0 and claim_if_free() then
       redis.call('SET', KEYS[2], name, 'EX', 300)
-      redis.call('PEXPIRE', key, ARGV[1])
+      redis.call('PEXPIRE', key, a[1])
       return {epoch, name, '1', redis.call('HGETALL', key)}
     end
     return {epoch, name, '', redis.call('HGETALL', key)}
@@ -115,7 +111,7 @@ for _ = 1, tonumber(ARGV[7]) do
 end
 for _, t in ipairs(taken) do redis.call('HINCRBY', key, t[1], t[2]) end
 redis.call('SET', KEYS[2], '1', 'EX', 300)
-redis.call('PEXPIRE', key, ARGV[1])
+redis.call('PEXPIRE', key, a[1])
 return {epoch, '', '', redis.call('HGETALL', key)}
 """
 )

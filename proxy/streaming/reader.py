@@ -19,7 +19,7 @@ import msgspec
 
 from proxy.errors import ProxyError, UpstreamDisconnected, UpstreamError, UpstreamMalformed
 from proxy.exchange import Channel
-from proxy.relay import masked_text
+from proxy.relay import masked_bytes, masked_text
 from proxy.streaming.client import ClientStream
 from proxy.streaming.sse import SSEParser, frame
 from proxy.timing import current
@@ -63,7 +63,7 @@ async def read_streamed_reply(
             for event in parser.feed(data) if data is not None else parser.close():
                 if assembler.ends(event.data):
                     return None
-                error = _take(event.data, event.name, assembler, client, held)
+                error = _take(event.data, event.name, assembler, client, held, secrets)
                 if error is not None:
                     return _shown(error, secrets) if isinstance(error, _ErrorEvent) else error
                 if assembler.complete:  # a format whose last event carries data (Messages' message_stop)
@@ -81,7 +81,12 @@ async def read_streamed_reply(
 
 
 def _take(
-    data: bytes, name: bytes, assembler: StreamAssembler, client: ClientStream, held: Callable[[StreamAssembler], int]
+    data: bytes,
+    name: bytes,
+    assembler: StreamAssembler,
+    client: ClientStream,
+    held: Callable[[StreamAssembler], int],
+    secrets: Callable[[], Sequence[bytes]] = tuple,
 ) -> ProxyError | None:
     try:
         chunk: Any = _decode(data)
@@ -91,6 +96,9 @@ def _take(
         return UpstreamMalformed("The upstream model API sent a stream chunk that is not a JSON object.")
     if name == b"error" or "error" in chunk:
         return _stream_error(chunk)
+    if _failed(chunk):  # Responses' response.failed: relayed, its error's message masked
+        data = masked_bytes(data, secrets())
+        chunk = _decode(data)
     channels = assembler.add(chunk)
     if channels & (Channel.FINISH | Channel.BARE):
         client.defer(frame(data, name), usage_only=bool(channels & Channel.BARE), chunk=chunk)
@@ -101,6 +109,12 @@ def _take(
             client.release(released)
     client.push(frame(data, name), chunk, channels)
     return None
+
+
+def _failed(chunk: dict[str, Any]) -> bool:
+    """A terminal event whose response carries the upstream's error (Responses' ``response.failed``)."""
+    response = chunk.get("response")
+    return isinstance(response, dict) and isinstance(response.get("error"), dict)
 
 
 def _ended_early(parser: SSEParser, assembler: StreamAssembler) -> ProxyError:

@@ -126,8 +126,8 @@ class WireAdapter(Protocol):
         ...
 
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
-        """A session id the client already sends in this format (a ``metadata.user_id``, a
-        ``prompt_cache_key``, a client's own session header): used when ``X-Session-Id`` is
+        """A session id the client already sends in this format (Claude Code's
+        ``metadata.user_id``, Codex's session header): used when ``X-Session-Id`` is
         absent, before the derived hash of the opening. ``header`` reads one request header."""
         ...
 
@@ -273,6 +273,11 @@ class WireAdapter(Protocol):
 
     def judge_url(self, base_url: str) -> str:
         """Where a judge's own endpoint (``judge.base_url``) takes this format's requests."""
+        ...
+
+    def judge_headers(self, key: str) -> list[tuple[str, str]]:
+        """The headers of a judge call made with the judge's own key (``judge.api_key_env``), as
+        this format's API takes a key (a bearer token; Anthropic's ``x-api-key`` and version)."""
         ...
 
     def judge_request(

@@ -198,6 +198,9 @@ class ChatCompletions:
     def error_event(self, error: ProxyError) -> bytes:
         return frame(self.error_body(error))
 
+    def judge_headers(self, key: str) -> list[tuple[str, str]]:
+        return [("content-type", "application/json"), ("authorization", f"Bearer {key}")]
+
     def judge_url(self, base_url: str) -> str:
         return base_url.rstrip("/") + self.upstream_path
 

@@ -40,10 +40,13 @@ from proxy.wire.messages_stream import (
 )
 from proxy.wire.messages_transcript import recorded, spliced
 
-__all__ = ["MESSAGES", "AnthropicMessages"]
+__all__ = ["ANTHROPIC_VERSION", "MESSAGES", "AnthropicMessages"]
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.Encoder().encode
+
+ANTHROPIC_VERSION = "2023-06-01"
+"""The API version a judge call made with the judge's own key asks for (the client's is used otherwise)."""
 
 
 class AnthropicMessages:
@@ -190,6 +193,9 @@ class AnthropicMessages:
         self, client: Mapping[str, Any], amended: Mapping[str, Any], turns: Sequence[Turn], reply: Reply
     ) -> dict[str, str]:
         return recorded(client, amended, turns, reply)
+
+    def judge_headers(self, key: str) -> list[tuple[str, str]]:
+        return [("content-type", "application/json"), ("x-api-key", key), ("anthropic-version", ANTHROPIC_VERSION)]
 
     def judge_url(self, base_url: str) -> str:
         return base_url.rstrip("/") + self.upstream_path

@@ -203,9 +203,16 @@ def wants_structured_output(payload: Mapping[str, Any]) -> bool:
     return False
 
 
+_LEGACY_SESSION = "_session_"
+"""In the ``user_id`` of Claude Code before its JSON form: ``user_<hash>_account_<uuid>_session_<uuid>``."""
+
+
 def session_hint(payload: Mapping[str, Any]) -> str | None:
-    """``metadata.user_id``, where Claude Code sends a per-session value: a JSON object whose
-    ``session_id`` is the session (other clients: the value itself)."""
+    """``metadata.user_id`` where Claude Code sends a per-session value in it: a JSON object
+    whose ``session_id`` is the session, or (older versions) ``user_…_session_<id>``. Any other
+    value is the id of an end user (what the API documents the field for), shared by all of
+    that user's runs, or by every user where an app sends a constant: never a session, since
+    runs sharing one share its strikes, budgets and stored ending."""
     metadata = payload.get("metadata")
     user = metadata.get("user_id") if isinstance(metadata, dict) else None
     if not isinstance(user, str) or not user.strip():
@@ -214,11 +221,10 @@ def session_hint(payload: Mapping[str, Any]) -> str | None:
         try:
             blob = _decode(user)
         except (msgspec.DecodeError, RecursionError):
-            return user
+            return None
         session = blob.get("session_id") if isinstance(blob, dict) else None
-        if isinstance(session, str) and session.strip():
-            return session
-    return user
+        return session if isinstance(session, str) and session.strip() else None
+    return user if _LEGACY_SESSION in user else None
 
 
 def parse_usage(raw: Any) -> Usage:

@@ -51,8 +51,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _digest(value: Any) -> str:
-    return hashlib.sha256(msgspec.json.encode(_plain(value), order="sorted")).hexdigest()[:32]
+def _digest(value: Any) -> str | None:
+    """None for a value nested too deeply to walk: such a message is neither recorded nor matched."""
+    try:
+        return hashlib.sha256(msgspec.json.encode(_plain(value), order="sorted")).hexdigest()[:32]
+    except RecursionError:
+        return None
 
 
 def recorded(
@@ -68,19 +72,13 @@ def recorded(
     mine, sent = client.get("messages"), amended.get("messages")
     if isinstance(mine, list) and isinstance(sent, list) and sent is not mine and len(sent) == len(mine):
         for position, (original, changed) in enumerate(zip(mine, sent, strict=True)):
-            if changed is not original:
-                record = {"at": position, "tail": 0, "digest": _digest(original), "with": [changed]}
+            if changed is not original and (digest := _digest(original)) is not None:
+                record = {"at": position, "tail": 0, "digest": digest, "with": [changed]}
                 fields[FIELD_PREFIX + str(position)] = _encode(record).decode()
-    if turns:
+    if turns and (digest := _digest(content := assistant_content(reply))) is not None:
         position = len(mine) if isinstance(mine, list) else 0
-        content = assistant_content(reply)
         final = {"role": "assistant", "content": content}
-        record = {
-            "at": position,
-            "tail": len(content),
-            "digest": _digest(content),
-            "with": [*rendered_turns(turns), final],
-        }
+        record = {"at": position, "tail": len(content), "digest": digest, "with": [*rendered_turns(turns), final]}
         fields[FIELD_PREFIX + str(position)] = _encode(record).decode()
     return fields
 
@@ -88,7 +86,8 @@ def recorded(
 def spliced(payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[str, Any]:
     """The request with the session's records put back (the payload itself when none applies)."""
     payload = _tools_kept(payload, values.get(TOOLS_FIELD))
-    records = [_decode(value) for name, value in values.items() if name.startswith(FIELD_PREFIX)]
+    read = (_record(value) for name, value in values.items() if name.startswith(FIELD_PREFIX))
+    records = [record for record in read if record is not None]
     messages = payload.get("messages")
     if not records or not isinstance(messages, list):
         return payload
@@ -102,6 +101,15 @@ def spliced(payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[st
             out[position : position + 1] = replacement
             changed = True
     return {**payload, "messages": out} if changed else payload
+
+
+def _record(value: str) -> dict[str, Any] | None:
+    """A stored record, None when it cannot be read back here (nested too deeply)."""
+    try:
+        record = _decode(value)
+    except RecursionError:
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def _tools_kept(payload: Mapping[str, Any], recorded: str | None) -> Mapping[str, Any]:
@@ -141,10 +149,13 @@ def _holds(message: Any, record: Mapping[str, Any]) -> bool:
     """The client's message at the record's position is the one it was made for."""
     tail = record.get("tail")
     if not tail:
-        return _digest(message) == record.get("digest")
+        return (digest := _digest(message)) is not None and digest == record.get("digest")
     if not isinstance(message, dict) or message.get("role") != "assistant":
         return False
     content = message.get("content")
     if isinstance(content, str):  # a client that sends a text-only turn back as a string
         content = [{"type": "text", "text": content}]
-    return isinstance(content, list) and len(content) >= tail and _digest(content[-tail:]) == record.get("digest")
+    if not isinstance(content, list) or len(content) < tail:
+        return False
+    digest = _digest(content[-tail:])
+    return digest is not None and digest == record.get("digest")

@@ -139,8 +139,10 @@ class Responses:
 
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
         """The conversation the client already names: Codex's ``session_id`` /
-        ``conversation_id`` headers or ``client_metadata.session_id``, ``prompt_cache_key``,
-        a ``conversation``."""
+        ``conversation_id`` headers or ``client_metadata.session_id``, a ``conversation``.
+        Never ``prompt_cache_key``: a cache key is shared by design (one per app or prompt is
+        common), and runs sharing a session share its strikes, budgets and stored ending, the
+        text of one user's run replayed to another."""
         for name in _SESSION_HEADERS:
             value = header(name)
             if value and value.strip():
@@ -149,9 +151,6 @@ class Responses:
         session = metadata.get("session_id") if isinstance(metadata, dict) else None
         if isinstance(session, str) and session.strip():
             return session
-        key = payload.get("prompt_cache_key")
-        if isinstance(key, str) and key.strip():
-            return key
         conversation = payload.get("conversation")
         if isinstance(conversation, dict):
             conversation = conversation.get("id")
@@ -251,6 +250,9 @@ class Responses:
         return ResponsesRelay().error(error)
 
     # -- the judge ----------------------------------------------------------------------
+
+    def judge_headers(self, key: str) -> list[tuple[str, str]]:
+        return [("content-type", "application/json"), ("authorization", f"Bearer {key}")]
 
     def judge_url(self, base_url: str) -> str:
         return base_url.rstrip("/") + self.upstream_path

@@ -5,7 +5,14 @@ Starts ``fast_upstream.py`` and ``loopwarden serve`` under ``valgrind --tool=cal
 instrumentation off, warms up, switches counting on for ``--requests`` sequential requests
 over one keep-alive connection, and prints instructions per request for each body.
 
+``--store redis`` serves with Redis state (``--redis-url``; give it a private server: the
+bench writes sessions). ``--sessions unique`` sends a fresh ``X-Session-Id`` per request, as
+the performance issue measured (every request then loads, or admits, and commits); the
+default sends none, so each request is a derived run's opening.
+
     .venv/bin/python tests/bench/count_instructions.py --bodies plain,stream --requests 200
+    .venv/bin/python tests/bench/count_instructions.py --store redis --redis-url redis://127.0.0.1:6390 \
+        --sessions unique
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -28,10 +36,11 @@ from run_bench import BODIES, REQUEST_HEADERS, path_for  # noqa: E402
 from ttfb import free_port, start_proxy, start_upstream, wait_ready  # noqa: E402
 
 
-def send(port: int, body: bytes, count: int) -> None:
+def send(port: int, body: bytes, count: int, unique: bool) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     for _ in range(count):
-        connection.request("POST", path_for(body), body=body, headers=REQUEST_HEADERS)
+        headers = {**REQUEST_HEADERS, "X-Session-Id": uuid.uuid4().hex} if unique else REQUEST_HEADERS
+        connection.request("POST", path_for(body), body=body, headers=headers)
         response = connection.getresponse()
         response.read()
         if response.status != 200:
@@ -39,7 +48,7 @@ def send(port: int, body: bytes, count: int) -> None:
     connection.close()
 
 
-def count(body: bytes, requests: int, warmup: int) -> float:
+def count(body: bytes, requests: int, warmup: int, redis_url: str | None, unique: bool) -> float:
     upstream_port, proxy_port = free_port(), free_port()
     upstream = start_upstream(upstream_port)
     with tempfile.TemporaryDirectory() as work:
@@ -51,13 +60,13 @@ def count(body: bytes, requests: int, warmup: int) -> float:
             f"--callgrind-out-file={work}/out",
             f"--log-file={log}",
         ]
-        proxy = start_proxy(upstream_port, proxy_port, callgrind)
+        proxy = start_proxy(upstream_port, proxy_port, callgrind, redis_url)
         try:
             wait_ready(upstream_port)
             wait_ready(proxy_port, timeout=120)
-            send(proxy_port, body, warmup)
+            send(proxy_port, body, warmup, unique)
             subprocess.run(["callgrind_control", "-i", "on", str(proxy.pid)], check=True, capture_output=True)
-            send(proxy_port, body, requests)
+            send(proxy_port, body, requests, unique)
             subprocess.run(["callgrind_control", "-i", "off", str(proxy.pid)], check=True, capture_output=True)
         finally:
             proxy.send_signal(signal.SIGTERM)
@@ -76,13 +85,17 @@ def main() -> int:
     parser.add_argument("--bodies", default="plain,stream,stream-tools")
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=60)
+    parser.add_argument("--store", choices=("memory", "redis"), default="memory")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/15", help="With --store redis.")
+    parser.add_argument("--sessions", choices=("derived", "unique"), default="derived")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install -y valgrind)")
         return 2
     for name in args.bodies.split(","):
-        per_request = count(BODIES[name], args.requests, args.warmup)
-        print(f"{name:13s} {per_request / 1e6:.3f} M instructions per request")
+        redis_url = args.redis_url if args.store == "redis" else None
+        per_request = count(BODIES[name], args.requests, args.warmup, redis_url, args.sessions == "unique")
+        print(f"{name:13s} {args.store:6s} {args.sessions:7s} {per_request / 1e6:.3f} M instructions per request")
     return 0
 
 

@@ -286,25 +286,27 @@ class _Upstream(asyncio.Protocol):
                 return  # the body is still arriving
             body = bytes(buffer[head_end + 4 : total])
             del buffer[:total]
-            responses = b'"input"' in body
-            if b'"stream":true' in body:
-                if responses:
-                    transport.write(RESPONSES_STREAM_TOOLS if b'"tools"' in body else RESPONSES_STREAM)
-                else:
-                    transport.write(STREAM_TOOLS_RESPONSE if b'"tools"' in body else STREAM_RESPONSE)
-            else:
-                transport.write(RESPONSES_RESPONSE if responses else RESPONSE)
-            messages = head.startswith(b"post /v1/messages")
-            if b'"stream":true' in body:
-                if messages:
-                    transport.write(MESSAGE_STREAM_TOOLS_RESPONSE if b'"tools"' in body else MESSAGE_STREAM_RESPONSE)
-                else:
-                    transport.write(STREAM_TOOLS_RESPONSE if b'"tools"' in body else STREAM_RESPONSE)
-            else:
-                transport.write(MESSAGE_RESPONSE if messages else RESPONSE)
+            transport.write(_answer(head, body))
             if b"\r\nconnection: close" in head:
                 transport.close()
                 return
+
+
+def _answer(head: bytes, body: bytes) -> bytes:
+    """The one fixed answer for a request: by its format (Messages by path, Responses by an
+    ``input`` field, else chat), streamed or not, a tool call when tools are offered."""
+    stream, tools = b'"stream":true' in body, b'"tools"' in body
+    if head.startswith(b"post /v1/messages"):
+        if stream:
+            return MESSAGE_STREAM_TOOLS_RESPONSE if tools else MESSAGE_STREAM_RESPONSE
+        return MESSAGE_RESPONSE
+    if b'"input"' in body:
+        if stream:
+            return RESPONSES_STREAM_TOOLS if tools else RESPONSES_STREAM
+        return RESPONSES_RESPONSE
+    if stream:
+        return STREAM_TOOLS_RESPONSE if tools else STREAM_RESPONSE
+    return RESPONSE
 
 
 def _content_length(head: bytes) -> int:

@@ -124,6 +124,10 @@ def _litestar_sse_command(upstream: str, port: int) -> list[str]:
     return [PYTHON, str(BENCH_DIR / "reference_litestar_sse.py"), "--upstream", upstream, "--port", str(port)]
 
 
+def _lean_floor_command(upstream: str, port: int) -> list[str]:
+    return [PYTHON, str(BENCH_DIR / "lean_floor_app.py"), "--upstream", upstream, "--port", str(port)]
+
+
 def _floor_command(upstream: str, port: int) -> list[str]:
     return [PYTHON, str(BENCH_DIR / "floor_app.py"), "--upstream", upstream, "--port", str(port)]
 
@@ -142,6 +146,11 @@ TARGETS: dict[str, Target] = {
             "reference-sse",
             "-> the streaming issue's reference: bare litestar SSE relay on httpx-aiohttp -> upstream",
             _litestar_sse_command,
+        ),
+        Target(
+            "lean-floor",
+            "-> the performance issue's floor: bare litestar + httpx on httpx-aiohttp pass-through -> upstream",
+            _lean_floor_command,
         ),
         Target("floor", "-> bare ASGI pass-through (uvicorn + AiohttpTransport) -> upstream", _floor_command),
         proxy_target("proxy", "-> loopwarden serve (guard pipeline, memory state) -> upstream"),
@@ -310,6 +319,7 @@ _WRK_SCRIPT = """\
 wrk.method = "POST"
 wrk.body = [==[{body}]==]
 {headers}
+{sessions}
 
 function done(summary, latency, requests)
   local e = summary.errors
@@ -322,13 +332,25 @@ end
 """
 
 
-def wrk_generator(script_dir: Path) -> LoadGenerator:
+# With ``--sessions unique``: a new X-Session-Id per request (a prefix per run, then a count).
+_WRK_UNIQUE_SESSIONS = """\
+local prefix, n = string.format("%x-", os.time()), 0
+request = function()
+  n = n + 1
+  wrk.headers["X-Session-Id"] = prefix .. n
+  return wrk.format()
+end
+"""
+
+
+def wrk_generator(script_dir: Path, unique_sessions: bool = False) -> LoadGenerator:
     """``wrk -t1 -cN --latency`` driven by a generated Lua script that reports JSON in ``done``."""
     body = REQUEST_BODY.decode()
     assert "]==]" not in body
     headers = "\n".join(f'wrk.headers["{name}"] = "{value}"' for name, value in REQUEST_HEADERS.items())
     script = script_dir / "post.lua"
-    script.write_text(_WRK_SCRIPT.format(body=body, headers=headers, marker=_WRK_MARKER))
+    sessions = _WRK_UNIQUE_SESSIONS if unique_sessions else ""
+    script.write_text(_WRK_SCRIPT.format(body=body, headers=headers, sessions=sessions, marker=_WRK_MARKER))
 
     def run(port: int, concurrency: int, duration: int) -> Load:
         argv = [
@@ -587,13 +609,20 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="auto: wrk if installed, else the (slower) Python fallback.",
     )
+    parser.add_argument(
+        "--sessions",
+        choices=("derived", "unique"),
+        default="derived",
+        help="derived: no session header (each request opens a derived run); unique: a new X-Session-Id per "
+        "request, as the performance issue measured (every request loads or admits, and commits). wrk only.",
+    )
     parser.add_argument("--keep-logs", action="store_true", help="Keep the servers' logs and print where.")
     return parser
 
 
-def _pick_generator(choice: str, script_dir: Path) -> tuple[str, LoadGenerator]:
+def _pick_generator(choice: str, script_dir: Path, unique_sessions: bool = False) -> tuple[str, LoadGenerator]:
     if choice != "python" and shutil.which("wrk"):
-        return "wrk", wrk_generator(script_dir)
+        return "wrk", wrk_generator(script_dir, unique_sessions)
     if choice == "wrk":
         raise BenchError("wrk is not installed (apt-get install -y wrk)")
     if choice == "auto":
@@ -633,7 +662,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         with _work_dir(args.keep_logs) as work_dir:
-            loadgen, generator = _pick_generator(args.loadgen, work_dir)
+            loadgen, generator = _pick_generator(args.loadgen, work_dir, args.sessions == "unique")
             log(
                 f"loopwarden bench: {os.cpu_count()} CPUs, load generator {loadgen}, "
                 f"{args.duration}s per run, concurrency {args.concurrency}, targets {args.targets}"
@@ -655,6 +684,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
             "settings": {
                 "body": args.body,
+                "sessions": args.sessions,
                 "duration_s": args.duration,
                 "warmup_s": args.warmup,
                 "concurrency": args.concurrency,

@@ -1,9 +1,10 @@
 """Time to first byte of a streamed reply: direct to the upstream vs. through the proxy.
 
-Starts ``fast_upstream.py`` and ``loopwarden serve`` (memory state) as separate processes,
-then sends sequential streamed requests over one keep-alive connection each and times the
-first body byte. Two cases: a plain text stream (nothing to hold: the proxy should add
-almost nothing) and a tool-call stream (held back until the call is checked).
+Starts ``fast_upstream.py`` and ``loopwarden serve`` (memory state, or Redis state with
+``--redis-url``) as separate processes, then sends sequential streamed requests over one
+keep-alive connection each and times the first body byte. Two cases: a plain text stream
+(nothing to hold: the proxy should add almost nothing) and a tool-call stream (held back
+until the call is checked).
 
     .venv/bin/python tests/bench/ttfb.py --requests 2000
 """
@@ -50,8 +51,11 @@ def start_upstream(port: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, str(BENCH_DIR / "fast_upstream.py"), "--port", str(port)])
 
 
-def start_proxy(upstream_port: int, port: int, wrapper: Sequence[str] = ()) -> subprocess.Popen[bytes]:
-    """``loopwarden serve`` (memory state, warning logs) in front of it, under ``wrapper`` if any."""
+def start_proxy(
+    upstream_port: int, port: int, wrapper: Sequence[str] = (), redis_url: str | None = None
+) -> subprocess.Popen[bytes]:
+    """``loopwarden serve`` (warning logs) in front of it, under ``wrapper`` if any; memory
+    state, or Redis state at ``redis_url``."""
     return subprocess.Popen(
         [
             *wrapper,
@@ -67,6 +71,7 @@ def start_proxy(upstream_port: int, port: int, wrapper: Sequence[str] = ()) -> s
             "warning",
             "--metrics-port",
             "0",
+            *(("--redis-url", redis_url) if redis_url else ()),
         ],
         cwd=BENCH_DIR.parents[1],
         env={**os.environ, "PYTHONPATH": str(BENCH_DIR.parents[1])},
@@ -100,10 +105,11 @@ def summary(times: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--redis-url", help="Serve with Redis state here (default: memory state).")
     args = parser.parse_args()
     upstream_port, proxy_port = free_port(), free_port()
     upstream = start_upstream(upstream_port)
-    proxy = start_proxy(upstream_port, proxy_port)
+    proxy = start_proxy(upstream_port, proxy_port, redis_url=args.redis_url)
     try:
         wait_ready(upstream_port)
         wait_ready(proxy_port)

@@ -142,3 +142,20 @@ def test_a_streamed_reply_is_recorded_assembled(recording_proxy, upstream):
     (record,) = recorded_lines(path, 1)
 
     assert (record["stream"], record["reply"]["content"]) == (True, "Hello from a stream.")
+
+
+def test_a_request_nested_too_deeply_to_record_is_served_and_its_step_dropped(recording_proxy, upstream):
+    proxy, path = recording_proxy
+    deep = "[" * 900 + "]" * 900
+    body = json.dumps({**TASK, "extra": "DEEP"}).replace('"DEEP"', deep)
+
+    response = httpx.post(
+        f"{proxy.base_url}/chat/completions",
+        content=body.encode(),
+        headers={"Authorization": "Bearer sk-client-key-123456", "Content-Type": "application/json"},
+        timeout=10,
+    )
+
+    assert response.status_code == 200, response.text[:300]
+    assert post(proxy).status_code == 200  # and the recorder goes on
+    assert [line["request"]["messages"][0]["content"] for line in recorded_lines(path, 1)] == ["Say hello."]

@@ -3,11 +3,21 @@ against misbehaving models; every stream it reads passes the strict validator.""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pydantic
 import pytest
 
-from tests.support.fake_responses import FakeResponses, function_call, message, reasoning, response, text_response
+from tests.support.fake_responses import (
+    FakeResponses,
+    function_call,
+    message,
+    reasoning,
+    response,
+    text_response,
+    verdict,
+)
 from tests.support.responses_clients import TeeTransport
 from tests.support.responses_events import validate_stream
 
@@ -138,6 +148,69 @@ def test_bad_arguments_go_back_to_the_model_with_their_path(proxy, fake, tee, st
     assert [call["args"] for call in reply.tool_calls] == [{"q": "lyon"}]
     feedback = fake.agent_payloads[1]["input"][-1]
     assert "$.q: 'q' is a required property" in feedback["output"]
+
+
+def run_tools(model, question: str, stream: bool, results: dict[str, str]) -> list:
+    """LangChain's own tool loop: each call answered from ``results`` by tool name, until a text reply."""
+    from langchain_core.messages import HumanMessage, ToolMessage
+
+    messages: list = [HumanMessage(question)]
+    for _ in range(8):
+        reply = ask(model, messages, stream)
+        messages.append(reply)
+        if not reply.tool_calls:
+            break
+        messages += [ToolMessage(results[call["name"]], tool_call_id=call["id"]) for call in reply.tool_calls]
+    return messages
+
+
+FETCH = {**SEARCH, "function": {**SEARCH["function"], "name": "fetch"}}
+CENSUS = "Lyon has 522,250 inhabitants (INSEE 2021), so the answer is confirmed by the official census. " * 3
+
+
+@STREAMED
+def test_a_premature_done_is_judged_and_continued(proxy, fake, tee, stream):
+    fake.judge = lambda request: verdict(request, False, "the source was not given")
+    fake.script(
+        response(function_call("search", '{"q": "lyon"}', "c1")),
+        text_response("About 500k."),
+        response(function_call("fetch", '{"q": "insee lyon"}', "c2")),
+        text_response(CENSUS),
+    )
+    model = chat(proxy.base_url, tee, f"lc-judge-{stream}").bind_tools([SEARCH, FETCH])
+
+    messages = run_tools(model, "How many people live in Lyon?", stream, {"search": "about 500k", "fetch": "522,250"})
+
+    assert "INSEE" in text_of(messages[-1])
+    assert len(fake.judge_requests) == 1
+    assert fake.agent_payloads[2]["input"][-1]["content"][0]["text"].startswith("You are not done yet")
+
+
+@STREAMED
+def test_a_token_budget_ends_the_session_with_a_summary(make_proxy, fake, write_policies, tee, stream):
+    proxy = make_proxy(upstream=fake.url, policies_dir=str(write_policies(default="budgets: {max_tokens: 1200}\n")))
+    fake.script(response(message("Part one."), usage=(900, 100)), text_response("Found most of it; missing Q4."))
+    model = chat(proxy.base_url, tee, f"lc-budget-{stream}").bind(max_output_tokens=100)
+
+    first = ask(model, "Summarize the quarterly report.", stream)
+    ending = ask(model, "Summarize the quarterly report.", stream)
+
+    assert text_of(first) == "Part one."
+    assert text_of(ending) == "Found most of it; missing Q4."  # 1,000 of 1,200 used: the next call is the ending
+    summary_call = json.loads(fake.requests[1].body)
+    assert summary_call["input"][-1]["content"][0]["text"].startswith("Stop working on the task now")
+
+
+@STREAMED
+def test_a_well_behaved_run_reaches_upstream_as_langchain_sent_it(proxy, fake, tee, stream):
+    fake.script(response(function_call("search", '{"q": "lyon"}', "c1")), text_response("Lyon: 522,250."))
+    model = chat(proxy.base_url, tee, f"lc-clean-{stream}").bind_tools([SEARCH])
+
+    messages = run_tools(model, "How many people live in Lyon?", stream, {"search": "522,250"})
+
+    assert text_of(messages[-1]) == "Lyon: 522,250."
+    assert [request.body for request in fake.requests] == tee.sent  # byte for byte, both calls
+    assert fake.rejections == []
 
 
 class City(pydantic.BaseModel):

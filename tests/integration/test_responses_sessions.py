@@ -126,7 +126,7 @@ def test_a_chained_call_handed_back_is_answered_on_the_chain(proxy, fake):
     [
         ({"session_id": "codex-conv-1"}, {}, "codex-conv-1"),
         ({"conversation_id": "codex-conv-2"}, {}, "codex-conv-2"),
-        ({}, {"prompt_cache_key": "cache-key-3"}, "cache-key-3"),
+        ({}, {"client_metadata": {"session_id": "codex-conv-3"}, "prompt_cache_key": "k"}, "codex-conv-3"),
         ({"X-Session-Id": "explicit", "session_id": "codex-conv-4"}, {"prompt_cache_key": "k"}, "explicit"),
     ],
 )

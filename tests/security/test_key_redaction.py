@@ -20,6 +20,8 @@ except ImportError:  # optional: httpx reads zstd bodies only when it is install
     zstandard = None
 
 from proxy.tenants import hash_key
+from tests.support.fake_responses import stream_events as responses_events
+from tests.support.fake_responses import text_response
 from tests.support.fake_upstream import Json, Sse, stream_chunks
 
 PROVIDER_KEY = "sk-provider-" + "7" * 32
@@ -160,3 +162,35 @@ def test_a_key_in_an_upstream_stream_error_event_is_masked(tenant_proxy, upstrea
     assert response.status_code == (502 if after_chunks == 0 else 200)
     assert "ended the stream with an error" in response.text
     assert "sk-provider" not in response.text  # not even the part before a cut
+
+
+@pytest.mark.parametrize(
+    ("path", "stream"),
+    [("/messages", False), ("/messages", True), ("/messages/count_tokens", False)],
+    ids=["messages", "messages-stream", "passthrough"],
+)
+def test_the_tenants_key_quoted_on_a_messages_route_is_masked_in_anthropics_shape(tenant_proxy, upstream, path, stream):
+    said = {"type": "error", "error": {"type": "authentication_error", "message": f"invalid x-api-key {PROVIDER_KEY}"}}
+    upstream.script(Json(said, status=401))
+    body = {**BODY, "max_tokens": 5, "stream": stream}
+
+    response = httpx.post(f"{tenant_proxy.base_url}{path}", json=body, headers={"x-api-key": PROXY_KEY})
+
+    assert response.status_code == 401
+    assert PROVIDER_KEY not in response.text
+    assert response.json() == {"type": "error", "error": {**said["error"], "message": "invalid x-api-key [REDACTED]"}}
+    assert upstream.requests[-1].header("x-api-key") == PROVIDER_KEY
+    assert upstream.requests[-1].header("authorization") is None
+
+
+@pytest.mark.parametrize("after_events", [0, 6], ids=["at-once", "mid-stream"])
+def test_a_key_in_a_responses_stream_failed_event_is_masked(tenant_proxy, upstream, after_events):
+    events = responses_events(text_response("word " * 100), pieces=10)[:after_events]
+    error = {"code": "server_error", "message": f"key {PROVIDER_KEY} revoked"}
+    failed = {"type": "response.failed", "response": {"id": "resp_f", "status": "failed", "output": [], "error": error}}
+    upstream.script(Sse([*events, failed], done=False))
+
+    response = send(tenant_proxy, "/responses", stream=True)
+
+    assert "sk-provider" not in response.text
+    assert "key [REDACTED] revoked" in response.text

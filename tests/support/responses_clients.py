@@ -16,13 +16,16 @@ TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
 
 
 class TeeTransport(httpx.HTTPTransport):
-    """Reads each event stream whole and keeps its bytes (the SDK then reads the same bytes)."""
+    """Reads each event stream whole and keeps its bytes (the SDK then reads the same bytes);
+    keeps the body of every request the client sent, too."""
 
     def __init__(self) -> None:
         super().__init__()
         self.streams: list[bytes] = []
+        self.sent: list[bytes] = []
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append(request.read())
         response = super().handle_request(request)
         if not response.headers.get("content-type", "").startswith("text/event-stream"):
             return response

@@ -97,3 +97,17 @@ def test_the_local_summary_quotes_observation_turns():
     conversation = Conversation((_TASK, _CALLED, Message("user", "Observation:\nLyon: 522,250 inhabitants")))
 
     assert "Lyon: 522,250 inhabitants" in local_summary(conversation, "the step budget ran out")
+
+
+@pytest.mark.parametrize(
+    ("messages", "trailing"),
+    [
+        ((_TASK, _CALLED, Message("tool", "A", call_id="c1"), Message("system", "Reminder: be brief.")), 1),
+        ((_TASK, _CALLED, Message("tool", "A", call_id="c1"), Message("developer", "Mind the budget.")), 1),
+        ((_TASK, _CALLED, Message("tool", "A", call_id="c1"), Message("system", "x"), Message("tool", "B")), 2),
+        ((Message("system", "You are an agent."), _TASK), 0),
+    ],
+    ids=["system-after", "developer-after", "system-between", "opening-system"],
+)
+def test_a_system_turn_among_the_latest_tool_results_does_not_hide_them(messages, trailing):
+    assert len(Conversation(messages).trailing_tool_results()) == trailing

@@ -14,8 +14,14 @@ from proxy.judge import (
     build_judge_messages,
     build_progress_messages,
     escape,
+    judge_target,
     parse_verdict,
 )
+from proxy.policy.models import Policy
+from proxy.wire.chat_completions import CHAT_COMPLETIONS
+from proxy.wire.messages import MESSAGES
+from proxy.wire.responses import RESPONSES
+from tests.support.agent_request import agent_request
 from tests.support.injections import PAYLOADS, obeying_judge_output
 
 TAG, NONCE = "a1b2c3d4e5f60718", "f00dfeedf00dfeed"
@@ -244,3 +250,26 @@ def test_the_memory_forgets_its_oldest_verdicts_beyond_capacity():
         memory.keep(key, True, "done")
 
     assert [memory.recall(key, 60) is not None for key in keys] == [False, True, True]
+
+
+@pytest.mark.parametrize(
+    ("adapter", "expected"),
+    [
+        (CHAT_COMPLETIONS, [("content-type", "application/json"), ("authorization", "Bearer sk-judge")]),
+        (RESPONSES, [("content-type", "application/json"), ("authorization", "Bearer sk-judge")]),
+        (
+            MESSAGES,
+            [("content-type", "application/json"), ("x-api-key", "sk-judge"), ("anthropic-version", "2023-06-01")],
+        ),
+    ],
+    ids=["chat", "responses", "messages"],
+)
+def test_a_judge_with_its_own_key_sends_it_as_its_format_takes_keys(monkeypatch, adapter, expected):
+    monkeypatch.setenv("JUDGE_KEY", "sk-judge")
+    policy = Policy(judge={"base_url": "http://judge/v1", "api_key_env": "JUDGE_KEY"})
+
+    target = judge_target(agent_request(policy=policy, adapter=adapter))
+
+    assert target is not None
+    assert list(target.headers) == expected
+    assert target.url == "http://judge/v1" + adapter.upstream_path

@@ -264,12 +264,14 @@ def test_usage_counts_cache_writes_and_reads_as_prompt_each_apart():
     [
         ({"user_id": '{"device_id":"d1","account_uuid":"","session_id":"0fe37a73-3e74"}'}, "0fe37a73-3e74"),
         ({"user_id": "user_abc_account__session_42"}, "user_abc_account__session_42"),
-        ({"user_id": "{not json"}, "{not json"),
+        ({"user_id": "{not json"}, None),
+        ({"user_id": '{"device_id":"d1"}'}, None),
+        ({"user_id": "end-user-42"}, None),  # an end user's id: all of their runs, never one session
         ({"user_id": "  "}, None),
         ({}, None),
     ],
 )
-def test_the_session_hint_is_claude_codes_session_id_or_the_user_id(metadata: dict[str, Any], hint: str | None):
+def test_the_session_hint_is_claude_codes_session_id_never_an_end_users_id(metadata: dict[str, Any], hint: str | None):
     assert MESSAGES.session_hint({"metadata": metadata}, lambda name: None) == hint
 
 

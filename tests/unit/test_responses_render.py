@@ -194,14 +194,14 @@ def test_the_goal_tools_calls_are_taken_out_of_a_response():
     assert [item.get("name") for item in kept["output"]] == [None, "ls"]
 
 
-def test_a_session_hint_comes_from_codex_headers_then_the_prompt_cache_key_then_the_conversation():
+def test_a_session_hint_comes_from_codex_headers_then_the_conversation_never_the_prompt_cache_key():
     headers = {b"session_id": "s-1", b"conversation_id": "c-1"}
 
     assert RESPONSES.session_hint({"prompt_cache_key": "k"}, headers.get) == "s-1"
     assert RESPONSES.session_hint({"prompt_cache_key": "k", "client_metadata": {"session_id": "codex-1"}}, {}.get) == (
         "codex-1"
     )
-    assert RESPONSES.session_hint({"prompt_cache_key": "k"}, {}.get) == "k"
+    assert RESPONSES.session_hint({"prompt_cache_key": "k"}, {}.get) is None
     assert RESPONSES.session_hint({"conversation": {"id": "conv_9"}}, {}.get) == "conv_9"
     assert RESPONSES.session_hint({"conversation": "conv_8"}, {}.get) == "conv_8"
     assert RESPONSES.session_hint({}, {}.get) is None

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import pytest
 
 from proxy.errors import AuthenticationFailed, PermissionDenied
-from proxy.tenants import TenantDirectory, TenantsFileError, check_upstream_url, hash_key, load_tenants
+from proxy.tenants import (
+    TenantDirectory,
+    TenantsFileError,
+    caller_namespace,
+    check_upstream_url,
+    hash_key,
+    load_tenants,
+)
 
 KEY = "lw-key-1"
 GOOD = f"""
@@ -182,3 +191,18 @@ def test_without_tenants_file_the_sessions_api_needs_authorization(authorization
 
 def test_the_namespace_does_not_depend_on_how_the_bearer_scheme_is_spelled():
     assert OPEN.authenticate("bearer sk-a", None).namespace == OPEN.authenticate("Bearer  sk-a ", None).namespace
+
+
+def test_callers_with_distinct_huge_keys_are_told_apart_without_keeping_their_keys():
+    directory = TenantDirectory.open("http://up/v1")
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        namespaces = {directory.authenticate(f"Bearer {n}" + "k" * 60_000, None).namespace for n in range(200)}
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+    assert len(namespaces) == 200
+    assert held < 2_000_000  # 200 cached 60 kB keys would hold 12 MB
+    assert directory.authenticate("Bearer sk-1", None).namespace == caller_namespace("default", "Bearer sk-1")

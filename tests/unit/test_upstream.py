@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
 
 import httpx
 import pytest
@@ -189,3 +190,17 @@ async def test_a_named_wait_is_cancelled_with_its_request():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert len(calls) == 1
+
+
+async def test_distinct_long_urls_are_not_kept_parsed():
+    client = UpstreamClient(Settings(upstream="http://up/v1"), httpx.MockTransport(lambda _: httpx.Response(200)))
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(200):  # a client's query string rides along on model calls
+            await client.send("POST", f"http://up/v1/chat/completions?{n}=" + "x" * 60_000, [], b"{}")
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+    assert held < 2_000_000  # 200 parsed 60 kB URLs kept would hold ~24 MB

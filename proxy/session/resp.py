@@ -1,0 +1,215 @@
+"""A lean Redis connection for the store's scripts: RESP written by hand, read by hiredis.
+
+redis-py's asyncio client spends about 230 k instructions on every command, even a ``PING``
+(a pool, a retry object, observability hooks, a task per send): two commands per request made
+Redis state cost 1.4x memory state. The store's hot path is a handful of ``EVALSHA`` calls to
+one server, so it goes through this instead: one connection, commands pipelined back to back,
+replies matched to callers in order, each command with its own deadline.
+
+Failure semantics match redis-py's as the store uses it: a command that outlives its deadline
+raises :class:`TimeoutError` (and so does every command in flight on that connection, which is
+closed: its replies can no longer be trusted to arrive); a connection that breaks fails what is
+in flight with :class:`redis.exceptions.ConnectionError`, and the next command opens a new
+one. Only plain ``redis://`` URLs are served here (TLS, unix sockets and URL options stay with
+redis-py, see :func:`lean_url`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+from urllib.parse import unquote, urlsplit
+
+import hiredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ResponseError
+
+__all__ = ["LeanConnection", "LeanScript", "RedisAddress", "lean_url"]
+
+
+@dataclass(frozen=True, slots=True)
+class RedisAddress:
+    host: str
+    port: int
+    db: int
+    username: str | None
+    password: str | None
+
+
+def lean_url(url: str) -> RedisAddress | None:
+    """The address of a plain ``redis://host:port/db`` URL (credentials allowed); None for
+    anything else (``rediss://``, ``unix://``, query options), which redis-py keeps serving."""
+    parts = urlsplit(url)
+    if parts.scheme != "redis" or parts.query or parts.fragment or not parts.hostname:
+        return None
+    path = parts.path.strip("/")
+    if path and not path.isdigit():
+        return None
+    return RedisAddress(
+        parts.hostname,
+        parts.port or 6379,
+        int(path or 0),
+        unquote(parts.username) if parts.username else None,
+        unquote(parts.password) if parts.password else None,
+    )
+
+
+def _command(*args: str | bytes | int | float) -> bytes:
+    """One command in RESP: an array of bulk strings."""
+    out = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        raw = arg if isinstance(arg, bytes) else str(arg).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(raw), raw))
+    return b"".join(out)
+
+
+class _Protocol(asyncio.Protocol):
+    """Replies, in order, to the futures of the commands that asked for them."""
+
+    def __init__(self) -> None:
+        self._reader = hiredis.Reader(replyError=ResponseError, encoding="utf-8")
+        self._waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self.transport: asyncio.Transport | None = None
+        self.broken = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
+
+    def data_received(self, data: bytes) -> None:
+        self._reader.feed(data)
+        while (reply := self._reader.gets()) is not False:
+            if not self._waiting:  # a reply nobody asked for: the stream is out of step
+                self.fail(RedisConnectionError("unexpected reply from Redis"))
+                return
+            waiter = self._waiting.popleft()
+            if waiter.done():  # its caller gave up (deadline, cancellation): drop the reply
+                continue
+            if isinstance(reply, ResponseError):
+                waiter.set_exception(reply)
+            else:
+                waiter.set_result(reply)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.broken = True
+        self._fail_waiting(RedisConnectionError(f"Redis connection lost: {exc or 'closed'}"))
+
+    def send(self, payload: bytes, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
+        waiter: asyncio.Future[Any] = loop.create_future()
+        if self.transport is None:  # not connected yet: nothing can be sent
+            raise RedisConnectionError("Redis connection not open")
+        self._waiting.append(waiter)
+        self.transport.write(payload)
+        return waiter
+
+    def fail(self, error: Exception) -> None:
+        """Close the connection, failing every command in flight with ``error``."""
+        self.broken = True
+        self._fail_waiting(error)
+        if self.transport is not None:
+            self.transport.close()
+
+    def _fail_waiting(self, error: Exception) -> None:
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_exception(error)
+
+
+class LeanConnection:
+    """One pipelined connection to one Redis server, opened on first use and after a break."""
+
+    def __init__(self, address: RedisAddress, timeout: float) -> None:
+        self._address = address
+        self._timeout = timeout
+        self._protocol: _Protocol | None = None
+        self._opening: asyncio.Future[_Protocol] | None = None
+
+    async def execute(self, *args: str | bytes | int | float) -> Any:
+        """Send one command and wait for its reply, at most ``timeout`` seconds."""
+        protocol = self._protocol
+        if protocol is None or protocol.broken:
+            protocol = await self._open()
+        loop = asyncio.get_running_loop()
+        waiter = protocol.send(_command(*args), loop)
+        deadline = loop.call_later(self._timeout, _expire, protocol, waiter)
+        try:
+            return await waiter
+        finally:
+            deadline.cancel()
+
+    async def _open(self) -> _Protocol:
+        """A new connection, shared by every caller that needs one meanwhile."""
+        if self._opening is None:
+            self._opening = asyncio.ensure_future(self._connect())
+        opening = self._opening
+        try:
+            return await asyncio.shield(opening)
+        finally:
+            if opening.done():
+                self._opening = None
+
+    async def _connect(self) -> _Protocol:
+        """Connect, then log in and select the database, all within one ``timeout``. A server
+        that does not answer in time raises :class:`TimeoutError` (not retried, as a command's
+        deadline); one that refuses raises :class:`redis.exceptions.ConnectionError`."""
+        loop = asyncio.get_running_loop()
+        address = self._address
+        protocol: _Protocol | None = None
+        try:
+            async with asyncio.timeout(self._timeout):
+                _, protocol = await loop.create_connection(_Protocol, address.host, address.port)
+                setup = []
+                if address.password is not None:
+                    credentials = [address.username, address.password] if address.username else [address.password]
+                    setup.append(protocol.send(_command("AUTH", *credentials), loop))
+                if address.db:
+                    setup.append(protocol.send(_command("SELECT", address.db), loop))
+                for reply in setup:
+                    await reply
+        except BaseException as exc:
+            if protocol is not None:
+                protocol.fail(RedisConnectionError("setting up the connection failed"))
+            if isinstance(exc, OSError) and not isinstance(exc, TimeoutError):
+                where = f"{address.host}:{address.port}"
+                raise RedisConnectionError(f"cannot connect to Redis at {where}: {exc}") from exc
+            raise
+        self._protocol = protocol
+        return protocol
+
+    async def aclose(self) -> None:
+        if self._protocol is not None:
+            self._protocol.fail(RedisConnectionError("closed"))
+            self._protocol = None
+
+
+def _expire(protocol: _Protocol, waiter: asyncio.Future[Any]) -> None:
+    """A deadline passed: the server is frozen or the network dropped; this connection is done."""
+    if not waiter.done():
+        protocol.fail(TimeoutError("Redis did not answer in time"))
+
+
+class LeanScript:
+    """A Lua script run by ``EVALSHA``, loaded again when the server does not know it (NOSCRIPT)."""
+
+    def __init__(self, connection: LeanConnection, source: str) -> None:
+        self._connection = connection
+        self._source = source
+        self._sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()  # Redis names scripts so
+
+    async def __call__(self, keys: Sequence[str], args: Sequence[str | bytes | int | float]) -> Any:
+        try:
+            return await self._connection.execute("EVALSHA", self._sha, len(keys), *keys, *args)
+        except ResponseError as exc:
+            if not str(exc).startswith("NOSCRIPT"):
+                raise
+        await self._connection.execute("SCRIPT", "LOAD", self._source)
+        try:
+            return await self._connection.execute("EVALSHA", self._sha, len(keys), *keys, *args)
+        except ResponseError as exc:
+            if str(exc).startswith("NOSCRIPT"):  # flushed again in between: the caller retries
+                raise NoScriptError(str(exc)) from None
+            raise

@@ -1,0 +1,107 @@
+"""The lean pipelined connection the Redis store runs its scripts on, against a real redis-server:
+deadlines, replies kept in step, reconnection, database and password, scripts flushed."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis.asyncio as redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from proxy.session.resp import LeanConnection, LeanScript, RedisAddress, lean_url
+
+
+@pytest.mark.parametrize(
+    ("url", "address"),
+    [
+        ("redis://127.0.0.1:6390/0", RedisAddress("127.0.0.1", 6390, 0, None, None)),
+        ("redis://cache/3", RedisAddress("cache", 6379, 3, None, None)),
+        ("redis://:s%40cret@cache:7000", RedisAddress("cache", 7000, 0, None, "s@cret")),
+        ("redis://bob:pw@cache:7000/1", RedisAddress("cache", 7000, 1, "bob", "pw")),
+        ("rediss://cache:6380/0", None),  # TLS: redis-py's
+        ("unix:///run/redis.sock", None),
+        ("redis://cache:6379/0?socket_keepalive=true", None),
+        ("redis://cache:6379/zero", None),
+    ],
+)
+def test_which_urls_the_lean_connection_serves(url, address):
+    assert lean_url(url) == address
+
+
+def _lean(url: str, timeout: float = 5.0) -> LeanConnection:
+    address = lean_url(url)
+    assert address is not None
+    return LeanConnection(address, timeout)
+
+
+async def test_commands_in_flight_past_their_deadline_all_time_out(private_redis):
+    connection = _lean(private_redis.url, timeout=0.3)
+    await connection.execute("PING")
+    private_redis.freeze()
+    try:
+        results = await asyncio.gather(
+            connection.execute("ECHO", "a"), connection.execute("ECHO", "b"), return_exceptions=True
+        )
+    finally:
+        private_redis.thaw()
+
+    assert [type(result) for result in results] == [TimeoutError, TimeoutError]
+    assert await connection.execute("ECHO", "after") == "after"  # a new connection, in step
+    await connection.aclose()
+
+
+async def test_a_cancelled_commands_late_reply_reaches_no_other_caller(private_redis):
+    connection = _lean(private_redis.url)
+    await connection.execute("PING")
+    private_redis.freeze()
+    first = asyncio.create_task(connection.execute("ECHO", "first"))
+    await asyncio.sleep(0.1)
+    first.cancel()
+    private_redis.thaw()
+
+    second = await connection.execute("ECHO", "second")
+
+    assert first.cancelled()
+    assert second == "second"
+    await connection.aclose()
+
+
+async def test_a_restarted_server_fails_what_was_in_flight_then_is_reconnected(private_redis):
+    connection = _lean(private_redis.url)
+    await connection.execute("SET", "k", "v")
+    private_redis.restart()
+
+    with pytest.raises(RedisConnectionError):
+        await connection.execute("GET", "k")
+    assert await connection.execute("GET", "k") is None  # restarted empty, on a new connection
+    await connection.aclose()
+
+
+async def test_the_database_and_password_of_the_url_are_used(private_redis):
+    admin = redis.Redis.from_url(private_redis.url, decode_responses=True)
+    await admin.config_set("requirepass", "s@cret")
+    base = f"redis://:s%40cret@127.0.0.1:{private_redis.port}"
+    connection = _lean(f"{base}/3")
+
+    await connection.execute("SET", "k", "in three")
+
+    third = redis.Redis.from_url(f"{base}/3", decode_responses=True)
+    assert await third.get("k") == "in three"
+    await third.aclose()
+    await admin.aclose()
+    await connection.aclose()
+
+
+async def test_a_script_flushed_from_the_server_is_loaded_again(private_redis):
+    connection = _lean(private_redis.url)
+    script = LeanScript(connection, "return ARGV[1] .. KEYS[1]")
+    admin = redis.Redis.from_url(private_redis.url)
+
+    before = await script(["k"], ["v-"])
+    await admin.script_flush()
+    after = await script(["k"], ["w-"])
+
+    assert (before, after) == ("v-k", "w-k")
+    await admin.aclose()
+    await connection.aclose()

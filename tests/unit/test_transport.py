@@ -1,0 +1,43 @@
+"""The aiohttp transport under client-chosen URLs (pass-through paths and queries)."""
+
+from __future__ import annotations
+
+import asyncio
+import tracemalloc
+
+import httpx
+
+from proxy.transport import AiohttpTransport
+
+_OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+
+async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Any request, whatever its line's length: 200 ``{}`` (keep-alive)."""
+    try:
+        while await reader.readuntil(b"\r\n\r\n"):
+            writer.write(_OK)
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        writer.close()
+
+
+async def test_distinct_long_urls_are_not_kept_parsed():
+    server = await asyncio.start_server(_answer, "127.0.0.1", 0, limit=1 << 20)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with httpx.AsyncClient(transport=AiohttpTransport()) as client:
+            tracemalloc.start()
+            # The libraries' own bounded caches (urllib's, yarl's: 128 URLs each) fill first.
+            for n in range(200):
+                await client.get(f"http://127.0.0.1:{port}/v1/models?{n}=" + "x" * 60_000)
+            before = tracemalloc.get_traced_memory()[0]
+            for n in range(200, 600):
+                await client.get(f"http://127.0.0.1:{port}/v1/models?{n}=" + "x" * 60_000)
+            held = tracemalloc.get_traced_memory()[0] - before
+            tracemalloc.stop()
+    finally:
+        server.close()
+        await server.wait_closed()
+
+    assert held < 4_000_000  # 400 more parsed 60 kB URLs kept would hold ~48 MB
