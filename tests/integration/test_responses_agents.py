@@ -11,7 +11,6 @@ import openai
 import pytest
 
 from tests.support.fake_responses import (
-    FakeResponses,
     function_call,
     message,
     reasoning,
@@ -20,25 +19,7 @@ from tests.support.fake_responses import (
     verdict,
 )
 from tests.support.responses_events import validate_stream
-
-
-@pytest.fixture(scope="session")
-def _responses_server():
-    server = FakeResponses().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def fake(_responses_server):
-    _responses_server.reset()
-    yield _responses_server
-    _responses_server.reset()
-
-
-@pytest.fixture
-def proxy(make_proxy, fake):
-    return make_proxy(upstream=fake.url)
+from tests.support.responses_fixtures import fake, proxy, responses_server  # noqa: F401 (fixtures)
 
 
 class Run:

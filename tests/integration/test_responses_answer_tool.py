@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from tests.support.fake_responses import FakeResponses, function_call, reasoning, response, text_response
+from tests.support.fake_responses import function_call, reasoning, response, text_response
 from tests.support.responses_clients import checked_sdk, create
+from tests.support.responses_fixtures import fake, responses_server  # noqa: F401 (fixtures)
 
 TASK = [{"role": "user", "content": "How many people live in Lyon?"}]
 SUMMARY = "Found: Lyon is in France. Missing: its population. Next step: ask INSEE."
@@ -27,20 +28,6 @@ REPORT = {
     },
 }
 STREAMED = pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
-
-
-@pytest.fixture(scope="module")
-def _responses_server():
-    server = FakeResponses().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def fake(_responses_server):
-    _responses_server.reset()
-    yield _responses_server
-    _responses_server.reset()
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import pytest
 
 from tests.support.agent_clis import agent_cli
 from tests.support.fake_responses import (
-    FakeResponses,
     function_call,
     message,
     reasoning,
@@ -25,28 +24,10 @@ from tests.support.fake_responses import (
     text_response,
     verdict,
 )
+from tests.support.responses_fixtures import fake, proxy, responses_server  # noqa: F401 (fixtures)
 
 CODEX = agent_cli("codex", "LOOPWARDEN_CODEX")
 pytestmark = pytest.mark.skipif(CODEX is None, reason="Codex CLI not installed: npm ci --prefix tests/agents")
-
-
-@pytest.fixture(scope="session")
-def _responses_server():
-    server = FakeResponses().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def fake(_responses_server):
-    _responses_server.reset()
-    yield _responses_server
-    _responses_server.reset()
-
-
-@pytest.fixture
-def proxy(make_proxy, fake):
-    return make_proxy(upstream=fake.url)
 
 
 def codex(base_url: str, home: Path, task: str = "How many people live in Lyon?", *, builtin: bool = False):

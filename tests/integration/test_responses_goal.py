@@ -8,31 +8,13 @@ import json
 import pytest
 
 from proxy.goal.model import GOAL_TOOL
-from tests.support.fake_responses import FakeResponses, function_call, message, response, text_response
+from tests.support.fake_responses import function_call, message, response, text_response
 from tests.support.responses_clients import checked_sdk, create
+from tests.support.responses_fixtures import fake, proxy, responses_server  # noqa: F401 (fixtures)
 
 OBJECTIVE = "Find the population of Lyon and cite the source."
 TASK = [{"role": "user", "content": "How many people live in Lyon?"}]
 TOOLS = [{"type": "function", "name": "search", "parameters": {"type": "object"}}]
-
-
-@pytest.fixture(scope="session")
-def _responses_server():
-    server = FakeResponses().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def fake(_responses_server):
-    _responses_server.reset()
-    yield _responses_server
-    _responses_server.reset()
-
-
-@pytest.fixture
-def proxy(make_proxy, fake):
-    return make_proxy(upstream=fake.url)
 
 
 def goal(call_id: str = "g1", **arguments):

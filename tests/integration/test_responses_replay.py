@@ -6,11 +6,10 @@ from __future__ import annotations
 import itertools
 import time
 
-import pytest
-
 from proxy.cli import main
-from tests.support.fake_responses import FakeResponses, function_call, reasoning, response, text_response
+from tests.support.fake_responses import function_call, reasoning, response, text_response
 from tests.support.responses_clients import checked_sdk, run_agent
+from tests.support.responses_fixtures import fake, responses_server  # noqa: F401 (fixtures)
 
 TOOLS = [
     {
@@ -20,20 +19,6 @@ TOOLS = [
     }
 ]
 TASK = [{"role": "user", "content": "How many people live in Lyon?"}]
-
-
-@pytest.fixture(scope="session")
-def _responses_server():
-    server = FakeResponses().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def fake(_responses_server):
-    _responses_server.reset()
-    yield _responses_server
-    _responses_server.reset()
 
 
 def test_a_recorded_responses_loop_replays_under_an_enforcing_policy(

@@ -10,33 +10,15 @@ import httpx
 import openai
 import pytest
 
-from tests.support.fake_responses import FakeResponses, function_call, message, reasoning, response, text_response
+from tests.support.fake_responses import function_call, message, reasoning, response, text_response
 from tests.support.responses_clients import checked_sdk, create, run_agent
+from tests.support.responses_fixtures import fake, proxy, responses_server  # noqa: F401 (fixtures)
 
 TOOLS = [
     {"type": "function", "name": "search", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}
 ]
 TASK = [{"role": "user", "content": "How many people live in Lyon?"}]
 REQUEST = {"model": "m", "instructions": "You research.", "tools": TOOLS}
-
-
-@pytest.fixture(scope="session")
-def _responses_server():
-    server = FakeResponses().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def fake(_responses_server):
-    _responses_server.reset()
-    yield _responses_server
-    _responses_server.reset()
-
-
-@pytest.fixture
-def proxy(make_proxy, fake):
-    return make_proxy(upstream=fake.url)
 
 
 def calling(call_id: str):

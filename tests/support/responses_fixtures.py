@@ -1,0 +1,35 @@
+"""The fixtures of the Responses API tests: one scripted Responses upstream per test process,
+reset around each test, and a proxy in front of it. A test module imports the ones it uses."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.fake_responses import FakeResponses
+from tests.support.proxy_server import RunningProxy
+
+__all__ = ["fake", "proxy", "responses_server"]
+
+
+@pytest.fixture(scope="session")
+def responses_server() -> Iterator[FakeResponses]:
+    server = FakeResponses().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake(responses_server: FakeResponses) -> Iterator[FakeResponses]:
+    """The scripted Responses upstream, empty before and after the test."""
+    responses_server.reset()
+    yield responses_server
+    responses_server.reset()
+
+
+@pytest.fixture
+def proxy(make_proxy: Callable[..., RunningProxy], fake: FakeResponses) -> Any:
+    """A proxy with default settings in front of the Responses upstream."""
+    return make_proxy(upstream=fake.url)
