@@ -35,14 +35,14 @@ from proxy.wire.chat_render import (
     without_calls,
 )
 from proxy.wire.chat_stream import ReplyAssembler, split_chunk
+from proxy.wire.common import JsonFormat, NoChains, NoTranscript
 
 __all__ = ["CHAT_COMPLETIONS", "ChatCompletions"]
 
-_decode = msgspec.json.decode
 _encode = msgspec.json.Encoder().encode
 
 
-class ChatCompletions:
+class ChatCompletions(JsonFormat, NoChains, NoTranscript):
     """OpenAI chat completions (``POST /v1/chat/completions``) as a :class:`~proxy.wire.base.WireAdapter`."""
 
     name = "chat.completions"
@@ -51,22 +51,6 @@ class ChatCompletions:
     stream_trailer = DONE
     keepalive = comment(b"keep-alive")
     key_header = "authorization"
-
-    def continues(self, payload: Mapping[str, Any]) -> str | None:
-        return None  # no server-side chains: every request carries its whole history
-
-    def chain_links(
-        self, payload: Mapping[str, Any], replies: Sequence[Reply], answer: Reply | Mapping[str, Any] | None
-    ) -> list[tuple[str, str | None, str | None]]:
-        return []
-
-    def references(self, payload: Mapping[str, Any]) -> list[str]:
-        return []
-
-    def rechained(
-        self, payload: Mapping[str, Any], continue_from: str | None, bodies: Mapping[str, Mapping[str, Any]]
-    ) -> dict[str, Any]:
-        return dict(payload)
 
     def session_hint(self, payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
         return None  # no chat client sends one of its own: X-Session-Id, or the derived hash
@@ -100,14 +84,6 @@ class ChatCompletions:
     def include_usage(self, payload: Mapping[str, Any]) -> bool:
         options = payload.get("stream_options")
         return isinstance(options, dict) and options.get("include_usage") is True
-
-    def spliced(self, payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[str, Any]:
-        return payload  # nothing is recorded: a chat upstream signs no prefix
-
-    def recorded(
-        self, client: Mapping[str, Any], amended: Mapping[str, Any], turns: Sequence[Turn], reply: Reply
-    ) -> dict[str, str]:
-        return {}
 
     def render_request(self, payload: Mapping[str, Any], turns: Sequence[Turn]) -> bytes:
         return render_request(payload, turns)
@@ -172,19 +148,8 @@ class ChatCompletions:
             return body
         return as_refusal(body)
 
-    def stored_ending(self, raw: str) -> dict[str, Any]:
-        ending: dict[str, Any] = _decode(raw)
-        return ending
-
-    def reply_body(self, raw: bytes) -> dict[str, Any]:
-        body: dict[str, Any] = _decode(raw)
-        return body
-
     def without_calls(self, body: Mapping[str, Any], name: str) -> dict[str, Any]:
         return without_calls(body, name)
-
-    def encode(self, body: Mapping[str, Any]) -> bytes:
-        return _encode(body)
 
     def streamed(self, body: Mapping[str, Any], *, include_usage: bool) -> bytes:
         return completion_as_sse(body, include_usage=include_usage)
@@ -200,9 +165,6 @@ class ChatCompletions:
 
     def judge_headers(self, key: str) -> list[tuple[str, str]]:
         return [("content-type", "application/json"), ("authorization", f"Bearer {key}")]
-
-    def judge_url(self, base_url: str) -> str:
-        return base_url.rstrip("/") + self.upstream_path
 
     def judge_request(
         self, system: str, user: str, *, model: str | None, max_tokens: int, schema: Mapping[str, Any] | None

@@ -11,6 +11,7 @@ import msgspec
 
 from proxy.errors import ProxyError
 from proxy.exchange import Conversation, Note, Reply, Tool, Turn, Usage
+from proxy.wire.common import JsonFormat, NoChains
 from proxy.wire.messages_parse import (
     declared_schemas,
     parse_conversation,
@@ -42,14 +43,13 @@ from proxy.wire.messages_transcript import recorded, spliced
 
 __all__ = ["ANTHROPIC_VERSION", "MESSAGES", "AnthropicMessages"]
 
-_decode = msgspec.json.decode
 _encode = msgspec.json.Encoder().encode
 
 ANTHROPIC_VERSION = "2023-06-01"
 """The API version a judge call made with the judge's own key asks for (the client's is used otherwise)."""
 
 
-class AnthropicMessages:
+class AnthropicMessages(JsonFormat, NoChains):
     """Anthropic's Messages API as a :class:`~proxy.wire.base.WireAdapter`."""
 
     name = "messages"
@@ -78,22 +78,6 @@ class AnthropicMessages:
     def relay(self) -> MessageSequencer:
         """One message across attempts and endings, its events in the upstream's order."""
         return MessageSequencer()
-
-    def continues(self, payload: Mapping[str, Any]) -> str | None:
-        return None  # no server-side chains: every request carries its whole history
-
-    def chain_links(
-        self, payload: Mapping[str, Any], replies: Sequence[Reply], answer: Reply | Mapping[str, Any] | None
-    ) -> list[tuple[str, str | None, str | None]]:
-        return []
-
-    def references(self, payload: Mapping[str, Any]) -> list[str]:
-        return []
-
-    def rechained(
-        self, payload: Mapping[str, Any], continue_from: str | None, bodies: Mapping[str, Mapping[str, Any]]
-    ) -> dict[str, Any]:
-        return dict(payload)
 
     def split_event(
         self, event: Mapping[str, Any], released: int
@@ -160,19 +144,8 @@ class AnthropicMessages:
             return body
         return as_refusal(body)
 
-    def stored_ending(self, raw: str) -> dict[str, Any]:
-        stored: dict[str, Any] = _decode(raw)
-        return stored
-
-    def reply_body(self, raw: bytes) -> dict[str, Any]:
-        body: dict[str, Any] = _decode(raw)
-        return body
-
     def without_calls(self, body: Mapping[str, Any], name: str) -> dict[str, Any]:
         return without_calls(body, name)
-
-    def encode(self, body: Mapping[str, Any]) -> bytes:
-        return _encode(body)
 
     def streamed(self, body: Mapping[str, Any], *, include_usage: bool) -> bytes:
         return b"".join(event_frame(event) for event in message_events(body))
@@ -196,9 +169,6 @@ class AnthropicMessages:
 
     def judge_headers(self, key: str) -> list[tuple[str, str]]:
         return [("content-type", "application/json"), ("x-api-key", key), ("anthropic-version", ANTHROPIC_VERSION)]
-
-    def judge_url(self, base_url: str) -> str:
-        return base_url.rstrip("/") + self.upstream_path
 
     def judge_request(
         self, system: str, user: str, *, model: str | None, max_tokens: int, schema: Mapping[str, Any] | None

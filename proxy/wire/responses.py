@@ -13,6 +13,7 @@ import msgspec
 from proxy.errors import ProxyError
 from proxy.exchange import Conversation, Note, Reply, Tool, Turn, Usage
 from proxy.streaming.sse import comment
+from proxy.wire.common import JsonFormat, NoTranscript
 from proxy.wire.responses_parse import (
     declared_schemas,
     parse_conversation,
@@ -39,14 +40,13 @@ from proxy.wire.responses_stream import ResponsesAssembler, event_frame, split_e
 
 __all__ = ["RESPONSES", "Responses"]
 
-_decode = msgspec.json.decode
 _encode = msgspec.json.Encoder().encode
 
 _SESSION_HEADERS = (b"session_id", b"conversation_id")
 """The headers Codex sends its conversation's id in."""
 
 
-class Responses:
+class Responses(JsonFormat, NoTranscript):
     """The OpenAI Responses API as a :class:`~proxy.wire.base.WireAdapter`."""
 
     name = "responses"
@@ -70,14 +70,6 @@ class Responses:
 
     def assembler(self) -> ResponsesAssembler:
         return ResponsesAssembler()
-
-    def spliced(self, payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[str, Any]:
-        return payload  # nothing is recorded: stored chains are the server's own (see continues)
-
-    def recorded(
-        self, client: Mapping[str, Any], amended: Mapping[str, Any], turns: Sequence[Turn], reply: Reply
-    ) -> dict[str, str]:
-        return {}
 
     def relay(self) -> ResponsesRelay:
         """What the client has of one stream: renumbers what goes out, across attempts."""
@@ -223,19 +215,8 @@ class Responses:
             return body
         return as_refusal(body)
 
-    def stored_ending(self, raw: str) -> dict[str, Any]:
-        ending: dict[str, Any] = _decode(raw)
-        return ending
-
-    def reply_body(self, raw: bytes) -> dict[str, Any]:
-        body: dict[str, Any] = _decode(raw)
-        return body
-
     def without_calls(self, body: Mapping[str, Any], name: str) -> dict[str, Any]:
         return without_calls(body, name)
-
-    def encode(self, body: Mapping[str, Any]) -> bytes:
-        return _encode(body)
 
     def streamed(self, body: Mapping[str, Any], *, include_usage: bool) -> bytes:
         return ResponsesRelay().ending(body)
@@ -253,9 +234,6 @@ class Responses:
 
     def judge_headers(self, key: str) -> list[tuple[str, str]]:
         return [("content-type", "application/json"), ("authorization", f"Bearer {key}")]
-
-    def judge_url(self, base_url: str) -> str:
-        return base_url.rstrip("/") + self.upstream_path
 
 
 def _response_id(body: Any) -> str | None:
