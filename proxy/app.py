@@ -19,6 +19,7 @@ from proxy.errors import MethodNotAllowed, ProxyError, RouteNotFound
 from proxy.logs import log_event
 from proxy.metrics import Metrics
 from proxy.openapi import describe_raw_routes, openapi_config
+from proxy.paths import CLAUDE_TELEMETRY
 from proxy.policy.loader import BUNDLED_POLICIES, PolicyError, PolicyRegistry
 from proxy.pricing import load_pricing
 from proxy.recording import Recorder
@@ -31,7 +32,6 @@ from proxy.settings import Settings
 from proxy.tenants import TenantDirectory, load_tenants
 from proxy.tracing import Tracing
 from proxy.upstream import UpstreamClient
-from proxy.wire.messages import MESSAGES
 from proxy.wire.registry import ADAPTERS, passthrough_format
 
 __all__ = ["build_store", "create_app", "load_tenant_directory"]
@@ -100,22 +100,18 @@ def _error_response(error: ProxyError) -> Response[bytes]:
 
 _UNKNOWN_ROUTE = (
     "Unknown route. LoopWarden guards POST /v1/chat/completions, /v1/responses and /v1/messages and "
-    "passes the rest of /v1 through to the upstream."
-)
-_NOT_FORWARDED = (
-    " It does not forward Claude Code's telemetry (/api/...): set CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 "
-    "to stop it asking."
+    "passes the rest of /v1 (and Claude Code's telemetry) through to the upstream."
 )
 
 
 def _not_found(request: Request[Any, Any, Any], exc: NotFoundException) -> Response[bytes]:
     """A 404 in the shape of the API the client speaks (Anthropic's for an Anthropic client)."""
     path = request.url.path
-    error = RouteNotFound(_UNKNOWN_ROUTE + (_NOT_FORWARDED if path.startswith("/api/") else ""))
+    error = RouteNotFound(_UNKNOWN_ROUTE)
     adapter = passthrough_format(path, lambda name: request.headers.get(name.decode("latin-1")))
-    if adapter is None and not path.startswith("/api/"):
+    if adapter is None:
         return _error_response(error)
-    body = (adapter or MESSAGES).error_body(error)
+    body = adapter.error_body(error)
     return Response(body, status_code=error.status, media_type=MediaType.JSON)
 
 
@@ -191,6 +187,11 @@ def create_app(
         asgi(adapter.route, copy_scope=False, name=adapter.name)(routes.model_route(adapter)) for adapter in ADAPTERS
     ]
 
+    @asgi(CLAUDE_TELEMETRY, copy_scope=False)
+    async def claude_telemetry(scope: object, receive: object, send: object) -> None:
+        """Claude Code's telemetry, forwarded where it would go without the proxy."""
+        await routes.passthrough(scope, receive, send)  # type: ignore[arg-type]
+
     @asgi("/v1", is_mount=True, copy_scope=False)
     async def passthrough(scope: object, receive: object, send: object) -> None:
         await routes.passthrough(scope, receive, send)  # type: ignore[arg-type]
@@ -245,6 +246,7 @@ def create_app(
     app = Litestar(
         route_handlers=[
             *model_calls,
+            claude_telemetry,
             root,
             root_head,
             passthrough,

@@ -22,7 +22,7 @@ import httpx
 
 from proxy.errors import InvalidRequest
 
-__all__ = ["passthrough_route", "passthrough_url"]
+__all__ = ["CLAUDE_TELEMETRY", "passthrough_route", "passthrough_url", "telemetry_url"]
 
 _MOUNT = b"/v1"
 _SEPARATORS = re.compile(rb"[/\\]")
@@ -114,5 +114,19 @@ def passthrough_route(raw_path: bytes) -> str:
     """``passthrough:<family>`` for ``/v1/<family>/…`` (``passthrough:responses`` for a stored
     response's ``GET``), by the path's first segment after ``/v1``."""
     path = raw_path.decode("latin-1")
+    if path.partition("?")[0] == CLAUDE_TELEMETRY:
+        return "passthrough:telemetry"
     family = path[4:].partition("/")[0].partition("?")[0] if path.startswith("/v1/") else ""
     return f"passthrough:{family}" if family in _PASSTHROUGH_FAMILIES else "passthrough"
+
+
+CLAUDE_TELEMETRY = "/api/event_logging/batch"
+"""Where Claude Code posts its telemetry, at the root of ``ANTHROPIC_BASE_URL``."""
+
+
+def telemetry_url(base_url: str, query: bytes) -> httpx.URL:
+    """Where Claude Code's telemetry goes: where it would go without the proxy, the upstream's
+    own host at that one fixed path (outside the tenant's base path, which names the model
+    API), the query as sent. Nothing the client sends chooses the path."""
+    raw = CLAUDE_TELEMETRY.encode() + (b"?" + query if query else b"")
+    return httpx.URL(base_url).copy_with(raw_path=raw)

@@ -39,7 +39,7 @@ from proxy.http import (
 )
 from proxy.logs import log_event, logger
 from proxy.metrics import Metrics
-from proxy.paths import passthrough_route, passthrough_url
+from proxy.paths import CLAUDE_TELEMETRY, passthrough_route, passthrough_url, telemetry_url
 from proxy.pipeline import Pipeline
 from proxy.policy.loader import PolicyRegistry
 from proxy.policy.models import Policy
@@ -237,7 +237,9 @@ class ProxyRoutes:
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         adapter = _passthrough_format(scope)
         headers = _upstream_headers(scope, credentials, adapter)
-        url = passthrough_url(credentials.tenant.upstream_url, scope["raw_path"], scope["query_string"])
+        base, path, query = credentials.tenant.upstream_url, scope["raw_path"], scope["query_string"]
+        telemetry = path.partition(b"?")[0] == CLAUDE_TELEMETRY.encode()
+        url = telemetry_url(base, query) if telemetry else passthrough_url(base, path, query)
         facts: dict[str, object] = {"tenant": credentials.tenant.name}
         # A call answered whole (embeddings, a non-streamed response) waits here for all of it:
         # a client that hangs up meanwhile cancels it, as it does a body being relayed.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from proxy.paths import CLAUDE_TELEMETRY
 from proxy.wire.base import WireAdapter
 from proxy.wire.chat_completions import CHAT_COMPLETIONS
 from proxy.wire.messages import MESSAGES
@@ -32,6 +33,8 @@ def passthrough_format(path: str, header: Callable[[bytes], str | None]) -> Wire
     Messages for a call an Anthropic client marks with ``anthropic-version`` (Claude Code's
     ``GET /v1/models``); None: OpenAI's."""
     path = path.partition("?")[0]
+    if path == CLAUDE_TELEMETRY:
+        return MESSAGES
     for adapter in ADAPTERS:
         if path.startswith(adapter.route + "/"):
             return adapter

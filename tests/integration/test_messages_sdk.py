@@ -211,13 +211,25 @@ def test_claude_codes_probe_of_the_base_url_is_answered(messages_proxy):
     assert httpx.head(f"{messages_proxy.url}/").status_code == 200
 
 
-def test_claude_codes_telemetry_is_refused_in_anthropics_shape_saying_how_to_stop_it(messages_proxy):
-    reply = httpx.post(f"{messages_proxy.url}/api/event_logging/batch", json={"events": []})
+def test_claude_codes_telemetry_goes_where_it_would_without_the_proxy(messages_proxy, anthropic_upstream):
+    body = b'{"events":[{"event_type":"ClaudeCodeInternalEvent"}]}'
+    headers = {"x-api-key": "sk-ant-client", "content-type": "application/json"}
+
+    reply = httpx.post(f"{messages_proxy.url}/api/event_logging/batch", content=body, headers=headers)
+
+    assert reply.status_code == 200
+    sent = anthropic_upstream.requests[0]
+    assert (sent.path, sent.body) == ("/api/event_logging/batch", body)  # the upstream's host, not below /v1
+    assert sent.header("x-api-key") == "sk-ant-client"
+
+
+@pytest.mark.parametrize("path", ["/api/event_logging/batch/more", "/api/event_logging/other", "/api/keys"])
+def test_only_claude_codes_one_telemetry_path_is_forwarded(messages_proxy, anthropic_upstream, path):
+    reply = httpx.post(f"{messages_proxy.url}{path}", json={}, headers={"anthropic-version": "2023-06-01"})
 
     assert reply.status_code == 404
     assert reply.json()["type"] == "error"
-    assert reply.json()["error"]["type"] == "not_found_error"
-    assert "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1" in reply.json()["error"]["message"]
+    assert anthropic_upstream.requests == []
 
 
 def test_an_unknown_route_answers_an_anthropic_client_in_anthropics_shape(messages_proxy):

@@ -257,6 +257,9 @@ class FakeMessages(FakeUpstream):
         if path.endswith("/count_tokens"):
             self.requests.append(recorded)
             return web.json_response({"input_tokens": len(body) // 4})
+        if path == "/api/event_logging/batch":  # Claude Code's telemetry
+            self.requests.append(recorded)
+            return web.json_response({})
         if path.endswith("/models"):
             self.requests.append(recorded)
             return web.json_response({"data": [{"type": "model", "id": "claude-fake"}], "has_more": False})

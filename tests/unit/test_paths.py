@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.errors import InvalidRequest
-from proxy.paths import passthrough_url
+from proxy.paths import passthrough_url, telemetry_url
 
 AZURE = "https://example.openai.azure.com/openai/deployments/x"
 
@@ -61,3 +61,16 @@ def test_the_joined_url_keeps_the_base_host_and_path(raw_path):
 
     assert url.host == "example.openai.azure.com"
     assert url.raw_path.startswith(b"/openai/deployments/x/")
+
+
+@pytest.mark.parametrize(
+    ("base", "query", "expected"),
+    [
+        ("https://api.anthropic.com/v1", b"", "https://api.anthropic.com/api/event_logging/batch"),
+        ("https://gw.example:8443/anthropic/v1", b"", "https://gw.example:8443/api/event_logging/batch"),
+        ("https://api.anthropic.com/v1", b"beta=true", "https://api.anthropic.com/api/event_logging/batch?beta=true"),
+    ],
+    ids=["anthropic", "below-a-base-path", "query-kept"],
+)
+def test_claude_codes_telemetry_goes_to_the_upstreams_host_at_its_one_path(base, query, expected):
+    assert str(telemetry_url(base, query)) == expected

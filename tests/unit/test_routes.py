@@ -66,8 +66,9 @@ async def test_every_reply_carries_the_overhead_header():
         (b"/v1/models", "passthrough:models"),
         (b"/v1/a-path-a-client-made-up/1", "passthrough"),
         (b"/v2/models", "passthrough"),
+        (b"/api/event_logging/batch", "passthrough:telemetry"),
     ],
-    ids=["stored-response", "input-items", "count-tokens", "models", "unknown-family", "not-v1"],
+    ids=["stored-response", "input-items", "count-tokens", "models", "unknown-family", "not-v1", "claude-telemetry"],
 )
 def test_pass_through_requests_are_counted_by_api_family_from_a_fixed_set(raw_path, label):
     assert passthrough_route(raw_path) == label
