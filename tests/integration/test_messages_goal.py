@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anthropic
+import pytest
 
 from proxy.goal.model import GOAL_TOOL
 from tests.support.fake_messages import said, text, thinking, tool_use
@@ -84,7 +85,8 @@ def _unanswered(messages: list[dict]) -> list[str]:
     return missing
 
 
-def test_thinking_stays_valid_after_a_reply_stripped_of_the_goal_tool(messages_proxy, anthropic_upstream):
+@pytest.mark.parametrize("stream", [False, True])
+def test_thinking_stays_valid_after_a_reply_stripped_of_the_goal_tool(messages_proxy, anthropic_upstream, stream):
     refined = {"action": "update_objective", "objective": "Find Lyon's population in the 2021 census."}
     active = {"action": "update_status", "status": "active"}
     completed = {"action": "update_status", "status": "completed", "evidence": "INSEE 2021: 522,250"}
@@ -96,19 +98,20 @@ def test_thinking_stays_valid_after_a_reply_stripped_of_the_goal_tool(messages_p
     )
     client = anthropic.Anthropic(base_url=messages_proxy.url, api_key="sk-ant", max_retries=0)
     thinking_on = {"type": "enabled", "budget_tokens": 1024}
-    first = client.messages.create(
-        model="c", max_tokens=2000, messages=TASK, tools=TOOLS, thinking=thinking_on, extra_headers=GOAL
-    )
-    assert [b.type for b in first.content] == ["thinking", "tool_use"]
+    asked = {"model": "c", "max_tokens": 2000, "tools": TOOLS, "thinking": thinking_on, "extra_headers": GOAL}
+    if stream:
+        with client.messages.stream(messages=TASK, **asked) as streamed:
+            first = streamed.get_final_message()
+    else:
+        first = client.messages.create(messages=TASK, **asked)
+    assert [b.name for b in first.content if b.type == "tool_use"] == ["search"]
     history = [
         *TASK,
         {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "522,250"}]},
     ]
 
-    second = client.messages.create(
-        model="c", max_tokens=2000, messages=history, tools=TOOLS, thinking=thinking_on, extra_headers=GOAL
-    )
+    second = client.messages.create(messages=history, **asked)
 
     assert second.content[-1].text == "Lyon has 522,250 inhabitants (INSEE, 2021)."
     assert anthropic_upstream.rejected == []
