@@ -55,13 +55,15 @@ def record_turns(
     reply: Reply,
     delta: SessionDelta,
     state: SessionState,
+    answered: Mapping[str, str] | None = None,
 ) -> None:
     """What the upstream saw that the client will not send back (turns the proxy added, tool
-    results it amended) into the session, to be spliced into its later requests; nothing once
+    results it amended, the calls of ``reply`` it ``answered`` itself and took out of the
+    client's copy) into the session, to be spliced into its later requests; nothing once
     the session's state would pass :data:`MAX_RECORDED_BYTES` (counted, logged)."""
-    if not extra and amended is call.payload:
+    if not extra and amended is call.payload and not answered:
         return
-    records = call.adapter.recorded(call.payload, amended, extra, reply)
+    records = call.adapter.recorded(call.payload, amended, extra, reply, answered)
     held = sum(len(name) + len(value) for name, value in state.values.items())
     adding = sum(len(name) + len(value) for name, value in records.items())
     if records and held + adding > MAX_RECORDED_BYTES:

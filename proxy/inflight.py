@@ -38,7 +38,8 @@ class InFlight:
     retries: Counter[str] = field(default_factory=Counter)
     goal: Goal | None = None
     goal_rounds: int = 0
-    stripped: bool = False
+    stripped: tuple[Reply, Mapping[str, str]] | None = None
+    """The upstream's reply whose goal tool calls the agent does not see, and their results."""
     amended: Mapping[str, Any] | None = None
     """Once the attempts begin: the payload before the session's records were spliced in (the
     client's, as the guards amended it; see ``WireAdapter.spliced``)."""

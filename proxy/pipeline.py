@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from proxy.answer import Answer, Failed, Relayed, Tried, Unusable, Written, delivered_reply, render
 from proxy.budgets import check_request_cap, session_limits
@@ -175,7 +174,7 @@ class Pipeline:
                 return ending
             verdict = await self._decide(request, attempt, tried)
             if verdict is None:
-                return Written(self._stripped(request, tried)) if request.stripped else Relayed(tried)
+                return self._stripped(request, tried) if request.stripped else Relayed(tried)
             if isinstance(verdict, Rewrite):
                 self._steps.intervention(call, verdict.kind, verdict.reason, notes, attempt)
                 return Written(call.adapter.render_reply(verdict.reply))
@@ -256,14 +255,15 @@ class Pipeline:
         """Goal mode's decision on the reply, applied: the turns to continue with, or None (a
         reply stripped of the goal tool's calls goes on to the guards)."""
         call, state, delta, notes = request.call, request.state, request.delta, request.notes
-        rounds_left = request.goal_rounds < call.policy.goal.max_tool_rounds
+        rounds_left, request.stripped = request.goal_rounds < call.policy.goal.max_tool_rounds, None
         request.goal, decision = self._goals.decide(
             call, goal, tried.reply, delta, state, notes, tool_rounds_left=rounds_left
         )
         if decision is None:
             return None
         if isinstance(decision, GoalStrip):
-            tried.reply, request.stripped = decision.reply, True
+            request.stripped = (tried.reply, decision.answered)
+            tried.reply = decision.reply
             return None
         nudge = decision.nudge
         if decision.tool_round:
@@ -342,11 +342,15 @@ class Pipeline:
     # -- rendering ------------------------------------------------------------------
 
     @staticmethod
-    def _stripped(request: InFlight, tried: Tried) -> dict[str, Any]:
-        """The agent sees its own tool calls only, never the goal tool's."""
-        adapter, streamed = request.call.adapter, tried.streamed
-        whole = streamed() if streamed is not None else adapter.reply_body(tried.upstream.response.content)
-        return adapter.without_calls(whole, GOAL_TOOL)
+    def _stripped(request: InFlight, tried: Tried) -> Written:
+        """The agent sees its own tool calls only, never the goal tool's; the session records
+        what the upstream saw (the reply whole, the turns before it) for its later requests."""
+        call, streamed = request.call, tried.streamed
+        if request.stripped is not None and request.amended is not None:
+            whole_reply, answered = request.stripped
+            record_turns(call, request.amended, request.extra, whole_reply, request.delta, request.state, answered)
+        whole = streamed() if streamed is not None else call.adapter.reply_body(tried.upstream.response.content)
+        return Written(call.adapter.without_calls(whole, GOAL_TOOL))
 
     async def _render(self, request: InFlight, ending: Answer) -> Outcome:
         return await render(request.call, request.client, ending, lambda: self._headers(request))

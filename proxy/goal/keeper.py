@@ -42,6 +42,8 @@ class GoalStrip:
     """The reply without the goal tool's calls: what the guards judge and the agent receives."""
 
     reply: Reply
+    answered: dict[str, str]
+    """The goal tool's calls taken out, answered (id: result): the upstream saw them."""
 
 
 GoalDecision = GoalTurn | GoalStrip | None
@@ -91,7 +93,7 @@ class GoalKeeper:
                 # Only the proxy's own tool was called: answer it and let the model go on.
                 answered = Nudge("goal_tool", f"goal {goal.status}", (ReturnCalls(reply, results),))
                 return goal, GoalTurn(answered, tool_round=True)
-            return goal, GoalStrip(dataclasses.replace(reply, tool_calls=tuple(theirs)))
+            return goal, GoalStrip(dataclasses.replace(reply, tool_calls=tuple(theirs)), results)
         if goal.active and reply.has_text and not reply.tool_calls:
             # A continuation is the goal's turn, bounded by the goal's own turn and time
             # limits (and the session's budgets), not by the request's nudge attempts.

@@ -174,12 +174,18 @@ class WireAdapter(Protocol):
         ...
 
     def recorded(
-        self, client: Mapping[str, Any], amended: Mapping[str, Any], turns: Sequence[Turn], reply: Reply
+        self,
+        client: Mapping[str, Any],
+        amended: Mapping[str, Any],
+        turns: Sequence[Turn],
+        reply: Reply,
+        answered: Mapping[str, str] | None = None,
     ) -> dict[str, str]:
         """Session fields to write for a reply that reached the client, for a format whose upstream
         binds replies to their exact prefix (Messages' signed thinking): what the proxy changed
-        in the ``client``'s messages (``amended``) and the ``turns`` it added before ``reply``,
-        which the client never sends back. ``{}`` for a format without that constraint."""
+        in the ``client``'s messages (``amended``), the ``turns`` it added before ``reply``, and
+        the calls of ``reply`` it ``answered`` itself (id: result) and took out of the client's
+        copy, which the client never sends back. ``{}`` for a format without that constraint."""
         ...
 
     def render_request(self, payload: Mapping[str, Any], turns: Sequence[Turn]) -> bytes:

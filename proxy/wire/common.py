@@ -64,6 +64,11 @@ class NoTranscript:
         return payload
 
     def recorded(
-        self, client: Mapping[str, Any], amended: Mapping[str, Any], turns: Sequence[Turn], reply: Reply
+        self,
+        client: Mapping[str, Any],
+        amended: Mapping[str, Any],
+        turns: Sequence[Turn],
+        reply: Reply,
+        answered: Mapping[str, str] | None = None,
     ) -> dict[str, str]:
         return {}

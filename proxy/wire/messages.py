@@ -163,9 +163,14 @@ class AnthropicMessages(JsonFormat, NoChains):
         return spliced(payload, values)
 
     def recorded(
-        self, client: Mapping[str, Any], amended: Mapping[str, Any], turns: Sequence[Turn], reply: Reply
+        self,
+        client: Mapping[str, Any],
+        amended: Mapping[str, Any],
+        turns: Sequence[Turn],
+        reply: Reply,
+        answered: Mapping[str, str] | None = None,
     ) -> dict[str, str]:
-        return recorded(client, amended, turns, reply)
+        return recorded(client, amended, turns, reply, answered)
 
     def judge_headers(self, key: str) -> list[tuple[str, str]]:
         return [("content-type", "application/json"), ("x-api-key", key), ("anthropic-version", ANTHROPIC_VERSION)]

@@ -9,6 +9,9 @@ back, byte for byte, at the same place in every later request of the session:
 - a request that was nudged records, at the position of its reply in the client's history,
   the turns the upstream saw before the reply and the reply itself (a stream that let part of
   a failed attempt through to the client has the whole transcript put back in its place);
+- a reply the client received without some of its calls (goal mode's tool, answered by the
+  proxy) records, besides, the proxy's results for those calls, put first in the next user
+  turn, where the API wants every call answered;
 - a tool result the proxy annotated records its annotated form at its own position;
 - tools the proxy offered besides the client's (goal mode's) stay offered once the upstream saw
   them (``tools`` is part of the prefix too; the goal keeper answers its tool's calls for as
@@ -60,11 +63,16 @@ def _digest(value: Any) -> str | None:
 
 
 def recorded(
-    client: Mapping[str, Any], amended: Mapping[str, Any], turns: Sequence[Turn], reply: Reply
+    client: Mapping[str, Any],
+    amended: Mapping[str, Any],
+    turns: Sequence[Turn],
+    reply: Reply,
+    answered: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The session fields to write for a request whose reply reached the client: its annotated
     messages (``amended`` against the ``client``'s own), and the turns the upstream saw before
-    ``reply`` when there were any."""
+    ``reply`` when there were any or when the client got ``reply`` without the calls the proxy
+    ``answered`` itself (id: result)."""
     fields: dict[str, str] = {}
     offered = amended.get("tools")
     if isinstance(offered, list) and offered != client.get("tools"):
@@ -75,10 +83,16 @@ def recorded(
             if changed is not original and (digest := _digest(original)) is not None:
                 record = {"at": position, "tail": 0, "digest": digest, "with": [changed]}
                 fields[FIELD_PREFIX + str(position)] = _encode(record).decode()
-    if turns and (digest := _digest(content := assistant_content(reply))) is not None:
+    content, answered = assistant_content(reply), answered or {}
+    shown = [
+        b for b in content if not (isinstance(b, dict) and b.get("id") in answered and b.get("type") == "tool_use")
+    ]
+    if (turns or answered) and (digest := _digest(shown)) is not None:
         position = len(mine) if isinstance(mine, list) else 0
         final = {"role": "assistant", "content": content}
-        record = {"at": position, "tail": len(content), "digest": digest, "with": [*rendered_turns(turns), final]}
+        record = {"at": position, "tail": len(shown), "digest": digest, "with": [*rendered_turns(turns), final]}
+        if answered:
+            record["answers"] = [{"type": "tool_result", "tool_use_id": k, "content": v} for k, v in answered.items()]
         fields[FIELD_PREFIX + str(position)] = _encode(record).decode()
     return fields
 
@@ -98,6 +112,8 @@ def spliced(payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[st
         if isinstance(position, int) and 0 <= position < len(out) and _holds(out[position], record):
             replacement = list(record["with"])
             replacement[-1] = _marked_as(replacement[-1], out[position])
+            if position + 1 < len(out):
+                out[position + 1] = _answered(out[position + 1], record.get("answers"))
             out[position : position + 1] = replacement
             changed = True
     return {**payload, "messages": out} if changed else payload
@@ -123,6 +139,19 @@ def _tools_kept(payload: Mapping[str, Any], recorded: str | None) -> Mapping[str
     if not isinstance(offered, list) or len(offered) <= len(now) or offered[: len(now)] != now:
         return payload
     return {**payload, "tools": offered}
+
+
+def _answered(message: Any, answers: Any) -> Any:
+    """The user turn after a reply with the proxy's results for the calls its client never saw
+    put first (the API wants every ``tool_use`` answered at the start of the next turn)."""
+    if not isinstance(answers, list) or not answers or not isinstance(message, dict) or message.get("role") != "user":
+        return message
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    if not isinstance(blocks, list):
+        return message
+    held = {b.get("tool_use_id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"}
+    return {**message, "content": [*(a for a in answers if a.get("tool_use_id") not in held), *blocks]}
 
 
 def _marked_as(recorded: Any, current: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anthropic
+import pytest
 
 from proxy.goal.model import GOAL_TOOL
 from tests.support.fake_messages import said, text, thinking, tool_use
@@ -65,3 +66,55 @@ def test_thinking_stays_valid_after_the_goal_ends(messages_proxy, anthropic_upst
     assert second.headers["x-loopwarden-goal"] == "completed"
     assert anthropic_upstream.rejected == []
     assert [t["name"] for t in anthropic_upstream.requests[-1].json()["tools"]] == ["search", GOAL_TOOL]
+
+
+def _unanswered(messages: list[dict]) -> list[str]:
+    """The tool_use ids not answered by a tool_result at the start of the next user turn."""
+    missing = []
+    for position, message in enumerate(messages):
+        content = message["content"] if isinstance(message["content"], list) else []
+        calls = [b["id"] for b in content if message["role"] == "assistant" and b.get("type") == "tool_use"]
+        following = messages[position + 1]["content"] if position + 1 < len(messages) else []
+        blocks = following if isinstance(following, list) else []
+        leading = []
+        for block in blocks:
+            if block.get("type") != "tool_result":
+                break
+            leading.append(block["tool_use_id"])
+        missing += [each for each in calls if each not in leading]
+    return missing
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_thinking_stays_valid_after_a_reply_stripped_of_the_goal_tool(messages_proxy, anthropic_upstream, stream):
+    refined = {"action": "update_objective", "objective": "Find Lyon's population in the 2021 census."}
+    active = {"action": "update_status", "status": "active"}
+    completed = {"action": "update_status", "status": "completed", "evidence": "INSEE 2021: 522,250"}
+    anthropic_upstream.script(
+        said(thinking("Refine it."), tool_use(GOAL_TOOL, refined, "toolu_goal_1")),
+        said(thinking("Search."), tool_use(GOAL_TOOL, active, "toolu_goal_2"), tool_use("search", {"q": "Lyon"})),
+        said(thinking("Report it."), tool_use(GOAL_TOOL, completed, "toolu_goal_3")),
+        said(thinking("Answer."), text("Lyon has 522,250 inhabitants (INSEE, 2021).")),
+    )
+    client = anthropic.Anthropic(base_url=messages_proxy.url, api_key="sk-ant", max_retries=0)
+    thinking_on = {"type": "enabled", "budget_tokens": 1024}
+    asked = {"model": "c", "max_tokens": 2000, "tools": TOOLS, "thinking": thinking_on, "extra_headers": GOAL}
+    if stream:
+        with client.messages.stream(messages=TASK, **asked) as streamed:
+            first = streamed.get_final_message()
+    else:
+        first = client.messages.create(messages=TASK, **asked)
+    assert [b.name for b in first.content if b.type == "tool_use"] == ["search"]
+    history = [
+        *TASK,
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "522,250"}]},
+    ]
+
+    second = client.messages.create(messages=history, **asked)
+
+    assert second.content[-1].text == "Lyon has 522,250 inhabitants (INSEE, 2021)."
+    assert anthropic_upstream.rejected == []
+    sent = anthropic_upstream.requests[-1].json()["messages"]
+    assert _unanswered(sent) == []
+    assert [b["name"] for b in sent[3]["content"] if b["type"] == "tool_use"] == [GOAL_TOOL, "search"]

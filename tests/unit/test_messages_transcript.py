@@ -121,3 +121,25 @@ def test_a_tool_the_proxy_offered_stays_offered_once_the_upstream_saw_it():
 
     assert later["tools"] == with_goal["tools"]
     assert MESSAGES.spliced(with_goal, fields) is with_goal  # while the proxy adds it itself: nothing to do
+
+
+def test_a_reply_stripped_of_the_proxys_calls_is_put_back_whole_with_their_results_first():
+    own = {"type": "tool_use", "id": "toolu_goal", "name": "loopwarden_goal", "input": {"action": "update_status"}}
+    fields = MESSAGES.recorded(CLIENT, CLIENT, [], reply_of(THOUGHT, own, FIXED), {"toolu_goal": "Goal stays."})
+    theirs = {"type": "tool_result", "tool_use_id": "toolu_2", "content": "found"}
+    later = {
+        **CLIENT,
+        "messages": [
+            *CLIENT["messages"],
+            {"role": "assistant", "content": [THOUGHT, FIXED]},
+            {"role": "user", "content": [theirs]},
+        ],
+    }
+
+    messages = MESSAGES.spliced(later, fields)["messages"]
+
+    assert messages[1]["content"] == [THOUGHT, own, FIXED]
+    assert messages[2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_goal", "content": "Goal stays."},
+        theirs,
+    ]
