@@ -38,6 +38,8 @@ class InFlight:
     retries: Counter[str] = field(default_factory=Counter)
     goal: Goal | None = None
     goal_rounds: int = 0
+    goal_offered: bool = False
+    """The goal tool is offered to the upstream in this request (any reply may call it)."""
     stripped: tuple[Reply, Mapping[str, str]] | None = None
     """The upstream's reply whose goal tool calls the agent does not see, and their results."""
     amended: Mapping[str, Any] | None = None

@@ -156,6 +156,7 @@ class Pipeline:
         request.goal = self._goals.open(call, state, delta, notes)
         if request.goal is not None and request.goal.active:
             request.payload = call.adapter.with_tool(request.payload, goal_tool())
+            request.goal_offered = True
         request.amended = request.payload
         request.payload = call.adapter.spliced(request.payload, state.values)
         request.judge = judge_target(call)
@@ -225,13 +226,15 @@ class Pipeline:
             else:
                 # What the guards hold back mid-stream, judged on the session as loaded (this
                 # request's own strikes only make them hold more, never less, than needed).
-                # In goal mode a text-only reply is a turn to continue, not an answer: held whole.
-                goal = request.goal
-                hold_text = Channel.TEXT if goal is not None and goal.active else Channel.NONE
+                # While the goal tool is offered any reply may be a hidden goal round (a call
+                # to the goal tool, a text-only turn to continue) or be stripped of the goal's
+                # calls: held whole, its thinking too, so the client gets only what it is meant
+                # to see, once.
+                hold = Channel.ALL if request.goal_offered else Channel.NONE
                 holding = request.context(request.state)
                 try:
                     upstream, reply, assembled = await self._attempts.attempt(
-                        call, request.payload, request.extra, client, holding, delta, hold_text
+                        call, request.payload, request.extra, client, holding, delta, hold
                     )
                 except ProxyError as error:
                     if not client.started:

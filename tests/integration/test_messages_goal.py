@@ -6,7 +6,7 @@ import anthropic
 import pytest
 
 from proxy.goal.model import GOAL_TOOL
-from tests.support.fake_messages import said, text, thinking, tool_use
+from tests.support.fake_messages import check_stream, checking_client, message_body, said, text, thinking, tool_use
 
 TOOLS = [{"name": "search", "input_schema": {"type": "object"}}]
 TASK = [{"role": "user", "content": "How many people live in Lyon?"}]
@@ -90,21 +90,28 @@ def test_thinking_stays_valid_after_a_reply_stripped_of_the_goal_tool(messages_p
     refined = {"action": "update_objective", "objective": "Find Lyon's population in the 2021 census."}
     active = {"action": "update_status", "status": "active"}
     completed = {"action": "update_status", "status": "completed", "evidence": "INSEE 2021: 522,250"}
+    searching = said(
+        thinking("Search."), tool_use(GOAL_TOOL, active, "toolu_goal_2"), tool_use("search", {"q": "Lyon"})
+    )
     anthropic_upstream.script(
         said(thinking("Refine it."), tool_use(GOAL_TOOL, refined, "toolu_goal_1")),
-        said(thinking("Search."), tool_use(GOAL_TOOL, active, "toolu_goal_2"), tool_use("search", {"q": "Lyon"})),
+        searching,
         said(thinking("Report it."), tool_use(GOAL_TOOL, completed, "toolu_goal_3")),
         said(thinking("Answer."), text("Lyon has 522,250 inhabitants (INSEE, 2021).")),
     )
-    client = anthropic.Anthropic(base_url=messages_proxy.url, api_key="sk-ant", max_retries=0)
+    streams: list[bytes] = []
+    client = checking_client(messages_proxy, streams)
     thinking_on = {"type": "enabled", "budget_tokens": 1024}
     asked = {"model": "c", "max_tokens": 2000, "tools": TOOLS, "thinking": thinking_on, "extra_headers": GOAL}
     if stream:
         with client.messages.stream(messages=TASK, **asked) as streamed:
             first = streamed.get_final_message()
+        opened = [e["content_block"]["type"] for e in check_stream(streams[-1]) if e["type"] == "content_block_start"]
+        assert opened == ["thinking", "tool_use"]
     else:
         first = client.messages.create(messages=TASK, **asked)
-    assert [b.name for b in first.content if b.type == "tool_use"] == ["search"]
+    said_thinking, _, search = message_body(searching, anthropic_upstream.requests[1].json())["content"]
+    assert [b.model_dump(exclude_none=True) for b in first.content] == [said_thinking, search]
     history = [
         *TASK,
         {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
