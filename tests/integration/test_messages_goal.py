@@ -125,3 +125,24 @@ def test_thinking_stays_valid_after_a_reply_stripped_of_the_goal_tool(messages_p
     sent = anthropic_upstream.requests[-1].json()["messages"]
     assert _unanswered(sent) == []
     assert [b["name"] for b in sent[3]["content"] if b["type"] == "tool_use"] == [GOAL_TOOL, "search"]
+
+
+def test_a_streamed_reply_after_the_goal_ended_in_a_hidden_round_is_stripped_once(messages_proxy, anthropic_upstream):
+    completed = {"action": "update_status", "status": "completed", "evidence": "INSEE 2021: 522,250"}
+    searching = said(
+        thinking("Search."), tool_use(GOAL_TOOL, completed, "toolu_goal_2"), tool_use("search", {"q": "Lyon"})
+    )
+    anthropic_upstream.script(said(thinking("Report it."), tool_use(GOAL_TOOL, completed, "toolu_goal_1")), searching)
+    streams: list[bytes] = []
+    client = checking_client(messages_proxy, streams)
+    thinking_on = {"type": "enabled", "budget_tokens": 1024}
+
+    with client.messages.stream(
+        model="c", max_tokens=2000, messages=TASK, tools=TOOLS, thinking=thinking_on, extra_headers=GOAL
+    ) as streamed:
+        message = streamed.get_final_message()
+
+    said_thinking, _, search = message_body(searching, anthropic_upstream.requests[1].json())["content"]
+    assert [b.model_dump(exclude_none=True) for b in message.content] == [said_thinking, search]
+    opened = [e["content_block"]["type"] for e in check_stream(streams[-1]) if e["type"] == "content_block_start"]
+    assert opened == ["thinking", "tool_use"]
