@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
+import msgspec
+
+from proxy.errors import InvalidRequest
 from proxy.exchange import Reply, Turn
 from proxy.logs import log_event
 from proxy.request import AgentRequest
 from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore
-from proxy.session.chains import remember_responses
+from proxy.session.chains import MAX_REFERENCES, chained_session, remember_responses, unrecorded_chain
 
 __all__ = ["MAX_RECORDED_BYTES", "Links", "chain_links", "record_turns", "remember_links", "summary_payload"]
 
@@ -33,6 +36,7 @@ record holds client content (an annotated tool result, whole), and records at po
 history no longer reaches stay until the session expires: without a cap, a client annotated
 at a new position on every request grows the state (and every later load) without limit."""
 
+_decode = msgspec.json.decode
 _TASK_CHARS = 4000
 """How much of a run's task is kept for its continuations (the judge reads less)."""
 
@@ -86,6 +90,45 @@ def chain_links(
     if links and (task := call.conversation.first_text("user")):
         delta.default(FIELDS.TASK, task[:_TASK_CHARS])
     return links
+
+
+class Chaining(Protocol):
+    """What :func:`resolve_chain` asks of a request's adapter (a :class:`~proxy.wire.base.WireAdapter`)."""
+
+    def continues(self, payload: Mapping[str, Any]) -> str | None: ...
+
+    def references(self, payload: Mapping[str, Any]) -> list[str]: ...
+
+    def rechained(
+        self, payload: Mapping[str, Any], continue_from: str | None, bodies: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Any]: ...
+
+
+async def resolve_chain(
+    store: SessionStore, adapter: Chaining, namespace: str, payload: dict[str, Any]
+) -> tuple[str | None, dict[str, Any] | None]:
+    """For a request that continues a stored response or refers to the proxy's own items:
+    the session recorded for its chain point, and the request rewritten to chain where the
+    server holds the history and to carry the proxy's items itself (None: unchanged)."""
+    previous = adapter.continues(payload)
+    references = adapter.references(payload)
+    if previous is None and not references:
+        return None, None
+    if len(references) > MAX_REFERENCES:
+        raise InvalidRequest(
+            f"The input refers to items of {len(references)} responses LoopWarden made; "
+            f"at most {MAX_REFERENCES} are resolved per request.",
+            param="input",
+        )
+    chained = await chained_session(store, namespace, previous) if previous is not None else None
+    bodies: dict[str, Any] = {}
+    for reference in references:
+        recorded = await chained_session(store, namespace, reference)
+        if recorded is not None and recorded.body is not None:
+            bodies[reference] = _decode(recorded.body)
+    session = None if previous is None else chained.session if chained is not None else unrecorded_chain(previous)
+    rewritten = adapter.rechained(payload, chained.continue_from if chained is not None else None, bodies)
+    return session, rewritten if rewritten != payload else None
 
 
 async def remember_links(store: SessionStore, call: AgentRequest, links: Links) -> None:

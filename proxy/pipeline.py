@@ -33,7 +33,6 @@ from proxy.pricing import PriceTable
 from proxy.recording import Step, StepRecorder
 from proxy.request import AgentRequest, Outcome, RequestNotes
 from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore
-from proxy.session.chains import Chained, chained_session
 from proxy.session.identity import named_run, turn_digest
 from proxy.step_log import StepLog, chat_attributes, response_headers, usage_attributes
 from proxy.streaming.attempts import Attempts
@@ -90,9 +89,10 @@ class Pipeline:
         self._steps = StepLog(metrics, self._tracing, log_contents=log_contents, recorder=recorder)
         self._attempts = Attempts(upstream, self._ledger, metrics, self._response_guards)
 
-    async def chained_session(self, namespace: str, response_id: str) -> Chained | None:
-        """The session that returned a stored response (see :mod:`proxy.session.chains`)."""
-        return await chained_session(self._store, namespace, response_id)
+    @property
+    def store(self) -> SessionStore:
+        """Where session state lives (the routes resolve stored response chains there)."""
+        return self._store
 
     async def run(self, call: AgentRequest) -> Outcome:
         """One agent request. Whatever happens, what it reserved and spent is committed once."""

@@ -11,7 +11,6 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 import msgspec
@@ -19,6 +18,7 @@ from litestar.enums import ScopeType
 from litestar.types import HTTPScope, Receive, Scope, Send
 
 from proxy.client_watch import ResponseTracker, unless_client_leaves
+from proxy.continuity import resolve_chain
 from proxy.errors import (
     InvalidRequest,
     MalformedJSON,
@@ -47,7 +47,6 @@ from proxy.relay import credential_values, relayed_error, secret_forms
 from proxy.request import AgentRequest, Outcome
 from proxy.request_schemas import compile_request_schemas
 from proxy.schemas import SchemaCache, SchemaLimits
-from proxy.session.chains import MAX_REFERENCES, unrecorded_chain
 from proxy.session.identity import identify
 from proxy.settings import Settings
 from proxy.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
@@ -133,7 +132,7 @@ class ProxyRoutes:
             adapter.declared_schemas(payload), adapter.parse_request(payload), self._schemas, len(body)
         )
         hint = adapter.session_hint(payload, lambda name: header(scope, name))
-        chained, rechained = await self._chain(adapter, credentials.namespace, payload)
+        chained, rechained = await resolve_chain(self._pipeline.store, adapter, credentials.namespace, payload)
         hint = hint or chained
         if rechained is not None:
             payload, body = rechained, adapter.encode(rechained)
@@ -176,32 +175,6 @@ class ProxyRoutes:
         outcome = await unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
         await self._deliver(outcome, send, facts, call.headers, adapter)
         return facts
-
-    async def _chain(
-        self, adapter: WireAdapter, namespace: str, payload: dict[str, Any]
-    ) -> tuple[str | None, dict[str, Any] | None]:
-        """For a request that continues a stored response or refers to the proxy's own items:
-        the session recorded for its chain point, and the request rewritten to chain where the
-        server holds the history and to carry the proxy's items itself (None: unchanged)."""
-        previous = adapter.continues(payload)
-        references = adapter.references(payload)
-        if previous is None and not references:
-            return None, None
-        if len(references) > MAX_REFERENCES:
-            raise InvalidRequest(
-                f"The input refers to items of {len(references)} responses LoopWarden made; "
-                f"at most {MAX_REFERENCES} are resolved per request.",
-                param="input",
-            )
-        chained = await self._pipeline.chained_session(namespace, previous) if previous is not None else None
-        bodies: dict[str, Any] = {}
-        for reference in references:
-            recorded = await self._pipeline.chained_session(namespace, reference)
-            if recorded is not None and recorded.body is not None:
-                bodies[reference] = _decode(recorded.body)
-        session = None if previous is None else chained.session if chained is not None else unrecorded_chain(previous)
-        rewritten = adapter.rechained(payload, chained.continue_from if chained is not None else None, bodies)
-        return session, rewritten if rewritten != payload else None
 
     def policy_for(self, tenant: Tenant, requested: str | None) -> Policy:
         """The tenant's policy for this request; 403 for one it may not use. ``requested`` is
