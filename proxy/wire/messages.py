@@ -24,6 +24,7 @@ from proxy.wire.messages_render import (
     as_refusal,
     ending,
     error_body,
+    error_event,
     render_request,
     rendered_turns,
     reply_message,
@@ -157,7 +158,7 @@ class AnthropicMessages(JsonFormat, NoChains):
         return error_body(error)
 
     def error_event(self, error: ProxyError) -> bytes:
-        return MessageSequencer().error(error)
+        return error_event(error)
 
     def spliced(self, payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[str, Any]:
         return spliced(payload, values)

@@ -23,6 +23,7 @@ __all__ = [
     "assistant_content",
     "ending",
     "error_body",
+    "error_event",
     "render_request",
     "rendered_turns",
     "reply_message",
@@ -57,6 +58,11 @@ def error_body(error: ProxyError) -> bytes:
     status = error.status
     kind = ERROR_TYPES.get(status) or ("api_error" if status >= 500 else "invalid_request_error")
     return _encode({"type": "error", "error": {"type": kind, "message": error.message}})
+
+
+def error_event(error: ProxyError) -> bytes:
+    """Anthropic's in-stream ``error`` event (an SDK raises it)."""
+    return b"event: error\ndata: " + error_body(error) + b"\n\n"
 
 
 def assistant_content(reply: Reply) -> list[Any]:

@@ -21,7 +21,7 @@ import msgspec
 from proxy.errors import ProxyError
 from proxy.exchange import Channel, Reply, ToolCall, Usage
 from proxy.wire.messages_parse import parse_usage, reply_from_message
-from proxy.wire.messages_render import error_body
+from proxy.wire.messages_render import error_event
 
 __all__ = [
     "PING",
@@ -368,8 +368,7 @@ class MessageSequencer:
         self._offset = self._next
 
     def error(self, error: ProxyError) -> bytes:
-        """Anthropic's in-stream ``error`` event (an SDK raises it)."""
-        return b"event: error\ndata: " + error_body(error) + b"\n\n"
+        return error_event(error)
 
     def ending(self, body: Mapping[str, Any]) -> bytes:
         """A complete message as the rest of this stream."""
