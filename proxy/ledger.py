@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -361,30 +362,60 @@ class Ledger:
             ended = self._clock()
             delta.incr(FIELDS.ACTIVE_MS, max(0, int((ended - notes.started) * 1000)))
             delta.assign(FIELDS.LAST_SEEN_MS, int(ended * 1000))
+        writes = []
+        if delta:
+            writes.append((call.session.key, delta, call.policy.session_ttl_secs))
+        if notes.daily:
+            writes.append((_tenant_key(call.tenant), _settle_daily(delta, notes), _DAY + 3600))
+        if self._store.in_process:
+            await self._write(call, writes, notes)
+            return
+        if call.policy.state_fail_mode == "open":
+            # Sent now, confirmed after the reply has gone: the reply does not wait for the
+            # store's answer. A commit that then fails is counted and logged like any other;
+            # the client can no longer be told (``closed`` waits, and tells it).
+            writes = [write for write in writes if not self._sent(call, *write)]
+            if not writes:
+                return
         # A request is cancelled when its client leaves (streamed or not), and a write already
         # under way must still land whole, the session's and the tenant's day: shielded, unless
         # the store writes without suspending (then no cancellation can land in between).
-        if self._store.in_process:
-            await self._write(call, delta, notes)
-        else:
-            await asyncio.shield(self._write(call, delta, notes))
+        await asyncio.shield(self._write(call, writes, notes))
 
-    async def _write(self, call: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
+    async def _write(self, call: AgentRequest, writes: Sequence[_Write], notes: RequestNotes) -> None:
         try:
-            if delta:
+            for key, delta, ttl_seconds in writes:
                 with self._timed("commit"):
-                    await self._store.commit(call.session.key, delta, call.policy.session_ttl_secs)
-            if notes.daily:
-                await self._store.commit(_tenant_key(call.tenant), _settle_daily(delta, notes), _DAY + 3600)
+                    await self._store.commit(key, delta, ttl_seconds)
             self._book_losses()
         except StoreUnavailable as exc:
             self._store_failed(call, "commit", exc)
             notes.degraded = True
 
+    def _sent(self, call: AgentRequest, key: str, delta: SessionDelta, ttl_seconds: int) -> bool:
+        """Send one commit without waiting for its answer (see :meth:`SessionStore.start_commit`);
+        False when the store cannot."""
+        started = self._store.start_commit(key, delta, ttl_seconds)
+        if started is None:
+            return False
+        started.add_done_callback(functools.partial(self._confirmed, call, time.perf_counter()))
+        return True
+
+    def _confirmed(self, call: AgentRequest, began: float, outcome: asyncio.Future[None]) -> None:
+        """A sent commit's answer: booked as an awaited commit's would be."""
+        self._metrics.of(self._metrics.state_latency, "commit").observe(time.perf_counter() - began)
+        error = outcome.exception() if not outcome.cancelled() else StoreUnavailable("commit abandoned")
+        if isinstance(error, StoreUnavailable):
+            self._store_failed(call, "commit", error)
+        elif error is None:
+            self._book_losses()
+
     def _store_failed(self, call: AgentRequest, operation: str, exc: StoreUnavailable) -> None:
         """Every store failure is counted and logged alike; what follows is the caller's (the policy's fail mode)."""
         self._metrics.state_errors.labels(operation, call.policy.state_fail_mode).inc()
-        log_event("state_store_error", {"operation": operation, "error": str(exc)}, logging.WARNING)
+        log_event(
+            "state_store_error", {**call.log_fields(), "operation": operation, "error": str(exc)}, logging.WARNING
+        )
 
     @contextmanager
     def _timed(self, operation: str) -> Iterator[None]:
@@ -396,6 +427,8 @@ class Ledger:
 
 
 _DAY = 86_400
+_Write = tuple[str, SessionDelta, int]
+"""A commit to make: the key, what to apply, the TTL."""
 _DAILY_TOKENS = "t:"
 _DAILY_COST = "c:"
 

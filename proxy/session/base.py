@@ -8,6 +8,7 @@ session lose no update. Field names are the schema; :class:`SessionState` gives 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -229,6 +230,13 @@ class SessionStore(Protocol):
         A session left with nothing but zero reservations (a call that reserved, then was
         refused upstream, and gave its reservations back) is dropped: it never existed.
         """
+        ...
+
+    def start_commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> asyncio.Future[None] | None:
+        """Send a commit at once, without suspending, and return the future of its outcome
+        (failed with :class:`StoreUnavailable`), so the reply need not wait for the store's
+        answer; None when this store cannot (then :meth:`commit`). Every later call of this
+        store sees the commit."""
         ...
 
     async def reset(self, key: str) -> bool:

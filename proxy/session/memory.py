@@ -22,6 +22,7 @@ walk every session (~120 ms at 200 k sessions) whenever enough new ones had arri
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import logging
 import time
@@ -182,6 +183,10 @@ class MemoryStore:
             return SessionState()
         self._put(key, dict(state.values), ttl_seconds)
         return state
+
+    def start_commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> asyncio.Future[None] | None:
+        """None: a commit here never suspends (see ``in_process``), so it is simply awaited."""
+        return None
 
     async def admit(
         self, key: str, limits: Sequence[Limit], ttl_seconds: int, *, replace: bool, claim: Claim | None = None

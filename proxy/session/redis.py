@@ -203,6 +203,10 @@ class RedisStore:
         """Data losses this store detected (one per scope that found its sentinel changed)."""
         self.in_process = False
         self._lean = lean
+        self._started: dict[str, asyncio.Future[None]] = {}
+        """Per key, the last commit sent by :meth:`start_commit` and not yet confirmed: what
+        this store's later calls on that key wait for, and what :meth:`aclose` drains."""
+        self._retries: set[asyncio.Task[None]] = set()
         script: Callable[[str], Any] = client.register_script if lean is None else functools.partial(LeanScript, lean)
         self._load = script(LOAD)
         self._commit = script(COMMIT)
@@ -307,7 +311,25 @@ class RedisStore:
 
     # -- operations -----------------------------------------------------------------
 
+    async def _after_started(self, key: str) -> None:
+        """Wait for a commit of ``key`` this store started and Redis has not confirmed yet.
+
+        Sent on the one pipelined connection, it is ordered before anything sent after it;
+        waiting also orders the calls after one that has to be sent again (a NOSCRIPT, a
+        broken connection), so a session's next request always sees its last commit. When it
+        fails (reported to whoever started it), so does this call, at once: the store did not
+        answer in time, and one timeout is all a request should wait for it.
+        """
+        started = self._started.get(key)
+        if started is not None and not started.done():
+            try:
+                await asyncio.shield(started)
+            except StoreUnavailable as exc:
+                raise StoreUnavailable(f"the session's last commit failed ({exc})") from None
+
     async def load(self, key: str) -> SessionState:
+        if self._started:
+            await self._after_started(key)
         try:
             keys = self._keys(key)
             epoch, flat = await self._run(lambda: self._load(keys=keys, args=[_epoch()]))
@@ -317,6 +339,8 @@ class RedisStore:
         return _state(flat)
 
     async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> SessionState:
+        if self._started:
+            await self._after_started(key)
         args = (packed_delta(delta, ttl_seconds), _epoch())
         try:
             keys = self._keys(key, _op_key(key))
@@ -326,9 +350,75 @@ class RedisStore:
         self._observe(key, epoch)
         return _state(flat)
 
+    def start_commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> asyncio.Future[None] | None:
+        """Send the commit now, without suspending, and return the future of its outcome
+        (failed with :class:`StoreUnavailable`); None when it cannot go out at once (no lean
+        connection open), and :meth:`commit` is the way.
+
+        Sent before the reply leaves, the commit reaches Redis before any request the reply
+        lets the client send; this store's own later calls on ``key`` wait for it (see
+        :meth:`_after_started`). A NOSCRIPT or a broken connection sends it again, with the
+        same operation marker, so it is applied once.
+        """
+        if self._lean is None:
+            return None
+        # Not held to ``max_connections``: the cap is for callers that wait on a connection.
+        args = (packed_delta(delta, ttl_seconds), _epoch())
+        keys = self._keys(key, _op_key(key))
+        sent = self._commit.send_now(keys, args)
+        if sent is None:
+            return None
+        outcome: asyncio.Future[None] = sent.get_loop().create_future()
+        sent.add_done_callback(functools.partial(self._commit_answered, key, keys, args, outcome))
+        self._started[key] = outcome
+        outcome.add_done_callback(functools.partial(self._commit_confirmed, key))
+        return outcome
+
+    def _commit_answered(
+        self,
+        key: str,
+        keys: list[str],
+        args: tuple[bytes, str],
+        outcome: asyncio.Future[None],
+        sent: asyncio.Future[Any],
+    ) -> None:
+        if outcome.done():
+            return
+        error = sent.exception() if not sent.cancelled() else RedisConnectionError("commit abandoned")
+        if error is None:
+            epoch, _ = sent.result()
+            self._observe(key, epoch)
+            outcome.set_result(None)
+        elif isinstance(error, RedisConnectionError) or str(error).startswith("NOSCRIPT"):
+            retry = asyncio.ensure_future(self._commit_again(key, keys, args, outcome))
+            self._retries.add(retry)
+            retry.add_done_callback(self._retries.discard)
+        else:
+            outcome.set_exception(StoreUnavailable(f"commit failed: {type(error).__name__}"))
+
+    async def _commit_again(
+        self, key: str, keys: list[str], args: tuple[bytes, str], outcome: asyncio.Future[None]
+    ) -> None:
+        """A started commit the server did not take (NOSCRIPT) or whose answer was lost: sent
+        again as :meth:`commit` sends it, under its first marker (a commit that did land is
+        not applied twice)."""
+        try:
+            epoch, _ = await self._run(lambda: self._commit(keys=keys, args=args))
+        except (RedisError, OSError) as exc:
+            outcome.set_exception(StoreUnavailable(f"commit failed: {type(exc).__name__}"))
+        else:
+            self._observe(key, epoch)
+            outcome.set_result(None)
+
+    def _commit_confirmed(self, key: str, outcome: asyncio.Future[None]) -> None:
+        if self._started.get(key) is outcome:
+            del self._started[key]
+
     async def admit(
         self, key: str, limits: Sequence[Limit], ttl_seconds: int, *, replace: bool, claim: Claim | None = None
     ) -> Admission:
+        if self._started:
+            await self._after_started(key)
         admission = (
             ttl_seconds * 1000,
             1 if replace else 0,
@@ -348,6 +438,8 @@ class RedisStore:
         return Admission(_state(flat), refused or None, claimed=bool(claimed))
 
     async def claim_ending(self, key: str, claim: Claim, ttl_seconds: int) -> Admission:
+        if self._started:
+            await self._after_started(key)
         args: list[str | int] = [
             ttl_seconds * 1000,
             claim.now_ms,
@@ -365,6 +457,8 @@ class RedisStore:
         return Admission(_state(flat), claimed=bool(claimed))
 
     async def admit_window(self, key: str, limits: Sequence[WindowLimit], now: float) -> Admission:
+        if self._started:
+            await self._after_started(key)
         args: list[str | int | float] = [now, len(limits)]
         for limit in limits:
             args.extend(
@@ -400,6 +494,9 @@ class RedisStore:
             raise StoreUnavailable(f"ping failed: {type(exc).__name__}") from exc
 
     async def aclose(self) -> None:
+        """Close, once every commit started and not yet confirmed has landed or failed."""
+        while self._started:
+            await asyncio.wait(list(self._started.values()))  # waits without cancelling them
         if self._lean is not None:
             await self._lean.aclose()
         await self._client.aclose()

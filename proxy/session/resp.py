@@ -130,16 +130,29 @@ class LeanConnection:
 
     async def execute(self, *args: str | bytes | int | float) -> Any:
         """Send one command and wait for its reply, at most ``timeout`` seconds."""
+        waiter = self.send_now(*args)
+        if waiter is None:
+            await self._open()
+            waiter = self.send_now(*args)
+            if waiter is None:  # broke again while opening: as a command on a dead connection
+                raise RedisConnectionError("Redis connection lost while opening")
+        return await waiter
+
+    def send_now(self, *args: str | bytes | int | float) -> asyncio.Future[Any] | None:
+        """Write one command at once, without suspending, and return the future of its reply
+        (failed after ``timeout`` seconds); None when no connection is open to write it on.
+
+        Written here, the command is ordered before every command this process sends later:
+        the server runs a connection's commands in the order they arrive.
+        """
         protocol = self._protocol
         if protocol is None or protocol.broken:
-            protocol = await self._open()
+            return None
         loop = asyncio.get_running_loop()
         waiter = protocol.send(_command(*args), loop)
         deadline = loop.call_later(self._timeout, _expire, protocol, waiter)
-        try:
-            return await waiter
-        finally:
-            deadline.cancel()
+        waiter.add_done_callback(lambda _: deadline.cancel())  # a reply, a failure or a caller that gave up
+        return waiter
 
     async def _open(self) -> _Protocol:
         """A new connection, shared by every caller that needs one meanwhile."""
@@ -213,3 +226,8 @@ class LeanScript:
             if str(exc).startswith("NOSCRIPT"):  # flushed again in between: the caller retries
                 raise NoScriptError(str(exc)) from None
             raise
+
+    def send_now(self, keys: Sequence[str], args: Sequence[str | bytes | int | float]) -> asyncio.Future[Any] | None:
+        """``EVALSHA`` written at once (see :meth:`LeanConnection.send_now`); a NOSCRIPT reply
+        fails the future, and the caller runs the script again by :meth:`__call__`."""
+        return self._connection.send_now("EVALSHA", self._sha, len(keys), *keys, *args)

@@ -427,3 +427,63 @@ async def test_a_failed_commit_is_counted_and_marks_the_request_degraded(down):
 
     assert notes.degraded is True
     assert metrics.state_errors.labels("commit", "open")._value.get() == 1
+
+
+# -- a commit after the reply --------------------------------------------------------------
+
+
+@pytest.fixture
+async def freezable(private_redis):
+    """A Redis store on a server of the test's own, its connection open (as after an admission)."""
+    store = RedisStore.from_url(private_redis.url, timeout=0.3)
+    await store.ping()
+    await store.load("lw:{warm-up}")
+    yield store
+    private_redis.thaw()
+    await store.aclose()
+
+
+async def test_an_open_policy_commit_does_not_wait_for_the_stores_answer(freezable, private_redis):
+    metrics = Metrics()
+    notes = RequestNotes(started=T0)
+    private_redis.freeze()
+
+    started = time.monotonic()
+    await books(freezable, metrics).commit(request(), spent(1), notes)
+
+    assert time.monotonic() - started < 0.2  # under the store's 0.3 s deadline
+    assert notes.degraded is False
+
+
+async def test_a_commit_that_fails_after_the_reply_is_counted_and_logged(freezable, private_redis, log_records):
+    metrics = Metrics()
+    private_redis.freeze()
+
+    call = request()
+
+    await books(freezable, metrics).commit(call, spent(1), RequestNotes(started=T0))
+    await asyncio.sleep(0.6)
+
+    assert metrics.state_errors.labels("commit", "open")._value.get() == 1
+    logged = [r for r in log_records if r.msg == "state_store_error"]
+    assert [(r.fields["operation"], r.fields["session"]) for r in logged] == [("commit", call.session.id)]
+
+
+async def test_a_closed_policy_commit_waits_and_marks_a_failure_degraded(freezable, private_redis):
+    metrics = Metrics()
+    notes = RequestNotes(started=T0)
+    private_redis.freeze()
+
+    await books(freezable, metrics).commit(request(Policy(max_steps=3, state_fail_mode="closed")), spent(1), notes)
+
+    assert notes.degraded is True
+    assert metrics.state_errors.labels("commit", "closed")._value.get() == 1
+
+
+async def test_a_commit_sent_after_the_reply_is_booked_in_the_session(store):
+    call = request()
+    ledger = books(store)
+
+    await ledger.commit(call, spent(2), RequestNotes(started=T0))
+
+    assert (await store.load(call.session.key)).steps == 2

@@ -1,0 +1,129 @@
+"""A commit sent without waiting for its answer (``RedisStore.start_commit``), on a real Redis:
+what the reply no longer waits for must still be seen, applied once, and drained."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+import redis.asyncio as redis
+
+from proxy.session.base import SessionDelta, StoreUnavailable
+from proxy.session.redis import RedisStore
+
+
+@pytest.fixture
+async def store(redis_url):
+    store = RedisStore.from_url(redis_url)
+    await store.load("lw:{test:warm-up}")  # opens the store's connection, as a request's admission does
+    yield store
+    await store.aclose()
+
+
+@pytest.fixture
+def key() -> str:
+    return f"lw:{{test:{uuid.uuid4().hex}}}"
+
+
+def _steps(steps: int) -> SessionDelta:
+    delta = SessionDelta()
+    delta.incr("steps", steps)
+    return delta
+
+
+async def test_a_started_commit_is_seen_by_the_next_load_before_its_answer_is_awaited(store, key):
+    started = store.start_commit(key, _steps(2), 60)
+
+    loaded = await store.load(key)
+
+    assert started is not None
+    assert loaded.steps == 2
+
+
+async def test_a_started_commit_is_seen_by_the_next_admission(store, key):
+    store.start_commit(key, _steps(3), 60)
+
+    admission = await store.admit(key, [], 60, replace=False)
+
+    assert admission.state.steps == 3
+
+
+async def test_commits_started_back_to_back_all_land(store, key):
+    for _ in range(50):
+        store.start_commit(key, _steps(1), 60)
+
+    assert (await store.load(key)).steps == 50
+
+
+async def test_a_commit_is_not_started_before_the_stores_connection_is_open(redis_url, key):
+    store = RedisStore.from_url(redis_url)
+    try:
+        assert store.start_commit(key, _steps(1), 60) is None
+    finally:
+        await store.aclose()
+
+
+async def test_a_commit_is_not_started_on_a_store_served_by_redis_py(redis_url, key):
+    store = RedisStore(redis.Redis.from_url(redis_url, decode_responses=True))
+    try:
+        await store.load(key)
+
+        assert store.start_commit(key, _steps(1), 60) is None
+    finally:
+        await store.aclose()
+
+
+async def test_a_started_commit_the_server_did_not_know_the_script_of_is_applied_once(store, key, redis_url):
+    async with redis.Redis.from_url(redis_url) as admin:
+        await admin.script_flush()
+
+    started = store.start_commit(key, _steps(1), 60)
+    assert started is not None
+    await started
+
+    assert (await store.load(key)).steps == 1
+
+
+async def test_a_started_commit_fails_with_store_unavailable_when_redis_does_not_answer(private_redis, key):
+    store = RedisStore.from_url(private_redis.url, timeout=0.3)
+    await store.load(key)
+    private_redis.freeze()
+    try:
+        started = store.start_commit(key, _steps(1), 60)
+        assert started is not None
+
+        with pytest.raises(StoreUnavailable):
+            await started
+    finally:
+        private_redis.thaw()
+        await store.aclose()
+
+
+async def test_a_call_waiting_on_a_commit_that_fails_fails_with_it_after_one_timeout(private_redis, key):
+    store = RedisStore.from_url(private_redis.url, timeout=0.3)
+    await store.load(key)
+    private_redis.freeze()
+    try:
+        store.start_commit(key, _steps(1), 60)
+        began = time.monotonic()
+
+        with pytest.raises(StoreUnavailable, match="last commit failed"):
+            await store.load(key)
+
+        assert time.monotonic() - began < 0.55  # the commit's timeout, not that and the load's
+    finally:
+        private_redis.thaw()
+        await store.aclose()
+
+
+async def test_closing_the_store_waits_for_the_commits_it_started(store, key, redis_url):
+    store.start_commit(key, _steps(4), 60)
+
+    await store.aclose()
+
+    reader = RedisStore.from_url(redis_url)
+    try:
+        assert (await reader.load(key)).steps == 4
+    finally:
+        await reader.aclose()
