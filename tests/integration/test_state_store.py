@@ -53,6 +53,14 @@ def test_step_counter_lives_in_redis(make_proxy, upstream, private_redis, write_
     assert ending.headers["x-loopwarden-terminated"] == "budget_steps"
 
 
+def test_back_to_back_requests_across_replicas_each_see_the_last_commit(make_proxy, upstream, private_redis):
+    replicas = [make_proxy(redis_url=private_redis.url) for _ in range(2)]
+
+    steps = [post(replicas[i % 2], "relay").headers["x-loopwarden-step"] for i in range(40)]
+
+    assert steps == [str(step) for step in range(1, 41)]
+
+
 def test_frozen_redis_fail_open_serves_marked_and_counted(make_proxy, upstream, private_redis):
     proxy = make_proxy(redis_url=private_redis.url, redis_timeout=0.3)
     private_redis.freeze()
