@@ -364,9 +364,11 @@ class Ledger:
             delta.assign(FIELDS.LAST_SEEN_MS, int(ended * 1000))
         writes = []
         if delta:
-            writes.append((call.session.key, delta, call.policy.session_ttl_secs))
+            writes.append((call.session.key, delta, call.policy.session_ttl_secs, True))
         if notes.daily:
-            writes.append((_tenant_key(call.tenant), _settle_daily(delta, notes), _DAY + 3600))
+            # Unordered: the tenant's settlement gives back its reservation and books no
+            # more, so an admission that misses it is stricter; none waits for it.
+            writes.append((_tenant_key(call.tenant), _settle_daily(delta, notes), _DAY + 3600, False))
         if self._store.in_process:
             await self._write(call, writes, notes)
             return
@@ -384,7 +386,7 @@ class Ledger:
 
     async def _write(self, call: AgentRequest, writes: Sequence[_Write], notes: RequestNotes) -> None:
         try:
-            for key, delta, ttl_seconds in writes:
+            for key, delta, ttl_seconds, _ in writes:
                 with self._timed("commit"):
                     await self._store.commit(key, delta, ttl_seconds)
             self._book_losses()
@@ -392,10 +394,10 @@ class Ledger:
             self._store_failed(call, "commit", exc)
             notes.degraded = True
 
-    def _sent(self, call: AgentRequest, key: str, delta: SessionDelta, ttl_seconds: int) -> bool:
+    def _sent(self, call: AgentRequest, key: str, delta: SessionDelta, ttl_seconds: int, ordered: bool) -> bool:
         """Send one commit without waiting for its answer (see :meth:`SessionStore.start_commit`);
         False when the store cannot."""
-        started = self._store.start_commit(key, delta, ttl_seconds)
+        started = self._store.start_commit(key, delta, ttl_seconds, ordered=ordered)
         if started is None:
             return False
         started.add_done_callback(functools.partial(self._confirmed, call, time.perf_counter()))
@@ -427,8 +429,8 @@ class Ledger:
 
 
 _DAY = 86_400
-_Write = tuple[str, SessionDelta, int]
-"""A commit to make: the key, what to apply, the TTL."""
+_Write = tuple[str, SessionDelta, int, bool]
+"""A commit to make: the key, what to apply, the TTL, whether later calls on the key wait for it."""
 _DAILY_TOKENS = "t:"
 _DAILY_COST = "c:"
 

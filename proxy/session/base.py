@@ -232,11 +232,16 @@ class SessionStore(Protocol):
         """
         ...
 
-    def start_commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> asyncio.Future[None] | None:
+    def start_commit(
+        self, key: str, delta: SessionDelta, ttl_seconds: int, *, ordered: bool = True
+    ) -> asyncio.Future[None] | None:
         """Send a commit at once, without suspending, and return the future of its outcome
         (failed with :class:`StoreUnavailable`), so the reply need not wait for the store's
-        answer; None when this store cannot (then :meth:`commit`). Every later call of this
-        store sees the commit."""
+        answer; None when this store cannot (then :meth:`commit`). With ``ordered``, every
+        later call of this store on ``key`` sees the commit, even one that had to be resent;
+        without, only the order of one connection holds (enough for a commit that gives
+        back a reservation and books no more than it reserved: a call that misses it is
+        stricter, never looser)."""
         ...
 
     async def reset(self, key: str) -> bool:

@@ -184,7 +184,9 @@ class MemoryStore:
         self._put(key, dict(state.values), ttl_seconds)
         return state
 
-    def start_commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> asyncio.Future[None] | None:
+    def start_commit(
+        self, key: str, delta: SessionDelta, ttl_seconds: int, *, ordered: bool = True
+    ) -> asyncio.Future[None] | None:
         """None: a commit here never suspends (see ``in_process``), so it is simply awaited."""
         return None
 

@@ -204,8 +204,10 @@ class RedisStore:
         self.in_process = False
         self._lean = lean
         self._started: dict[str, asyncio.Future[None]] = {}
-        """Per key, the last commit sent by :meth:`start_commit` and not yet confirmed: what
-        this store's later calls on that key wait for, and what :meth:`aclose` drains."""
+        """Per key, the last commit sent by :meth:`start_commit` (``ordered``) and not yet
+        confirmed: what this store's later calls on that key wait for."""
+        self._unconfirmed: set[asyncio.Future[None]] = set()
+        """Every commit sent and not yet confirmed: what :meth:`aclose` drains."""
         self._retries: set[asyncio.Task[None]] = set()
         script: Callable[[str], Any] = client.register_script if lean is None else functools.partial(LeanScript, lean)
         self._load = script(LOAD)
@@ -350,15 +352,17 @@ class RedisStore:
         self._observe(key, epoch)
         return _state(flat)
 
-    def start_commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> asyncio.Future[None] | None:
+    def start_commit(
+        self, key: str, delta: SessionDelta, ttl_seconds: int, *, ordered: bool = True
+    ) -> asyncio.Future[None] | None:
         """Send the commit now, without suspending, and return the future of its outcome
         (failed with :class:`StoreUnavailable`); None when it cannot go out at once (no lean
         connection open), and :meth:`commit` is the way.
 
         Sent before the reply leaves, the commit reaches Redis before any request the reply
-        lets the client send; this store's own later calls on ``key`` wait for it (see
-        :meth:`_after_started`). A NOSCRIPT or a broken connection sends it again, with the
-        same operation marker, so it is applied once.
+        lets the client send; with ``ordered``, this store's own later calls on ``key`` wait
+        for it (see :meth:`_after_started`). A NOSCRIPT or a broken connection sends it again,
+        with the same operation marker, so it is applied once.
         """
         if self._lean is None:
             return None
@@ -370,8 +374,11 @@ class RedisStore:
             return None
         outcome: asyncio.Future[None] = sent.get_loop().create_future()
         sent.add_done_callback(functools.partial(self._commit_answered, key, keys, args, outcome))
-        self._started[key] = outcome
-        outcome.add_done_callback(functools.partial(self._commit_confirmed, key))
+        self._unconfirmed.add(outcome)
+        outcome.add_done_callback(self._unconfirmed.discard)
+        if ordered:
+            self._started[key] = outcome
+            outcome.add_done_callback(functools.partial(self._commit_confirmed, key))
         return outcome
 
     def _commit_answered(
@@ -495,8 +502,8 @@ class RedisStore:
 
     async def aclose(self) -> None:
         """Close, once every commit started and not yet confirmed has landed or failed."""
-        while self._started:
-            await asyncio.wait(list(self._started.values()))  # waits without cancelling them
+        while self._unconfirmed:
+            await asyncio.wait(list(self._unconfirmed))  # waits without cancelling them
         if self._lean is not None:
             await self._lean.aclose()
         await self._client.aclose()

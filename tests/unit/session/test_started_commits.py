@@ -75,8 +75,7 @@ async def test_a_commit_is_not_started_on_a_store_served_by_redis_py(redis_url, 
 
 
 async def test_a_started_commit_the_server_did_not_know_the_script_of_is_applied_once(store, key, redis_url):
-    async with redis.Redis.from_url(redis_url) as admin:
-        await admin.script_flush()
+    await _flush_scripts(redis_url)
 
     started = store.start_commit(key, _steps(1), 60)
     assert started is not None
@@ -117,7 +116,14 @@ async def test_a_call_waiting_on_a_commit_that_fails_fails_with_it_after_one_tim
         await store.aclose()
 
 
+async def _flush_scripts(redis_url: str) -> None:
+    """The server forgets the store's scripts: a commit sent now has to be sent again."""
+    async with redis.Redis.from_url(redis_url) as admin:
+        await admin.script_flush()
+
+
 async def test_closing_the_store_waits_for_the_commits_it_started(store, key, redis_url):
+    await _flush_scripts(redis_url)
     store.start_commit(key, _steps(4), 60)
 
     await store.aclose()
@@ -125,5 +131,24 @@ async def test_closing_the_store_waits_for_the_commits_it_started(store, key, re
     reader = RedisStore.from_url(redis_url)
     try:
         assert (await reader.load(key)).steps == 4
+    finally:
+        await reader.aclose()
+
+
+async def test_an_unordered_commit_is_still_seen_by_a_later_call_on_the_same_connection(store, key):
+    store.start_commit(key, _steps(2), 60, ordered=False)
+
+    assert (await store.load(key)).steps == 2
+
+
+async def test_closing_the_store_waits_for_unordered_commits_too(store, key, redis_url):
+    await _flush_scripts(redis_url)
+    store.start_commit(key, _steps(5), 60, ordered=False)
+
+    await store.aclose()
+
+    reader = RedisStore.from_url(redis_url)
+    try:
+        assert (await reader.load(key)).steps == 5
     finally:
         await reader.aclose()
