@@ -8,6 +8,7 @@ shows up as a growing RSS or a third round slower than the first.
 
     .venv/bin/python tests/bench/session_load.py                          # memory state, 3 x 20 s
     .venv/bin/python tests/bench/session_load.py --redis-url redis://127.0.0.1:6390/0
+    .venv/bin/python tests/bench/session_load.py --control   # each round against the floor's, just before
 """
 
 from __future__ import annotations
@@ -87,6 +88,13 @@ def main() -> int:
     parser.add_argument("--duration", type=int, default=20, help="Seconds per round.")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--body", choices=tuple(BODIES), default="plain")
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="Before each round, the same load on the stateless lean floor (lean_floor_app.py, needs '.[bench]'): "
+        "the proxy's req/s and p99 are also given as ratios to it, so a machine whose speed drifts "
+        "between rounds does not pass for a proxy that slows down.",
+    )
     args = parser.parse_args()
     flags = ("--redis-url", args.redis_url) if args.redis_url else ()
     target = proxy_target("proxy", "loopwarden serve", *flags)
@@ -99,11 +107,22 @@ def main() -> int:
         wait_ready(upstream, upstream_port)
         proxy = processes.start("proxy", target.command(f"http://{HOST}:{upstream_port}/v1", port))
         wait_ready(proxy, port)
+        control_port = free_port() if args.control else 0
+        if control_port:
+            upstream_url = f"http://{HOST}:{upstream_port}/v1"
+            floor_argv = [PYTHON, str(BENCH_DIR / "lean_floor_app.py"), "--upstream", upstream_url]
+            floor = processes.start("floor", [*floor_argv, "--port", str(control_port)])
+            wait_ready(floor, control_port)
         store = "Redis" if args.redis_url else "memory"
         print(f"{store} state, c={args.concurrency}, {args.rounds} x {args.duration} s of distinct sessions")
         print(f"start: RSS {memory_kib(proxy.pid, 'VmRSS') / 1024:.0f} MB")
         sessions = 0
         for round_ in range(1, args.rounds + 1):
+            control = None
+            if control_port:
+                control = wrk_round(
+                    Path(work), control_port, BODIES[args.body], f"c{round_}-", args.concurrency, args.duration
+                )
             cpu = cpu_seconds(proxy.pid)
             load = wrk_round(Path(work), port, BODIES[args.body], f"r{round_}-", args.concurrency, args.duration)
             requests = int(load["requests"])
@@ -116,6 +135,13 @@ def main() -> int:
                 f"  | {sessions:,} sessions so far, RSS {memory_kib(proxy.pid, 'VmRSS') / 1024:.0f} MB",
                 flush=True,
             )
+            if control is not None:
+                floor_rps = control["requests"] / (control["duration_us"] / 1e6)
+                print(
+                    f"         the floor just before: {floor_rps:7.0f} req/s  p99 {control['p99_us'] / 1000:6.2f} ms"
+                    f"  -> proxy/floor: req/s {rps / floor_rps:.2f}, p99 {load['p99_us'] / control['p99_us']:.2f}",
+                    flush=True,
+                )
         print(f"peak RSS {memory_kib(proxy.pid, 'VmHWM') / 1024:.0f} MB")
     return 0
 
