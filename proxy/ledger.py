@@ -366,8 +366,10 @@ class Ledger:
         if delta:
             writes.append((call.session.key, delta, call.policy.session_ttl_secs, True))
         if notes.daily:
-            # Unordered: the tenant's settlement gives back its reservation and books no
-            # more, so an admission that misses it is stricter; none waits for it.
+            # Unordered: no admission of the tenant waits for it. Like every command it runs
+            # in the connection's order; only while it is being resent (a NOSCRIPT, a broken
+            # connection) can an admission miss it, and then miss no more than this request
+            # used beyond what it reserved: the tenant's day is a rolling cap, not a ledger.
             writes.append((_tenant_key(call.tenant), _settle_daily(delta, notes), _DAY + 3600, False))
         if self._store.in_process:
             await self._write(call, writes, notes)

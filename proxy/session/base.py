@@ -239,9 +239,8 @@ class SessionStore(Protocol):
         (failed with :class:`StoreUnavailable`), so the reply need not wait for the store's
         answer; None when this store cannot (then :meth:`commit`). With ``ordered``, every
         later call of this store on ``key`` sees the commit, even one that had to be resent;
-        without, only the order of one connection holds (enough for a commit that gives
-        back a reservation and books no more than it reserved: a call that misses it is
-        stricter, never looser)."""
+        without, only the order of one connection holds: a call made while the commit is
+        being resent may miss it."""
         ...
 
     async def reset(self, key: str) -> bool:

@@ -412,10 +412,15 @@ class RedisStore:
         try:
             epoch, _ = await self._run(lambda: self._commit(keys=keys, args=args))
         except (RedisError, OSError) as exc:
-            outcome.set_exception(StoreUnavailable(f"commit failed: {type(exc).__name__}"))
+            if not outcome.done():
+                outcome.set_exception(StoreUnavailable(f"commit failed: {type(exc).__name__}"))
         else:
             self._observe(key, epoch)
-            outcome.set_result(None)
+            if not outcome.done():
+                outcome.set_result(None)
+        finally:  # cancelled, or failed otherwise: whoever waits on the commit is not left waiting
+            if not outcome.done():
+                outcome.set_exception(StoreUnavailable("commit abandoned"))
 
     def _commit_confirmed(self, key: str, outcome: asyncio.Future[None]) -> None:
         if self._started.get(key) is outcome:
@@ -489,6 +494,8 @@ class RedisStore:
         return Admission(_state(flat), refused or None, float(retry_after) if retry_after else None)
 
     async def reset(self, key: str) -> bool:
+        if self._started:
+            await self._after_started(key)  # a commit landing after the reset would bring the session back
         try:
             return bool(await self._run(lambda: self._client.delete(key)))
         except (RedisError, OSError) as exc:

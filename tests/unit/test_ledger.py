@@ -460,9 +460,13 @@ async def test_a_commit_that_fails_after_the_reply_is_counted_and_logged(freezab
     private_redis.freeze()
 
     call = request()
+    notes = RequestNotes(started=T0)
 
-    await books(freezable, metrics).commit(call, spent(1), RequestNotes(started=T0))
+    await books(freezable, metrics).commit(call, spent(1), notes)
+    failed_on_return = metrics.state_errors.labels("commit", "open")._value.get()
     await asyncio.sleep(0.6)
+
+    assert (failed_on_return, notes.degraded) == (0, False)  # the reply was not held for it
 
     assert metrics.state_errors.labels("commit", "open")._value.get() == 1
     logged = [r for r in log_records if r.msg == "state_store_error"]
@@ -480,10 +484,18 @@ async def test_a_closed_policy_commit_waits_and_marks_a_failure_degraded(freezab
     assert metrics.state_errors.labels("commit", "closed")._value.get() == 1
 
 
-async def test_a_commit_sent_after_the_reply_is_booked_in_the_session(store):
+def _commits_confirmed(metrics: Metrics) -> float:
+    """Commits whose answer the store has given (the commit latency histogram's count)."""
+    samples = (s for family in metrics.state_latency.collect() for s in family.samples)
+    return sum(s.value for s in samples if s.name.endswith("_count") and s.labels.get("operation") == "commit")
+
+
+async def test_an_open_policy_commit_is_confirmed_after_it_returns_and_is_booked(freezable):
+    metrics = Metrics()
     call = request()
-    ledger = books(store)
 
-    await ledger.commit(call, spent(2), RequestNotes(started=T0))
+    await books(freezable, metrics).commit(call, spent(2), RequestNotes(started=T0))
+    confirmed_on_return = _commits_confirmed(metrics)
+    state = await freezable.load(call.session.key)
 
-    assert (await store.load(call.session.key)).steps == 2
+    assert (confirmed_on_return, _commits_confirmed(metrics), state.steps) == (0, 1, 2)

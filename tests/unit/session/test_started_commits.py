@@ -3,6 +3,7 @@ what the reply no longer waits for must still be seen, applied once, and drained
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 
@@ -74,7 +75,7 @@ async def test_a_commit_is_not_started_on_a_store_served_by_redis_py(redis_url, 
         await store.aclose()
 
 
-async def test_a_started_commit_the_server_did_not_know_the_script_of_is_applied_once(store, key, redis_url):
+async def test_a_started_commit_the_server_did_not_know_the_script_of_is_sent_again_and_lands(store, key, redis_url):
     await _flush_scripts(redis_url)
 
     started = store.start_commit(key, _steps(1), 60)
@@ -82,6 +83,31 @@ async def test_a_started_commit_the_server_did_not_know_the_script_of_is_applied
     await started
 
     assert (await store.load(key)).steps == 1
+
+
+BUSY_300_MS = """
+local t = redis.call('TIME'); local start = t[1] * 1000000 + t[2]
+while true do local n = redis.call('TIME'); if n[1] * 1000000 + n[2] - start > 300000 then return 1 end end
+"""
+
+
+async def test_a_started_commit_whose_connection_breaks_is_sent_again_and_lands_once(private_redis, key):
+    store = RedisStore.from_url(private_redis.url)
+    await store.load(key)
+    try:
+        async with redis.Redis.from_url(private_redis.url) as admin:
+            busy = asyncio.ensure_future(admin.eval(BUSY_300_MS, 0))
+            await asyncio.sleep(0.1)  # the server is inside the busy script: commands wait in its buffers
+            started = store.start_commit(key, _steps(1), 60)
+            assert started is not None
+            # What a network failure does: the commit left, its answer cannot come back.
+            store._lean._protocol.transport.abort()  # type: ignore[union-attr]
+            await busy
+            await started  # resent on a new connection, under the same marker
+
+        assert (await store.load(key)).steps == 1
+    finally:
+        await store.aclose()
 
 
 async def test_a_started_commit_fails_with_store_unavailable_when_redis_does_not_answer(private_redis, key):
