@@ -9,7 +9,7 @@ ending: the call that would use it is the ending (see :func:`session_limits`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,12 +17,13 @@ from proxy.errors import InvalidRequest
 from proxy.exchange import Conversation
 from proxy.policy.models import Policy
 from proxy.pricing import MICROS, Price, PriceTable
-from proxy.session.base import FIELDS, Limit, SessionState
+from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, WindowLimit
 
 if TYPE_CHECKING:
     from proxy.request import AgentRequest
 
 __all__ = [
+    "TENANT_DAY_TTL_SECS",
     "Remaining",
     "active_ms",
     "check_output_cap",
@@ -32,6 +33,9 @@ __all__ = [
     "remaining",
     "session_limits",
     "step_seconds",
+    "tenant_day_key",
+    "tenant_day_limits",
+    "tenant_day_settlement",
 ]
 
 
@@ -193,3 +197,46 @@ def step_seconds(state: SessionState, now: float, idle_gap_secs: float) -> float
     what a further step is expected to use of a time budget. 0 before the first step."""
     steps = state.steps
     return active_ms(state, now, idle_gap_secs) / 1000 / steps if steps else 0.0
+
+
+# -- the tenant's rolling day -----------------------------------------------------------
+
+TENANT_DAY_TTL_SECS = 86_400 + 3_600
+"""A tenant's day hash outlives the window it covers by its last hourly bucket."""
+_DAILY_TOKENS = "t:"
+_DAILY_COST = "c:"
+
+
+def tenant_day_key(tenant: str) -> str:
+    """The tenant's rolling-day budget hash (its own hash tag; never a session's key)."""
+    return f"lw:{{{tenant}}}:daily"
+
+
+def tenant_day_limits(call: AgentRequest, prices: PriceTable) -> list[WindowLimit]:
+    """The tenant's daily caps this call must fit in, each reserving the call's worst case."""
+    limits = []
+    if call.daily_tokens is not None:
+        limits.append(
+            WindowLimit("daily_tokens", _DAILY_TOKENS, "reserved_tokens", call.worst_tokens(), call.daily_tokens)
+        )
+    if call.daily_cost_usd is not None:
+        worst = call.worst_cost_micros(prices)
+        limits.append(
+            WindowLimit("daily_cost", _DAILY_COST, "reserved_cost", worst, round(call.daily_cost_usd * MICROS))
+        )
+    return limits
+
+
+def tenant_day_settlement(delta: SessionDelta, started: float, limits: Sequence[WindowLimit]) -> SessionDelta:
+    """Give back the tenant reservations and book what the request really used, in the hour it started."""
+    settle = SessionDelta()
+    hour = int(started // 3600)
+    for limit in limits:
+        settle.incr(limit.reserved, -limit.amount)
+        if limit.prefix == _DAILY_TOKENS:
+            used = delta.increments.get(FIELDS.TOKENS_IN, 0) + delta.increments.get(FIELDS.TOKENS_OUT, 0)
+        else:
+            used = delta.increments.get(FIELDS.COST_MICROS, 0)
+        if used:
+            settle.incr(f"{limit.prefix}{hour}", used)
+    return settle

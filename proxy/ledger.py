@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from proxy.budgets import active_ms
+from proxy.budgets import TENANT_DAY_TTL_SECS, active_ms, tenant_day_key, tenant_day_limits, tenant_day_settlement
 from proxy.errors import RateLimited, ServiceUnavailable
 from proxy.exchange import Usage
 from proxy.logs import log_event
@@ -37,7 +37,6 @@ from proxy.session.base import (
     SessionState,
     SessionStore,
     StoreUnavailable,
-    WindowLimit,
 )
 from proxy.session.limits import admit_in_place
 from proxy.verdict import Verdict
@@ -286,20 +285,11 @@ class Ledger:
         """
         if notes.degraded:
             return
-        limits = []
-        if call.daily_tokens is not None:
-            limits.append(
-                WindowLimit("daily_tokens", _DAILY_TOKENS, "reserved_tokens", call.worst_tokens(), call.daily_tokens)
-            )
-        if call.daily_cost_usd is not None:
-            worst = call.worst_cost_micros(self._prices)
-            limits.append(
-                WindowLimit("daily_cost", _DAILY_COST, "reserved_cost", worst, round(call.daily_cost_usd * MICROS))
-            )
+        limits = tenant_day_limits(call, self._prices)
         if not limits:
             return
         try:
-            admission = await self._store.admit_window(_tenant_key(call.tenant), limits, notes.started)
+            admission = await self._store.admit_window(tenant_day_key(call.tenant), limits, notes.started)
         except StoreUnavailable as exc:
             self._store_failed(call, "admit_tenant", exc)
             if call.policy.state_fail_mode == "closed":
@@ -370,7 +360,8 @@ class Ledger:
             # in the connection's order; only while it is being resent (a NOSCRIPT, a broken
             # connection) can an admission miss it, and then miss no more than this request
             # used beyond what it reserved: the tenant's day is a rolling cap, not a ledger.
-            writes.append((_tenant_key(call.tenant), _settle_daily(delta, notes), _DAY + 3600, False))
+            settlement = tenant_day_settlement(delta, notes.started, notes.daily)
+            writes.append((tenant_day_key(call.tenant), settlement, TENANT_DAY_TTL_SECS, False))
         if self._store.in_process:
             await self._write(call, writes, notes)
             return
@@ -430,11 +421,8 @@ class Ledger:
             self._metrics.of(self._metrics.state_latency, operation).observe(time.perf_counter() - started)
 
 
-_DAY = 86_400
 _Write = tuple[str, SessionDelta, int, bool]
 """A commit to make: the key, what to apply, the TTL, whether later calls on the key wait for it."""
-_DAILY_TOKENS = "t:"
-_DAILY_COST = "c:"
 
 
 def _holds_reservations(delta: SessionDelta) -> bool:
@@ -443,26 +431,6 @@ def _holds_reservations(delta: SessionDelta) -> bool:
         delta.increments.get(name, 0) < 0
         for name in (FIELDS.RESERVED_STEPS, FIELDS.RESERVED_TOKENS, FIELDS.RESERVED_COST)
     )
-
-
-def _tenant_key(tenant: str) -> str:
-    """The tenant's rolling-day budget hash (its own hash tag; never a session's key)."""
-    return f"lw:{{{tenant}}}:daily"
-
-
-def _settle_daily(delta: SessionDelta, notes: RequestNotes) -> SessionDelta:
-    """Give back the tenant reservations and book what this request really used, this hour."""
-    settle = SessionDelta()
-    hour = int(notes.started // 3600)
-    for limit in notes.daily:
-        settle.incr(limit.reserved, -limit.amount)
-        if limit.prefix == _DAILY_TOKENS:
-            used = delta.increments.get(FIELDS.TOKENS_IN, 0) + delta.increments.get(FIELDS.TOKENS_OUT, 0)
-        else:
-            used = delta.increments.get(FIELDS.COST_MICROS, 0)
-        if used:
-            settle.incr(f"{limit.prefix}{hour}", used)
-    return settle
 
 
 def reached_model(delta: SessionDelta) -> bool:

@@ -13,13 +13,9 @@ connection of the store's own (:mod:`proxy.session.resp`): redis-py's asyncio cl
 serves everything else (TLS, unix sockets, Cluster, resets, pings).
 
 A Redis that restarts empty (or is flushed) would hand every session fresh budgets without
-anyone noticing, so every script also checks a sentinel key, in the same round trip: the
-key holds an epoch (a random token) and is created when missing. A store that saw one epoch
-and then finds another knows the data behind it was lost: it counts the loss, logs it, and
-answers :meth:`RedisStore.lost_at` for the keys concerned, so the ledger can refuse to
-restart a fail-closed session silently. On a single server one sentinel covers every key;
-on a Cluster there is one per hash slot (a script may only touch its own slot), found by a
-hash tag that lands in that slot, so a node that restarts empty is caught slot by slot.
+anyone noticing, so every script also reads a sentinel key in the same round trip (see
+:mod:`proxy.session.epochs`); the store counts a loss and answers :meth:`RedisStore.lost_at`,
+so the ledger can refuse to restart a fail-closed session silently.
 """
 
 from __future__ import annotations
@@ -27,11 +23,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-import logging
 import os
 import secrets
 import time
-from binascii import crc_hqx
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -43,7 +37,6 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError
 
-from proxy.logs import log_event
 from proxy.session.base import (
     FIELDS,
     Admission,
@@ -54,6 +47,7 @@ from proxy.session.base import (
     StoreUnavailable,
     WindowLimit,
 )
+from proxy.session.epochs import EpochWatch
 from proxy.session.resp import LeanConnection, LeanScript, lean_url
 from proxy.session.scripts import ADMIT, ADMIT_WINDOW, CLAIM, COMMIT, LOAD
 
@@ -136,33 +130,6 @@ def packed_delta(delta: SessionDelta, ttl_seconds: int) -> bytes:
     )
 
 
-_SLOTS = 16384
-_SERVER_SENTINEL = "lw:{loopwarden}:epoch"
-
-
-@functools.cache
-def _slot_tags() -> tuple[str, ...]:
-    """For each Cluster hash slot, a short hash tag that lands in it (built once, ~0.2 s)."""
-    tags: dict[int, str] = {}
-    n = 0
-    while len(tags) < _SLOTS:
-        tag = format(n, "x")
-        tags.setdefault(crc_hqx(tag.encode(), 0) % _SLOTS, tag)
-        n += 1
-    return tuple(tags[slot] for slot in range(_SLOTS))
-
-
-def _slot(key: str) -> int:
-    """The Cluster hash slot of a key (its hash tag's, when it has one), as Redis computes it."""
-    raw = key.encode()
-    start = raw.find(b"{")
-    if start > -1:
-        end = raw.find(b"}", start + 1)
-        if end > start + 1:
-            raw = raw[start + 1 : end]
-    return crc_hqx(raw, 0) % _SLOTS
-
-
 def _state(flat: list[str]) -> SessionState:
     """The session as the rest of the proxy sees it (without the scripts' bookkeeping)."""
     return SessionState(dict(zip(flat[::2], flat[1::2], strict=True)))
@@ -194,11 +161,7 @@ class RedisStore:
         # each start that discovery and tear down each other's connections. Do it once.
         self._initialize = getattr(client, "initialize", None) if cluster else None
         self._init_lock = asyncio.Lock()
-        self._tags = _slot_tags() if cluster else None
-        self._clock = clock
-        self._epochs: dict[int, str] = {}
-        """The epoch last seen per scope (0: the whole server; on a Cluster, a hash slot)."""
-        self._lost: dict[int, float] = {}
+        self._watch = EpochWatch(clock, cluster=cluster)
         self.losses = 0
         """Data losses this store detected (one per scope that found its sentinel changed)."""
         self.in_process = False
@@ -261,7 +224,11 @@ class RedisStore:
         client = redis.Redis(connection_pool=pool)
         return cls(client, clock, max_connections=max_connections, pool_timeout=timeout, lean=lean)
 
-    async def _run(self, command: Callable[[], Awaitable[Any]]) -> Any:
+    async def _run(self, command: Callable[[], Awaitable[Any]], after: str | None = None) -> Any:
+        """Run a command at the connection cap; ``after``: once the commit of that key this
+        store sent and Redis has not confirmed yet is confirmed (see :meth:`_after_started`)."""
+        if after is not None and self._started:
+            await self._after_started(after)
         if self._initialize is not None:
             async with self._init_lock:
                 if self._initialize is not None:
@@ -279,37 +246,17 @@ class RedisStore:
 
     # -- losses ---------------------------------------------------------------------
 
-    def _scope(self, key: str) -> int:
-        return 0 if self._tags is None else _slot(key)
-
-    def _sentinel(self, scope: int) -> str:
-        return _SERVER_SENTINEL if self._tags is None else f"lw:{{{self._tags[scope]}}}:epoch"
-
     def _keys(self, key: str, *more: str) -> list[str]:
         """A script's keys: the data, then ``more``, then the sentinel of the data's scope."""
-        return [key, *more, self._sentinel(self._scope(key))]
+        return [key, *more, self._watch.sentinel(key)]
 
     def _observe(self, key: str, epoch: str) -> None:
-        """The epoch a script found: a different one than last time means the data was lost."""
-        scope = self._scope(key)
-        seen = self._epochs.get(scope)
-        if seen == epoch:
-            return
-        self._epochs[scope] = epoch
-        if seen is None:
-            return  # the first look at this scope: nothing to compare with
-        self.losses += 1
-        self._lost[scope] = self._clock()
-        where = "server" if self._tags is None else f"cluster slot {scope}"
-        log_event(
-            "state_store_reset",
-            {"scope": where, "detail": "the state store lost its data (restarted empty or flushed)"},
-            logging.WARNING,
-        )
+        if self._watch.changed(key, epoch):
+            self.losses += 1
 
     def lost_at(self, key: str) -> float | None:
         """When this store found the data of ``key``'s scope lost; None if it never did."""
-        return self._lost.get(self._scope(key)) if self._lost else None
+        return self._watch.lost_at(key)
 
     # -- operations -----------------------------------------------------------------
 
@@ -330,23 +277,19 @@ class RedisStore:
                 raise StoreUnavailable(f"the session's last commit failed ({exc})") from None
 
     async def load(self, key: str) -> SessionState:
-        if self._started:
-            await self._after_started(key)
         try:
             keys = self._keys(key)
-            epoch, flat = await self._run(lambda: self._load(keys=keys, args=[_epoch()]))
+            epoch, flat = await self._run(lambda: self._load(keys=keys, args=[_epoch()]), key)
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"load failed: {type(exc).__name__}") from exc
         self._observe(key, epoch)
         return _state(flat)
 
     async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> SessionState:
-        if self._started:
-            await self._after_started(key)
         args = (packed_delta(delta, ttl_seconds), _epoch())
         try:
             keys = self._keys(key, _op_key(key))
-            epoch, flat = await self._run(lambda: self._commit(keys=keys, args=args))
+            epoch, flat = await self._run(lambda: self._commit(keys=keys, args=args), key)
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"commit failed: {type(exc).__name__}") from exc
         self._observe(key, epoch)
@@ -429,8 +372,6 @@ class RedisStore:
     async def admit(
         self, key: str, limits: Sequence[Limit], ttl_seconds: int, *, replace: bool, claim: Claim | None = None
     ) -> Admission:
-        if self._started:
-            await self._after_started(key)
         admission = (
             ttl_seconds * 1000,
             1 if replace else 0,
@@ -443,15 +384,13 @@ class RedisStore:
         args = (_json.encode(admission), _epoch())
         try:
             keys = self._keys(key, _op_key(key))
-            epoch, refused, claimed, flat = await self._run(lambda: self._admit(keys=keys, args=args))
+            epoch, refused, claimed, flat = await self._run(lambda: self._admit(keys=keys, args=args), key)
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"admit failed: {type(exc).__name__}") from exc
         self._observe(key, epoch)
         return Admission(_state(flat), refused or None, claimed=bool(claimed))
 
     async def claim_ending(self, key: str, claim: Claim, ttl_seconds: int) -> Admission:
-        if self._started:
-            await self._after_started(key)
         args: list[str | int] = [
             ttl_seconds * 1000,
             claim.now_ms,
@@ -462,15 +401,13 @@ class RedisStore:
         ]
         try:
             keys = self._keys(key, _op_key(key))
-            epoch, claimed, flat = await self._run(lambda: self._claim(keys=keys, args=args))
+            epoch, claimed, flat = await self._run(lambda: self._claim(keys=keys, args=args), key)
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"claim failed: {type(exc).__name__}") from exc
         self._observe(key, epoch)
         return Admission(_state(flat), claimed=bool(claimed))
 
     async def admit_window(self, key: str, limits: Sequence[WindowLimit], now: float) -> Admission:
-        if self._started:
-            await self._after_started(key)
         args: list[str | int | float] = [now, len(limits)]
         for limit in limits:
             args.extend(
@@ -487,17 +424,15 @@ class RedisStore:
         args.append(_epoch())
         try:
             keys = self._keys(key, _op_key(key))
-            epoch, refused, retry_after, flat = await self._run(lambda: self._admit_window(keys=keys, args=args))
+            epoch, refused, retry_after, flat = await self._run(lambda: self._admit_window(keys=keys, args=args), key)
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"admit failed: {type(exc).__name__}") from exc
         self._observe(key, epoch)
         return Admission(_state(flat), refused or None, float(retry_after) if retry_after else None)
 
     async def reset(self, key: str) -> bool:
-        if self._started:
-            await self._after_started(key)  # a commit landing after the reset would bring the session back
         try:
-            return bool(await self._run(lambda: self._client.delete(key)))
+            return bool(await self._run(lambda: self._client.delete(key), key))  # after the key's commit, or it returns
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"reset failed: {type(exc).__name__}") from exc
 

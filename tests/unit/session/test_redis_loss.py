@@ -114,7 +114,7 @@ async def test_a_cluster_slot_that_lost_its_sentinel_is_a_loss_for_that_slot_onl
     lost, kept = _key(), _key()
     await store.load(lost)
     await store.load(kept)
-    sentinel = store._sentinel(store._scope(lost))
+    sentinel = store._watch.sentinel(lost)
     slots = {
         subprocess.run(
             ["redis-cli", "-p", str(redis_cluster.nodes[0].port), "cluster", "keyslot", name],
