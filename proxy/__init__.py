@@ -1,9 +1,9 @@
 """LoopWarden: an OpenAI-compatible guarding reverse proxy for LLM agents."""
 
-from proxy.app import create_app
+from proxy.edge.app import create_app
 from proxy.errors import ProxyError
 from proxy.settings import Settings
-from proxy.upstream import UpstreamClient
+from proxy.upstream.client import UpstreamClient
 
 __all__ = ["ProxyError", "Settings", "UpstreamClient", "__version__", "create_app"]
 

@@ -22,12 +22,12 @@ from typing import Any
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from proxy.logs import configure_logging, log_event
-from proxy.metrics_listener import MetricsListenError
+from proxy.edge.metrics_listener import MetricsListenError
+from proxy.edge.tenants import TenantsFileError, hash_key
+from proxy.observe.logs import configure_logging, log_event
 from proxy.policy.loader import BUNDLED_POLICIES, PolicyError, load_policies, load_policy_file, policy_files
 from proxy.policy.models import Policy
 from proxy.settings import Settings
-from proxy.tenants import TenantsFileError, hash_key
 
 __all__ = ["build_parser", "main", "policy_schema_json", "settings_from_args"]
 
@@ -159,7 +159,7 @@ def _replay_policy(name: str, directory: Path) -> Policy:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from proxy.replay import format_result, read_records, read_stream, replay_session, sessions_of
+    from proxy.loop.replay import format_result, read_records, read_stream, replay_session, sessions_of
 
     try:
         policy = _replay_policy(args.policy, args.policies_dir or _default_policies_dir())
@@ -214,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_level)
     log_event("settings", settings.loggable(), logging.DEBUG)
-    from proxy.server import build_server  # deferred: importing uvicorn is not free
+    from proxy.edge.server import build_server  # deferred: importing uvicorn is not free
 
     try:
         server = build_server(settings)

@@ -3,7 +3,7 @@
 Clients of an OpenAI-compatible API parse ``{"error": {"message", "type", "param", "code"}}``;
 each class below fixes the HTTP status and the OpenAI error ``type`` so a handler only
 raises and the edge renders. Upstream errors are not in this tree: they pass through as
-the upstream sent them, provider keys masked (``proxy.relay``). An error reached after the
+the upstream sent them, provider keys masked (``proxy.upstream.relayed_errors``). An error reached after the
 upstream client's own retries carries their count and ``x-should-retry: false`` in ``headers``.
 
     ProxyError                      500 server_error

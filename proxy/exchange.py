@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from proxy.schemas import CompiledSchema
+from proxy.schemas.compiled import CompiledSchema
 
 __all__ = [
     "Channel",

@@ -7,15 +7,15 @@ from typing import Any
 
 from litestar.types import Send
 
-from proxy.budgets import estimate_tokens
+from proxy.books.budgets import estimate_tokens
+from proxy.books.pricing import PriceTable
 from proxy.exchange import Conversation
 from proxy.policy.models import Policy
-from proxy.pricing import PriceTable
 from proxy.session.base import WindowLimit
 from proxy.session.identity import SessionRef
-from proxy.upstream import UpstreamReply
+from proxy.upstream.client import UpstreamReply
 from proxy.wire.base import WireAdapter
-from proxy.wire.chat_completions import CHAT_COMPLETIONS
+from proxy.wire.chat.adapter import CHAT_COMPLETIONS
 
 __all__ = ["AgentRequest", "Outcome", "RequestNotes"]
 
@@ -55,7 +55,7 @@ class AgentRequest:
         return self.adapter.include_usage(self.payload)
 
     def worst_tokens(self) -> int:
-        """The call's worst case in tokens (:func:`~proxy.budgets.estimate_tokens`), once per
+        """The call's worst case in tokens (:func:`~proxy.books.budgets.estimate_tokens`), once per
         request however many budgets reserve it (the session's, the tenant's day)."""
         if self._worst_tokens is None:
             self._worst_tokens = estimate_tokens(self.conversation, len(self.body), self.policy)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from proxy.exchange import Echo, Note, Reply, ReturnCalls, ToolCall
 from proxy.goal.model import GOAL_FIELD, Goal, apply_call, continuation_prompt, goal_calls, load_goal, over_limit
-from proxy.logs import log_event
-from proxy.metrics import Metrics
+from proxy.observe.logs import log_event
+from proxy.observe.metrics import Metrics
 from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import FIELDS, SessionDelta, SessionState
 from proxy.verdict import Nudge

@@ -12,7 +12,7 @@ from proxy.guards.stalled_progress import StalledProgressGuard
 from proxy.guards.tool_args import ToolArgsGuard
 from proxy.guards.tool_failures import ToolFailuresGuard
 from proxy.guards.tool_loop import ToolLoopGuard
-from proxy.judge import Judge
+from proxy.judge.client import Judge
 
 __all__ = [
     "BudgetGuard",

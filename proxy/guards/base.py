@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from proxy.exchange import Conversation, Reply
-from proxy.judge import JudgeTarget
+from proxy.judge.client import JudgeTarget
 from proxy.policy.models import Policy
-from proxy.schemas import CompiledSchema, compiled
+from proxy.schemas.compiled import CompiledSchema, compiled
 from proxy.session.base import SessionState
 from proxy.verdict import ReplyVerdict, RequestVerdict
 

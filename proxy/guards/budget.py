@@ -8,13 +8,13 @@ ends the session instead, with ``budget_steps`` or ``budget_time``, so the summa
 that last step and a client capped at ``max_steps`` requests gets an ending, never a tool
 call it cannot answer. Tokens end it the same way (``budget_tokens``) when this call's worst
 case and an ending's after it do not fit, as the admission checks them atomically across
-parallel calls (:func:`proxy.budgets.session_limits`); cost, which needs the price table, is
+parallel calls (:func:`proxy.books.budgets.session_limits`); cost, which needs the price table, is
 checked there, and here only once spent (``budget_cost``).
 """
 
 from __future__ import annotations
 
-from proxy.budgets import ending_tokens, estimate_tokens, remaining, step_seconds
+from proxy.books.budgets import ending_tokens, estimate_tokens, remaining, step_seconds
 from proxy.exchange import Note
 from proxy.guards.base import GuardContext
 from proxy.verdict import PASS, Finalize, Nudge, RequestVerdict

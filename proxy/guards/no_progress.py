@@ -11,8 +11,8 @@ import re
 from collections.abc import Sequence
 
 from proxy.exchange import Channel, PartialReply, Reply
-from proxy.fingerprint import digest
 from proxy.guards.base import GuardContext
+from proxy.guards.fingerprint import digest
 from proxy.guards.strikes import strike_verdict
 from proxy.verdict import PASS, ReplyVerdict, RequestVerdict
 

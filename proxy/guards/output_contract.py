@@ -18,7 +18,7 @@ from collections.abc import Awaitable
 
 from proxy.exchange import Channel, Echo, Note, PartialReply, Reply
 from proxy.guards.base import GuardContext
-from proxy.schemas import CompiledSchema, answer_errors
+from proxy.schemas.compiled import CompiledSchema, answer_errors
 from proxy.verdict import PASS, Finalize, Nudge, Pass, ReplyVerdict
 
 __all__ = ["OutputContractGuard"]

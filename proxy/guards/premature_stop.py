@@ -17,10 +17,10 @@ from __future__ import annotations
 import asyncio
 
 from proxy.exchange import Channel, Echo, Note, PartialReply, Reply, ReturnCalls, Turn
-from proxy.fingerprint import CALL_SEQUENCE
 from proxy.guards.base import GuardContext
-from proxy.judge import Judge, JudgeRequest
-from proxy.schemas import answer_errors
+from proxy.guards.fingerprint import CALL_SEQUENCE
+from proxy.judge.client import Judge, JudgeRequest
+from proxy.schemas.compiled import answer_errors
 from proxy.session.base import FIELDS
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass, ReplyVerdict
 

@@ -34,7 +34,7 @@ from proxy.exchange import (
     flattened_calls,
 )
 from proxy.guards.base import GuardContext
-from proxy.judge import Judge, JudgeRequest
+from proxy.judge.client import Judge, JudgeRequest
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass, ReplyVerdict
 
 __all__ = [

@@ -10,7 +10,7 @@ silently with an empty answer and smolagents runs the tool with the raw string.)
 A key given twice is invalid, not "the last one wins": the permission check and the agent's
 executor could each read another value. Schemas come compiled from the edge; checking
 against one with patterns, or long arguments, runs in a worker thread under the bounds of
-:mod:`proxy.schemas`, so a catastrophic pattern costs the model a retry, not the event loop.
+:mod:`proxy.schemas.compiled`, so a catastrophic pattern costs the model a retry, not the event loop.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Mapping
 
 from proxy.exchange import Channel, PartialReply, Reply, ReturnCalls, ToolCall
 from proxy.guards.base import GuardContext
-from proxy.schemas import CompiledSchema
+from proxy.schemas.compiled import CompiledSchema
 from proxy.verdict import PASS, Finalize, Nudge, Pass, ReplyVerdict
 
 __all__ = ["ToolArgsGuard", "argument_errors"]

@@ -1,7 +1,7 @@
 """Repeated tool calls: the same call again, or a cycle of calls, warned then ended.
 
 Calls are counted per session by the pipeline from the replies it delivered
-(:func:`proxy.fingerprint.remember_calls`), not from the history the client resends
+(:func:`proxy.guards.fingerprint.remember_calls`), not from the history the client resends
 (smolagents flattens calls into text; pydantic-ai re-serializes them). A call is its
 fingerprint: tool name plus canonical arguments.
 
@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from proxy.exchange import Channel, Note, PartialReply, Reply, ToolCall
-from proxy.fingerprint import CALL_COUNT_PREFIX, CALL_SEQUENCE, canonical_arguments, fingerprint
 from proxy.guards.base import GuardContext
+from proxy.guards.fingerprint import CALL_COUNT_PREFIX, CALL_SEQUENCE, canonical_arguments, fingerprint
 from proxy.policy.models import LoopSettings
 from proxy.verdict import PASS, Amend, Finalize, Nudge, ReplyVerdict, RequestVerdict
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from proxy.logs import log_event
+from proxy.observe.logs import log_event
 from proxy.policy.models import Policy
 
 __all__ = [

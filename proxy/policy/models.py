@@ -13,7 +13,7 @@ import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from proxy.policy.permissions import PermissionSettings
-from proxy.schemas import check_schema
+from proxy.schemas.compiled import check_schema
 
 __all__ = [
     "BudgetSettings",

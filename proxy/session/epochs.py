@@ -14,7 +14,7 @@ import logging
 from binascii import crc_hqx
 from collections.abc import Callable
 
-from proxy.logs import log_event
+from proxy.observe.logs import log_event
 
 __all__ = ["EpochWatch"]
 

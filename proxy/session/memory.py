@@ -29,7 +29,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
-from proxy.logs import log_event
+from proxy.observe.logs import log_event
 from proxy.session.base import Admission, Claim, Limit, SessionDelta, SessionState, WindowLimit, only_released
 from proxy.session.limits import admit_in_place, admit_window_in_place, claim_in_place
 
@@ -45,7 +45,7 @@ _UNCAPPED = ""
 
 def tenant_of(key: str) -> str:
     """The tenant of a session key ``lw:{namespace:session}`` (namespaces hold no ':'; a
-    caller's namespace is ``tenant~digest``, see :func:`proxy.tenants.caller_namespace`);
+    caller's namespace is ``tenant~digest``, see :func:`proxy.edge.tenants.caller_namespace`);
     ``_UNCAPPED`` for any other key, e.g. a tenant's rolling day ``lw:{tenant}:daily``."""
     start = key.find("{")
     end = key.find("}", start + 1)

@@ -19,11 +19,11 @@ import msgspec
 
 from proxy.errors import ProxyError, UpstreamDisconnected, UpstreamError, UpstreamMalformed
 from proxy.exchange import Channel
-from proxy.relay import masked_bytes, masked_text
+from proxy.observe.timing import current
 from proxy.streaming.client import ClientStream
-from proxy.streaming.sse import SSEParser, frame
-from proxy.timing import current
+from proxy.upstream.relayed_errors import masked_bytes, masked_text
 from proxy.wire.base import StreamAssembler
+from proxy.wire.sse import SSEParser, frame
 
 __all__ = ["read_streamed_reply"]
 

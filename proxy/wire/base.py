@@ -5,7 +5,7 @@ The route picks the adapter; the pipeline, the guards and the ledger see only wh
 :class:`~proxy.exchange.PartialReply` while a reply streams) and hand it neutral turns and
 endings to render. Payloads stay the client's own decoded JSON: an adapter changes only what
 it must, so fields the proxy does not understand survive. Implementations are siblings of
-this module (:mod:`proxy.wire.chat_completions`).
+this module (:mod:`proxy.wire.chat.adapter`).
 """
 
 from __future__ import annotations

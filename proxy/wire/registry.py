@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from proxy.paths import CLAUDE_TELEMETRY
+from proxy.upstream.paths import CLAUDE_TELEMETRY
 from proxy.wire.base import WireAdapter
-from proxy.wire.chat_completions import CHAT_COMPLETIONS
-from proxy.wire.messages import MESSAGES
-from proxy.wire.responses import RESPONSES
+from proxy.wire.chat.adapter import CHAT_COMPLETIONS
+from proxy.wire.messages.adapter import MESSAGES
+from proxy.wire.responses.adapter import RESPONSES
 
 __all__ = ["ADAPTERS", "adapter_named", "passthrough_format"]
 

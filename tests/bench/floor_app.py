@@ -1,9 +1,9 @@
 """The benchmark's "floor": the cheapest pass-through the proxy's own stack allows.
 
 A bare ASGI callable (no framework, no auth, no parsing, no logging) served by uvicorn
-exactly as ``proxy.server.build_server`` configures it (uvloop, httptools, no access log,
+exactly as ``proxy.edge.server.build_server`` configures it (uvloop, httptools, no access log,
 no date/server headers), forwarding each request body upstream with the proxy's client
-stack: an ``httpx.Request`` sent through ``proxy.transport.AiohttpTransport`` and read with
+stack: an ``httpx.Request`` sent through ``proxy.upstream.transport.AiohttpTransport`` and read with
 ``response.aread()`` (the body read in one go, as the proxy does). The gap between this
 and the proxy is what the proxy's own code costs; the gap between this and "direct" is
 what any Python hop on this stack costs.
@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from proxy.transport import READ_BODY, AiohttpTransport
+from proxy.upstream.transport import READ_BODY, AiohttpTransport
 
 # The proxy's default per-attempt timeouts (Settings: connect 10, read 300, pool 10), so the
 # transport arms the same aiohttp timers the proxy's does.
@@ -99,7 +99,7 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    # Mirrors proxy.server.build_server so the server stack is not a variable.
+    # Mirrors proxy.edge.server.build_server so the server stack is not a variable.
     config = uvicorn.Config(
         FloorApp(args.upstream),
         host=args.host,

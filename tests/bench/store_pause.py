@@ -24,7 +24,7 @@ from proxy.session.memory import MemoryStore
 
 
 def plain_request(now: float) -> SessionDelta:
-    """What one plain request of a new session commits (see proxy.ledger)."""
+    """What one plain request of a new session commits (see proxy.books.ledger)."""
     delta = SessionDelta(replace=True)
     delta.incr(FIELDS.RESERVED_STEPS, 0)
     delta.incr(FIELDS.TURNS)

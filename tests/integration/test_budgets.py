@@ -8,7 +8,7 @@ import httpx
 import openai
 import pytest
 
-from proxy.tenants import hash_key
+from proxy.edge.tenants import hash_key
 from tests.integration.test_loop_guards import answer, calling, fresh_results, run_agent, sdk
 from tests.support.assertions import assert_openai_error
 from tests.support.fake_upstream import Json, Sse, chat_completion, stream_chunks

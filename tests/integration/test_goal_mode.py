@@ -203,7 +203,7 @@ def test_goal_mode_on_a_stream_shows_the_client_only_the_final_answer(proxy, ups
 
 
 def test_every_goal_step_is_logged_like_any_other(proxy, upstream, log_records):
-    from proxy.logs import JsonFormatter
+    from proxy.observe.logs import JsonFormatter
 
     upstream.script(
         text("I will look into it."),

@@ -6,7 +6,7 @@ import httpx
 import openai
 import pytest
 
-from proxy.tenants import hash_key
+from proxy.edge.tenants import hash_key
 from tests.support.fake_upstream import Json, chat_completion, tool_call
 
 SYSTEM = {"role": "system", "content": "You are a research agent."}

@@ -9,7 +9,7 @@ import anthropic
 import httpx
 import pytest
 
-from proxy.tenants import hash_key
+from proxy.edge.tenants import hash_key
 from tests.support.fake_messages import (
     Events,
     check_stream,

@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from proxy.logs import JsonFormatter
+from proxy.observe.logs import JsonFormatter
 from tests.support.assertions import assert_openai_error
 from tests.support.fake_upstream import Json, chat_completion, tool_call, verdict
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 import redis
 
-from proxy.app import create_app
+from proxy.edge.app import create_app
 from proxy.policy.loader import PolicyError
 from proxy.settings import Settings
 from tests.support.fake_upstream import Json, Sse, chat_completion, stream_chunks

@@ -6,8 +6,8 @@ import httpx
 import openai
 import pytest
 
-from proxy.logs import JsonFormatter
-from proxy.tenants import hash_key
+from proxy.edge.tenants import hash_key
+from proxy.observe.logs import JsonFormatter
 from tests.support.assertions import assert_openai_error
 from tests.support.fake_upstream import Json, Sse, chat_completion, stream_chunks
 

@@ -10,7 +10,7 @@ import socket
 import httpx
 import pytest
 
-from proxy.tenants import hash_key
+from proxy.edge.tenants import hash_key
 from tests.support.fake_upstream import Json
 
 PROXY_KEY = "lw-tenant-" + "3" * 24

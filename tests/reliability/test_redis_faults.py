@@ -24,7 +24,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from proxy.tenants import hash_key
+from proxy.edge.tenants import hash_key
 from tests.support.faultproxy import Hang, Latency, Pass
 from tests.support.processes import free_port, serve_over_fast_upstream
 from tests.support.redis import PrivateRedis

@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from proxy.tenants import hash_key
+from proxy.edge.tenants import hash_key
 
 KEY = "lw-schemathesis-" + "7" * 20
 AUTH = {"Authorization": f"Bearer {KEY}"}

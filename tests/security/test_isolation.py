@@ -7,8 +7,8 @@ import secrets
 import httpx
 import pytest
 
-from proxy.logs import JsonFormatter
-from proxy.tenants import hash_key
+from proxy.edge.tenants import hash_key
+from proxy.observe.logs import JsonFormatter
 from tests.support.assertions import assert_openai_error
 from tests.support.fake_upstream import Json, chat_completion
 from tests.support.raw_http import raw_request

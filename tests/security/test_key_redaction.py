@@ -19,7 +19,7 @@ try:
 except ImportError:  # optional: httpx reads zstd bodies only when it is installed
     zstandard = None
 
-from proxy.tenants import hash_key
+from proxy.edge.tenants import hash_key
 from tests.support.fake_responses import stream_events as responses_events
 from tests.support.fake_responses import text_response
 from tests.support.fake_upstream import Json, Sse, stream_chunks

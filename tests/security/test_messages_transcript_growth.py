@@ -10,9 +10,9 @@ import json
 import httpx
 import redis
 
-from proxy.continuity import MAX_RECORDED_BYTES
+from proxy.edge.tenants import caller_namespace
+from proxy.loop.continuity import MAX_RECORDED_BYTES
 from proxy.session.identity import session_key
-from proxy.tenants import caller_namespace
 from tests.support.fake_messages import said, text, tool_use
 
 AUTH = "Bearer sk-ant-client-" + "5" * 20

@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from proxy.tenants import hash_key
+from proxy.edge.tenants import hash_key
 
 PROVIDER_KEY = "sk-provider-" + "4" * 32
 PROXY_KEY = "lw-tenant-" + "8" * 24

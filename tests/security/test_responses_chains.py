@@ -8,8 +8,8 @@ import json
 import httpx
 import pytest
 
+from proxy.edge.tenants import hash_key
 from proxy.session.chains import MAX_REFERENCES
-from proxy.tenants import hash_key
 from tests.support.assertions import assert_openai_error
 from tests.support.fake_responses import FakeResponses, message, response, text_response
 

@@ -11,7 +11,7 @@ import json
 import httpx
 import pytest
 
-from proxy.tenants import hash_key
+from proxy.edge.tenants import hash_key
 from tests.support.fake_messages import said, text
 from tests.support.fake_responses import FakeResponses, message, response, text_response
 

@@ -9,7 +9,7 @@ import msgspec
 from proxy.policy.models import Policy
 from proxy.request import AgentRequest
 from proxy.session.identity import identify
-from proxy.wire.chat_parse import parse_conversation
+from proxy.wire.chat.parse import parse_conversation
 
 TASK = {"model": "m", "messages": [{"role": "user", "content": "Do the task."}]}
 URL = "http://up/v1/chat/completions"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from proxy.judge import JudgeOutcome, JudgeRequest
+from proxy.judge.client import JudgeOutcome, JudgeRequest
 
 
 class FakeJudge:
-    """Answers every question with ``outcome`` and keeps the questions (stands in for :class:`proxy.judge.Judge`)."""
+    """Answers every question with ``outcome`` and keeps the questions.
+
+    Stands in for :class:`proxy.judge.client.Judge`."""
 
     def __init__(self, outcome: JudgeOutcome) -> None:
         self.outcome = outcome

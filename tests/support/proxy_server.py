@@ -8,9 +8,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.logs import configure_logging
-from proxy.routes import Readiness
-from proxy.server import DrainingServer, build_server
+from proxy.edge.routes import Readiness
+from proxy.edge.server import DrainingServer, build_server
+from proxy.observe.logs import configure_logging
 from proxy.settings import Settings
 
 

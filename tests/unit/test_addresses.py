@@ -6,8 +6,8 @@ import ipaddress
 
 import pytest
 
-from proxy.addresses import blocked_reason, host_address
-from proxy.tenants import check_upstream_url
+from proxy.edge.tenants import check_upstream_url
+from proxy.upstream.addresses import blocked_reason, host_address
 
 
 @pytest.mark.parametrize(

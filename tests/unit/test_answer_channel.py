@@ -1,4 +1,4 @@
-"""Which tool an ending goes to, and in what form (proxy.answer_channel)."""
+"""Which tool an ending goes to, and in what form (proxy.loop.answer_channel)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from proxy.answer_channel import answer_tool, ending_for, ending_text, free_text_field
 from proxy.exchange import Conversation, Reply, Tool, ToolCall, Usage
-from proxy.wire.chat_completions import CHAT_COMPLETIONS
-from proxy.wire.chat_parse import parse_conversation
+from proxy.loop.answer_channel import answer_tool, ending_for, ending_text, free_text_field
+from proxy.wire.chat.adapter import CHAT_COMPLETIONS
+from proxy.wire.chat.parse import parse_conversation
 from tests.support.agent_request import agent_request
 
 ANSWER = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.budgets import active_ms, estimate_tokens, remaining, session_limits
+from proxy.books.budgets import active_ms, estimate_tokens, remaining, session_limits
+from proxy.books.pricing import Price, PriceTable, PricingError, load_pricing
 from proxy.exchange import Usage
 from proxy.policy.models import Policy
-from proxy.pricing import Price, PriceTable, PricingError, load_pricing
 from proxy.session.base import SessionState
-from proxy.wire.chat_parse import parse_conversation
+from proxy.wire.chat.parse import parse_conversation
 from tests.support.agent_request import agent_request
 
 PRICES = PriceTable(

@@ -7,16 +7,16 @@ import asyncio
 import httpx
 import msgspec
 
-from proxy.build import build_pipeline
-from proxy.metrics import Metrics
+from proxy.loop.build import build_pipeline
+from proxy.observe.metrics import Metrics
 from proxy.policy.models import Policy
 from proxy.request import AgentRequest
 from proxy.session.base import SessionDelta
 from proxy.session.identity import identify
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
-from proxy.upstream import UpstreamClient
-from proxy.wire.chat_parse import parse_conversation
+from proxy.upstream.client import UpstreamClient
+from proxy.wire.chat.parse import parse_conversation
 from tests.support.fake_upstream import chat_completion
 
 PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "Do the task."}]}

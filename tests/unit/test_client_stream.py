@@ -7,7 +7,7 @@ import json
 from proxy.errors import UpstreamDisconnected
 from proxy.exchange import Channel
 from proxy.streaming.client import ClientStream
-from proxy.streaming.sse import frame
+from proxy.wire.sse import frame
 
 ROLE = {"id": "c", "created": 1, "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
 

@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 
 from proxy.exchange import Conversation, Message, ToolCall, parse_arguments
-from proxy.finalize import local_summary
-from proxy.schemas import compiled
-from proxy.wire.chat_parse import parse_conversation
+from proxy.loop.finalize import local_summary
+from proxy.schemas.compiled import compiled
+from proxy.wire.chat.parse import parse_conversation
 
 
 @pytest.mark.parametrize(

@@ -10,20 +10,20 @@ from typing import Any
 import httpx
 import pytest
 
+from proxy.books.ledger import Ledger
+from proxy.books.pricing import Price, PriceTable
 from proxy.exchange import Conversation, Message, Note, ToolCall, Usage
-from proxy.finalize import Endings, Finalizer, local_summary
-from proxy.ledger import Ledger
-from proxy.metrics import Metrics
+from proxy.loop.finalize import Endings, Finalizer, local_summary
+from proxy.observe.metrics import Metrics
+from proxy.observe.tracing import Tracing
 from proxy.policy.models import Policy
-from proxy.pricing import Price, PriceTable
 from proxy.request import RequestNotes
 from proxy.session.base import Claim, SessionDelta, SessionState
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
-from proxy.tracing import Tracing
-from proxy.upstream import UpstreamClient
+from proxy.upstream.client import UpstreamClient
 from proxy.verdict import Finalize
-from proxy.wire.chat_completions import CHAT_COMPLETIONS
+from proxy.wire.chat.adapter import CHAT_COMPLETIONS
 from tests.support.agent_request import agent_request
 from tests.support.fake_upstream import chat_completion
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.exchange import ToolCall
-from proxy.fingerprint import canonical_arguments, fingerprint, remember_calls
+from proxy.guards.fingerprint import canonical_arguments, fingerprint, remember_calls
 from proxy.session.base import SessionDelta, SessionState
 
 SAME_CALLS = [

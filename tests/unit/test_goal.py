@@ -14,7 +14,7 @@ from proxy.goal.model import (
     load_goal,
     over_limit,
 )
-from proxy.wire.chat_completions import CHAT_COMPLETIONS
+from proxy.wire.chat.adapter import CHAT_COMPLETIONS
 
 
 def call(**arguments) -> ToolCall:

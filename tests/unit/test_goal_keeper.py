@@ -10,12 +10,12 @@ import pytest
 from proxy.exchange import Echo, Reply, ReturnCalls, ToolCall, Usage
 from proxy.goal.keeper import GoalKeeper, GoalStrip, GoalTurn
 from proxy.goal.model import GOAL_TOOL, Goal
-from proxy.metrics import Metrics
+from proxy.observe.metrics import Metrics
 from proxy.policy.models import Policy
 from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import SessionDelta, SessionState
 from proxy.session.identity import identify
-from proxy.wire.chat_parse import parse_conversation
+from proxy.wire.chat.parse import parse_conversation
 
 PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "Write the report."}]}
 POLICY = Policy.model_validate({"goal": {"enabled": True}})

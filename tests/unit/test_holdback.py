@@ -15,13 +15,13 @@ from proxy.guards import (
     ToolLoopGuard,
 )
 from proxy.guards.base import GuardContext
-from proxy.judge import Judge, JudgeTarget
+from proxy.judge.client import Judge, JudgeTarget
 from proxy.policy.models import Policy
 from proxy.session.base import SessionState
 from proxy.streaming.holdback import held_channels
 from proxy.verdict import PASS, Verdict
-from proxy.wire.chat_parse import parse_conversation
-from proxy.wire.chat_stream import ReplyAssembler
+from proxy.wire.chat.parse import parse_conversation
+from proxy.wire.chat.stream import ReplyAssembler
 
 TASK = [{"role": "user", "content": "Find the population of Lyon."}]
 AFTER_TOOLS = [

@@ -8,7 +8,7 @@ import pytest
 
 from proxy.exchange import ToolCall
 from proxy.session.identity import identify, named_run, turn_digest
-from proxy.wire.chat_parse import parse_conversation
+from proxy.wire.chat.parse import parse_conversation
 
 SYSTEM = {"role": "system", "content": "You are a travel agent."}
 USER = {"role": "user", "content": "Book me a flight to Paris."}

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from proxy.judge import (
+from proxy.judge.client import (
     JudgeError,
     JudgeRequest,
     JudgeTarget,
@@ -18,9 +18,9 @@ from proxy.judge import (
     parse_verdict,
 )
 from proxy.policy.models import Policy
-from proxy.wire.chat_completions import CHAT_COMPLETIONS
-from proxy.wire.messages import MESSAGES
-from proxy.wire.responses import RESPONSES
+from proxy.wire.chat.adapter import CHAT_COMPLETIONS
+from proxy.wire.messages.adapter import MESSAGES
+from proxy.wire.responses.adapter import RESPONSES
 from tests.support.agent_request import agent_request
 from tests.support.injections import PAYLOADS, obeying_judge_output
 

@@ -10,13 +10,13 @@ import uuid
 
 import pytest
 
-from proxy.budgets import session_limits
+from proxy.books.budgets import session_limits
+from proxy.books.ledger import Ledger
+from proxy.books.pricing import Price, PriceTable
 from proxy.errors import RateLimited, ServiceUnavailable
 from proxy.exchange import Usage
-from proxy.ledger import Ledger
-from proxy.metrics import Metrics
+from proxy.observe.metrics import Metrics
 from proxy.policy.models import Policy
-from proxy.pricing import Price, PriceTable
 from proxy.request import RequestNotes
 from proxy.session.base import Claim, SessionDelta
 from proxy.session.memory import MemoryStore

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.logs import redact
+from proxy.observe.logs import redact
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ from typing import Any
 
 from proxy.exchange import Channel
 from proxy.streaming.client import ClientStream
-from proxy.wire.messages import MESSAGES
-from proxy.wire.messages_stream import MessageAssembler, event_frame
+from proxy.wire.messages.adapter import MESSAGES
+from proxy.wire.messages.stream import MessageAssembler, event_frame
 from tests.support.fake_messages import (
     check_stream,
     message_body,

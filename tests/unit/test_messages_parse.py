@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from proxy.wire.messages import MESSAGES
-from proxy.wire.messages_parse import FAILED_PREFIX, parse_reply, parse_usage
+from proxy.wire.messages.adapter import MESSAGES
+from proxy.wire.messages.parse import FAILED_PREFIX, parse_reply, parse_usage
 
 
 def message(content: list[dict[str, Any]], stop_reason: str | None = "end_turn", **extra: Any) -> bytes:

@@ -22,8 +22,8 @@ from proxy.errors import (
 )
 from proxy.exchange import Echo, Note, ReturnCalls
 from proxy.goal.model import GOAL_TOOL, goal_tool
-from proxy.wire.messages import MESSAGES
-from proxy.wire.messages_parse import parse_reply
+from proxy.wire.messages.adapter import MESSAGES
+from proxy.wire.messages.parse import parse_reply
 
 SIGNED = {"type": "thinking", "thinking": "Plan: read a.", "signature": "sig-Zx9\u00e9"}
 CALL = {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "a", "opts": {"n": 1.5}}}

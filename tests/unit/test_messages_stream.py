@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from proxy.exchange import Channel
-from proxy.wire.messages import MESSAGES
-from proxy.wire.messages_parse import parse_reply
-from proxy.wire.messages_stream import MessageAssembler, MessageSequencer, event_frame
+from proxy.wire.messages.adapter import MESSAGES
+from proxy.wire.messages.parse import parse_reply
+from proxy.wire.messages.stream import MessageAssembler, MessageSequencer, event_frame
 from tests.support.fake_messages import (
     check_stream,
     message_body,

@@ -7,8 +7,8 @@ from typing import Any
 
 from proxy.exchange import Note, ReturnCalls
 from proxy.goal.model import goal_tool
-from proxy.wire.messages import MESSAGES
-from proxy.wire.messages_parse import parse_reply
+from proxy.wire.messages.adapter import MESSAGES
+from proxy.wire.messages.parse import parse_reply
 
 THOUGHT = {"type": "thinking", "thinking": "Plan.", "signature": "sig-1"}
 CALL = {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"query": "x"}}

@@ -9,12 +9,12 @@ from pathlib import Path
 
 from prometheus_client.metrics import MetricWrapperBase
 
-from proxy.metrics import Metrics
+from proxy.observe.metrics import Metrics
 
 
 def test_metrics_merge_worker_processes_in_multiprocess_mode(tmp_path):
     script = (
-        "from proxy.metrics import Metrics\n"
+        "from proxy.observe.metrics import Metrics\n"
         "m = Metrics()\n"
         "m.terminations.labels('t', 'p', 'loop').inc()\n"
         "print(m.exposition().decode())\n"

@@ -7,9 +7,9 @@ import json
 import jsonschema
 import pytest
 
-from proxy.app import create_app
+from proxy.edge.app import create_app
+from proxy.edge.openapi import ANTHROPIC_ERROR_SCHEMA, CHAT_REQUEST, ERROR_SCHEMA
 from proxy.errors import ProxyError, RouteNotFound, ServiceUnavailable, UpstreamTimeout, error_body
-from proxy.openapi import ANTHROPIC_ERROR_SCHEMA, CHAT_REQUEST, ERROR_SCHEMA
 from proxy.settings import Settings
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.errors import InvalidRequest
-from proxy.paths import passthrough_url, telemetry_url
+from proxy.upstream.paths import passthrough_url, telemetry_url
 
 AZURE = "https://example.openai.azure.com/openai/deployments/x"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from proxy import patterns
-from proxy.patterns import BOUNDED_RE, PATCHED_MODULES, PatternUnchecked, budget, compile_pattern, search
+from proxy.schemas import patterns
+from proxy.schemas.patterns import BOUNDED_RE, PATCHED_MODULES, PatternUnchecked, budget, compile_pattern, search
 
 CATASTROPHIC = r"^(a|a)*$"
 """Backtracks 2^n times on n letters and a mismatch, on both engines."""

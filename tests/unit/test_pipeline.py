@@ -8,20 +8,20 @@ import httpx
 import msgspec
 import pytest
 
-from proxy.build import build_pipeline
+from proxy.books.pricing import Price, PriceTable
 from proxy.errors import RateLimited
 from proxy.exchange import Reply
-from proxy.metrics import Metrics
-from proxy.pipeline import Pipeline
+from proxy.loop.build import build_pipeline
+from proxy.loop.pipeline import Pipeline
+from proxy.observe.metrics import Metrics
 from proxy.policy.models import Policy
-from proxy.pricing import Price, PriceTable
 from proxy.request import AgentRequest
 from proxy.session.identity import identify
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
-from proxy.upstream import UpstreamClient
+from proxy.upstream.client import UpstreamClient
 from proxy.verdict import Pass, Rewrite
-from proxy.wire.chat_parse import parse_conversation
+from proxy.wire.chat.parse import parse_conversation
 from tests.support.fake_upstream import chat_completion
 
 PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "Do the task."}]}

@@ -24,7 +24,7 @@ def _tenants_example() -> str:
 
 def test_no_key_in_the_tenants_example_is_usable_as_it_stands(tmp_path):
     """A copied example must not let anyone in: every key entry fails validation until replaced."""
-    from proxy.tenants import TenantsFileError, load_tenants
+    from proxy.edge.tenants import TenantsFileError, load_tenants
 
     example = _tenants_example()
     for tenant in yaml.safe_load(example)["tenants"]:

@@ -9,13 +9,13 @@ import msgspec
 
 from proxy.exchange import Reply, ToolCall, Usage
 from proxy.guards.base import GuardContext
+from proxy.loop.recording import Recorder, Step, redacted, step_record
 from proxy.policy.models import Policy, RecordingSettings
-from proxy.recording import Recorder, Step, redacted, step_record
 from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import SessionState
 from proxy.session.identity import identify
 from proxy.verdict import Finalize, Nudge, verdict_name
-from proxy.wire.chat_parse import parse_conversation
+from proxy.wire.chat.parse import parse_conversation
 
 PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "token sk-abcdefghijklmnop please"}]}
 REPLY = Reply("ok", None, (ToolCall("c1", "search", '{"q": "x"}'),), "tool_calls", Usage(10, 5))

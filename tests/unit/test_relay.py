@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from proxy.relay import MASK, credential_values, masked_text, relayed_error, secret_forms
+from proxy.upstream.relayed_errors import MASK, credential_values, masked_text, relayed_error, secret_forms
 
 KEY = "sk-proj-" + "a1b2/c3d4" * 4
 JSON = [(b"content-type", b"application/json")]

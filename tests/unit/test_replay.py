@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from proxy.loop.replay import format_result, read_records, replay_session, sessions_of
 from proxy.policy.models import Policy
-from proxy.replay import format_result, read_records, replay_session, sessions_of
 
 TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
 TASK = {"role": "user", "content": "Find the population of Lyon and report it."}

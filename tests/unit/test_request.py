@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from proxy.books.pricing import Price, PriceTable
 from proxy.policy.models import Policy
-from proxy.pricing import Price, PriceTable
 from tests.support.agent_request import TASK, agent_request
 
 PRICES = PriceTable({"m": Price(prompt=2.0, completion=8.0)})

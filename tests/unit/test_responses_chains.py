@@ -8,8 +8,8 @@ import pytest
 
 from proxy.session.chains import Chained, chained_session, remember_responses
 from proxy.session.memory import MemoryStore
-from proxy.wire.responses import RESPONSES
-from proxy.wire.responses_parse import parse_reply
+from proxy.wire.responses.adapter import RESPONSES
+from proxy.wire.responses.parse import parse_reply
 from tests.support.fake_responses import function_call, message, response
 
 

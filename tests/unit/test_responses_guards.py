@@ -6,12 +6,12 @@ import json
 
 from proxy.exchange import Conversation, Echo, Message, Note, ToolCall
 from proxy.guards import GuardContext, JudgeGuard
-from proxy.judge import JudgeOutcome, JudgeRequest, JudgeTarget
+from proxy.judge.client import JudgeOutcome, JudgeRequest, JudgeTarget
 from proxy.policy.models import Policy
 from proxy.session.base import SessionState
 from proxy.verdict import Finalize, Nudge, Pass
-from proxy.wire.responses import RESPONSES
-from proxy.wire.responses_parse import parse_reply
+from proxy.wire.responses.adapter import RESPONSES
+from proxy.wire.responses.parse import parse_reply
 from tests.support.fake_responses import message, response
 
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from proxy.exchange import Message, ToolCall, Usage
-from proxy.wire.responses import RESPONSES
-from proxy.wire.responses_parse import ENCRYPTED_REASONING, parse_conversation, parse_reply
+from proxy.wire.responses.adapter import RESPONSES
+from proxy.wire.responses.parse import ENCRYPTED_REASONING, parse_conversation, parse_reply
 from tests.support.fake_responses import custom_call, function_call, message, reasoning, response
 
 

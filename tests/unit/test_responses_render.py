@@ -6,9 +6,9 @@ import json
 
 from proxy.errors import InvalidRequest
 from proxy.exchange import Echo, Note, ReturnCalls, Tool
-from proxy.wire.responses import RESPONSES
-from proxy.wire.responses_parse import parse_reply
-from proxy.wire.responses_render import is_proxy_id
+from proxy.wire.responses.adapter import RESPONSES
+from proxy.wire.responses.parse import parse_reply
+from proxy.wire.responses.render import is_proxy_id
 from tests.support.fake_responses import custom_call, function_call, message, reasoning, response
 
 
@@ -249,7 +249,7 @@ def test_a_cut_short_reply_renders_as_an_incomplete_response():
 
 def test_a_reply_and_the_history_that_resends_it_name_the_same_run():
     from proxy.session.identity import turn_digest
-    from proxy.wire.responses_parse import parse_conversation
+    from proxy.wire.responses.parse import parse_conversation
 
     body = response(message("Part one, "), message("part two.", phase="final_answer"))
     reply = _reply(body)

@@ -9,9 +9,9 @@ import pytest
 
 from proxy.errors import UpstreamError
 from proxy.exchange import Channel, ToolCall
-from proxy.wire.responses import RESPONSES
-from proxy.wire.responses_relay import ResponsesRelay
-from proxy.wire.responses_stream import ResponsesAssembler, event_frame
+from proxy.wire.responses.adapter import RESPONSES
+from proxy.wire.responses.relay import ResponsesRelay
+from proxy.wire.responses.stream import ResponsesAssembler, event_frame
 from tests.support.fake_responses import function_call, message, reasoning, response, stream_events
 from tests.support.responses_events import StreamInvalid, validate_stream
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from proxy.websockets import asks_websocket, refuse_websocket
+from proxy.edge.websockets import asks_websocket, refuse_websocket
 
 
 def _scope(kind: str, headers: dict[str, str], extensions: dict | None = None) -> dict:

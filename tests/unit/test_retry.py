@@ -6,7 +6,7 @@ import email.utils
 
 import pytest
 
-from proxy.retry import RetryPolicy, parse_retry_after
+from proxy.upstream.retry import RetryPolicy, parse_retry_after
 
 NOW = 1_800_000_000.0
 
@@ -64,7 +64,7 @@ def test_backoff_step_is_capped_at_max_delay():
 
 
 def test_retry_budget_allows_a_burst_then_a_share_of_requests():
-    from proxy.retry import RetryBudget
+    from proxy.upstream.retry import RetryBudget
 
     budget = RetryBudget(ratio=0.2, burst=2)
     granted = []

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.client_watch import ResponseTracker
-from proxy.paths import passthrough_route
-from proxy.timing import begin
+from proxy.edge.client_watch import ResponseTracker
+from proxy.observe.timing import begin
+from proxy.upstream.paths import passthrough_route
 
 
 async def _send_all(messages):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from proxy.schemas import (
+from proxy.schemas.compiled import (
     MAX_DEPTH,
     SchemaCache,
     SchemaInvalid,
@@ -174,7 +174,7 @@ def test_a_new_schema_compiles_in_a_worker_thread_and_once(monkeypatch):
         compiled_in.append(threading.get_ident())
         return compile_schema(schema)
 
-    monkeypatch.setattr("proxy.schemas.compile_schema", spying)
+    monkeypatch.setattr("proxy.schemas.compiled.compile_schema", spying)
     cache = SchemaCache(1_000_000)
 
     async def main():

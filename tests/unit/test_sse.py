@@ -7,7 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.streaming.sse import SSEEvent, SSEParser, frame
+from proxy.wire.sse import SSEEvent, SSEParser, frame
 
 EVENTS = [
     b'{"id":"c1","choices":[{"index":0,"delta":{"content":"Hel"}}]}',

@@ -6,7 +6,7 @@ import gc
 
 from litestar.testing import TestClient
 
-from proxy.app import YOUNG_GC_THRESHOLD, create_app
+from proxy.edge.app import YOUNG_GC_THRESHOLD, create_app
 from proxy.settings import Settings
 
 

@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proxy.exchange import Channel, ToolCall, Usage
-from proxy.wire.chat_parse import parse_reply
-from proxy.wire.chat_stream import ReplyAssembler, split_chunk
+from proxy.wire.chat.parse import parse_reply
+from proxy.wire.chat.stream import ReplyAssembler, split_chunk
 
 
 def chunk(delta: dict, finish: str | None = None, **extra) -> dict:

@@ -8,19 +8,19 @@ import json
 
 import pytest
 
+from proxy.books.ledger import Ledger
+from proxy.books.pricing import PriceTable
 from proxy.errors import UpstreamDisconnected, UpstreamMalformed
 from proxy.exchange import Note, Reply, Usage
 from proxy.guards import GuardContext, OutputContractGuard
-from proxy.ledger import Ledger
-from proxy.metrics import Metrics
+from proxy.loop.attempts import Attempts
+from proxy.observe.metrics import Metrics
 from proxy.policy.models import Policy
-from proxy.pricing import PriceTable
 from proxy.session.base import SessionDelta, SessionState
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
-from proxy.streaming.attempts import Attempts
 from proxy.streaming.client import ClientStream
-from proxy.upstream import UpstreamClient
+from proxy.upstream.client import UpstreamClient
 from tests.support.agent_request import TASK, agent_request
 from tests.support.fake_upstream import Json, Sse, chat_completion, streamed
 

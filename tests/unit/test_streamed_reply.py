@@ -11,7 +11,7 @@ from proxy.errors import UpstreamDisconnected
 from proxy.exchange import Channel, Reply, Usage
 from proxy.streaming.client import ClientStream
 from proxy.streaming.reader import read_streamed_reply
-from proxy.wire.chat_stream import ReplyAssembler
+from proxy.wire.chat.stream import ReplyAssembler
 
 
 class Events(httpx.AsyncByteStream):

@@ -6,8 +6,7 @@ import tracemalloc
 
 import pytest
 
-from proxy.errors import AuthenticationFailed, PermissionDenied
-from proxy.tenants import (
+from proxy.edge.tenants import (
     TenantDirectory,
     TenantsFileError,
     caller_namespace,
@@ -15,6 +14,7 @@ from proxy.tenants import (
     hash_key,
     load_tenants,
 )
+from proxy.errors import AuthenticationFailed, PermissionDenied
 
 KEY = "lw-key-1"
 GOOD = f"""

@@ -10,16 +10,16 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from proxy.build import build_pipeline
-from proxy.metrics import Metrics
+from proxy.loop.build import build_pipeline
+from proxy.observe.metrics import Metrics
+from proxy.observe.tracing import Tracing
 from proxy.policy.models import Policy
 from proxy.request import AgentRequest
 from proxy.session.identity import identify
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
-from proxy.tracing import Tracing
-from proxy.upstream import UpstreamClient
-from proxy.wire.chat_parse import parse_conversation
+from proxy.upstream.client import UpstreamClient
+from proxy.wire.chat.parse import parse_conversation
 from tests.support.fake_upstream import chat_completion, tool_call
 
 PAYLOAD = {

@@ -7,7 +7,7 @@ import tracemalloc
 
 import httpx
 
-from proxy.transport import AiohttpTransport
+from proxy.upstream.transport import AiohttpTransport
 
 _OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 

@@ -10,7 +10,7 @@ import pytest
 
 from proxy.errors import UpstreamDisconnected, UpstreamTimeout, UpstreamUnreachable
 from proxy.settings import Settings
-from proxy.upstream import UpstreamClient
+from proxy.upstream.client import UpstreamClient
 
 
 def _client(outcomes: list, **settings):

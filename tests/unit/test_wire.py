@@ -10,9 +10,9 @@ from proxy.errors import UpstreamError
 from proxy.exchange import Echo, Note, Reply, ReturnCalls, ToolCall, Usage
 from proxy.goal.model import GOAL_TOOL, goal_tool
 from proxy.wire.base import WireAdapter
-from proxy.wire.chat_completions import CHAT_COMPLETIONS
-from proxy.wire.chat_parse import parse_reply, wants_structured_output
-from proxy.wire.chat_render import as_refusal, completion, completion_as_sse, with_usage_requested
+from proxy.wire.chat.adapter import CHAT_COMPLETIONS
+from proxy.wire.chat.parse import parse_reply, wants_structured_output
+from proxy.wire.chat.render import as_refusal, completion, completion_as_sse, with_usage_requested
 
 
 def test_usage_is_requested_without_touching_the_rest_of_the_body():

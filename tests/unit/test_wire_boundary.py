@@ -11,7 +11,14 @@ import pytest
 
 import proxy.guards
 
-NEUTRAL = ["proxy.continuity", "proxy.exchange", "proxy.inflight", "proxy.ledger", "proxy.pipeline", "proxy.verdict"]
+NEUTRAL = [
+    "proxy.loop.continuity",
+    "proxy.exchange",
+    "proxy.loop.inflight",
+    "proxy.books.ledger",
+    "proxy.loop.pipeline",
+    "proxy.verdict",
+]
 WIRE = "proxy.wire"
 
 
@@ -62,8 +69,8 @@ def test_a_neutral_module_imports_nothing_from_the_wire_package(module):
 @pytest.mark.parametrize(
     "source",
     [
-        "from proxy.wire.chat_completions import calls_returned",
-        "import proxy.wire.chat_completions as chat",
+        "from proxy.wire.chat.adapter import calls_returned",
+        "import proxy.wire.chat.adapter as chat",
         "from proxy.wire import base",
         "from proxy import wire",
         "from ..wire.chat_stream import ReplyAssembler",

@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from proxy.wire.chat_render import completion_as_sse
+from proxy.wire.chat.render import completion_as_sse
 from tests.bench.efficacy import messages_api, scenarios
 from tests.support.fake_responses import function_call, message, reasoning, response, stream_events
 from tests.support.fake_upstream import FakeUpstream, Json, Sse, chat_completion
@@ -167,7 +167,7 @@ class ScriptedUpstream(FakeUpstream):
 
 def _as_chat(payload: dict[str, Any]) -> dict[str, Any]:
     """A Responses request as the chat request it amounts to (what the scenarios read)."""
-    from proxy.wire.responses_parse import parse_conversation  # here: the benchmark also runs older proxies
+    from proxy.wire.responses.parse import parse_conversation  # here: the benchmark also runs older proxies
 
     messages: list[dict[str, Any]] = []
     for turn in parse_conversation(payload).messages:

@@ -7,7 +7,7 @@ from typing import Any
 
 from proxy.exchange import Conversation, Message, Reply, Tool, ToolCall, Usage
 from proxy.guards.base import GuardContext
-from proxy.judge import JudgeTarget
+from proxy.judge.client import JudgeTarget
 from proxy.policy.models import Policy
 from proxy.session.base import FIELDS, SessionState
 

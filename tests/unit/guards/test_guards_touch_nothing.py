@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from proxy.exchange import Usage
 from proxy.guards import default_request_guards, default_response_guards
-from proxy.judge import JudgeOutcome
-from proxy.metrics import Metrics
+from proxy.judge.client import JudgeOutcome
+from proxy.observe.metrics import Metrics
 from tests.support.fake_judge import FakeJudge
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from proxy.exchange import Echo, Message, Note, ReturnCalls, ToolCall, Usage
 from proxy.guards import JudgeGuard
-from proxy.judge import JudgeOutcome, JudgeRequest, JudgeTarget
+from proxy.judge.client import JudgeOutcome, JudgeRequest, JudgeTarget
 from proxy.policy.models import Policy
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass
 from tests.support.fake_judge import FakeJudge

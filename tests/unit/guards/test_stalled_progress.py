@@ -11,7 +11,7 @@ import pytest
 from proxy.exchange import Conversation, Message, Reply, ReturnCalls, ToolCall, Usage, flattened_calls
 from proxy.guards import GuardContext, StalledProgressGuard
 from proxy.guards.stalled_progress import NUDGE_KIND, STRIKE, latest_steps, masked, stalled_run
-from proxy.judge import JudgeOutcome, JudgeTarget
+from proxy.judge.client import JudgeOutcome, JudgeTarget
 from proxy.policy.models import Policy
 from proxy.session.base import SessionState
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass

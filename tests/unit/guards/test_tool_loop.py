@@ -8,8 +8,8 @@ import json
 import pytest
 
 from proxy.exchange import Message, Note, ToolCall
-from proxy.fingerprint import canonical_arguments, fingerprint
 from proxy.guards import ToolLoopGuard
+from proxy.guards.fingerprint import canonical_arguments, fingerprint
 from proxy.guards.tool_loop import cycle_runs
 from proxy.policy.models import Policy
 from proxy.verdict import PASS, Amend, Finalize, Nudge

@@ -12,12 +12,12 @@ import json
 import pytest
 
 from proxy.exchange import Reply, ToolCall, Usage
-from proxy.fingerprint import remember_calls
 from proxy.guards import GuardContext, ToolLoopGuard
+from proxy.guards.fingerprint import remember_calls
 from proxy.policy.models import LoopSettings, Policy
 from proxy.session.base import SessionDelta, SessionState
 from proxy.verdict import Amend, Finalize, Nudge, Pass
-from proxy.wire.chat_parse import parse_conversation
+from proxy.wire.chat.parse import parse_conversation
 
 CALLS = {
     "A": ToolCall("a", "search", '{"q": "lyon"}'),

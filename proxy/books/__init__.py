@@ -1,0 +1,1 @@
+"""What a session and a tenant have spent and may still spend: the ledger, budgets and prices."""

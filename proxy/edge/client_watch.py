@@ -1,0 +1,102 @@
+"""Watching the client of a request: what it got so far, and whether it is still there.
+
+:class:`ResponseTracker` wraps ``send`` (started, status, finished, the overhead header, the
+first byte of a stream); :func:`unless_client_leaves` runs work that a client hanging up
+cancels, so the upstream stops generating for nobody.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
+
+from litestar.types import Receive, Send
+
+from proxy.edge.http import ClientDisconnected
+from proxy.observe.timing import RequestTiming
+
+__all__ = ["ResponseTracker", "unless_client_leaves"]
+
+_T = TypeVar("_T")
+_EVENT_STREAM = b"text/event-stream"
+_WATCH_AFTER = 0.03
+"""Seconds before a request starts watching for its client leaving."""
+
+
+async def unless_client_leaves(
+    work: Awaitable[_T], receive: Receive, facts: dict[str, object], tracker: ResponseTracker
+) -> _T:
+    """Run work while watching the client: when it leaves, the work (and with it the upstream
+    request) is cancelled; the pipeline still commits what it used.
+
+    The watch (a task waiting on ``receive``) starts after ``_WATCH_AFTER``: fast calls are
+    over by then and pay only a timer, and a client that left earlier is still noticed the
+    moment the watch starts (well within 100 ms)."""
+    task = asyncio.current_task()
+    if task is None:  # not under a running task: nothing to cancel, nothing to watch
+        return await work
+    watching: list[asyncio.Task[None]] = []
+
+    def watch() -> None:
+        watching.append(asyncio.ensure_future(_cancel_on_disconnect(receive, task, tracker)))
+
+    timer = asyncio.get_running_loop().call_later(_WATCH_AFTER, watch)
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if not watching or not watching[0].done() or watching[0].cancelled():
+            raise  # cancelled from elsewhere (shutdown): not ours to swallow
+        task.uncancel()
+        facts["outcome"] = "client_disconnected"
+        raise ClientDisconnected from None
+    finally:
+        timer.cancel()
+        for watcher in watching:
+            watcher.cancel()
+
+
+async def _cancel_on_disconnect(receive: Receive, task: asyncio.Task[object], tracker: ResponseTracker) -> None:
+    """Servers also say ``http.disconnect`` once the response is complete: only a client that
+    left before that cancels the work."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            if not tracker.finished:
+                task.cancel()
+            return
+
+
+class ResponseTracker:
+    """Wraps ``send``: knows whether the response started and with which status, stamps the
+    proxy's overhead on every reply, and notes when a streamed body's first bytes left."""
+
+    __slots__ = ("_send", "_timing", "finished", "started", "status", "streaming", "tenant")
+
+    def __init__(self, send: Send, timing: RequestTiming) -> None:
+        self._send = send
+        self._timing = timing
+        self.started = False
+        self.finished = False
+        self.streaming = False
+        self.status: int = 0
+        self.tenant: str | None = None
+        """The authenticated tenant, once known (for the metric and log line of a failure)."""
+
+    async def send(self, message: dict[str, object]) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+            self.status = int(message["status"])  # type: ignore[call-overload]
+            headers: list[tuple[bytes, bytes]] = message["headers"]  # type: ignore[assignment]
+            self.streaming = any(
+                k.lower() == b"content-type" and v.lower().startswith(_EVENT_STREAM) for k, v in headers
+            )
+            overhead = f"{self._timing.overhead() * 1000:.3f}".encode()
+            message["headers"] = [*headers, (b"x-loopwarden-overhead-ms", overhead)]
+        else:
+            # A stream's first bytes, whether it comes in chunks or all at once (an ending replayed).
+            if self.streaming and self._timing.first_byte is None and message.get("body"):
+                self._timing.first_byte = self._timing.elapsed()
+            if not message.get("more_body"):
+                self.finished = True
+        await self._send(message)  # type: ignore[arg-type]

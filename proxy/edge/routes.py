@@ -1,0 +1,442 @@
+"""Thin route handlers: authenticate, read, forward, answer.
+
+``/v1/chat/completions`` and the ``/v1/*`` pass-through are raw ASGI handlers: they sit on
+every model call, and litestar's request parsing and response rendering would cost more
+than everything else the proxy does. Everything else is ordinary litestar.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import httpx
+import msgspec
+from litestar.enums import ScopeType
+from litestar.types import HTTPScope, Receive, Scope, Send
+
+from proxy.edge.client_watch import ResponseTracker, unless_client_leaves
+from proxy.edge.http import (
+    ClientDisconnected,
+    client_headers,
+    header,
+    read_body,
+    reply_headers,
+    send_error,
+    send_reply,
+    upstream_request_headers,
+)
+from proxy.edge.request_schemas import compile_request_schemas
+from proxy.edge.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
+from proxy.edge.websockets import NO_WEBSOCKETS, asks_websocket, refuse_websocket
+from proxy.errors import (
+    InvalidRequest,
+    MalformedJSON,
+    MethodNotAllowed,
+    PermissionDenied,
+    ProxyError,
+    UpstreamDisconnected,
+)
+from proxy.loop.continuity import resolve_chain
+from proxy.loop.pipeline import Pipeline
+from proxy.observe.logs import log_event, logger
+from proxy.observe.metrics import Metrics
+from proxy.observe.timing import begin
+from proxy.policy.loader import PolicyRegistry
+from proxy.policy.models import Policy
+from proxy.request import AgentRequest, Outcome
+from proxy.schemas.compiled import SchemaCache, SchemaLimits
+from proxy.session.identity import identify
+from proxy.settings import Settings
+from proxy.upstream.client import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
+from proxy.upstream.paths import CLAUDE_TELEMETRY, passthrough_route, passthrough_url, telemetry_url
+from proxy.upstream.relayed_errors import credential_values, relayed_error, secret_forms
+from proxy.wire.base import WireAdapter
+from proxy.wire.registry import passthrough_format
+
+__all__ = ["ProxyRoutes", "Readiness"]
+
+_decode = msgspec.json.decode
+_ATTEMPTS = ATTEMPTS_HEADER.encode()
+_Handler = Callable[[HTTPScope, Receive, "ResponseTracker"], Awaitable[dict[str, object]]]
+
+
+@dataclass(slots=True)
+class Readiness:
+    """What /readyz reports: started, not draining."""
+
+    started: bool = False
+    draining: bool = False
+    in_flight: int = field(default=0)
+
+
+class ProxyRoutes:
+    """The raw ASGI handlers of the forwarding routes, sharing one upstream client."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        tenants: TenantDirectory,
+        upstream: UpstreamClient,
+        readiness: Readiness,
+        pipeline: Pipeline,
+        policies: PolicyRegistry,
+        metrics: Metrics,
+    ) -> None:
+        self._metrics = metrics
+        self._settings = settings
+        self._tenants = tenants
+        self._upstream = upstream
+        self._readiness = readiness
+        self._pipeline = pipeline
+        self._policies = policies
+        limits = SchemaLimits(settings.max_schema_bytes, settings.max_schema_properties)
+        self._schemas = SchemaCache(settings.schema_cache_bytes, limits)
+
+    # -- entry points ---------------------------------------------------------------
+
+    def model_route(self, adapter: WireAdapter) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+        """The guarded handler of one wire format's model call (its adapter's ``route``)."""
+
+        async def handle(scope: Scope, receive: Receive, send: Send) -> None:
+            async def serve(scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
+                return await self._model_call(adapter, scope, receive, tracker)
+
+            await self._guarded(serve, scope, receive, send, adapter.name, adapter)
+
+        return handle
+
+    async def passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
+        adapter = _passthrough_format(scope)  # type: ignore[arg-type]
+        await self._guarded(
+            self._passthrough, scope, receive, send, passthrough_route(scope.get("raw_path") or b""), adapter
+        )
+
+    # -- handlers -------------------------------------------------------------------
+
+    async def _model_call(
+        self, adapter: WireAdapter, scope: HTTPScope, receive: Receive, tracker: ResponseTracker
+    ) -> dict[str, object]:
+        send: Send = tracker.send  # type: ignore[assignment]
+        if scope["method"] != "POST":
+            raise MethodNotAllowed(
+                f"Method {scope['method']} is not allowed on {adapter.route}; use POST.", headers={"Allow": "POST"}
+            )
+        credentials = self._authenticate(scope, tracker)
+        policy = self.policy_for(credentials.tenant, header(scope, b"x-loopwarden-policy"))
+        body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
+        payload = _parse_object(body)
+        conversation = await compile_request_schemas(
+            adapter.declared_schemas(payload), adapter.parse_request(payload), self._schemas, len(body)
+        )
+        hint = adapter.session_hint(payload, lambda name: header(scope, name))
+        chained, rechained = await resolve_chain(self._pipeline.store, adapter, credentials.namespace, payload)
+        hint = hint or chained
+        if rechained is not None:
+            payload, body = rechained, adapter.encode(rechained)
+        session = identify(
+            credentials.namespace, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id"), hint
+        )
+        if logger.isEnabledFor(logging.DEBUG):  # why a session continued or started over
+            log_event(
+                "session_identified",
+                {"session": session.id, "derived": session.derived, "fresh": session.fresh, "policy": policy.name},
+                logging.DEBUG,
+            )
+        call = AgentRequest(
+            tenant=credentials.tenant.name,
+            policy=policy,
+            session=session,
+            payload=payload,
+            body=body,
+            conversation=conversation,
+            url=_model_url(credentials.tenant.upstream_url, adapter, scope["query_string"]),
+            headers=_upstream_headers(scope, credentials, adapter, identity_encoding=True),
+            stream=conversation.stream,
+            daily_tokens=credentials.tenant.daily_tokens,
+            daily_cost_usd=credentials.tenant.daily_cost_usd,
+            goal=_text_header(scope, b"x-loopwarden-goal"),
+            goal_criteria=_text_header(scope, b"x-loopwarden-goal-criteria"),
+            adapter=adapter,
+            namespace=credentials.namespace,
+        )
+        if call.stream:
+            call.respond = send
+        facts: dict[str, object] = {
+            "tenant": call.tenant,
+            "policy": policy.name,
+            "session": session.id,
+            "stream": call.stream,
+        }
+        # Streamed or not, a client that hangs up cancels the upstream call (and any nudge or
+        # judge call that would follow); the pipeline still commits what was used.
+        outcome = await unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
+        await self._deliver(outcome, send, facts, call.headers, adapter)
+        return facts
+
+    def policy_for(self, tenant: Tenant, requested: str | None) -> Policy:
+        """The tenant's policy for this request; 403 for one it may not use. ``requested`` is
+        the header's text (see :func:`proxy.edge.http.header_text`)."""
+        name = tenant.choose_policy(requested.strip() or None if requested else None)
+        policy = self._policies.get(name)
+        if policy is None:
+            raise PermissionDenied(f"Policy {name!r} does not exist.", param="policy")
+        return policy
+
+    async def _deliver(
+        self,
+        outcome: Outcome,
+        send: Send,
+        facts: dict[str, object],
+        sent: Sequence[tuple[str, str]],
+        adapter: WireAdapter,
+    ) -> None:
+        """Send what the pipeline decided: its own body, or the upstream's reply copied."""
+        if outcome.delivered:
+            return
+        if outcome.body is not None:
+            headers = [(b"content-type", outcome.content_type), *outcome.headers]
+            facts["upstream_status"] = None
+            await send_reply(send, outcome.status, headers, outcome.body)
+            return
+        if outcome.upstream is None:  # an outcome carries a body or an upstream reply
+            raise ProxyError("The proxy produced no reply.")
+        await self._answer(outcome.upstream, send, facts, sent, adapter, own=outcome.headers)
+
+    async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
+        credentials = self._authenticate(scope, tracker)
+        body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
+        adapter = _passthrough_format(scope)
+        headers = _upstream_headers(scope, credentials, adapter)
+        base, path, query = credentials.tenant.upstream_url, scope["raw_path"], scope["query_string"]
+        telemetry = path.partition(b"?")[0] == CLAUDE_TELEMETRY.encode()
+        url = telemetry_url(base, query) if telemetry else passthrough_url(base, path, query)
+        facts: dict[str, object] = {"tenant": credentials.tenant.name}
+        # A call answered whole (embeddings, a non-streamed response) waits here for all of it:
+        # a client that hangs up meanwhile cancels it, as it does a body being relayed.
+        sending = self._upstream.send(scope["method"], url, headers, body, stream=True)
+        reply = await unless_client_leaves(sending, receive, facts, tracker)
+        await self._relay(reply, tracker, receive, facts, headers, adapter)
+        return facts
+
+    # -- shared steps ---------------------------------------------------------------
+
+    def _secrets(self, sent: Sequence[tuple[str, str]]) -> list[bytes]:
+        """Every provider key an upstream error could quote: the one sent with the request (the
+        client's own, when it is forwarded), every tenant's, every judge's. Errors only: not
+        worth precomputing, and always current after a reload."""
+        keys = credential_values(sent)
+        for tenant in self._tenants.tenants:
+            if tenant.upstream_authorization:
+                keys += credential_values([("authorization", tenant.upstream_authorization)])
+        for name in self._policies.names:
+            policy = self._policies.get(name)
+            if policy is not None and policy.judge.api_key_env:
+                keys.append(os.environ.get(policy.judge.api_key_env, ""))
+        return secret_forms(keys)
+
+    def _authenticate(self, scope: HTTPScope, tracker: ResponseTracker) -> Credentials:
+        """The caller; its tenant is noted at once, so a later failure is counted against it."""
+        authorization = header(scope, b"authorization")
+        credentials = self._tenants.authenticate(
+            authorization, header(scope, b"x-loopwarden-key"), api_key=None if authorization else _api_key(scope)
+        )
+        tracker.tenant = credentials.tenant.name
+        return credentials
+
+    async def _guarded(
+        self,
+        handler: _Handler,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        route: str,
+        adapter: WireAdapter | None = None,
+    ) -> None:
+        """Run a handler; turn every failure into an answer in the route's error shape (OpenAI's
+        without an adapter), a metric and one log line."""
+        timing = begin()
+        if scope["type"] == ScopeType.WEBSOCKET or asks_websocket(scope):  # refused: clients go on over HTTP
+            await refuse_websocket(scope, send, adapter.error_body(NO_WEBSOCKETS) if adapter is not None else None)
+            self._metrics.of(self._metrics.requests, "-", route, "4xx").inc()
+            log_event("request", {"route": route, "method": "WEBSOCKET", "status": NO_WEBSOCKETS.status})
+            return
+        state = ResponseTracker(send, timing)
+        self._readiness.in_flight += 1
+        self._metrics.in_flight.inc()
+        status: int | str = "error"
+        facts: dict[str, object] = {}
+        try:
+            facts = await handler(scope, receive, state)
+            status = state.status
+        except ProxyError as exc:
+            status = exc.status
+            facts = {"error": exc.code or exc.type}
+            if not state.started:
+                body = adapter.error_body(exc) if adapter is not None else None
+                await send_error(state.send, exc, body=body)  # type: ignore[arg-type]
+        except ClientDisconnected:
+            status = "client_disconnected"
+        except Exception as exc:  # the last line of defense: never a stack trace on the wire
+            status = 500
+            log_event("unhandled_error", {"route": route, "error_type": type(exc).__name__}, logging.ERROR)
+            if not state.started:
+                failed = ProxyError("The proxy failed to handle the request.")
+                body = adapter.error_body(failed) if adapter is not None else None
+                await send_error(state.send, failed, body=body)  # type: ignore[arg-type]
+        finally:
+            self._readiness.in_flight -= 1
+            self._metrics.in_flight.dec()
+        overhead = timing.overhead()
+        status_class = f"{status // 100}xx" if isinstance(status, int) else status
+        if state.tenant is not None:
+            facts.setdefault("tenant", state.tenant)
+        self._metrics.of(self._metrics.requests, str(facts.get("tenant", "-")), route, status_class).inc()
+        self._metrics.of(self._metrics.overhead, route).observe(overhead)
+        if timing.first_byte is not None:
+            self._metrics.stream_ttfb.observe(timing.first_byte)
+        facts.update(
+            route=route,
+            method=scope.get("method"),
+            status=status,
+            duration_ms=round(timing.elapsed() * 1000, 3),
+            overhead_ms=round(overhead * 1000, 3),
+        )
+        log_event("request", facts)
+
+    async def _answer(
+        self,
+        reply: UpstreamReply,
+        send: Send,
+        facts: dict[str, object],
+        sent: Sequence[tuple[str, str]],
+        adapter: WireAdapter | None,
+        own: Sequence[tuple[bytes, bytes]] = (),
+    ) -> None:
+        """Copy a whole upstream reply; an error goes out without any provider key in it (one
+        the proxy must rewrap, in the error shape of the route's API)."""
+        response = reply.response
+        body = response.content
+        headers = reply_headers(response.headers.raw, [*_own_headers(reply), *own])
+        if response.status_code >= 400:
+            shape = adapter.error_body if adapter is not None else None
+            body, headers = relayed_error(response.status_code, body, headers, self._secrets(sent), shape)
+        facts.update(upstream_status=response.status_code, attempts=reply.attempts)
+        await send_reply(send, response.status_code, headers, body)
+
+    async def _relay(
+        self,
+        reply: UpstreamReply,
+        tracker: ResponseTracker,
+        receive: Receive,
+        facts: dict[str, object],
+        sent: Sequence[tuple[str, str]],
+        adapter: WireAdapter | None,
+    ) -> None:
+        """Copy the upstream's body to the client chunk by chunk, as it arrives (an error whole)."""
+        send: Send = tracker.send  # type: ignore[assignment]
+        response = reply.response
+        facts.update(upstream_status=response.status_code, attempts=reply.attempts)
+        if response.status_code >= 400:
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+            await self._answer(reply, send, facts, sent, adapter)
+            return
+        headers = reply_headers(response.headers.raw, _own_headers(reply))
+        await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+        try:
+            await unless_client_leaves(_copy_body(response, send), receive, facts, tracker)
+        except UpstreamDisconnected:
+            facts["outcome"] = "upstream_cut"  # the status is out: all a client can see is a short body
+        finally:
+            await response.aclose()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _copy_body(response: httpx.Response, send: Send) -> None:
+    try:
+        async for chunk in response.aiter_raw():
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    except httpx.TimeoutException as exc:
+        raise UpstreamDisconnected("The upstream model API stopped sending (read timeout).") from exc
+    except httpx.TransportError as exc:
+        raise UpstreamDisconnected("The upstream model API broke off the response.") from exc
+
+
+def _passthrough_format(scope: HTTPScope) -> WireAdapter | None:
+    """The wire format a pass-through call belongs to (its errors' shape, where its key goes)."""
+    raw = scope.get("raw_path") or b""
+    return passthrough_format(raw.decode("latin-1"), lambda name: header(scope, name))
+
+
+def _upstream_headers(
+    scope: HTTPScope, credentials: Credentials, adapter: WireAdapter | None, *, identity_encoding: bool = False
+) -> list[tuple[str, str]]:
+    """The caller's headers as the upstream gets them. When the proxy sends the tenant's own
+    provider key, every header a proxy key can arrive in stays behind: a caller authenticated
+    by ``x-api-key`` on an OpenAI route would otherwise hand its proxy key to the provider."""
+    return upstream_request_headers(
+        client_headers(scope),
+        credentials.upstream_authorization,
+        identity_encoding=identity_encoding,
+        key_header=_key_header(credentials, adapter),
+        dropped=API_KEY_HEADERS if credentials.tenant.upstream_authorization is not None else (),
+    )
+
+
+def _key_header(credentials: Credentials, adapter: WireAdapter | None) -> str:
+    """Where the provider key goes: the format's own header when the proxy holds the tenant's
+    key (Anthropic's ``x-api-key``); a key the client brought goes as the client sent it."""
+    if adapter is None or credentials.tenant.upstream_authorization is None:
+        return "authorization"
+    return adapter.key_header
+
+
+def _model_url(base_url: str, adapter: WireAdapter, query: bytes) -> str:
+    """Where a model call goes: the tenant's base plus the format's path, with the client's
+    query string when it sends one (Claude Code's ``?beta=true``, Azure's ``api-version``),
+    checked as a pass-through URL is."""
+    if not query:
+        return base_url + adapter.upstream_path
+    return str(passthrough_url(base_url, b"/v1" + adapter.upstream_path.encode(), query))
+
+
+def _api_key(scope: HTTPScope) -> str | None:
+    return next((value for name in API_KEY_HEADERS if (value := header(scope, name.encode()))), None)
+
+
+def _text_header(scope: HTTPScope, name: bytes) -> str | None:
+    """A header meant as text, stripped; None when blank."""
+    value = header(scope, name)
+    if value is None or not value.strip():
+        return None
+    return value.strip()
+
+
+def _parse_object(body: bytes) -> dict[str, object]:
+    """Decode a JSON request body that must be an object, with a 400 that says why not."""
+    if not body:
+        raise MalformedJSON("The request body is empty; expected a JSON object.")
+    try:
+        payload = _decode(body)
+    except msgspec.DecodeError as exc:
+        raise MalformedJSON(f"The request body is not valid JSON: {exc}.") from None
+    except RecursionError:
+        raise MalformedJSON("The request body is nested too deeply.") from None
+    if not isinstance(payload, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    return payload
+
+
+def _own_headers(reply: UpstreamReply) -> list[tuple[bytes, bytes]]:
+    own = [(_ATTEMPTS, str(reply.attempts).encode())]
+    if reply.retries_spent:
+        # The proxy already retried with backoff: ask SDKs (openai's honors this) not to
+        # multiply that into a storm of their own. Not after a 429 or a Retry-After: there
+        # the client's own backoff, paced by the upstream's header, takes over.
+        own.append((b"x-should-retry", b"false"))
+    return own

@@ -1,0 +1,321 @@
+"""Tenants: who is calling, which upstream they reach, with which credentials.
+
+The tenants file stores proxy keys only as SHA-256 hex digests. A presented key is hashed
+and looked up; the match is then confirmed with ``hmac.compare_digest``, so the time taken
+never depends on how much of a stored digest a guess got right. A proxy key is never
+forwarded upstream and never logged.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from proxy.errors import AuthenticationFailed, PermissionDenied
+from proxy.upstream.addresses import blocked_reason
+
+__all__ = [
+    "API_KEY_HEADERS",
+    "KEY_HEADER",
+    "Tenant",
+    "TenantDirectory",
+    "TenantsFileError",
+    "caller_namespace",
+    "hash_key",
+    "load_tenants",
+]
+
+KEY_HEADER = "x-loopwarden-key"
+"""Carries the proxy key when ``Authorization`` carries the client's own provider key."""
+API_KEY_HEADERS = ("api-key", "x-api-key", "x-goog-api-key")
+"""Where clients without ``Authorization`` send their provider key (Azure's SDK, Anthropic's,
+Google's): without a tenants file, what tells those callers apart."""
+
+
+class TenantsFileError(ValueError):
+    """The tenants file cannot be used; the message names the file and the field."""
+
+
+def hash_key(key: str) -> str:
+    """SHA-256 hex of a proxy key: the only form in which keys are stored."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def check_upstream_url(url: str) -> str:
+    """Reject what no model API is: non-HTTP schemes, link-local and cloud metadata hosts,
+    in whatever notation the address is written (see :mod:`proxy.upstream.addresses`)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"upstream base_url must be an http(s) URL with a host, got {url!r}")
+    reason = blocked_reason(parts.hostname)
+    if reason is not None:
+        raise ValueError(reason)
+    return url.rstrip("/")
+
+
+class UpstreamSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    base_url: str | None = Field(None, description="Model API base URL; defaults to the global --upstream.")
+    api_key_env: str | None = Field(None, description="Environment variable holding the provider key.")
+    forward_client_key: bool = Field(
+        False, description="Bring your own key: forward the client's Authorization upstream."
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _valid_url(cls, value: str | None) -> str | None:
+        return check_upstream_url(value) if value is not None else None
+
+    @model_validator(mode="after")
+    def _one_credential_source(self) -> UpstreamSpec:
+        if bool(self.api_key_env) == self.forward_client_key:
+            raise ValueError("set exactly one of api_key_env and forward_client_key")
+        return self
+
+
+class TenantSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    key_sha256: list[str] = Field(min_length=1, description="SHA-256 hex digests of the proxy keys.")
+    upstream: UpstreamSpec
+    policies: list[str] = Field(default_factory=lambda: ["default"], min_length=1)
+    default_policy: str | None = None
+    daily_tokens: int | None = Field(None, ge=1, description="Tokens per rolling day, all sessions together.")
+    daily_cost_usd: float | None = Field(None, gt=0, description="Cost per rolling day, all sessions together.")
+
+    @field_validator("key_sha256")
+    @classmethod
+    def _hex_digests(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if len(value) != 64 or any(c not in "0123456789abcdef" for c in value.lower()):
+                raise ValueError("each key_sha256 entry must be 64 hex characters (sha256 of the key)")
+        return [value.lower() for value in values]
+
+    @model_validator(mode="after")
+    def _default_is_allowed(self) -> TenantSpec:
+        if self.default_policy is not None and self.default_policy not in self.policies:
+            raise ValueError(f"default_policy {self.default_policy!r} is not among policies")
+        return self
+
+
+class TenantsFile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenants: list[TenantSpec] = Field(min_length=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """A resolved tenant: everything a request needs, computed once at load."""
+
+    name: str
+    upstream_url: str
+    upstream_authorization: str | None
+    """``Bearer <key>`` read from the environment, or None to forward the client's own."""
+    forward_client_key: bool
+    policies: tuple[str, ...]
+    default_policy: str
+    daily_tokens: int | None = None
+    daily_cost_usd: float | None = None
+    any_policy: bool = False
+    """The implicit tenant (no tenants file) may use every policy of the directory."""
+
+    def choose_policy(self, requested: str | None) -> str:
+        """The policy for one request: the tenant's default unless it asked for an allowed one."""
+        if requested is None or requested == self.default_policy:
+            return self.default_policy
+        if not self.any_policy and requested not in self.policies:
+            raise PermissionDenied(f"policy {requested!r} is not allowed for this API key", param="policy")
+        return requested
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """Who the caller is and what goes upstream in ``Authorization``."""
+
+    tenant: Tenant
+    upstream_authorization: str | None
+    namespace: str
+    """What the caller's sessions are namespaced by: the tenant's name, or without a tenants
+    file a digest of the caller's ``Authorization`` (see :func:`caller_namespace`)."""
+
+
+_UNIFORM_401 = "Invalid or missing API key for this proxy."
+NAMESPACE_SEPARATOR = "~"
+"""Between a tenant's name and a caller digest in a session namespace."""
+_NAMESPACE_SALT = b"loopwarden/session-namespace/v1\x00"
+
+
+_CACHED_KEY_CHARS = 512
+"""Longest ``Authorization`` whose namespace is kept computed (a real key is far shorter)."""
+
+
+def caller_namespace(tenant: str, authorization: str | None) -> str:
+    """See :func:`_caller_namespace`; a value longer than any real key is not cached: 4096
+    distinct 60 kB headers, which anyone may send without a tenants file, would pin 250 MB."""
+    if authorization is not None and len(authorization) > _CACHED_KEY_CHARS:
+        return _caller_namespace.__wrapped__(tenant, authorization)
+    return _caller_namespace(tenant, authorization)
+
+
+@functools.lru_cache(maxsize=4096)
+def _caller_namespace(tenant: str, authorization: str | None) -> str:
+    """The session namespace of a caller of the implicit tenant: ``<tenant>~<digest>``
+    (``~`` is in no tenant name, so the tenant stays readable from the key: its caps and
+    metrics are the tenant's, not one per caller).
+
+    Without a tenants file every caller is the tenant ``default``; namespacing sessions by
+    a digest of the caller's ``Authorization`` keeps two callers with different keys from
+    ever sharing (reading, continuing, deleting) a session. The digest is a salted SHA-256
+    truncated to 128 bits: stable across restarts and replicas, and not reversible to the
+    key, which is never stored or logged. Callers without ``Authorization`` share the bare
+    tenant namespace (they can use no sessions API)."""
+    value = _bearer(authorization) or (authorization or "").strip()  # "bearer K" and "Bearer K" are one caller
+    if not value:
+        return tenant
+    return f"{tenant}{NAMESPACE_SEPARATOR}{hashlib.sha256(_NAMESPACE_SALT + value.encode()).hexdigest()[:32]}"
+
+
+class TenantDirectory:
+    """Authenticates requests. Without a tenants file, one open tenant forwards the client's key."""
+
+    def __init__(self, tenants: Mapping[str, Tenant] | None, open_tenant: Tenant | None = None) -> None:
+        self._by_digest = {digest: (digest, tenant) for digest, tenant in (tenants or {}).items()}
+        self._open = open_tenant
+
+    @classmethod
+    def open(cls, upstream: str) -> TenantDirectory:
+        tenant = Tenant(
+            name="default",
+            upstream_url=check_upstream_url(upstream),
+            upstream_authorization=None,
+            forward_client_key=True,
+            policies=("default",),
+            default_policy="default",
+            any_policy=True,
+        )
+        return cls(None, tenant)
+
+    @property
+    def tenants(self) -> list[Tenant]:
+        seen = {tenant.name: tenant for _, tenant in self._by_digest.values()}
+        if self._open is not None:
+            seen[self._open.name] = self._open
+        return list(seen.values())
+
+    def authenticate(
+        self, authorization: str | None, proxy_key: str | None, *, identified: bool = False, api_key: str | None = None
+    ) -> Credentials:
+        """Resolve the caller; every failure is the same 401 so nothing is learned by probing.
+
+        ``api_key``: the first of :data:`API_KEY_HEADERS` the caller sent, which identifies a
+        caller of the implicit tenant without ``Authorization``. ``identified`` (the sessions
+        API) also refuses a caller of the implicit tenant who sends neither: its sessions
+        belong to nobody in particular."""
+        if self._open is not None:
+            caller = authorization if (authorization or "").strip() else api_key
+            if identified and not (caller or "").strip():
+                raise AuthenticationFailed(
+                    "The sessions API needs the Authorization (or api-key) header the session's requests "
+                    "were sent with."
+                )
+            return Credentials(self._open, authorization, caller_namespace(self._open.name, caller))
+        client_key = _bearer(authorization) or (api_key.strip() if api_key else None)
+        presented = proxy_key if proxy_key is not None else client_key
+        if not presented:
+            raise AuthenticationFailed(_UNIFORM_401)
+        digest = hash_key(presented)
+        entry = self._by_digest.get(digest)
+        # The lookup compares SHA-256 digests, never the key itself: timing it reveals at most
+        # a prefix of a digest, which leads nowhere. The stored digest is then confirmed with a
+        # constant-time comparison.
+        if entry is None or not hmac.compare_digest(entry[0], digest):
+            raise AuthenticationFailed(_UNIFORM_401)
+        tenant = entry[1]
+        if tenant.forward_client_key:
+            if proxy_key is None:
+                raise AuthenticationFailed(
+                    f"This tenant brings its own provider key: send the proxy key in {KEY_HEADER} "
+                    "and the provider key in Authorization."
+                )
+            return Credentials(tenant, authorization, tenant.name)
+        return Credentials(tenant, tenant.upstream_authorization, tenant.name)
+
+
+def _bearer(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
+
+
+def load_tenants(path: Path, default_upstream: str | None, environ: Mapping[str, str] | None = None) -> TenantDirectory:
+    """Load and check the tenants file; any problem names the file and the field."""
+    env = os.environ if environ is None else environ
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise TenantsFileError(f"{path}: cannot read tenants file: {exc}") from exc
+    try:
+        parsed = TenantsFile.model_validate(raw)
+    except ValidationError as exc:
+        raise TenantsFileError(f"{path}: {_describe(exc)}") from exc
+
+    by_digest: dict[str, Tenant] = {}
+    names: set[str] = set()
+    for index, spec in enumerate(parsed.tenants):
+        where = f"{path}: tenants[{index}] ({spec.name})"
+        if spec.name in names:
+            raise TenantsFileError(f"{where}.name: duplicate tenant name")
+        names.add(spec.name)
+        base_url = spec.upstream.base_url or default_upstream
+        if not base_url:
+            raise TenantsFileError(f"{where}.upstream.base_url: missing and no --upstream given")
+        try:
+            base_url = check_upstream_url(base_url)
+        except ValueError as exc:
+            raise TenantsFileError(f"{where}.upstream.base_url: {exc}") from exc
+        authorization = None
+        if spec.upstream.api_key_env:
+            secret = env.get(spec.upstream.api_key_env)
+            if not secret:
+                raise TenantsFileError(
+                    f"{where}.upstream.api_key_env: environment variable {spec.upstream.api_key_env} is not set"
+                )
+            authorization = f"Bearer {secret}"
+        tenant = Tenant(
+            name=spec.name,
+            upstream_url=base_url,
+            upstream_authorization=authorization,
+            forward_client_key=spec.upstream.forward_client_key,
+            policies=tuple(spec.policies),
+            default_policy=spec.default_policy or spec.policies[0],
+            daily_tokens=spec.daily_tokens,
+            daily_cost_usd=spec.daily_cost_usd,
+        )
+        for digest in spec.key_sha256:
+            if digest in by_digest:
+                raise TenantsFileError(f"{where}.key_sha256: key already belongs to {by_digest[digest].name}")
+            by_digest[digest] = tenant
+    return TenantDirectory(by_digest)
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        location = ".".join(str(p) for p in error["loc"]) or "(root)"
+        parts.append(f"{location}: {error['msg']}")
+    return "; ".join(parts)

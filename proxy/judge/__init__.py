@@ -1,0 +1,1 @@
+"""The judge: the model the guards ask whether a run really finished or progressed, behind one injected client."""

@@ -1,0 +1,158 @@
+"""Where an ending goes: the channel the agent reads its answer from.
+
+A client that takes its answer only from a tool cannot read a text ending: smolagents fails
+to parse one (its runs end only through ``final_answer``), pydantic-ai's structured output
+retries until it gives up (it answers through ``final_result``). So an ending goes to the
+request's answer tool when it has one: the tool it forces (``tool_choice``), else a completion
+tool it offers (the policy's ``completion_tools``, smolagents' ``final_answer``, pydantic-ai's
+``final_result*``). A free-text tool gets the summary in its one string field; a structured
+one gets a real call the model was forced to make (see :mod:`proxy.loop.finalize`), or the refusal
+form when no valid call came back. A JSON-mode request keeps its refusal; any other request
+gets text.
+
+Deciding the channel is neutral (here, over the :class:`~proxy.exchange.Conversation` and the
+policy), and so is the ending it makes: a neutral :class:`~proxy.exchange.Reply` (one call, or
+a refusal) that the request's adapter renders (:meth:`~proxy.wire.base.WireAdapter.render_reply`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from proxy.exchange import Conversation, Reply, ToolCall
+
+if TYPE_CHECKING:
+    from proxy.request import AgentRequest
+
+__all__ = [
+    "FRAMEWORK_ANSWER_TOOLS",
+    "AnswerTool",
+    "answer_channel",
+    "answer_tool",
+    "ending_for",
+    "ending_text",
+    "free_text_field",
+]
+
+FRAMEWORK_ANSWER_TOOLS = ("final_answer", "final_result")
+"""Answer tools the common frameworks offer whatever the policy says: smolagents'
+``final_answer``, pydantic-ai's ``final_result`` (and ``final_result_<Type>`` for a union)."""
+_DEFAULT_FIELD = "answer"
+_encode = msgspec.json.encode
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerTool:
+    """The tool an ending is delivered through."""
+
+    name: str
+    field: str | None
+    """Free text: the argument the summary goes in. None: a structured schema, whose ending is
+    a call the model makes (checked against ``parameters``)."""
+    parameters: Mapping[str, Any]
+
+    @property
+    def free_text(self) -> bool:
+        return self.field is not None
+
+    def arguments(self, text: str) -> str:
+        """The call's arguments carrying ``text`` (free-text tools only)."""
+        return _encode({self.field or _DEFAULT_FIELD: text}).decode()
+
+
+def _is_answer_tool(name: str, completion_tools: Sequence[str]) -> bool:
+    return name in completion_tools or name.startswith(FRAMEWORK_ANSWER_TOOLS)
+
+
+def answer_tool(conversation: Conversation, completion_tools: Sequence[str]) -> AnswerTool | None:
+    """The request's answer tool: the function it forces, else the first completion tool it
+    offers (None: it offers none, and the ending is text)."""
+    offered = [tool for tool in conversation.tools if tool.kind == "function"]
+    forced = conversation.forced_tool
+    chosen = next((tool for tool in offered if tool.name == forced), None) if forced else None
+    if chosen is None:
+        chosen = next((tool for tool in offered if _is_answer_tool(tool.name, completion_tools)), None)
+    if chosen is None:
+        return None
+    return AnswerTool(chosen.name, free_text_field(chosen.parameters), chosen.parameters)
+
+
+def free_text_field(parameters: Mapping[str, Any]) -> str | None:
+    """The argument a free-text tool takes its answer in: its one string property (``answer``
+    for a tool that declares no parameters); None for a structured schema."""
+    if not parameters:
+        return _DEFAULT_FIELD
+    if parameters.get("type", "object") != "object":
+        return None
+    properties = parameters.get("properties")
+    if not properties:  # an object of anything: the answer fits, unless nothing may be added
+        return None if parameters.get("additionalProperties") is False else _DEFAULT_FIELD
+    if not isinstance(properties, dict) or len(properties) != 1:
+        return None
+    (name, schema), required = next(iter(properties.items())), parameters.get("required") or []
+    if not isinstance(schema, dict) or not set(required) <= {name}:
+        return None
+    kind = schema.get("type", "string")
+    text = kind == "string" or (isinstance(kind, list) and "string" in kind)
+    return name if text and not (schema.keys() & {"enum", "const", "pattern", "format"}) else None
+
+
+def ending_text(reply: Reply) -> str:
+    """An ending's words, whatever form it took: its text, its refusal, or its answer call's
+    answer (the arguments' one string, else the arguments as written)."""
+    if reply.has_text and reply.content is not None:
+        return reply.content
+    if reply.refusal:
+        return reply.refusal
+    if reply.tool_calls:
+        arguments, _ = reply.tool_calls[0].parsed_arguments()
+        if isinstance(arguments, dict) and len(arguments) == 1:
+            (value,) = arguments.values()
+            if isinstance(value, str):
+                return value
+        return reply.tool_calls[0].arguments
+    return reply.content or ""
+
+
+def answer_channel(call: AgentRequest) -> AnswerTool | None:
+    """This request's answer tool (None: text, or a refusal for a JSON-mode request)."""
+    if call.adapter.wants_structured_output(call.payload):
+        return None
+    return answer_tool(call.conversation, call.policy.judge.completion_tools)
+
+
+def ending_for(call: AgentRequest, body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:
+    """An ending (made for this request or stored by an earlier one) in this request's channel:
+    a call to its answer tool, a refusal for a JSON answer, else text. Once text of the
+    answer streamed to the client, the ending follows it as text."""
+    adapter = call.adapter
+    if text_started:
+        return adapter.shaped(call.payload, body, text_started=True)
+    tool = answer_channel(call)
+    reply = adapter.parse_reply(adapter.encode(body))
+    if reply is None:
+        return adapter.shaped(call.payload, body, text_started=False)
+    calls = reply.tool_calls
+    if tool is not None and len(calls) == 1 and calls[0].name == tool.name:
+        return body  # already a call to this request's answer tool
+    text = ending_text(reply)
+    if tool is None:
+        if calls:  # a call to a tool this request does not answer through: its words, as text
+            body = adapter.ending(text, model=reply.model, usage=reply.usage)
+        return adapter.shaped(call.payload, body, text_started=False)
+    if tool.free_text:
+        answer = ToolCall(_call_id(text), tool.name, tool.arguments(text))
+        return adapter.render_reply(Reply(None, None, (answer,), "tool_calls", reply.usage, model=reply.model))
+    # A structured tool and no valid call for it: the refusal form, which such clients surface.
+    return adapter.render_reply(Reply(None, None, (), "stop", reply.usage, model=reply.model, refusal=text))
+
+
+def _call_id(text: str) -> str:
+    """The answer call's id, from the ending's words: every rendering of one ending (the reply
+    the run is named by, the one the client gets, a replay) carries the same call."""
+    return "call_lw_" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]

@@ -1,0 +1,278 @@
+"""The graceful ending: never a bare error, always what was found, what is missing, what next.
+
+First choice: one last upstream call with tools kept (so a history with tool calls stays
+valid) but forbidden (``tool_choice: "none"``), no output constraint (``response_format``,
+vLLM's ``guided_*``: a summary is prose, and a schema would make the model invent an object),
+and an instruction to summarize. If that call fails or says nothing, a summary is built
+locally from the transcript; the tokens the call used are booked all the same.
+:class:`Endings` makes a session's ending once: of the parallel requests that end a session,
+one makes it and the others answer with it.
+
+A request whose answer tool has a structured schema (pydantic-ai's ``final_result`` for an
+output model; see :mod:`proxy.loop.answer_channel`) cannot take a summary as text: its last call
+forces that tool instead, and the ending is that call when its arguments satisfy the schema;
+otherwise the local summary, which reaches such a request in the refusal form.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.books.ledger import Ledger
+from proxy.errors import ProxyError
+from proxy.exchange import Conversation, Reply, ToolCall, Turn, Usage
+from proxy.loop.answer_channel import AnswerTool, answer_channel
+from proxy.observe.logs import log_event
+from proxy.observe.metrics import Metrics
+from proxy.observe.tracing import Tracing
+from proxy.policy.models import Policy
+from proxy.request import AgentRequest, RequestNotes
+from proxy.schemas.compiled import compiled
+from proxy.session.base import FIELDS, SessionDelta, SessionState
+from proxy.upstream.client import UpstreamClient
+from proxy.verdict import Finalize
+from proxy.wire.base import WireAdapter
+from proxy.wire.registry import adapter_named
+
+__all__ = ["Ending", "Endings", "Finalizer", "local_summary", "replayed_ending"]
+
+_CLIP = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    body: dict[str, Any]
+    via: str
+    """``upstream`` or ``local``."""
+    usage: Usage
+    upstream_called: bool
+
+
+def _clip(text: str, limit: int = _CLIP) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def replayed_ending(adapter: WireAdapter, state: SessionState) -> dict[str, Any]:
+    """The session's stored ending as a body of ``adapter``'s format. One session may be
+    reached over several routes (one ``X-Session-Id``): an ending stored by another format is
+    read by that format and rendered anew, never sent in the wrong API's shape."""
+    raw = state.ending or ""
+    wire = state.values.get(FIELDS.ENDING_WIRE)
+    if not wire or wire == adapter.name:
+        return adapter.stored_ending(raw)
+    source = adapter_named(wire)
+    reply = source.parse_reply(raw.encode()) if source is not None else None
+    if reply is None:
+        return adapter.ending("The session has ended.", model=None)
+    return adapter.render_reply(reply)
+
+
+def local_summary(conversation: Conversation, detail: str) -> str:
+    """A summary from the transcript alone, for when the model cannot give one."""
+    found: list[str] = []
+    names: dict[str, str] = {}
+    for call in conversation.calls_by_id().values():
+        names[call.id] = call.name or "tool"
+    for message in conversation.tool_results():  # ``Observation:`` turns too
+        if message.text.strip():
+            found.append(f"{names.get(str(message.call_id), 'a tool')} returned: {_clip(message.text)}")
+    task = _clip(conversation.first_text("user") or "the task", 200)
+    lines = [f"I have to stop here: {detail}.", "", "What was found:"]
+    lines += [f"- {item}" for item in found[-5:]] or ["- Nothing conclusive yet."]
+    lines += ["", "What is missing:", f"- A complete answer to: {task}"]
+    lines += [
+        "",
+        "Suggested next step:",
+        "- Review the findings above, then retry with a narrower request or hand the task to a person.",
+    ]
+    return "\n".join(lines)
+
+
+class Finalizer:
+    def __init__(self, upstream: UpstreamClient) -> None:
+        self._upstream = upstream
+
+    async def end(
+        self,
+        verdict: Finalize,
+        policy: Policy,
+        adapter: WireAdapter,
+        payload: Mapping[str, Any],
+        extra: Sequence[Turn],
+        conversation: Conversation,
+        url: str,
+        headers: Sequence[tuple[str, str]],
+        *,
+        local_only: bool = False,
+        cap_output: bool = False,
+        answer: AnswerTool | None = None,
+    ) -> Ending:
+        """The ending reply for ``verdict``, from the model if it can, else built here.
+
+        ``local_only`` forbids the last call (a hard cost cap); ``cap_output`` bounds it even
+        when the client set no output limit (a budget ending may overshoot by one capped call).
+        ``answer``: the request's answer tool; a structured one is forced in the last call.
+        """
+        model = conversation.model
+        if policy.finalize.use_upstream and not local_only:
+            instruction = f"{policy.finalize.instruction} (The session is ending because {verdict.detail}.)"
+            if answer is not None and not answer.free_text:
+                ending = policy.finalize.answer_instruction.replace("{tool}", answer.name)
+                forced = f"{ending} (The session is ending because {verdict.detail}.)"
+                body = adapter.render_summary_request(
+                    payload, extra, forced, policy.finalize.max_tokens, cap_output, answer_tool=answer.name
+                )
+                return await self._structured(verdict, adapter, body, conversation, url, headers, answer)
+            body = adapter.render_summary_request(payload, extra, instruction, policy.finalize.max_tokens, cap_output)
+            try:
+                reply = await self._upstream.send("POST", url, headers, body)
+            except ProxyError:
+                reply = None
+            spent = Usage()  # what the call cost, booked whether or not its reply is used
+            if reply is not None and reply.response.status_code == 200:
+                parsed = adapter.parse_reply(reply.response.content)
+                if parsed is not None:
+                    spent = parsed.usage
+                if parsed is not None and parsed.has_text and parsed.content is not None:
+                    return Ending(
+                        adapter.ending(parsed.content, model=parsed.model or model, usage=parsed.usage),
+                        "upstream",
+                        parsed.usage,
+                        upstream_called=True,
+                    )
+            summary = local_summary(conversation, verdict.detail)
+            return Ending(adapter.ending(summary, model=model), "local", spent, upstream_called=True)
+        summary = local_summary(conversation, verdict.detail)
+        return Ending(adapter.ending(summary, model=model), "local", Usage(), False)
+
+    async def _structured(
+        self,
+        verdict: Finalize,
+        adapter: WireAdapter,
+        body: bytes,
+        conversation: Conversation,
+        url: str,
+        headers: Sequence[tuple[str, str]],
+        answer: AnswerTool,
+    ) -> Ending:
+        """The forced call to a structured answer tool as the ending, when its arguments satisfy
+        the tool's schema; else the local summary (a refusal, as this request takes it)."""
+        try:
+            reply = await self._upstream.send("POST", url, headers, body)
+        except ProxyError:
+            reply = None
+        spent = Usage()
+        if reply is not None and reply.response.status_code == 200:
+            parsed = adapter.parse_reply(reply.response.content)
+            call = next((c for c in parsed.tool_calls if c.name == answer.name), None) if parsed else None
+            if parsed is not None and call is not None and await _satisfies(call, answer, conversation):
+                model = parsed.model or conversation.model
+                ending = Reply(None, None, (call,), "tool_calls", parsed.usage, model=model)
+                return Ending(adapter.render_reply(ending), "upstream", parsed.usage, upstream_called=True)
+            spent = parsed.usage if parsed is not None else spent  # the unusable call is paid for all the same
+        summary = local_summary(conversation, verdict.detail)
+        return Ending(adapter.ending(summary, model=conversation.model), "local", spent, upstream_called=True)
+
+
+async def _satisfies(call: ToolCall, answer: AnswerTool, conversation: Conversation) -> bool:
+    """The call's arguments are JSON that satisfies the answer tool's schema (the one compiled
+    at the edge, when it was)."""
+    arguments, problem = call.parsed_arguments()
+    if problem is not None:
+        return False
+    prepared = conversation.tool_schemas
+    schema = prepared.get(answer.name) if prepared is not None else compiled(answer.parameters)
+    if schema is None:  # declares none (anything goes), or does not compile (nothing can satisfy it)
+        return not answer.parameters
+    if schema.off_loop(len(call.arguments)):
+        return not await asyncio.to_thread(schema.errors, arguments)
+    return not schema.errors(arguments)
+
+
+class Endings:
+    def __init__(self, upstream: UpstreamClient, ledger: Ledger, metrics: Metrics, tracing: Tracing) -> None:
+        self._finalizer = Finalizer(upstream)
+        self._ledger = ledger
+        self._metrics = metrics
+        self._tracing = tracing
+
+    async def make(
+        self,
+        call: AgentRequest,
+        verdict: Finalize,
+        state: SessionState,
+        delta: SessionDelta,
+        notes: RequestNotes,
+        extra: Sequence[Turn],
+        payload: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The ending this request answers with (written to ``delta`` when it makes it; the
+        caller commits). Counted, traced and logged with its reason. ``payload``: the request as
+        it went upstream, when that is not the client's own (spliced, amended)."""
+        seen = await self._ledger.claim_ending(call, notes)
+        if not notes.claim:  # another request of this session makes (or made) the ending
+            seen = await self._ledger.await_ending(call, notes, seen or state)
+            if not notes.claim:
+                return self._shared(call, verdict, seen, notes)
+        local_only = verdict.reason == "budget_cost" and call.policy.budgets.hard_cost_cap
+        ending = await self._finalizer.end(
+            verdict,
+            call.policy,
+            call.adapter,
+            call.payload if payload is None else payload,
+            extra,
+            call.conversation,
+            call.url,
+            call.headers,
+            local_only=local_only,
+            cap_output=verdict.reason.startswith("budget_"),
+            answer=answer_channel(call),
+        )
+        if ending.upstream_called:
+            delta.incr(FIELDS.STEPS)
+            self._ledger.charge(call, delta, ending.usage, ending.body.get("model"), kind="finalize")
+            self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "finalize").inc()
+        delta.assign(FIELDS.TERMINATION, verdict.reason)
+        delta.assign(FIELDS.ENDING, call.adapter.encode(ending.body).decode())
+        delta.assign(FIELDS.ENDING_WIRE, call.adapter.name)
+        notes.terminated = verdict.reason
+        self._metrics.terminations.labels(call.tenant, call.policy.name, verdict.reason).inc()
+        self._tracing.event("loopwarden.termination", {"reason": verdict.reason, "summary_via": ending.via})
+        log_event(
+            "termination",
+            {
+                **call.log_fields(),
+                "reason": verdict.reason,
+                "summary_via": ending.via,
+                **({"cause": verdict.cause} if verdict.cause else {}),
+            },
+        )
+        return ending.body
+
+    def _shared(self, call: AgentRequest, verdict: Finalize, seen: SessionState, notes: RequestNotes) -> dict[str, Any]:
+        """The session is ending and another request claimed the ending: answer without an
+        upstream call, with the stored ending when there is one, else (it was not made in
+        time) a summary of this request's own transcript, built here. This request stores
+        no ending: the claimer does, and later calls replay that one."""
+        if seen.termination and seen.ending:
+            notes.terminated = seen.termination
+            body = replayed_ending(call.adapter, seen)
+            answer = "stored"
+        else:
+            notes.terminated = verdict.reason
+            body = call.adapter.ending(local_summary(call.conversation, verdict.detail), model=call.conversation.model)
+            answer = "local"
+        self._metrics.of(self._metrics.endings_shared, call.tenant, call.policy.name, answer).inc()
+        log_event(
+            "ending_shared",
+            {
+                **call.log_fields(),
+                "reason": notes.terminated,
+                "answer": answer,
+            },
+        )
+        return body

@@ -1,0 +1,262 @@
+"""The one pooled upstream client of a process, with invisible retries of transient faults.
+
+It speaks httpx (requests, responses, transports) but drives the transport directly: the
+``httpx.AsyncClient`` layer adds cookie persistence, redirects and auth flows that a proxy
+must not have, and costs time on every call. Tests inject an ``httpx.MockTransport`` or
+point it at the scripted fake upstream; production uses :class:`AiohttpTransport`.
+
+Retries happen only before any byte reached the client: for a stream, until the upstream
+answered with headers. The deadline covers every attempt and every wait. Waits are
+``asyncio`` sleeps: they block nothing else, and a client that leaves cancels them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from proxy.errors import (
+    ProxyError,
+    ServiceUnavailable,
+    UpstreamDisconnected,
+    UpstreamTimeout,
+    UpstreamUnreachable,
+)
+from proxy.observe.metrics import Metrics
+from proxy.observe.timing import waiting
+from proxy.settings import Settings
+from proxy.upstream.retry import RETRYABLE_STATUSES, RetryBudget, RetryPolicy, parse_retry_after
+from proxy.upstream.transport import READ_BODY, AiohttpTransport
+
+__all__ = ["ATTEMPTS_HEADER", "UpstreamClient", "UpstreamReply"]
+
+ATTEMPTS_HEADER = "x-loopwarden-upstream-attempts"
+"""How many times the proxy asked the upstream for the answer the client gets."""
+_CACHED_URL_CHARS = 512
+"""Longest upstream URL kept parsed (a tenant's base, a route, ``?beta=true`` fit easily)."""
+
+
+@dataclass(slots=True)
+class UpstreamReply:
+    """The upstream's final answer and how many attempts it took to get it."""
+
+    response: httpx.Response
+    attempts: int
+    waited: float
+    """Seconds spent in backoff sleeps, so callers can tell proxy time from waiting."""
+
+    @property
+    def retries_spent(self) -> bool:
+        """An error the proxy already retried with backoff, which a client should not retry
+        again at once (the attempts would multiply). Not a 429 nor an answer that says when to
+        come back (``Retry-After``): the proxy waited as long as it may, and the client's own
+        backoff, paced by that header, is what should follow."""
+        response = self.response
+        return (
+            self.attempts > 1
+            and response.status_code >= 400
+            and response.status_code != 429
+            and parse_retry_after(response.headers) is None
+        )
+
+
+class UpstreamClient:
+    """Sends requests upstream; transient faults are retried with backoff inside the deadline."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        transport: httpx.AsyncBaseTransport | None = None,
+        *,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        draw: Callable[[], float] = random.random,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._metrics = metrics
+        self._transport = transport or AiohttpTransport(max_connections=settings.max_upstream_connections)
+        self._policy = RetryPolicy(
+            attempts=settings.retry_attempts,
+            base_delay=settings.retry_base_delay,
+            max_delay=settings.retry_max_delay,
+            retry_after_cap=settings.retry_after_cap,
+            paced_attempts=settings.retry_after_attempts,
+        )
+        self._retry_after_send = settings.retry_after_send
+        self._budget = RetryBudget(settings.retry_budget)
+        self._total_timeout = settings.total_timeout
+        self._timeouts = {
+            "connect": settings.connect_timeout,
+            "read": settings.read_timeout,
+            "write": settings.read_timeout,
+            "pool": settings.pool_timeout,
+        }
+        self._sleep = sleep
+        self._draw = draw
+        self._urls: dict[str, httpx.URL] = {}
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+    async def send(
+        self,
+        method: str,
+        url: str | httpx.URL,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
+        *,
+        stream: bool = False,
+    ) -> UpstreamReply:
+        """Send until a non-retryable answer, the attempts or the deadline run out.
+
+        With ``stream=False`` the body is read inside the deadline; with ``stream=True`` the
+        caller reads it and must close the response. The time is booked as waiting, not as
+        proxy overhead.
+        """
+        started = time.perf_counter()
+        self._budget.deposit()
+        with waiting():
+            try:
+                reply = await self._send(method, url, headers, body, stream)
+            except ProxyError:
+                self._count("failed")
+                raise
+        if self._metrics is not None:
+            self._metrics.upstream_latency.observe(time.perf_counter() - started)
+        self._count("ok")
+        return reply
+
+    def _count(self, outcome: str) -> None:
+        if self._metrics is not None:
+            self._metrics.of(self._metrics.upstream_attempts, outcome).inc()
+
+    async def _send(
+        self, method: str, url: str | httpx.URL, headers: Sequence[tuple[str, str]], body: bytes, stream: bool
+    ) -> UpstreamReply:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._total_timeout
+        waited = 0.0
+        paced = 0.0  # of ``waited``: the waits the upstream asked for
+        attempt = 0
+        while True:
+            attempt += 1
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise _spent(UpstreamTimeout("The upstream model API did not answer before the deadline."), attempt - 1)
+            # stream= skips httpx's body encoding and auto headers (the transport frames
+            # the body itself); read() then makes ``request.content`` available at no cost.
+            request = _request(method, self._url(url), headers, body, self._attempt_timeouts(remaining), stream)
+            request.read()
+            try:
+                async with asyncio.timeout(remaining):
+                    response = await self._transport.handle_async_request(request)
+                    if not stream:
+                        await response.aread()
+            except TimeoutError:
+                raise _spent(
+                    UpstreamTimeout("The upstream model API did not answer before the deadline."), attempt
+                ) from None
+            except httpx.TransportError as exc:
+                error = _as_proxy_error(exc)
+                retryable = _never_sent(exc) or self._retry_after_send
+                delay = self._policy.delay(attempt, None, self._draw) if retryable else None
+                if delay is None or loop.time() + delay >= deadline or not self._budget.withdraw():
+                    raise _spent(error, attempt) from None
+                self._count("retried")
+                await self._sleep(delay)
+                waited += delay
+                continue
+
+            if response.status_code not in RETRYABLE_STATUSES:
+                return UpstreamReply(response, attempt, waited)
+            retry_after = parse_retry_after(response.headers)
+            delay = self._policy.delay(attempt, retry_after, self._draw, paced)
+            if delay is None or loop.time() + delay >= deadline or not self._budget.withdraw():
+                return UpstreamReply(response, attempt, waited)
+            self._count("retried")
+            await response.aclose()
+            await self._sleep(delay)
+            waited += delay
+            if retry_after is not None:
+                paced += delay
+
+    def _url(self, url: str | httpx.URL) -> httpx.URL:
+        """Parse each distinct upstream URL once; chat completions reuse a handful of them. A
+        long one (a client's query string rides along on model calls) is parsed and let go: a
+        thousand distinct 60 kB queries would otherwise pin over 100 MB."""
+        if isinstance(url, httpx.URL):
+            return url
+        if len(url) > _CACHED_URL_CHARS:
+            return httpx.URL(url)
+        parsed = self._urls.get(url)
+        if parsed is None:
+            if len(self._urls) >= 1024:
+                self._urls.clear()
+            parsed = self._urls[url] = httpx.URL(url)
+        return parsed
+
+    def _attempt_timeouts(self, remaining: float) -> dict[str, float]:
+        return {name: min(value, remaining) for name, value in self._timeouts.items()}
+
+
+def _request(
+    method: str,
+    url: httpx.URL,
+    headers: Sequence[tuple[str, str]],
+    body: bytes,
+    timeouts: dict[str, float],
+    stream: bool,
+) -> httpx.Request:
+    extensions = {"timeout": timeouts, READ_BODY: not stream}
+    try:
+        return httpx.Request(method, url, headers=headers, stream=httpx.ByteStream(body), extensions=extensions)
+    except UnicodeEncodeError:
+        # httpx encodes header text as ASCII; a client's non-ASCII value (an id, a title) goes
+        # on as the UTF-8 it arrived in. Rare, so the common case pays nothing for it.
+        encoded = httpx.Headers(headers, encoding="utf-8")
+        return httpx.Request(method, url, headers=encoded, stream=httpx.ByteStream(body), extensions=extensions)
+
+
+def _spent(error: ProxyError, attempts: int) -> ProxyError:
+    """An error the proxy answers with once its own attempts are over: it says how many there
+    were and, when the proxy already retried, asks SDKs (openai's honors ``x-should-retry``) not
+    to multiply them by their own (3 by 3 attempts per call during an outage otherwise)."""
+    error.headers[ATTEMPTS_HEADER] = str(attempts)
+    if attempts > 1:
+        error.headers["x-should-retry"] = "false"
+    return error
+
+
+def _never_sent(exc: httpx.TransportError) -> bool:
+    """True when the request certainly did not reach the upstream, so a retry is safe."""
+    return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
+
+
+def _as_proxy_error(exc: httpx.TransportError) -> ProxyError:
+    if isinstance(exc, httpx.PoolTimeout):
+        return ServiceUnavailable("All upstream connections are busy; try again shortly.")
+    if isinstance(exc, httpx.TimeoutException):
+        return UpstreamTimeout(f"The upstream model API timed out ({type(exc).__name__}).")
+    if isinstance(exc, httpx.ConnectError | httpx.UnsupportedProtocol):
+        return UpstreamUnreachable(f"The upstream model API could not be reached: {_reason(exc)}.")
+    return UpstreamDisconnected(f"The upstream model API closed the connection: {_reason(exc)}.")
+
+
+def _reason(exc: Exception) -> str:
+    """A short cause for the client; aiohttp's own messages name hosts and ports, so not those."""
+    cause = exc.__cause__
+    os_error = getattr(cause, "os_error", cause)
+    if isinstance(os_error, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(os_error, ConnectionResetError) or getattr(os_error, "errno", None) == errno.ECONNRESET:
+        return "connection reset"
+    if (isinstance(cause, OSError) and "Name or service not known" in str(cause)) or "DNS" in type(cause).__name__:
+        return "host name not resolved"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "connection closed before a complete response"
+    return type(exc).__name__

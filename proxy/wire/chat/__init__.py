@@ -1,0 +1,1 @@
+"""OpenAI Chat Completions: the only code that knows its shape."""

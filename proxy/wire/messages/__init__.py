@@ -1,0 +1,1 @@
+"""Anthropic Messages: the only code that knows its shape."""

@@ -1,0 +1,376 @@
+"""Streamed Anthropic Messages: events assembled into the reply the guards read, and the
+client's event sequence kept well-formed across attempts and endings.
+
+A Messages stream is one message: ``message_start``, then each content block opened,
+filled by deltas and closed by its ``index``, then ``message_delta`` (``stop_reason``,
+cumulative usage) and ``message_stop``. Every block event carries exactly one
+:class:`~proxy.exchange.Channel` (its block's kind), so the hold-back never needs to cut
+an event in two; it must, though, keep the events in order, and a client stream that spans
+several attempts (a nudge after part of the reply went out) or ends with the proxy's own
+reply must still read as one message: :class:`MessageSequencer` drops the later
+``message_start`` events and renumbers block indexes so they stay contiguous.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import msgspec
+
+from proxy.errors import ProxyError
+from proxy.exchange import Channel, Reply, ToolCall, Usage
+from proxy.wire.messages.parse import parse_usage, reply_from_message
+from proxy.wire.messages.render import error_event
+
+__all__ = [
+    "PING",
+    "MessageAssembler",
+    "MessageSequencer",
+    "event_frame",
+    "message_events",
+    "split_event",
+]
+
+_decode = msgspec.json.decode
+_encode = msgspec.json.Encoder().encode
+
+PING = b'event: ping\ndata: {"type": "ping"}\n\n'
+"""Anthropic's own keep-alive event (an SSE comment would do for parsers, but this is what the
+API sends, and what clients that log events expect)."""
+
+_BLOCK_CHANNELS: dict[str, int] = {
+    "text": Channel.TEXT,
+    "thinking": Channel.REASONING,
+    "redacted_thinking": Channel.REASONING,
+    "tool_use": Channel.TOOL_CALLS,
+}
+"""Other block types (server tools, ones added later) are output the client reads: TEXT."""
+_DELTA_CHANNELS: dict[str, int] = {
+    "text_delta": Channel.TEXT,
+    "citations_delta": Channel.TEXT,
+    "thinking_delta": Channel.REASONING,
+    "signature_delta": Channel.REASONING,
+    "input_json_delta": Channel.TOOL_CALLS,
+}
+_BLOCK_EVENTS = frozenset(("content_block_start", "content_block_delta", "content_block_stop"))
+
+
+def event_frame(event: Mapping[str, Any]) -> bytes:
+    """One event as the API frames it: its ``type`` as the SSE event name, then its data."""
+    kind = event.get("type")
+    name = kind.encode() if isinstance(kind, str) else b"message"
+    return b"event: " + name + b"\ndata: " + _encode(event) + b"\n\n"
+
+
+def split_event(event: Mapping[str, Any], released: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """An event is one block's, so it goes whole or stays whole (a ``content_block_stop``, which
+    names no kind, stays: it is never the only part of a partly released event)."""
+    kind = event.get("type")
+    channel = Channel.NONE
+    if kind == "content_block_start":
+        block = event.get("content_block")
+        channel = _BLOCK_CHANNELS.get(block.get("type", ""), Channel.TEXT) if isinstance(block, dict) else Channel.TEXT
+    elif kind == "content_block_delta":
+        delta = event.get("delta")
+        channel = _DELTA_CHANNELS.get(delta.get("type", ""), Channel.TEXT) if isinstance(delta, dict) else Channel.TEXT
+    if channel and channel & released:
+        return dict(event), None
+    return None, dict(event)
+
+
+class _Block:
+    __slots__ = ("channel", "citations", "parts", "signature", "start")
+
+    def __init__(self, start: dict[str, Any], channel: int) -> None:
+        self.start = start
+        self.channel = channel
+        self.parts: list[str] = []
+        """Text, thinking or partial JSON, as the deltas brought it."""
+        self.signature: list[str] = []
+        self.citations: list[Any] = []
+
+    def whole(self) -> dict[str, Any]:
+        """The block as a complete message would carry it."""
+        block = dict(self.start)
+        kind = block.get("type")
+        joined = "".join(self.parts)
+        if kind == "text":
+            block["text"] = _text(block.get("text")) + joined
+            if self.citations:
+                earlier = block.get("citations")
+                block["citations"] = [*(earlier if isinstance(earlier, list) else ()), *self.citations]
+        elif kind == "thinking":
+            block["thinking"] = _text(block.get("thinking")) + joined
+            block["signature"] = _text(block.get("signature")) + "".join(self.signature)
+        elif self.parts:  # tool_use, server_tool_use: the input arrived as partial JSON
+            try:
+                block["input"] = _decode(joined)
+            except (msgspec.DecodeError, RecursionError):
+                block["input"] = {}
+        return block
+
+    def arguments(self) -> str:
+        """A tool call's arguments as the model wrote them (repeated keys and all)."""
+        if self.parts:
+            return "".join(self.parts)
+        value = self.start.get("input")
+        return _encode(value).decode() if value else ""
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+class MessageAssembler:
+    """Feed it the events of one streamed message; read the reply so far at any time."""
+
+    end_name = "message_stop"
+
+    def __init__(self) -> None:
+        self.complete = False
+        """``message_stop`` arrived: the stream is complete."""
+        self.model: str | None = None
+        self.usage: Usage | None = None
+        self._message: dict[str, Any] = {}
+        self._usage: dict[str, Any] = {}
+        self._delta: dict[str, Any] = {}
+        self._blocks: dict[int, _Block] = {}
+        self._text: list[str] = []
+        self._joined: str | None = None
+        self.text_length = 0
+        self.produced_chars = 0
+        self.has_text = False
+        self.has_reasoning = False
+        self.has_tool_calls = False
+
+    @staticmethod
+    def ends(data: bytes) -> bool:
+        """No sentinel: ``message_stop`` (an event with data) completes the stream."""
+        return False
+
+    def add(self, event: Mapping[str, Any]) -> int:
+        """Take one event; return the channel it carries, ``FINISH`` for the message's last two."""
+        kind = event.get("type")
+        if kind == "content_block_delta":
+            block = self._blocks.get(event.get("index"))  # type: ignore[arg-type]
+            delta = event.get("delta")
+            if block is None or not isinstance(delta, dict):
+                return Channel.NONE
+            self._take(block, delta)
+            return block.channel
+        if kind == "content_block_start":
+            return self._open(event)
+        if kind == "content_block_stop":
+            block = self._blocks.get(event.get("index"))  # type: ignore[arg-type]
+            return block.channel if block is not None else Channel.NONE
+        if kind == "message_start":
+            message = event.get("message")
+            if isinstance(message, dict):
+                self._message = {k: v for k, v in message.items() if k != "content"}
+                self.model = message.get("model") if isinstance(message.get("model"), str) else None
+                self._merge_usage(message.get("usage"))
+            return Channel.NONE
+        if kind == "message_delta":
+            delta = event.get("delta")
+            if isinstance(delta, dict):
+                self._delta.update(delta)
+            self._merge_usage(event.get("usage"))
+            return Channel.FINISH
+        if kind == "message_stop":
+            self.complete = True
+            return Channel.FINISH
+        return Channel.NONE  # ping, and event types added after this was written
+
+    def _open(self, event: Mapping[str, Any]) -> int:
+        index = event.get("index")
+        start = event.get("content_block")
+        if not isinstance(index, int) or not isinstance(start, dict):
+            return Channel.NONE
+        kind = start.get("type")
+        channel = _BLOCK_CHANNELS.get(kind, Channel.TEXT) if isinstance(kind, str) else Channel.TEXT
+        block = self._blocks[index] = _Block(dict(start), channel)
+        if kind == "tool_use":
+            self.has_tool_calls = True
+        elif kind == "redacted_thinking":
+            self.has_reasoning = True
+        elif kind == "text" and _text(start.get("text")):
+            self._add_text(block, start["text"], initial=True)
+        elif kind == "thinking" and _text(start.get("thinking")).strip():
+            self.has_reasoning = True
+        return channel
+
+    def _take(self, block: _Block, delta: Mapping[str, Any]) -> None:
+        kind = delta.get("type")
+        if kind == "text_delta":
+            self._add_text(block, _text(delta.get("text")))
+        elif kind == "input_json_delta":
+            part = _text(delta.get("partial_json"))
+            block.parts.append(part)
+            self.produced_chars += len(part)
+        elif kind == "thinking_delta":
+            part = _text(delta.get("thinking"))
+            block.parts.append(part)
+            self.produced_chars += len(part)
+            self.has_reasoning = self.has_reasoning or (bool(part) and not part.isspace())
+        elif kind == "signature_delta":
+            block.signature.append(_text(delta.get("signature")))
+        elif kind == "citations_delta":
+            block.citations.append(delta.get("citation"))
+
+    def _add_text(self, block: _Block, part: str, *, initial: bool = False) -> None:
+        if not initial:
+            block.parts.append(part)
+        if block.start.get("type") == "text":
+            self._text.append(part)
+            self._joined = None
+            self.text_length += len(part)
+            self.has_text = self.has_text or (bool(part) and not part.isspace())
+        self.produced_chars += len(part)
+
+    def _merge_usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            self._usage.update({k: v for k, v in usage.items() if v is not None})
+            self.usage = parse_usage(self._usage)
+
+    # -- reading --------------------------------------------------------------------
+
+    @property
+    def content(self) -> str:
+        if self._joined is None:
+            self._joined = "".join(self._text)
+        return self._joined
+
+    def completion(self) -> dict[str, Any]:
+        """The message a non-streamed call would have returned."""
+        message: dict[str, Any] = {
+            "id": "msg_lw",
+            "type": "message",
+            "role": "assistant",
+            "model": self.model or "",
+            **self._message,
+            "content": [block.whole() for _, block in sorted(self._blocks.items())],
+        }
+        message.update(self._delta)
+        message.setdefault("stop_reason", None)
+        message.setdefault("stop_sequence", None)
+        if self._usage:
+            message["usage"] = dict(self._usage)
+        return message
+
+    def reply(self) -> Reply:
+        reply = reply_from_message(self.completion())
+        calls = tuple(
+            ToolCall(_text(b.start.get("id")), _text(b.start.get("name")), b.arguments())
+            for _, b in sorted(self._blocks.items())
+            if b.start.get("type") == "tool_use"
+        )
+        return Reply(
+            reply.content,
+            reply.reasoning,
+            calls,
+            reply.finish_reason,
+            self.usage or Usage(),
+            reply.model,
+            reply.refusal,
+            reply.other_output,
+            reply.source,
+        )
+
+
+# -- what the client receives -----------------------------------------------------------
+
+
+def message_events(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """A complete message as the events of its stream (each block opened, filled, closed)."""
+    head = {k: v for k, v in body.items() if k not in ("content", "stop_reason", "stop_sequence")}
+    raw_usage = body.get("usage")
+    usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    started_usage = {**usage, "output_tokens": min(1, _count(usage.get("output_tokens")))}
+    yield {
+        "type": "message_start",
+        "message": {**head, "content": [], "stop_reason": None, "stop_sequence": None, "usage": started_usage},
+    }
+    content = body.get("content")
+    for index, block in enumerate(content if isinstance(content, list) else ()):
+        if isinstance(block, dict):
+            yield from _block_events(index, block)
+    delta = {"stop_reason": body.get("stop_reason") or "end_turn", "stop_sequence": body.get("stop_sequence")}
+    yield {"type": "message_delta", "delta": delta, "usage": {"output_tokens": _count(usage.get("output_tokens"))}}
+    yield {"type": "message_stop"}
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _block_events(index: int, block: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    kind = block.get("type")
+    if kind == "text":
+        yield _start(index, {**block, "text": ""})
+        if block.get("text"):
+            yield _delta(index, {"type": "text_delta", "text": block["text"]})
+    elif kind == "thinking":
+        yield _start(index, {**block, "thinking": "", "signature": ""})
+        if block.get("thinking"):
+            yield _delta(index, {"type": "thinking_delta", "thinking": block["thinking"]})
+        if block.get("signature"):
+            yield _delta(index, {"type": "signature_delta", "signature": block["signature"]})
+    elif kind in ("tool_use", "server_tool_use"):
+        yield _start(index, {**block, "input": {}})
+        if block.get("input"):
+            yield _delta(index, {"type": "input_json_delta", "partial_json": _encode(block["input"]).decode()})
+    else:
+        yield _start(index, dict(block))
+    yield {"type": "content_block_stop", "index": index}
+
+
+def _start(index: int, block: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_start", "index": index, "content_block": block}
+
+
+def _delta(index: int, delta: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_delta", "index": index, "delta": delta}
+
+
+class MessageSequencer:
+    """One client stream's event sequence, across attempts: one ``message_start``, block
+    indexes contiguous (an attempt's blocks continue after those already sent)."""
+
+    __slots__ = ("_next", "_offset", "started")
+    in_order = True
+
+    def __init__(self) -> None:
+        self.started = False
+        """A ``message_start`` went out."""
+        self._offset = 0
+        self._next = 0
+
+    def event(self, raw: bytes | None, event: Mapping[str, Any]) -> bytes:
+        """What goes out for this event (``raw``, the upstream's framing, when it needs no change)."""
+        kind = event.get("type")
+        if kind == "message_start":
+            if self.started:
+                return b""
+            self.started = True
+        elif kind in _BLOCK_EVENTS:
+            index = event.get("index")
+            if isinstance(index, int):
+                index += self._offset
+                if kind == "content_block_start":
+                    self._next = max(self._next, index + 1)
+                if self._offset:
+                    return event_frame({**event, "index": index})
+        return raw if raw is not None else event_frame(event)
+
+    def new_attempt(self) -> None:
+        """A new attempt's blocks follow the ones already sent."""
+        self._offset = self._next
+
+    def error(self, error: ProxyError) -> bytes:
+        return error_event(error)
+
+    def ending(self, body: Mapping[str, Any]) -> bytes:
+        """A complete message as the rest of this stream."""
+        self.new_attempt()
+        return b"".join(self.event(None, event) for event in message_events(body))

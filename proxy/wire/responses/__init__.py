@@ -1,0 +1,1 @@
+"""The OpenAI Responses API: the only code that knows its shape."""
