@@ -10,6 +10,12 @@ refused before anything is sent (as sent, once and twice percent-decoded), and t
 URL is checked to lie under the base. A segment counts as ``..`` also in the forms some
 servers read that way: overlong UTF-8 (``%c0%ae``), IIS's ``%u002e``, full-width dots
 (Unicode-normalized), cut at a NUL (C code), or padded with whitespace (trimmed).
+
+The guarded model routes (``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages``) are
+refused in every other spelling an upstream could still serve as a model call, outside every
+guard and cap: with ``;parameters`` (dropped by servlet-style servers), cut at a NUL, in
+another case or Unicode form, with a format suffix (``.json``), percent-encoded, or as the
+tail of a longer path (gateways that route ``…/deployments/x/chat/completions``).
 """
 
 from __future__ import annotations
@@ -38,6 +44,51 @@ _REFUSED = (
 )
 
 
+_GUARDED = (("chat", "completions"), ("responses",), ("messages",))
+"""The guarded model routes below ``/v1``, as segments."""
+_SUB_RESOURCE_TAILS = (("threads", "*", "messages"), ("chat", "completions", "*", "messages"))
+"""Paths that end like a guarded route but name another resource (a thread's, a stored completion's messages)."""
+_FORMAT_SUFFIX = re.compile(r"\.[a-z0-9]{1,8}$")
+_MAX_SHOWN = 200
+
+
+def _alias(form: bytes, sent: list[bytes]) -> str | None:
+    """The guarded route ``form`` (the path below the mount, as sent or decoded) could reach in
+    another spelling than its own, else None. ``sent``: the segments as sent, compared exactly.
+    A format suffix counts on the route's own segments only (``/v1/files/messages.json`` is a file)."""
+    plain = tuple(_route_name(segment) for segment in _SEPARATORS.split(form[1:]))
+    names = tuple(_FORMAT_SUFFIX.sub("", name) for name in plain[:2])
+    for route in _GUARDED:
+        size = len(route)
+        if names[:size] == route and tuple(sent[:size]) != tuple(name.encode() for name in route):
+            return "/v1/" + "/".join(route)
+        if len(plain) > size and plain[-size:] == route and not _sub_resource(plain):
+            return "/v1/" + "/".join(route)
+    return None
+
+
+def _route_name(segment: bytes) -> str:
+    """A segment as a lenient server routes it: parameters and what follows a NUL cut off,
+    trimmed, Unicode-normalized, lower-cased."""
+    cut = segment.partition(b";")[0].partition(b"\x00")[0].strip(_TRIMMED)
+    return unicodedata.normalize("NFKC", cut.decode("utf-8", "replace")).strip().lower()
+
+
+def _sub_resource(names: tuple[str, ...]) -> bool:
+    return any(
+        len(names) == len(tail) and all(want in ("*", name) for want, name in zip(tail, names, strict=True))
+        for tail in _SUB_RESOURCE_TAILS
+    )
+
+
+def _refuse_alias(raw_path: bytes, route: str) -> InvalidRequest:
+    shown = raw_path[:_MAX_SHOWN].decode("latin-1").encode("unicode_escape").decode("ascii")
+    return InvalidRequest(
+        f"The request path '{shown}' is another spelling of the guarded route {route} (a ';' parameter, a NUL, "
+        f"another case, a suffix or a longer path); send model calls to {route} itself."
+    )
+
+
 def _has_unsafe_segment(path: bytes) -> bool:
     """``path`` is what follows the mount, starting with '/'. Backslashes count as separators,
     and a segment's ``;parameters`` are ignored (servers that strip them read ``..;x`` as ``..``)."""
@@ -64,9 +115,13 @@ def _subpath(raw_path: bytes) -> bytes:
     if not raw_path.startswith(_MOUNT + b"/"):  # e.g. ``/v1%2f..``: routed by its decoded form only
         raise InvalidRequest(_REFUSED)
     rest = form = raw_path[len(_MOUNT) :]
+    sent = _SEPARATORS.split(rest[1:])
     for _ in range(_DECODINGS + 1):  # as sent, then as each decoding on the way would read it
         if _has_unsafe_segment(form):
             raise InvalidRequest(_REFUSED)
+        route = _alias(form, sent)
+        if route is not None:
+            raise _refuse_alias(raw_path, route)
         if b"%" not in form:
             break
         form = unquote_to_bytes(_IIS_ESCAPE.sub(_iis_decoded, form))

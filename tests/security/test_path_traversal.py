@@ -131,3 +131,28 @@ def test_the_sessions_api_cannot_be_walked_out_of(deployment_proxy, upstream, pa
     assert read.status in (400, 404)
     assert delete.status in (400, 404) or delete.json()["deleted"] is False  # an id like any other
     assert upstream.requests == []
+
+
+ALIASES = [
+    "/v1/chat/completions;x",
+    "/v1/responses;x",
+    "/v1/messages;beta=true",
+    "/v1/chat/completions%00",
+    "/v1/Messages",
+    "/v1/Chat/Completions",
+    "/v1/chat/completions.json",
+    "/v1/responses.json",
+    "/v1/chat/completions%3Bx",
+    "/v1/openai/deployments/gpt/chat/completions",
+]
+
+
+@pytest.mark.parametrize("path", ALIASES)
+def test_another_spelling_of_a_guarded_route_is_refused_naming_the_path(deployment_proxy, upstream, path):
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8000}'
+
+    response = raw_request(deployment_proxy.port, "POST", path, {**AUTH, "Content-Type": "application/json"}, body)
+
+    error = assert_openai_error(as_httpx(response), 400)
+    assert path in error["message"]
+    assert upstream.requests == []

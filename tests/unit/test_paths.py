@@ -74,3 +74,53 @@ def test_the_joined_url_keeps_the_base_host_and_path(raw_path):
 )
 def test_claude_codes_telemetry_goes_to_the_upstreams_host_at_its_one_path(base, query, expected):
     assert str(telemetry_url(base, query)) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw_path", "route"),
+    [
+        (b"/v1/chat/completions;x", "/v1/chat/completions"),
+        (b"/v1/responses;x", "/v1/responses"),
+        (b"/v1/messages;beta=true", "/v1/messages"),
+        (b"/v1/chat/completions%00", "/v1/chat/completions"),
+        (b"/v1/chat/completions\x00", "/v1/chat/completions"),
+        (b"/v1/Messages", "/v1/messages"),
+        (b"/v1/CHAT/Completions", "/v1/chat/completions"),
+        (b"/v1/chat/completions.json", "/v1/chat/completions"),
+        (b"/v1/responses.json", "/v1/responses"),
+        (b"/v1/chat/completions%3bx", "/v1/chat/completions"),
+        (b"/v1/chat%2fcompletions", "/v1/chat/completions"),
+        (b"/v1/%6Dessages", "/v1/messages"),
+        (b"/v1/%ef%bd%8d%ef%bd%85ssages", "/v1/messages"),
+        (b"/v1/Responses/resp_1", "/v1/responses"),
+        (b"/v1/messages;x/batches", "/v1/messages"),
+        (b"/v1/openai/deployments/gpt/chat/completions", "/v1/chat/completions"),
+        (b"/v1/engines/x/responses", "/v1/responses"),
+        (b"/v1/proxy/messages", "/v1/messages"),
+    ],
+    ids=lambda value: value.decode("latin-1") if isinstance(value, bytes) else None,
+)
+def test_another_spelling_of_a_guarded_route_is_refused_naming_the_path(raw_path, route):
+    with pytest.raises(InvalidRequest) as refused:
+        passthrough_url(AZURE, raw_path, b"")
+
+    assert route in refused.value.message
+    assert raw_path.split(b"\x00")[0].decode("latin-1") in refused.value.message
+
+
+@pytest.mark.parametrize(
+    "raw_path",
+    [
+        b"/v1/responses/resp_1",
+        b"/v1/responses/resp_1/input_items",
+        b"/v1/responses/compact",
+        b"/v1/messages/batches",
+        b"/v1/messages/count_tokens",
+        b"/v1/chat/completions/chatcmpl-1",
+        b"/v1/chat/completions/chatcmpl-1/messages",
+        b"/v1/threads/thread_1/messages",
+        b"/v1/files/messages.json",
+    ],
+)
+def test_the_guarded_families_own_sub_resources_pass(raw_path):
+    assert passthrough_url(AZURE, raw_path, b"").raw_path == AZURE.split(".com", 1)[1].encode() + raw_path[3:]
