@@ -46,6 +46,11 @@ class Settings(BaseSettings):
     tenants_file: Path | None = Field(
         None, description="YAML tenants file; without it one tenant, `default`, forwards the client's key."
     )
+    forward_telemetry: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Forward Claude Code's telemetry (POST /api/event_logging/batch) to the upstream's host: auto "
+        "only where the base URL is the API's own /v1; off answers it locally. A tenant's forward_telemetry wins.",
+    )
     policies_dir: Path | None = Field(
         None,
         description="Directory of policy YAML files and pricing.yaml (default: the ones shipped with LoopWarden; "

@@ -28,6 +28,7 @@ __all__ = [
     "active_ms",
     "check_output_cap",
     "check_request_cap",
+    "day_limits",
     "ending_tokens",
     "estimate_tokens",
     "remaining",
@@ -214,15 +215,25 @@ def tenant_day_key(tenant: str) -> str:
 
 def tenant_day_limits(call: AgentRequest, prices: PriceTable) -> list[WindowLimit]:
     """The tenant's daily caps this call must fit in, each reserving the call's worst case."""
+    if call.daily_tokens is None and call.daily_cost_usd is None:
+        return []
+    worst_cost = call.worst_cost_micros(prices) if call.daily_cost_usd is not None else 0
+    return day_limits(call.daily_tokens, call.daily_cost_usd, call.worst_tokens(), worst_cost)
+
+
+def day_limits(
+    daily_tokens: int | None, daily_cost_usd: float | None, tokens: int, cost_micros: int
+) -> list[WindowLimit]:
+    """The tenant's daily caps (None: not set), reserving ``tokens`` and ``cost_micros``. A
+    pass-through call reserves 1 of each: what it will spend is unknown before its reply (an
+    audio upload's size says nothing of its tokens), so it is refused once the day is spent
+    and books what its reply reports."""
     limits = []
-    if call.daily_tokens is not None:
+    if daily_tokens is not None:
+        limits.append(WindowLimit("daily_tokens", _DAILY_TOKENS, "reserved_tokens", tokens, daily_tokens))
+    if daily_cost_usd is not None:
         limits.append(
-            WindowLimit("daily_tokens", _DAILY_TOKENS, "reserved_tokens", call.worst_tokens(), call.daily_tokens)
-        )
-    if call.daily_cost_usd is not None:
-        worst = call.worst_cost_micros(prices)
-        limits.append(
-            WindowLimit("daily_cost", _DAILY_COST, "reserved_cost", worst, round(call.daily_cost_usd * MICROS))
+            WindowLimit("daily_cost", _DAILY_COST, "reserved_cost", cost_micros, round(daily_cost_usd * MICROS))
         )
     return limits
 

@@ -24,7 +24,8 @@ from contextlib import contextmanager
 
 from proxy.books.budgets import TENANT_DAY_TTL_SECS, active_ms, tenant_day_key, tenant_day_limits, tenant_day_settlement
 from proxy.books.pricing import MICROS, PriceTable
-from proxy.errors import RateLimited, ServiceUnavailable
+from proxy.books.tenant_day import day_refusal
+from proxy.errors import ServiceUnavailable
 from proxy.exchange import Usage
 from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
@@ -297,14 +298,7 @@ class Ledger:
             notes.degraded = True
             return
         if admission.refused is not None:
-            retry_after = str(int(admission.retry_after or 60))
-            log_event("tenant_budget_refused", {"tenant": call.tenant, "limit": admission.refused})
-            self._metrics.terminations.labels(call.tenant, call.policy.name, "tenant_" + admission.refused).inc()
-            raise RateLimited(
-                f"This API key's {admission.refused.replace('_', ' ')} budget is used up for now; "
-                f"capacity frees up in {retry_after} seconds.",
-                headers={"Retry-After": retry_after, "x-should-retry": "false"},
-            )
+            raise day_refusal(self._metrics, call.tenant, call.policy.name, admission)
         notes.daily = limits
 
     def charge_guard(self, call: AgentRequest, delta: SessionDelta, verdict: Verdict | None) -> None:

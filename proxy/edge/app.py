@@ -15,6 +15,7 @@ from litestar.openapi import ResponseSpec
 from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
 
 from proxy.books.pricing import load_pricing
+from proxy.books.tenant_day import TenantDay
 from proxy.edge.openapi import describe_raw_routes, openapi_config
 from proxy.edge.routes import ProxyRoutes, Readiness
 from proxy.edge.sessions_api import session_routes
@@ -191,7 +192,9 @@ def create_app(
         keepalive_secs=settings.stream_keepalive_secs,
         recorder=steps,
     )
-    routes = ProxyRoutes(settings, directory, client, ready, pipeline, registry, series)
+    routes = ProxyRoutes(
+        settings, directory, client, ready, pipeline, registry, series, TenantDay(state_store, series, prices)
+    )
     background: list[asyncio.Task[None]] = []
 
     model_calls = [
@@ -200,7 +203,7 @@ def create_app(
 
     @asgi(CLAUDE_TELEMETRY, copy_scope=False)
     async def claude_telemetry(scope: object, receive: object, send: object) -> None:
-        """Claude Code's telemetry, forwarded where it would go without the proxy."""
+        """Claude Code's telemetry: forwarded where it would go without the proxy, where the tenant allows it."""
         await routes.passthrough(scope, receive, send)  # type: ignore[arg-type]
 
     @asgi("/v1", is_mount=True, copy_scope=False)

@@ -9,25 +9,18 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-import httpx
 import msgspec
 from litestar.enums import ScopeType
 from litestar.types import HTTPScope, Receive, Scope, Send
 
+from proxy.books.tenant_day import TenantDay
 from proxy.edge.client_watch import ResponseTracker, unless_client_leaves
-from proxy.edge.http import (
-    ClientDisconnected,
-    client_headers,
-    header,
-    read_body,
-    reply_headers,
-    send_error,
-    send_reply,
-    upstream_request_headers,
-)
+from proxy.edge.http import ClientDisconnected, header, read_body, reply_headers, send_error, send_reply
+from proxy.edge.passthrough import Passthrough, passthrough_adapter, upstream_headers
 from proxy.edge.request_schemas import compile_request_schemas
 from proxy.edge.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
 from proxy.edge.websockets import NO_WEBSOCKETS, asks_websocket, refuse_websocket
@@ -37,7 +30,6 @@ from proxy.errors import (
     MethodNotAllowed,
     PermissionDenied,
     ProxyError,
-    UpstreamDisconnected,
 )
 from proxy.loop.continuity import resolve_chain
 from proxy.loop.pipeline import Pipeline
@@ -51,10 +43,9 @@ from proxy.schemas.compiled import SchemaCache, SchemaLimits
 from proxy.session.identity import identify
 from proxy.settings import Settings
 from proxy.upstream.client import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
-from proxy.upstream.paths import CLAUDE_TELEMETRY, passthrough_route, passthrough_url, telemetry_url
+from proxy.upstream.paths import passthrough_route, passthrough_url
 from proxy.upstream.relayed_errors import credential_values, relayed_error, secret_forms
 from proxy.wire.base import WireAdapter
-from proxy.wire.registry import passthrough_format
 
 __all__ = ["ProxyRoutes", "Readiness"]
 
@@ -84,6 +75,7 @@ class ProxyRoutes:
         pipeline: Pipeline,
         policies: PolicyRegistry,
         metrics: Metrics,
+        day: TenantDay,
     ) -> None:
         self._metrics = metrics
         self._settings = settings
@@ -94,6 +86,16 @@ class ProxyRoutes:
         self._policies = policies
         limits = SchemaLimits(settings.max_schema_bytes, settings.max_schema_properties)
         self._schemas = SchemaCache(settings.schema_cache_bytes, limits)
+        self._forward = Passthrough(
+            settings,
+            upstream,
+            day,
+            metrics,
+            lambda tenant: self.policy_for(tenant, None),
+            self._answer,
+            _own_headers,
+            time.time,
+        )
 
     # -- entry points ---------------------------------------------------------------
 
@@ -109,7 +111,7 @@ class ProxyRoutes:
         return handle
 
     async def passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
-        adapter = _passthrough_format(scope)  # type: ignore[arg-type]
+        adapter = passthrough_adapter(scope)  # type: ignore[arg-type]
         await self._guarded(
             self._passthrough, scope, receive, send, passthrough_route(scope.get("raw_path") or b""), adapter
         )
@@ -153,7 +155,7 @@ class ProxyRoutes:
             body=body,
             conversation=conversation,
             url=_model_url(credentials.tenant.upstream_url, adapter, scope["query_string"]),
-            headers=_upstream_headers(scope, credentials, adapter, identity_encoding=True),
+            headers=upstream_headers(scope, credentials, adapter, identity_encoding=True),
             stream=conversation.stream,
             daily_tokens=credentials.tenant.daily_tokens,
             daily_cost_usd=credentials.tenant.daily_cost_usd,
@@ -206,20 +208,7 @@ class ProxyRoutes:
         await self._answer(outcome.upstream, send, facts, sent, adapter, own=outcome.headers)
 
     async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
-        credentials = self._authenticate(scope, tracker)
-        body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
-        adapter = _passthrough_format(scope)
-        headers = _upstream_headers(scope, credentials, adapter)
-        base, path, query = credentials.tenant.upstream_url, scope["raw_path"], scope["query_string"]
-        telemetry = path.partition(b"?")[0] == CLAUDE_TELEMETRY.encode()
-        url = telemetry_url(base, query) if telemetry else passthrough_url(base, path, query)
-        facts: dict[str, object] = {"tenant": credentials.tenant.name}
-        # A call answered whole (embeddings, a non-streamed response) waits here for all of it:
-        # a client that hangs up meanwhile cancels it, as it does a body being relayed.
-        sending = self._upstream.send(scope["method"], url, headers, body, stream=True)
-        reply = await unless_client_leaves(sending, receive, facts, tracker)
-        await self._relay(reply, tracker, receive, facts, headers, adapter)
-        return facts
+        return await self._forward.serve(scope, receive, tracker, self._authenticate(scope, tracker))
 
     # -- shared steps ---------------------------------------------------------------
 
@@ -325,75 +314,6 @@ class ProxyRoutes:
             body, headers = relayed_error(response.status_code, body, headers, self._secrets(sent), shape)
         facts.update(upstream_status=response.status_code, attempts=reply.attempts)
         await send_reply(send, response.status_code, headers, body)
-
-    async def _relay(
-        self,
-        reply: UpstreamReply,
-        tracker: ResponseTracker,
-        receive: Receive,
-        facts: dict[str, object],
-        sent: Sequence[tuple[str, str]],
-        adapter: WireAdapter | None,
-    ) -> None:
-        """Copy the upstream's body to the client chunk by chunk, as it arrives (an error whole)."""
-        send: Send = tracker.send  # type: ignore[assignment]
-        response = reply.response
-        facts.update(upstream_status=response.status_code, attempts=reply.attempts)
-        if response.status_code >= 400:
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-            await self._answer(reply, send, facts, sent, adapter)
-            return
-        headers = reply_headers(response.headers.raw, _own_headers(reply))
-        await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-        try:
-            await unless_client_leaves(_copy_body(response, send), receive, facts, tracker)
-        except UpstreamDisconnected:
-            facts["outcome"] = "upstream_cut"  # the status is out: all a client can see is a short body
-        finally:
-            await response.aclose()
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-async def _copy_body(response: httpx.Response, send: Send) -> None:
-    try:
-        async for chunk in response.aiter_raw():
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-    except httpx.TimeoutException as exc:
-        raise UpstreamDisconnected("The upstream model API stopped sending (read timeout).") from exc
-    except httpx.TransportError as exc:
-        raise UpstreamDisconnected("The upstream model API broke off the response.") from exc
-
-
-def _passthrough_format(scope: HTTPScope) -> WireAdapter | None:
-    """The wire format a pass-through call belongs to (its errors' shape, where its key goes)."""
-    raw = scope.get("raw_path") or b""
-    return passthrough_format(raw.decode("latin-1"), lambda name: header(scope, name))
-
-
-def _upstream_headers(
-    scope: HTTPScope, credentials: Credentials, adapter: WireAdapter | None, *, identity_encoding: bool = False
-) -> list[tuple[str, str]]:
-    """The caller's headers as the upstream gets them. When the proxy sends the tenant's own
-    provider key, every header a proxy key can arrive in stays behind: a caller authenticated
-    by ``x-api-key`` on an OpenAI route would otherwise hand its proxy key to the provider."""
-    return upstream_request_headers(
-        client_headers(scope),
-        credentials.upstream_authorization,
-        identity_encoding=identity_encoding,
-        key_header=_key_header(credentials, adapter),
-        dropped=API_KEY_HEADERS if credentials.tenant.upstream_authorization is not None else (),
-    )
-
-
-def _key_header(credentials: Credentials, adapter: WireAdapter | None) -> str:
-    """Where the provider key goes: the format's own header when the proxy holds the tenant's
-    key (Anthropic's ``x-api-key``); a key the client brought goes as the client sent it."""
-    if adapter is None or credentials.tenant.upstream_authorization is None:
-        return "authorization"
-    return adapter.key_header
 
 
 def _model_url(base_url: str, adapter: WireAdapter, query: bytes) -> str:

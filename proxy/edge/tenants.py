@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from proxy.errors import AuthenticationFailed, PermissionDenied
 from proxy.upstream.addresses import blocked_reason
+from proxy.upstream.paths import OTHER_FAMILY, PASSTHROUGH_FAMILIES
 
 __all__ = [
     "API_KEY_HEADERS",
@@ -93,6 +94,25 @@ class TenantSpec(BaseModel):
     default_policy: str | None = None
     daily_tokens: int | None = Field(None, ge=1, description="Tokens per rolling day, all sessions together.")
     daily_cost_usd: float | None = Field(None, gt=0, description="Cost per rolling day, all sessions together.")
+    passthrough: list[str] | None = Field(
+        None,
+        description="The /v1 pass-through families this tenant may use (e.g. [models, embeddings]; `other` for "
+        "families outside the known set); every family when unset, none when empty.",
+    )
+    forward_telemetry: bool | None = Field(
+        None,
+        description="Forward Claude Code's telemetry to the upstream host; unset: as --forward-telemetry says "
+        "(by default only for a base URL that is the API's own /v1).",
+    )
+
+    @field_validator("passthrough")
+    @classmethod
+    def _known_families(cls, values: list[str] | None) -> list[str] | None:
+        known = PASSTHROUGH_FAMILIES | {OTHER_FAMILY}
+        unknown = sorted(set(values or ()) - known)
+        if unknown:
+            raise ValueError(f"unknown pass-through families {unknown}; known: {sorted(known)}")
+        return values
 
     @field_validator("key_sha256")
     @classmethod
@@ -130,6 +150,10 @@ class Tenant:
     daily_cost_usd: float | None = None
     any_policy: bool = False
     """The implicit tenant (no tenants file) may use every policy of the directory."""
+    passthrough: frozenset[str] | None = None
+    """The pass-through families this tenant may use; None: all of them."""
+    forward_telemetry: bool | None = None
+    """Forward Claude Code's telemetry upstream; None: as the process's setting says."""
 
     def choose_policy(self, requested: str | None) -> str:
         """The policy for one request: the tenant's default unless it asked for an allowed one."""
@@ -138,6 +162,14 @@ class Tenant:
         if not self.any_policy and requested not in self.policies:
             raise PermissionDenied(f"policy {requested!r} is not allowed for this API key", param="policy")
         return requested
+
+    def check_family(self, family: str) -> None:
+        """403 for a pass-through family this tenant's allow-list does not name."""
+        if self.passthrough is not None and family not in self.passthrough:
+            allowed = ", ".join(sorted(self.passthrough)) or "none"
+            raise PermissionDenied(
+                f"The pass-through family {family!r} is not allowed for this API key (allowed: {allowed})."
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +337,8 @@ def load_tenants(path: Path, default_upstream: str | None, environ: Mapping[str,
             default_policy=spec.default_policy or spec.policies[0],
             daily_tokens=spec.daily_tokens,
             daily_cost_usd=spec.daily_cost_usd,
+            passthrough=None if spec.passthrough is None else frozenset(spec.passthrough),
+            forward_telemetry=spec.forward_telemetry,
         )
         for digest in spec.key_sha256:
             if digest in by_digest:

@@ -122,7 +122,8 @@ class Metrics:
         self.tokens = Counter(
             "loopwarden_tokens",
             "Tokens used, by direction (prompt, completion) and whose call: agent (first attempt), "
-            "nudge (retries the guards asked for), judge, finalize.",
+            "nudge (retries the guards asked for), judge, finalize, passthrough (what a pass-through reply "
+            "reported; tenants with daily caps).",
             ["tenant", "policy", "kind", "direction"],
             registry=self.registry,
         )
@@ -189,6 +190,13 @@ class Metrics:
             "Requests that ended while another request of their session made the ending (no summary call "
             "of their own), by answer: stored (that ending) or local (a summary built here).",
             ["tenant", "policy", "answer"],
+            registry=self.registry,
+        )
+        self.telemetry_kept = Counter(
+            "loopwarden_telemetry_answered_locally",
+            "Claude Code telemetry batches answered by the proxy instead of forwarded (the tenant does not "
+            "allow forwarding; see forward_telemetry).",
+            ["tenant"],
             registry=self.registry,
         )
         self.sessions_evicted = Counter(

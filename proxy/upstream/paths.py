@@ -28,7 +28,16 @@ import httpx
 
 from proxy.errors import InvalidRequest
 
-__all__ = ["CLAUDE_TELEMETRY", "passthrough_route", "passthrough_url", "telemetry_url"]
+__all__ = [
+    "CLAUDE_TELEMETRY",
+    "PASSTHROUGH_FAMILIES",
+    "is_api_root",
+    "passthrough_family",
+    "passthrough_route",
+    "passthrough_url",
+    "spends",
+    "telemetry_url",
+]
 
 _MOUNT = b"/v1"
 _SEPARATORS = re.compile(rb"[/\\]")
@@ -154,7 +163,7 @@ def passthrough_url(base_url: str, raw_path: bytes, query: bytes) -> httpx.URL:
     return joined
 
 
-_PASSTHROUGH_FAMILIES = frozenset(
+PASSTHROUGH_FAMILIES = frozenset(
     {
         "assistants", "audio", "batches", "chat", "completions", "conversations", "embeddings", "files",
         "fine_tuning", "images", "messages", "models", "moderations", "responses", "threads", "uploads",
@@ -165,23 +174,59 @@ _PASSTHROUGH_FAMILIES = frozenset(
 a fixed set, so no path a client sends can grow the metrics' label space."""
 
 
+OTHER_FAMILY = "other"
+"""The family of a pass-through path outside :data:`PASSTHROUGH_FAMILIES` (in a tenant's allow-list too)."""
+_FREE_FAMILIES = frozenset(
+    {"assistants", "chat", "conversations", "files", "models", "moderations", "uploads", "vector_stores"}
+)
+"""Families whose calls spend no model tokens: stored objects, metadata, free moderation. (The
+chat family here is stored completions' sub-resources: the model call itself is guarded.)"""
+_FREE_ACTIONS = frozenset({"cancel", "count_tokens", "input_tokens"})
+"""Last segments of calls that spend nothing in a spending family (counting, cancelling)."""
+
+
+def passthrough_family(raw_path: bytes) -> str:
+    """The API family of ``/v1/<family>/…``, by the path's first segment after ``/v1``
+    (:data:`OTHER_FAMILY` for one outside the fixed set)."""
+    path = raw_path.decode("latin-1").partition("?")[0]
+    family = path[4:].partition("/")[0] if path.startswith("/v1/") else ""
+    return family if family in PASSTHROUGH_FAMILIES else OTHER_FAMILY
+
+
 def passthrough_route(raw_path: bytes) -> str:
     """``passthrough:<family>`` for ``/v1/<family>/…`` (``passthrough:responses`` for a stored
-    response's ``GET``), by the path's first segment after ``/v1``."""
-    path = raw_path.decode("latin-1")
-    if path.partition("?")[0] == CLAUDE_TELEMETRY:
+    response's ``GET``); ``passthrough`` for a family outside the fixed set."""
+    if raw_path.partition(b"?")[0] == CLAUDE_TELEMETRY.encode():
         return "passthrough:telemetry"
-    family = path[4:].partition("/")[0].partition("?")[0] if path.startswith("/v1/") else ""
-    return f"passthrough:{family}" if family in _PASSTHROUGH_FAMILIES else "passthrough"
+    family = passthrough_family(raw_path)
+    return "passthrough" if family == OTHER_FAMILY else f"passthrough:{family}"
+
+
+def spends(method: str, raw_path: bytes) -> bool:
+    """Whether a pass-through call may spend model tokens, and so must fit the tenant's day: a
+    ``POST`` outside the free families and actions (completions, embeddings, images, audio,
+    batches, ``responses/compact``, thread runs, and any family not known to be free)."""
+    if method != "POST":
+        return False
+    path = raw_path.partition(b"?")[0].decode("latin-1")
+    return passthrough_family(raw_path) not in _FREE_FAMILIES and path.rpartition("/")[2] not in _FREE_ACTIONS
 
 
 CLAUDE_TELEMETRY = "/api/event_logging/batch"
 """Where Claude Code posts its telemetry, at the root of ``ANTHROPIC_BASE_URL``."""
 
 
+def is_api_root(base_url: str) -> bool:
+    """The base URL is an API host's own ``/v1`` (``https://api.anthropic.com/v1``), whose host
+    root is that API's too: where telemetry may go by default. A deeper base (a shared gateway's
+    ``/tenants/delta/v1``, Azure's ``/openai/...``) leaves the root to someone else."""
+    return httpx.URL(base_url).raw_path.partition(b"?")[0].rstrip(b"/") == _MOUNT
+
+
 def telemetry_url(base_url: str, query: bytes) -> httpx.URL:
     """Where Claude Code's telemetry goes: where it would go without the proxy, the upstream's
     own host at that one fixed path (outside the tenant's base path, which names the model
-    API), the query as sent. Nothing the client sends chooses the path."""
+    API), the query as sent. Nothing the client sends chooses the path; whether it goes at
+    all is the tenant's (see :func:`is_api_root`)."""
     raw = CLAUDE_TELEMETRY.encode() + (b"?" + query if query else b"")
     return httpx.URL(base_url).copy_with(raw_path=raw)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.errors import InvalidRequest
-from proxy.upstream.paths import passthrough_url, telemetry_url
+from proxy.upstream.paths import is_api_root, passthrough_family, passthrough_url, spends, telemetry_url
 
 AZURE = "https://example.openai.azure.com/openai/deployments/x"
 
@@ -124,3 +124,50 @@ def test_another_spelling_of_a_guarded_route_is_refused_naming_the_path(raw_path
 )
 def test_the_guarded_families_own_sub_resources_pass(raw_path):
     assert passthrough_url(AZURE, raw_path, b"").raw_path == AZURE.split(".com", 1)[1].encode() + raw_path[3:]
+
+
+@pytest.mark.parametrize(
+    ("method", "raw_path", "spending"),
+    [
+        ("POST", b"/v1/completions", True),
+        ("POST", b"/v1/embeddings", True),
+        ("POST", b"/v1/images/generations", True),
+        ("POST", b"/v1/audio/transcriptions", True),
+        ("POST", b"/v1/batches", True),
+        ("POST", b"/v1/messages/batches", True),
+        ("POST", b"/v1/responses/compact", True),
+        ("POST", b"/v1/threads/thread_1/runs", True),
+        ("POST", b"/v1/videos", True),
+        ("POST", b"/v1/messages/count_tokens", False),
+        ("POST", b"/v1/responses/input_tokens", False),
+        ("POST", b"/v1/batches/batch_1/cancel", False),
+        ("POST", b"/v1/files", False),
+        ("POST", b"/v1/moderations", False),
+        ("GET", b"/v1/batches/batch_1", False),
+        ("DELETE", b"/v1/responses/resp_1", False),
+    ],
+)
+def test_a_call_spends_when_it_is_a_post_outside_the_free_families_and_actions(method, raw_path, spending):
+    assert spends(method, raw_path) is spending
+
+
+@pytest.mark.parametrize(
+    ("raw_path", "family"),
+    [(b"/v1/embeddings", "embeddings"), (b"/v1/messages/batches?x=1", "messages"), (b"/v1/videos/v1", "other")],
+)
+def test_a_pass_through_path_belongs_to_the_family_of_its_first_segment(raw_path, family):
+    assert passthrough_family(raw_path) == family
+
+
+@pytest.mark.parametrize(
+    ("base", "root"),
+    [
+        ("https://api.anthropic.com/v1", True),
+        ("https://api.openai.com/v1/", True),
+        ("https://gw.example/tenants/delta/v1", False),
+        (AZURE, False),
+        ("http://up:8000", False),
+    ],
+)
+def test_telemetry_goes_by_default_only_where_the_base_is_the_apis_own_v1(base, root):
+    assert is_api_root(base) is root

@@ -66,6 +66,11 @@ def test_upper_case_digest_is_accepted(tmp_path):
         (GOOD + "    colour: blue\n", ENV, "colour"),
         (GOOD + GOOD.replace("tenants:\n", ""), ENV, "duplicate tenant name"),
         ("tenants: [", ENV, "cannot read"),
+        (
+            GOOD + "    passthrough: [models, chats]\n",
+            ENV,
+            "passthrough: Value error, unknown pass-through families ['chats']",
+        ),
     ],
     ids=[
         "no-tenants",
@@ -80,6 +85,7 @@ def test_upper_case_digest_is_accepted(tmp_path):
         "unknown-field",
         "duplicate-name",
         "bad-yaml",
+        "unknown-pass-through-family",
     ],
 )
 def test_bad_tenants_file_names_file_and_field(tmp_path, text, env, fragment):
@@ -206,3 +212,24 @@ def test_callers_with_distinct_huge_keys_are_told_apart_without_keeping_their_ke
     assert len(namespaces) == 200
     assert held < 2_000_000  # 200 cached 60 kB keys would hold 12 MB
     assert directory.authenticate("Bearer sk-1", None).namespace == caller_namespace("default", "Bearer sk-1")
+
+
+@pytest.mark.parametrize(
+    ("listed", "family", "allowed"),
+    [
+        ("", "files", True),
+        ("    passthrough: [models, embeddings]\n", "embeddings", True),
+        ("    passthrough: [models, embeddings]\n", "files", False),
+        ("    passthrough: [models, other]\n", "other", True),
+        ("    passthrough: []\n", "models", False),
+    ],
+    ids=["no-list-allows-all", "listed", "unlisted", "other-families", "empty-list-allows-none"],
+)
+def test_a_tenants_pass_through_allow_list_names_the_families_it_may_use(tmp_path, listed, family, allowed):
+    tenant = _load(tmp_path, GOOD + listed).authenticate(f"Bearer {KEY}", None).tenant
+
+    if allowed:
+        tenant.check_family(family)
+    else:
+        with pytest.raises(PermissionDenied, match=repr(family)):
+            tenant.check_family(family)
