@@ -16,7 +16,6 @@ from tests.support.fake_upstream import Json, Sse, chat_completion
 MESSAGES = [{"role": "user", "content": "Summarize the quarterly report."}]
 KEY = "lw-capped"
 LISTED_KEY = "lw-listed"
-CLOSED_KEY = "lw-closed"
 ANTHROPIC = {"anthropic-version": "2023-06-01"}
 
 SPENDING = [
@@ -28,12 +27,9 @@ SPENDING = [
 ]
 
 
-@pytest.fixture(params=["memory", "redis"])
-def capped(request, make_proxy, tmp_path, monkeypatch, redis_url):
-    """A proxy whose tenant ``capped-…`` (a fresh name: Redis outlives the test) has 1000 tokens a day,
-    and whose tenant ``listed-…`` may use the models and embeddings families only."""
-    monkeypatch.setenv("PROVIDER_KEY", "sk-provider")
-    suffix = uuid.uuid4().hex[:8]
+def tenants_file(tmp_path, suffix: str) -> str:
+    """Tenant ``capped-…`` (a fresh name: Redis outlives the test) has 1000 tokens a day; tenant
+    ``listed-…`` may use the models and embeddings families only."""
     path = tmp_path / "tenants.yaml"
     path.write_text(
         f"""
@@ -48,8 +44,14 @@ tenants:
     passthrough: [models, embeddings]
 """
     )
+    return str(path)
+
+
+@pytest.fixture(params=["memory", "redis"])
+def capped(request, make_proxy, tmp_path, monkeypatch, redis_url):
+    monkeypatch.setenv("PROVIDER_KEY", "sk-provider")
     store = {"redis_url": redis_url} if request.param == "redis" else {}
-    return make_proxy(tenants_file=str(path), **store)
+    return make_proxy(tenants_file=tenants_file(tmp_path, uuid.uuid4().hex[:8]), **store)
 
 
 def guarded(proxy, key: str = KEY) -> httpx.Response:
@@ -172,3 +174,32 @@ def test_the_families_on_the_allow_list_are_forwarded(capped, upstream):
     assert passed(capped, "/models", None, key=LISTED_KEY).status_code == 200
     assert passed(capped, "/embeddings", {"model": "m", "input": "x"}, key=LISTED_KEY).status_code == 200
     assert [r.path for r in upstream.requests] == ["/v1/models", "/v1/embeddings"]
+
+
+def test_a_frozen_store_fails_a_spending_call_open_by_the_tenants_default_policy(
+    make_proxy, upstream, tmp_path, monkeypatch, private_redis
+):
+    monkeypatch.setenv("PROVIDER_KEY", "sk-provider")
+    proxy = make_proxy(tenants_file=tenants_file(tmp_path, "open"), redis_url=private_redis.url, redis_timeout=0.3)
+    private_redis.freeze()
+
+    assert passed(proxy, "/embeddings", {"model": "m", "input": "x"}).status_code == 200
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
+    assert 'loopwarden_state_errors_total{fail_mode="open",operation="admit_tenant"} 1.0' in metrics
+
+
+def test_a_frozen_store_refuses_a_spending_call_when_the_tenants_default_policy_fails_closed(
+    make_proxy, upstream, tmp_path, monkeypatch, private_redis, write_policies
+):
+    monkeypatch.setenv("PROVIDER_KEY", "sk-provider")
+    policies = str(write_policies(default="state_fail_mode: closed\n"))
+    proxy = make_proxy(
+        tenants_file=tenants_file(tmp_path, "closed"),
+        redis_url=private_redis.url,
+        redis_timeout=0.3,
+        policies_dir=policies,
+    )
+    private_redis.freeze()
+
+    assert_openai_error(passed(proxy, "/embeddings", {"model": "m", "input": "x"}), 503, "service_unavailable")
+    assert upstream.requests == []
