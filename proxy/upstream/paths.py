@@ -20,6 +20,7 @@ tail of a longer path (gateways that route ``…/deployments/x/chat/completions`
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from urllib.parse import unquote_to_bytes
@@ -55,6 +56,7 @@ _REFUSED = (
 
 _GUARDED = (("chat", "completions"), ("responses",), ("messages",))
 """The guarded model routes below ``/v1``, as segments."""
+_GUARDED_SENT = tuple(tuple(name.encode() for name in route) for route in _GUARDED)
 _SUB_RESOURCE_TAILS = (("threads", "*", "messages"), ("chat", "completions", "*", "messages"))
 """Paths that end like a guarded route but name another resource (a thread's, a stored completion's messages)."""
 _FORMAT_SUFFIX = re.compile(r"\.[a-z0-9]{1,8}$")
@@ -66,10 +68,10 @@ def _alias(form: bytes, sent: list[bytes]) -> str | None:
     another spelling than its own, else None. ``sent``: the segments as sent, compared exactly.
     A format suffix counts on the route's own segments only (``/v1/files/messages.json`` is a file)."""
     plain = tuple(_route_name(segment) for segment in _SEPARATORS.split(form[1:]))
-    names = tuple(_FORMAT_SUFFIX.sub("", name) for name in plain[:2])
-    for route in _GUARDED:
+    names = tuple(_FORMAT_SUFFIX.sub("", name) if "." in name else name for name in plain[:2])
+    for route, canonical in zip(_GUARDED, _GUARDED_SENT, strict=True):
         size = len(route)
-        if names[:size] == route and tuple(sent[:size]) != tuple(name.encode() for name in route):
+        if names[:size] == route and tuple(sent[:size]) != canonical:
             return "/v1/" + "/".join(route)
         if len(plain) > size and plain[-size:] == route and not _sub_resource(plain):
             return "/v1/" + "/".join(route)
@@ -80,6 +82,8 @@ def _route_name(segment: bytes) -> str:
     """A segment as a lenient server routes it: parameters and what follows a NUL cut off,
     trimmed, Unicode-normalized, lower-cased."""
     cut = segment.partition(b";")[0].partition(b"\x00")[0].strip(_TRIMMED)
+    if cut.isascii():  # NFKC leaves ASCII as it is: the common case skips it
+        return cut.decode("ascii").lower()
     return unicodedata.normalize("NFKC", cut.decode("utf-8", "replace")).strip().lower()
 
 
@@ -118,7 +122,24 @@ def _unsafe(segment: bytes) -> bool:
 
 
 def _subpath(raw_path: bytes) -> bytes:
-    """The raw path below ``/v1``, refused when it could climb out of it once normalized."""
+    """The raw path below ``/v1``, refused when it could climb out of it once normalized, or
+    when it spells a guarded route another way. A short path's answer is kept: model calls
+    (Claude Code's ``/v1/messages?beta=true``) and pass-through paths repeat; a refusal is
+    not kept (it is raised again, as it should be)."""
+    if len(raw_path) <= _CACHED_PATH_BYTES:
+        return _checked_cached(raw_path)
+    return _checked(raw_path)
+
+
+_CACHED_PATH_BYTES = 256
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked_cached(raw_path: bytes) -> bytes:
+    return _checked(raw_path)
+
+
+def _checked(raw_path: bytes) -> bytes:
     if raw_path == _MOUNT:
         return b""
     if not raw_path.startswith(_MOUNT + b"/"):  # e.g. ``/v1%2f..``: routed by its decoded form only
