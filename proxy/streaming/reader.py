@@ -21,7 +21,7 @@ from proxy.errors import ProxyError, UpstreamDisconnected, UpstreamError, Upstre
 from proxy.exchange import Channel
 from proxy.observe.timing import current
 from proxy.streaming.client import ClientStream
-from proxy.upstream.relayed_errors import masked_bytes, masked_text
+from proxy.upstream.relayed_errors import masked_json, masked_text
 from proxy.wire.base import StreamAssembler
 from proxy.wire.sse import SSEParser, frame
 
@@ -97,7 +97,7 @@ def _take(
     if name == b"error" or "error" in chunk:
         return _stream_error(chunk)
     if _failed(chunk):  # Responses' response.failed: relayed, its error's message masked
-        data = masked_bytes(data, secrets())
+        data = masked_json(data, secrets())
         chunk = _decode(data)
     channels = assembler.add(chunk)
     if channels & (Channel.FINISH | Channel.BARE):
