@@ -5,7 +5,8 @@ touches a channel that is still held (or something waits in the queue) the guard
 asked again what they hold. A stream is complete only with the event its assembler says
 ends it (chat completions' ``data: [DONE]``, or an event it took that completes the reply):
 one that is cut, stalls past the read timeout, or carries a chunk that is not a JSON object
-ends as an error, never as a reply.
+ends as an error, never as a reply. An event whose data has a ``type`` (Responses', Messages')
+goes out named by it, whatever the upstream named it: clients dispatch on the name.
 """
 
 from __future__ import annotations
@@ -94,6 +95,12 @@ def _take(
         return UpstreamMalformed("The upstream model API sent a stream chunk that is not valid JSON.")
     if not isinstance(chunk, dict):
         return UpstreamMalformed("The upstream model API sent a stream chunk that is not a JSON object.")
+    kind = chunk.get("type")
+    if isinstance(kind, str):  # Responses' and Messages' events say what they are
+        if "\n" in kind or "\r" in kind:  # as an event's name it would frame events of its own
+            return UpstreamMalformed("The upstream model API sent a stream event whose type breaks a line.")
+        if name and name != (named := kind.encode()):
+            name = named  # the data decides: a client dispatching on the name reads what the data is
     if name == b"error" or "error" in chunk:
         return _stream_error(chunk)
     if _failed(chunk):  # Responses' response.failed: relayed, its error's message masked
