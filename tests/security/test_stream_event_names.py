@@ -11,7 +11,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.support.fake_messages import check_stream, sse_bytes
+from tests.support.fake_messages import check_stream, message_body, said, sse_bytes, text
 from tests.support.fake_messages import stream_events as messages_events
 from tests.support.fake_responses import stream_events as responses_events
 from tests.support.fake_responses import text_response
@@ -20,16 +20,7 @@ from tests.support.responses_events import sse_events, validate_stream
 
 pytestmark = pytest.mark.shared_proxy
 
-MESSAGE = {
-    "id": "msg_1",
-    "type": "message",
-    "role": "assistant",
-    "model": "claude-fake",
-    "content": [{"type": "text", "text": "Lyon has about 520,000 people."}],
-    "stop_reason": "end_turn",
-    "stop_sequence": None,
-    "usage": {"input_tokens": 11, "output_tokens": 7},
-}
+MESSAGE = message_body(said(text("Lyon has about 520,000 people.")), {"model": "claude-fake"})
 
 
 def misnamed(events: list[dict]) -> Json:

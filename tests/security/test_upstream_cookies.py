@@ -10,6 +10,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.support.fake_messages import message_body, said, text
 from tests.support.fake_messages import stream_events as messages_events
 from tests.support.fake_responses import stream_events as responses_events
 from tests.support.fake_responses import text_response
@@ -21,16 +22,7 @@ COOKIES = {"Set-Cookie": "session=operator-secret; Path=/", "Set-Cookie2": "lega
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 RESPONSES = {"model": "m", "input": "hi"}
 MESSAGES = {**CHAT, "max_tokens": 50}
-MESSAGE = {
-    "id": "msg_1",
-    "type": "message",
-    "role": "assistant",
-    "model": "claude-fake",
-    "content": [{"type": "text", "text": "Hello."}],
-    "stop_reason": "end_turn",
-    "stop_sequence": None,
-    "usage": {"input_tokens": 11, "output_tokens": 7},
-}
+MESSAGE = message_body(said(text("Hello.")), {"model": "claude-fake"})
 ERROR = {"error": {"message": "Bad request.", "type": "invalid_request_error", "code": None}}
 
 CASES = {
