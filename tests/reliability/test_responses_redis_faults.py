@@ -24,11 +24,11 @@ from tests.support.responses_fixtures import fake, responses_server  # noqa: F40
 TASK = [{"role": "user", "content": "How many people live in Lyon?"}]
 
 
-def ask(proxy, **body: Any) -> httpx.Response:
+def ask(proxy, headers: dict[str, str] | None = None, **body: Any) -> httpx.Response:
     return httpx.post(
         f"{proxy.base_url}/responses",
         json={"model": "m", **body},
-        headers={"Authorization": "Bearer sk-p"},
+        headers={"Authorization": "Bearer sk-p", **(headers or {})},
         timeout=10,
     )
 
@@ -107,22 +107,36 @@ def test_a_continuation_with_nothing_lost_continues_its_session(
         assert second.headers["x-loopwarden-step"] == "2"
 
 
+@pytest.fixture
+def freezing(make_proxy, fake, faulty_redis, write_policies):
+    """``freezing(mode)``: a proxy over a Redis that, from ``freeze()`` on, takes commands and never answers."""
+
+    def start(mode: str = "open"):
+        policies = write_policies(default=f"state_fail_mode: {mode}\n")
+        return make_proxy(
+            upstream=fake.url,
+            redis_url=f"redis://127.0.0.1:{faulty_redis.port}/0",
+            redis_timeout=0.3,
+            policies_dir=str(policies),
+        )
+
+    return start
+
+
+def freeze(faulty_redis) -> None:
+    faulty_redis.set(Hang())
+    faulty_redis.drop_connections()
+
+
 @pytest.mark.parametrize(("mode", "status"), [("open", 200), ("closed", 503)])
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
 def test_a_chain_continuation_during_a_redis_freeze_costs_one_store_timeout(
-    make_proxy, fake, faulty_redis, write_policies, mode, status, stream
+    freezing, fake, faulty_redis, mode, status, stream
 ):
-    policies = write_policies(default=f"state_fail_mode: {mode}\n")
-    proxy = make_proxy(
-        upstream=fake.url,
-        redis_url=f"redis://127.0.0.1:{faulty_redis.port}/0",
-        redis_timeout=0.3,
-        policies_dir=str(policies),
-    )
+    proxy = freezing(mode)
     first = ask(proxy, input=TASK)
     fake.script(text_response("Lyon has about 520,000 people."))
-    faulty_redis.set(Hang())
-    faulty_redis.drop_connections()
+    freeze(faulty_redis)
 
     continued = ask(proxy, previous_response_id=first.json()["id"], input="Go on.", stream=stream)
 
@@ -131,3 +145,15 @@ def test_a_chain_continuation_during_a_redis_freeze_costs_one_store_timeout(
     if status == 200:
         assert continued.headers["x-loopwarden-degraded"] == "state-store"
         assert not continued.headers["x-loopwarden-session"].startswith("chain-")  # no stray session
+
+
+def test_a_responses_call_during_a_redis_freeze_records_no_chain_after_its_first_timeout(freezing, faulty_redis):
+    proxy = freezing("open")
+    assert ask(proxy, input=TASK).status_code == 200
+    freeze(faulty_redis)
+
+    served = ask(proxy, {"X-Session-Id": "frozen"}, input=TASK)
+
+    assert served.status_code == 200
+    assert served.headers["x-loopwarden-degraded"] == "state-store"
+    assert faulty_redis.swallowed.count(b"EVALSHA") == 1  # the admission's; its reply ids are not recorded
