@@ -13,6 +13,7 @@ relayed at all, since what it could hide cannot be checked.
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -33,6 +34,8 @@ __all__ = ["MASK", "credential_values", "masked_json", "masked_text", "relayed_e
 MASK = b"[REDACTED]"
 _MIN_SECRET = 8
 """Shorter values are no real key, and masking them would mangle ordinary text."""
+_SEARCH_COST = 12
+"""About what one search of the body costs, in bytes the one pass over it would read instead."""
 _CREDENTIAL_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key"})
 _DECODED = frozenset(coding.encode() for coding in _HTTPX_DECODES)
 _decode = msgspec.json.decode
@@ -56,11 +59,17 @@ def secret_forms(secrets: Iterable[str | None]) -> list[bytes]:
     key is still the key); longest first, so a key that contains another is masked whole."""
     forms: set[bytes] = set()
     for secret in secrets:
-        if not secret or len(secret) < _MIN_SECRET:
-            continue
-        raw = secret.encode()
-        forms.update((raw, raw.replace(b"/", b"\\/"), quote(secret, safe="").encode(), *_base64_forms(raw)))
-    return sorted({form.lower() for form in forms}, key=len, reverse=True)
+        if secret and len(secret) >= _MIN_SECRET:
+            forms.update(_forms_of(secret))
+    return sorted(forms, key=len, reverse=True)
+
+
+@functools.lru_cache(maxsize=4096)
+def _forms_of(secret: str) -> frozenset[bytes]:
+    """One secret's forms, once per key (every tenant's are asked for on every relayed error)."""
+    raw = secret.encode()
+    forms = (raw, raw.replace(b"/", b"\\/"), quote(secret, safe="").encode(), *_base64_forms(raw))
+    return frozenset(form.lower() for form in forms)
 
 
 def _base64_forms(raw: bytes) -> list[bytes]:
@@ -74,18 +83,41 @@ def _base64_forms(raw: bytes) -> list[bytes]:
     return [variant for form in forms for variant in (form, form.translate(_URL_SAFE))]
 
 
+def _spans(folded: bytes, forms: Sequence[bytes]) -> list[tuple[int, int]]:
+    """Where the forms occur in ``folded`` (lower-cased). A few forms: one search each. Many (a
+    key per tenant), when one search each would cost more: one pass over the body, looking up
+    the bytes at each position among the forms' first bytes."""
+    spans: list[tuple[int, int]] = []
+    if len(forms) * _SEARCH_COST <= len(folded):
+        for form in forms:
+            start = folded.find(form)
+            while start != -1:
+                spans.append((start, start + len(form)))
+                start = folded.find(form, start + len(form))
+        return spans
+    heads = _heads(tuple(forms)).get
+    for start in range(len(folded) - _MIN_SECRET + 1):
+        for form in heads(folded[start : start + _MIN_SECRET], ()):
+            if folded.startswith(form, start):
+                spans.append((start, start + len(form)))
+    return spans
+
+
+@functools.lru_cache(maxsize=8)
+def _heads(forms: tuple[bytes, ...]) -> dict[bytes, list[bytes]]:
+    """The forms by their first bytes (every form is at least as long as the shortest secret)."""
+    heads: dict[bytes, list[bytes]] = {}
+    for form in forms:
+        heads.setdefault(form[:_MIN_SECRET], []).append(form)
+    return heads
+
+
 def _masked(body: bytes, forms: Sequence[bytes]) -> bytes:
     """``body`` with every place a form matches (in any case) replaced by one mask; overlapping
     matches are masked as one."""
     if not forms:
         return body
-    folded = body.lower()  # ASCII only: every offset stays where it was
-    spans: list[tuple[int, int]] = []
-    for form in forms:
-        start = folded.find(form)
-        while start != -1:
-            spans.append((start, start + len(form)))
-            start = folded.find(form, start + len(form))
+    spans = _spans(body.lower(), forms)  # ASCII only: every offset stays where it was
     if not spans:
         return body
     spans.sort()

@@ -74,10 +74,12 @@ def test_secret_forms_cover_escaped_encoded_and_base64_forms_lower_cased_longest
         "base64-json-escaped",
     ],
 )
-def test_a_key_in_an_openai_shaped_error_is_masked_and_the_rest_kept(quoted):
+@pytest.mark.parametrize("tenants", [1, 100], ids=["one-key", "a-key-per-tenant"])  # a search per form, or one pass
+def test_a_key_in_an_openai_shaped_error_is_masked_and_the_rest_kept(quoted, tenants):
     body = '{"error": {"message": "bad key ' + quoted + '!", "type": "x", "param": null, "code": "k"}}'  # as sent
+    others = [f"sk-other-{n:04d}-" + "z9" * 16 for n in range(tenants - 1)]
 
-    out, headers = relayed_error(401, body.encode(), JSON, secret_forms([KEY]))
+    out, headers = relayed_error(401, body.encode(), JSON, secret_forms([*others, KEY]))
 
     assert json.loads(out)["error"] == {"message": f"bad key {MASK.decode()}!", "type": "x", "param": None, "code": "k"}
     assert headers == JSON
