@@ -226,6 +226,9 @@ class Conversation:
     forced_tool: str | None = None
     """The one tool the request forces the model to call (chat's ``tool_choice`` naming a
     function; each format has its own spelling): its reply can only be that tool's call."""
+    held_upstream: bool = False
+    """The request continues history the upstream holds and it does not resend (Responses'
+    ``previous_response_id``, an ``item_reference``, a ``conversation``)."""
 
     def with_schemas(
         self, tool_schemas: Mapping[str, CompiledSchema | None], answer_schema: CompiledSchema | None
@@ -242,6 +245,7 @@ class Conversation:
             tool_schemas,
             answer_schema,
             self.forced_tool,
+            self.held_upstream,
         )
 
     def tool_parameters(self) -> dict[str, Any]:
@@ -294,6 +298,12 @@ class Conversation:
     @property
     def has_assistant_turn(self) -> bool:
         return any(m.role == "assistant" for m in self.messages)
+
+    @property
+    def continues(self) -> bool:
+        """The request continues a conversation (a turn of the model's in it, or history the
+        upstream holds): a new session cannot be what it belongs to."""
+        return self.held_upstream or self.has_assistant_turn
 
     @property
     def used_tools(self) -> bool:

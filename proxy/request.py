@@ -48,6 +48,9 @@ class AgentRequest:
     """The request's wire format (the route's): parses what comes and renders what goes."""
     namespace: str = ""
     """The caller's session namespace, for keys beside the session's own (a response chain's)."""
+    store_failure: str | None = None
+    """Why a store call made for this request before the pipeline (its chain's lookup) failed:
+    the pipeline then asks the store nothing more, as after its own first failure."""
     _worst_tokens: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def include_usage(self) -> bool:

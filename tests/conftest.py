@@ -227,3 +227,9 @@ def fault_proxy():
     yield start
     for proxy in started:
         proxy.stop()
+
+
+@pytest.fixture
+def faulty_redis(private_redis, fault_proxy):
+    """A fault proxy in front of the private redis-server (its ``url`` is not Redis's: use its port)."""
+    return fault_proxy(private_redis.port)

@@ -75,6 +75,8 @@ class Ledger:
         """Load the session (reserving this call's budget share in the same round trip)."""
         fresh = call.session.fresh
         try:
+            if call.store_failure is not None:  # its chain's lookup failed: one timeout per request
+                raise StoreUnavailable(call.store_failure)
             if fresh and call.session.derived:
                 # A derived run's first request: its session is named by the reply it will
                 # deliver (see proxy.session.identity), so nothing is read or reserved in the
@@ -106,14 +108,12 @@ class Ledger:
         except StoreUnavailable as exc:
             self._store_failed(call, "load", exc)
             if call.policy.state_fail_mode == "closed":
-                raise ServiceUnavailable(
-                    "Session state is unavailable and this policy fails closed; try again shortly."
-                ) from None
+                raise _unavailable() from None
             notes.degraded = True
             state, reserved = SessionState(), []
         else:
             self._book_losses()
-            if self._lost_unseen(call, state, notes.started):
+            if await self._lost_unseen(call, state, notes.started):
                 await self._refuse_lost(call, reserved, notes)
         delta = SessionDelta(replace=fresh)
         for limit in reserved:
@@ -238,17 +238,24 @@ class Ledger:
             self._metrics.state_resets.inc(losses - self._losses)
             self._losses = losses
 
-    def _lost_unseen(self, call: AgentRequest, state: SessionState, now: float) -> bool:
+    async def _lost_unseen(self, call: AgentRequest, state: SessionState, now: float) -> bool:
         """A fail-closed session that the store has forgotten, and no client was told yet.
 
         After the store lost its data (see :meth:`SessionStore.lost_at`), a request that
-        continues a conversation (an assistant turn in it) but finds no record of its
-        session cannot be told apart from a session whose budgets were wiped. A request
-        without an assistant turn is provably new and passes. The window is the session
-        TTL: any session older than the loss would have expired by then anyway.
-        """
-        if call.policy.state_fail_mode != "closed" or not call.conversation.has_assistant_turn:
+        continues a conversation (:attr:`~proxy.exchange.Conversation.continues`) but finds no
+        record of its session cannot be told apart from one whose budgets were wiped; one that
+        continues nothing is provably new. The window is the session TTL: any session older
+        than the loss would have expired anyway. A run's opening (not loaded) is read here."""
+        if call.policy.state_fail_mode != "closed" or not call.conversation.continues:
             return False
+        if call.session.fresh and call.session.derived:  # read for its mark, and to notice a loss
+            try:
+                with self._timed("load"):
+                    state = await self._store.load(call.session.key)
+            except StoreUnavailable as exc:
+                self._store_failed(call, "load", exc)
+                raise _unavailable() from None
+            self._book_losses()
         lost = self._store.lost_at(call.session.key)
         if lost is None or now - lost > call.policy.session_ttl_secs:
             return False
@@ -417,6 +424,10 @@ class Ledger:
 
 _Write = tuple[str, SessionDelta, int, bool]
 """A commit to make: the key, what to apply, the TTL, whether later calls on the key wait for it."""
+
+
+def _unavailable() -> ServiceUnavailable:  # the fail-closed answer when the session's state cannot be read
+    return ServiceUnavailable("Session state is unavailable and this policy fails closed; try again shortly.")
 
 
 def _holds_reservations(delta: SessionDelta) -> bool:

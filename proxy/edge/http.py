@@ -41,8 +41,11 @@ HOP_BY_HOP = frozenset(
 # Never copied client → upstream: hop-by-hop, framing the server recomputes, credentials
 # the proxy decides itself, and the proxy's own control headers.
 _NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "authorization", "expect"}
-# Never copied upstream → client: hop-by-hop and framing the ASGI server recomputes.
-_NOT_RETURNED = frozenset(name.encode() for name in HOP_BY_HOP | {"content-length", "date", "server"})
+# Never copied upstream → client: hop-by-hop, framing the ASGI server recomputes, and cookies:
+# the provider sets them on the operator's account, which every tenant's client would share.
+_NOT_RETURNED = frozenset(
+    name.encode() for name in HOP_BY_HOP | {"content-length", "date", "server", "set-cookie", "set-cookie2"}
+)
 _OWN_PREFIX = "x-loopwarden-"
 _JSON = [(b"content-type", b"application/json")]
 
@@ -113,7 +116,7 @@ def upstream_request_headers(
 def reply_headers(
     raw: Iterable[tuple[bytes, bytes]], own: Iterable[tuple[bytes, bytes]] = ()
 ) -> list[tuple[bytes, bytes]]:
-    """Upstream response headers for the client: end-to-end ones only, plus the proxy's own."""
+    """Upstream response headers for the client: end-to-end ones only (no cookies), plus the proxy's own."""
     kept = [(k, v) for k, v in raw if (low := k.lower()) not in _NOT_RETURNED and not low.startswith(b"x-loopwarden-")]
     kept.extend(own)
     return kept

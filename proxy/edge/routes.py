@@ -134,10 +134,10 @@ class ProxyRoutes:
             adapter.declared_schemas(payload), adapter.parse_request(payload), self._schemas, len(body)
         )
         hint = adapter.session_hint(payload, lambda name: header(scope, name))
-        chained, rechained = await resolve_chain(self._pipeline.store, adapter, credentials.namespace, payload)
-        hint = hint or chained
-        if rechained is not None:
-            payload, body = rechained, adapter.encode(rechained)
+        point = await resolve_chain(self._pipeline.store, adapter, credentials.namespace, payload)
+        hint = hint or point.session
+        if point.rewritten is not None:
+            payload, body = point.rewritten, adapter.encode(point.rewritten)
         session = identify(
             credentials.namespace, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id"), hint
         )
@@ -163,6 +163,7 @@ class ProxyRoutes:
             goal_criteria=_text_header(scope, b"x-loopwarden-goal-criteria"),
             adapter=adapter,
             namespace=credentials.namespace,
+            store_failure=point.store_failure,
         )
         if call.stream:
             call.respond = send

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import msgspec
@@ -21,10 +22,19 @@ from proxy.errors import InvalidRequest
 from proxy.exchange import Reply, Turn
 from proxy.observe.logs import log_event
 from proxy.request import AgentRequest
-from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore
-from proxy.session.chains import MAX_REFERENCES, chained_session, remember_responses, unrecorded_chain
+from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore, StoreUnavailable
+from proxy.session.chains import MAX_REFERENCES, Chained, chained_session, remember_responses, unrecorded_chain
 
-__all__ = ["MAX_RECORDED_BYTES", "Links", "chain_links", "record_turns", "remember_links", "summary_payload"]
+__all__ = [
+    "MAX_RECORDED_BYTES",
+    "ChainPoint",
+    "Links",
+    "chain_links",
+    "record_turns",
+    "remember_links",
+    "resolve_chain",
+    "summary_payload",
+]
 
 Links = list[tuple[str, str | None, str | None]]
 """(id, upstream id to continue from instead, the proxy's own body) per reply id: see
@@ -104,31 +114,50 @@ class Chaining(Protocol):
     ) -> dict[str, Any]: ...
 
 
-async def resolve_chain(
-    store: SessionStore, adapter: Chaining, namespace: str, payload: dict[str, Any]
-) -> tuple[str | None, dict[str, Any] | None]:
+@dataclass(frozen=True, slots=True)
+class ChainPoint:
+    """What :func:`resolve_chain` found for a request."""
+
+    session: str | None = None
+    """The session recorded for the response it continues (None: it continues none, or the
+    store failed)."""
+    rewritten: dict[str, Any] | None = None
+    """The request chained where the server holds the history, the proxy's items inlined
+    (None: unchanged)."""
+    store_failure: str | None = None
+    """Why the store could not be read (the request then asks it nothing more)."""
+
+
+async def resolve_chain(store: SessionStore, adapter: Chaining, namespace: str, payload: dict[str, Any]) -> ChainPoint:
     """For a request that continues a stored response or refers to the proxy's own items:
     the session recorded for its chain point, and the request rewritten to chain where the
-    server holds the history and to carry the proxy's items itself (None: unchanged)."""
+    server holds the history and to carry the proxy's items itself. The first lookup the
+    store fails ends the lookups: the session is then not named here (a chain point the store
+    cannot read is not one nobody recorded), and the request goes on as its fail mode says."""
     previous = adapter.continues(payload)
     references = adapter.references(payload)
     if previous is None and not references:
-        return None, None
+        return ChainPoint()
     if len(references) > MAX_REFERENCES:
         raise InvalidRequest(
             f"The input refers to items of {len(references)} responses LoopWarden made; "
             f"at most {MAX_REFERENCES} are resolved per request.",
             param="input",
         )
-    chained = await chained_session(store, namespace, previous) if previous is not None else None
+    chained: Chained | None = None
     bodies: dict[str, Any] = {}
-    for reference in references:
-        recorded = await chained_session(store, namespace, reference)
-        if recorded is not None and recorded.body is not None:
-            bodies[reference] = _decode(recorded.body)
+    try:
+        chained = await chained_session(store, namespace, previous) if previous is not None else None
+        for reference in references:
+            recorded = await chained_session(store, namespace, reference)
+            if recorded is not None and recorded.body is not None:
+                bodies[reference] = _decode(recorded.body)
+    except StoreUnavailable as exc:
+        rewritten = adapter.rechained(payload, None, {})
+        return ChainPoint(None, rewritten if rewritten != payload else None, str(exc))
     session = None if previous is None else chained.session if chained is not None else unrecorded_chain(previous)
     rewritten = adapter.rechained(payload, chained.continue_from if chained is not None else None, bodies)
-    return session, rewritten if rewritten != payload else None
+    return ChainPoint(session, rewritten if rewritten != payload else None)
 
 
 async def remember_links(store: SessionStore, call: AgentRequest, links: Links) -> None:

@@ -129,7 +129,8 @@ class Pipeline:
                     await self._ledger.settle(call, delta, notes)
                 else:
                     await self._ledger.commit(call, delta, notes)
-                await remember_links(self._store, call, links)  # before the client can continue from one
+                if not notes.degraded:  # after a store failure, this request asks the store nothing more
+                    await remember_links(self._store, call, links)  # before the client can continue from one
                 outcome = await self._render(request, ending)
             finally:
                 if client is not None:

@@ -12,7 +12,8 @@ proxy may have rejected and replaced (the server holds the rejected call unanswe
 and an ending's id is the proxy's own: its record keeps the ending itself, so a later
 request that refers to its items by id gets them from here, never from an upstream that has
 never seen them. A chain point nobody recorded (expired, or a chain begun elsewhere) starts a
-session of its own, named after that point.
+session of its own, named after that point; one the store cannot read names none (see
+:func:`proxy.loop.continuity.resolve_chain`).
 """
 
 from __future__ import annotations
@@ -48,12 +49,9 @@ def _pointer(namespace: str, response_id: str) -> str:
 
 
 async def chained_session(store: SessionStore, namespace: str, response_id: str) -> Chained | None:
-    """What was recorded for ``response_id``; None when nothing was (or the store failed: the
-    request then goes on as an unrecorded chain, as fail-open serves it)."""
-    try:
-        state = await store.load(_pointer(namespace, response_id))
-    except StoreUnavailable:
-        return None
+    """What was recorded for ``response_id``; None when nothing was. A store that fails raises
+    :class:`StoreUnavailable`: a chain point it cannot read is not one nobody recorded."""
+    state = await store.load(_pointer(namespace, response_id))
     session = state.values.get(_SESSION)
     if not session:
         return None

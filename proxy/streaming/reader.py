@@ -5,7 +5,8 @@ touches a channel that is still held (or something waits in the queue) the guard
 asked again what they hold. A stream is complete only with the event its assembler says
 ends it (chat completions' ``data: [DONE]``, or an event it took that completes the reply):
 one that is cut, stalls past the read timeout, or carries a chunk that is not a JSON object
-ends as an error, never as a reply.
+ends as an error, never as a reply. An event whose data has a ``type`` (Responses', Messages')
+goes out named by it, whatever the upstream named it: clients dispatch on the name.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from proxy.errors import ProxyError, UpstreamDisconnected, UpstreamError, Upstre
 from proxy.exchange import Channel
 from proxy.observe.timing import current
 from proxy.streaming.client import ClientStream
-from proxy.upstream.relayed_errors import masked_bytes, masked_text
+from proxy.upstream.relayed_errors import masked_json, masked_text
 from proxy.wire.base import StreamAssembler
 from proxy.wire.sse import SSEParser, frame
 
@@ -94,10 +95,16 @@ def _take(
         return UpstreamMalformed("The upstream model API sent a stream chunk that is not valid JSON.")
     if not isinstance(chunk, dict):
         return UpstreamMalformed("The upstream model API sent a stream chunk that is not a JSON object.")
+    kind = chunk.get("type")
+    if isinstance(kind, str):  # Responses' and Messages' events say what they are
+        if "\n" in kind or "\r" in kind:  # as an event's name it would frame events of its own
+            return UpstreamMalformed("The upstream model API sent a stream event whose type breaks a line.")
+        if name and name != (named := kind.encode()):
+            name = named  # the data decides: a client dispatching on the name reads what the data is
     if name == b"error" or "error" in chunk:
         return _stream_error(chunk)
     if _failed(chunk):  # Responses' response.failed: relayed, its error's message masked
-        data = masked_bytes(data, secrets())
+        data = masked_json(data, secrets())
         chunk = _decode(data)
     channels = assembler.add(chunk)
     if channels & (Channel.FINISH | Channel.BARE):

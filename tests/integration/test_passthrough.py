@@ -97,7 +97,7 @@ def test_no_default_client_headers_are_added(proxy, upstream):
 def test_upstream_cookies_are_never_stored_or_replayed(proxy, upstream):
     upstream.script(Json({"object": "list", "data": []}, headers={"Set-Cookie": "session=tenant-a-secret; Path=/"}))
 
-    first = httpx.get(f"{proxy.base_url}/models", headers={"Authorization": "Bearer tenant-a"})
+    httpx.get(f"{proxy.base_url}/models", headers={"Authorization": "Bearer tenant-a"})
     httpx.get(f"{proxy.base_url}/models", headers={"Authorization": "Bearer tenant-b"})
     httpx.post(
         f"{proxy.base_url}/chat/completions",
@@ -105,7 +105,6 @@ def test_upstream_cookies_are_never_stored_or_replayed(proxy, upstream):
         headers={"Authorization": "Bearer tenant-b"},
     )
 
-    assert first.headers["set-cookie"].startswith("session=tenant-a-secret")
     assert all(r.header("cookie") is None for r in upstream.requests[1:])
 
 

@@ -255,12 +255,6 @@ def test_a_redis_restarted_empty_is_found_counted_and_never_silently_refills_a_f
 # -- Redis behind the TCP fault proxy, and CLIENT PAUSE (in-process proxies, one request at a time)
 
 
-@pytest.fixture
-def faulty_redis(private_redis, fault_proxy):
-    """A fault proxy in front of the private redis-server."""
-    return fault_proxy(private_redis.port)
-
-
 def call(proxy) -> tuple[httpx.Response, float]:
     return timed_post(
         f"{proxy.base_url}/chat/completions",

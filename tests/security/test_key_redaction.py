@@ -7,6 +7,7 @@ single-tenant mode, is masked too (it costs nothing).
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import zlib
@@ -194,3 +195,35 @@ def test_a_key_in_a_responses_stream_failed_event_is_masked(tenant_proxy, upstre
 
     assert "sk-provider" not in response.text
     assert "key [REDACTED] revoked" in response.text
+
+
+def unicode_escaped(text: str) -> str:
+    return "".join(f"\\u{ord(c):04x}" for c in text)
+
+
+@pytest.mark.parametrize(
+    "quoted",
+    [unicode_escaped(PROVIDER_KEY), PROVIDER_KEY.upper(), base64.b64encode(PROVIDER_KEY.encode()).decode()],
+    ids=["unicode-escaped", "upper-cased", "base64"],
+)
+@pytest.mark.parametrize("path", ["/chat/completions", "/embeddings"], ids=["guarded", "passthrough"])
+def test_the_tenants_key_in_another_spelling_is_masked(tenant_proxy, upstream, path, quoted):
+    upstream.script(Json(b'{"error": {"message": "bad key ' + quoted.encode() + b'", "type": "x"}}', status=401))
+
+    response = send(tenant_proxy, path)
+
+    assert response.status_code == 401
+    assert response.json()["error"]["message"] == "bad key [REDACTED]"
+
+
+def test_a_key_spelled_with_escapes_in_a_responses_failed_event_is_masked(tenant_proxy, upstream):
+    message = f"key {unicode_escaped(PROVIDER_KEY)} revoked"
+    failed = '{"type": "response.failed", "response": {"id": "resp_f", "status": "failed", "output": [], '
+    failed += '"error": {"code": "server_error", "message": "' + message + '"}}}'
+    upstream.script(Sse([failed], done=False))
+
+    response = send(tenant_proxy, "/responses", stream=True)
+
+    assert "key [REDACTED] revoked" in response.text
+    events = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
+    assert PROVIDER_KEY not in json.dumps(events)  # not even once a client has decoded them

@@ -13,7 +13,8 @@ forwards bytes both ways, with one fault at a time:
 It runs on its own event loop in a background thread (like the fake upstream), so sync and
 async tests use it alike. A fault applies to connections accepted after it is set; reply
 bytes are counted per connection. ``received`` counts the request bytes that reached the
-target, so a test can tell whether a request got through.
+target, so a test can tell whether a request got through; ``swallowed`` keeps what Hang took
+in, so a test can count the commands a server that never answers was sent (each one a timeout).
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class FaultProxy:
         self.port = 0
         self.accepted = 0
         self.received = 0
+        self.swallowed = bytearray()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
@@ -123,8 +125,8 @@ class FaultProxy:
         upstream_writer: asyncio.StreamWriter | None = None
         try:
             if isinstance(fault, Hang):
-                while await client_reader.read(_CHUNK):
-                    pass
+                while data := await client_reader.read(_CHUNK):
+                    self.swallowed += data
                 await asyncio.Event().wait()  # the peer closed its side; keep ours open forever
                 return
             upstream_reader, upstream_writer = await asyncio.open_connection(*self.target)

@@ -37,7 +37,7 @@ def test_identity_encoding_replaces_accept_encoding():
     assert out == [("accept-encoding", "identity")]
 
 
-def test_reply_headers_keep_end_to_end_and_add_own():
+def test_reply_headers_keep_end_to_end_drop_cookies_and_add_own():
     raw = [
         (b"Content-Type", b"application/json"),
         (b"Content-Length", b"12"),
@@ -45,6 +45,8 @@ def test_reply_headers_keep_end_to_end_and_add_own():
         (b"Connection", b"keep-alive"),
         (b"X-LoopWarden-Spoofed", b"1"),
         (b"x-request-id", b"r1"),
+        (b"Set-Cookie", b"session=operator; Path=/"),
+        (b"set-cookie2", b"legacy=operator"),
     ]
 
     out = reply_headers(raw, [(b"x-loopwarden-upstream-attempts", b"1")])

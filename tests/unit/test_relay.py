@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -30,25 +31,84 @@ def test_credential_values_are_the_keys_sent_upstream(headers, values):
     assert credential_values(headers) == values
 
 
-def test_secret_forms_cover_escaped_and_encoded_forms_longest_first():
+def unicode_escaped(text: str) -> str:
+    """``text`` as JSON may spell it: every character a ``\\u`` escape."""
+    return "".join(f"\\u{ord(c):04x}" for c in text)
+
+
+def test_secret_forms_cover_escaped_encoded_and_base64_forms_lower_cased_longest_first():
     forms = secret_forms([KEY, "short", None, ""])
 
-    assert set(forms) == {KEY.encode(), KEY.replace("/", "\\/").encode(), KEY.replace("/", "%2F").encode()}
+    raw = KEY.encode()
+    expected = {raw, KEY.replace("/", "\\/").encode(), KEY.replace("/", "%2f").encode(), base64.b64encode(raw).lower()}
+    assert expected <= set(forms)
+    assert base64.urlsafe_b64encode(raw).lower() in forms
+    assert all(form == form.lower() for form in forms)
     assert [len(f) for f in forms] == sorted((len(f) for f in forms), reverse=True)
 
 
 @pytest.mark.parametrize(
     "quoted",
-    [KEY, KEY.replace("/", "\\/"), KEY.replace("/", "%2F")],
-    ids=["raw", "json-escaped", "percent-encoded"],
+    [
+        KEY,
+        KEY.replace("/", "\\/"),
+        KEY.replace("/", "%2F"),
+        KEY.replace("/", "%2f"),
+        KEY.upper(),
+        unicode_escaped(KEY),
+        "sk-proj-" + unicode_escaped(KEY[8:10]) + KEY[10:],
+        base64.b64encode(KEY.encode()).decode(),
+        base64.urlsafe_b64encode(KEY.encode()).decode(),
+        base64.b64encode(KEY.encode()).decode().replace("/", "\\/"),
+    ],
+    ids=[
+        "raw",
+        "json-escaped",
+        "percent-encoded",
+        "percent-encoded-lower",
+        "upper-cased",
+        "unicode-escaped",
+        "partly-unicode-escaped",
+        "base64",
+        "base64-url-safe",
+        "base64-json-escaped",
+    ],
 )
-def test_a_key_in_an_openai_shaped_error_is_masked_and_the_rest_kept(quoted):
+@pytest.mark.parametrize("tenants", [1, 100], ids=["one-key", "a-key-per-tenant"])  # a search per form, or one pass
+def test_a_key_in_an_openai_shaped_error_is_masked_and_the_rest_kept(quoted, tenants):
     body = '{"error": {"message": "bad key ' + quoted + '!", "type": "x", "param": null, "code": "k"}}'  # as sent
+    others = [f"sk-other-{n:04d}-" + "z9" * 16 for n in range(tenants - 1)]
 
-    out, headers = relayed_error(401, body.encode(), JSON, secret_forms([KEY]))
+    out, headers = relayed_error(401, body.encode(), JSON, secret_forms([*others, KEY]))
 
     assert json.loads(out)["error"] == {"message": f"bad key {MASK.decode()}!", "type": "x", "param": None, "code": "k"}
     assert headers == JSON
+
+
+def test_a_key_spelled_with_escapes_in_an_object_key_is_masked():
+    body = '{"error": {"message": "bad key", "' + unicode_escaped(KEY) + '": 1}}'
+
+    out, _ = relayed_error(401, body.encode(), JSON, secret_forms([KEY]))
+
+    assert json.loads(out)["error"] == {"message": "bad key", MASK.decode(): 1}
+
+
+@pytest.mark.parametrize("before", ["", "u:", "us:"], ids=["aligned", "shifted-1", "shifted-2"])
+def test_a_key_base64_encoded_inside_a_longer_value_is_masked(before):
+    credentials = base64.b64encode((before + KEY + "!?").encode())
+    body = b'{"error": {"message": "bad credentials Basic ' + credentials + b'"}}'
+
+    out, _ = relayed_error(401, body, JSON, secret_forms([KEY]))
+
+    shown = json.loads(out)["error"]["message"]
+    assert MASK.decode() in shown
+    assert len(shown.replace(MASK.decode(), "")) <= len("bad credentials Basic ") + 12  # a group before, two after
+
+
+def test_an_error_with_escapes_and_no_key_is_relayed_byte_for_byte():
+    body = b'{"error": {"message": "caf\\u00e9 \\"quoted\\"", "type": "x", "param": null, "code": null}}'
+
+    assert relayed_error(400, body, JSON, secret_forms([KEY])) == (body, JSON)
 
 
 def test_a_key_across_the_wrapped_snippets_end_leaks_no_prefix():
@@ -85,9 +145,9 @@ def test_an_error_without_keys_is_unchanged():
 
 
 def test_masked_text_masks_every_form_and_keeps_other_text():
-    text = f"a {KEY} b {KEY.replace('/', '%2F')} c é"
+    text = f"a {KEY} b {KEY.replace('/', '%2F')} c {KEY.upper()} d é"
 
-    assert masked_text(text, secret_forms([KEY])) == "a [REDACTED] b [REDACTED] c é"
+    assert masked_text(text, secret_forms([KEY])) == "a [REDACTED] b [REDACTED] c [REDACTED] d é"
 
 
 def test_a_key_quoted_in_an_error_header_is_masked():

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from proxy.loop.continuity import resolve_chain
+from proxy.session.base import SessionState, StoreUnavailable
 from proxy.session.chains import Chained, chained_session, remember_responses
 from proxy.session.memory import MemoryStore
 from proxy.wire.responses.adapter import RESPONSES
@@ -89,3 +91,27 @@ def test_a_reference_to_the_proxys_own_item_is_resolved_from_its_record_and_neve
 
     assert "previous_response_id" not in resolved  # the proxy's own: nothing upstream to continue from
     assert resolved["input"] == [payload["input"][0], ENDING["output"][0], payload["input"][3]]
+
+
+class FailingLoads(MemoryStore):
+    """A store whose every load times out (counted)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads = 0
+
+    async def load(self, key: str) -> SessionState:
+        self.loads += 1
+        raise StoreUnavailable("load failed: TimeoutError")
+
+
+async def test_a_chain_lookup_the_store_fails_stops_there_and_names_no_session():
+    store = FailingLoads()
+    references = [{"type": "item_reference", "id": f"msg_lw{n:032x}_0"} for n in range(3)]
+    payload = {"previous_response_id": "resp_a", "input": [*references, {"role": "user", "content": "Go on."}]}
+
+    point = await resolve_chain(store, RESPONSES, "t", payload)
+
+    assert store.loads == 1  # not one per reference: each would be another timeout
+    assert point.session is None  # not chain-resp_a: a point the store cannot read is not one nobody recorded
+    assert point.store_failure == "load failed: TimeoutError"

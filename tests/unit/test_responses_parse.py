@@ -98,6 +98,31 @@ def test_text_format_json_schema_is_the_output_contract_and_asks_for_a_json_answ
     assert not RESPONSES.wants_structured_output({"text": {"verbosity": "low"}})
 
 
+@pytest.mark.parametrize(
+    ("fields", "continues"),
+    [
+        ({"input": "Fix the bug."}, False),
+        ({"input": "Go on.", "previous_response_id": "resp_1"}, True),
+        ({"input": [{"type": "item_reference", "id": "msg_1"}, {"role": "user", "content": "Go on."}]}, True),
+        ({"input": "Go on.", "conversation": "conv_1"}, True),
+        ({"input": "Go on.", "conversation": {"id": "conv_1"}}, True),
+        ({"input": [{"role": "user", "content": "Hi."}, {"role": "assistant", "content": "Hello."}]}, True),
+        ({"input": "Go on.", "previous_response_id": None, "conversation": ""}, False),
+    ],
+    ids=[
+        "new",
+        "previous-response",
+        "item-reference",
+        "conversation",
+        "conversation-object",
+        "assistant-turn",
+        "empty",
+    ],
+)
+def test_a_request_continues_a_conversation_when_it_builds_on_history_held_anywhere(fields, continues):
+    assert parse_conversation({"model": "m", **fields}).continues is continues
+
+
 def test_stream_and_max_output_tokens_are_read():
     conversation = parse_conversation({"input": "x", "stream": True, "max_output_tokens": 300})
 

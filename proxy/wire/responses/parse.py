@@ -70,6 +70,17 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
         stream=payload.get("stream") is True,
         output_cap=_output_cap(payload),
         forced_tool=_forced_tool(payload),
+        held_upstream=_held_upstream(payload, raw_input),
+    )
+
+
+def _held_upstream(payload: Mapping[str, Any], raw_input: Any) -> bool:
+    """The request builds on items the server stores: a response it continues, a conversation
+    it adds to, or items it refers to by id."""
+    if payload.get("previous_response_id") or payload.get("conversation"):
+        return True
+    return isinstance(raw_input, list) and any(
+        isinstance(item, dict) and item.get("type") == "item_reference" for item in raw_input
     )
 
 
