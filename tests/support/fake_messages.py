@@ -30,6 +30,7 @@ from tests.support.fake_upstream import (
     Hang,
     Json,
     Recorded,
+    Turn,
 )
 
 __all__ = [
@@ -83,6 +84,19 @@ def said(*blocks: dict[str, Any], stop_reason: str | None = None) -> Said:
     """A message of ``blocks``; it stops for ``tool_use`` when it calls one, else ``end_turn``."""
     calls = any(b.get("type") == "tool_use" for b in blocks)
     return Said(list(blocks), stop_reason or ("tool_use" if calls else "end_turn"))
+
+
+def rendered(reply: Turn) -> Said:
+    """A neutral reply as a message: thinking, text, then tool_use blocks."""
+    blocks = [thinking(reply.reasoning)] if reply.reasoning is not None else []
+    blocks += [text(reply.text)] if reply.text is not None else []
+    blocks += [
+        tool_use(c.name, c.arguments if isinstance(c.arguments, dict) else json.loads(c.arguments), c.id)
+        for c in reply.calls
+    ]
+    made = said(*blocks)
+    made.usage = {"input_tokens": reply.usage[0], "output_tokens": reply.usage[1]}
+    return made
 
 
 @dataclass
@@ -241,7 +255,7 @@ class FakeMessages(FakeUpstream):
         self.rejected.clear()
         self.summary = None
 
-    def script(self, *replies: Said | Events | Json | Hang | CloseAfterRequest) -> None:  # type: ignore[override]
+    def script(self, *replies: Said | Events | Json | Hang | CloseAfterRequest | Turn) -> None:  # type: ignore[override]
         super().script(*replies)  # type: ignore[arg-type]
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
@@ -280,6 +294,8 @@ class FakeMessages(FakeUpstream):
             else:
                 self.requests.append(recorded)
                 reply = self._replies.popleft() if self._replies else said(text("Hello from the fake model."))
+            if isinstance(reply, Turn):
+                reply = rendered(reply)
             self.counter += 1
             number = self.counter
         wrong = bound_elsewhere(payload)

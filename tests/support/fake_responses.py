@@ -29,6 +29,7 @@ from tests.support.fake_upstream import (
     Json,
     Recorded,
     Reply,
+    Turn,
     _is_judge_call,
     _raw_headers,
     chat_completion,
@@ -105,6 +106,15 @@ def response(
 
 def text_response(text: str = "Hello from the fake model.", **options: Any) -> dict[str, Any]:
     return response(message(text), **options)
+
+
+def rendered(reply: Turn) -> dict[str, Any]:
+    """A neutral reply as a response body: reasoning, message, then function calls."""
+    items = [reasoning(reply.reasoning)] if reply.reasoning is not None else []
+    if reply.text is not None or not (reply.calls or items):
+        items.append(message(reply.text or ""))
+    items += [function_call(c.name, c.raw, c.id) for c in reply.calls]
+    return response(*items, usage=reply.usage)
 
 
 # -- a response as its stream ---------------------------------------------------------------
@@ -284,6 +294,8 @@ class FakeResponses(FakeUpstream):
             else:
                 self.requests.append(recorded)
                 reply = self._replies.popleft() if self._replies else text_response()
+        if isinstance(reply, Turn):
+            reply = rendered(reply)
         if judged or not isinstance(reply, dict):
             if isinstance(reply, dict):
                 return await self._serve(request, payload, {**reply, "id": _id("resp")}, store=False)

@@ -54,7 +54,41 @@ class CloseAfterRequest:
     """Read the whole request, then close the connection without a response."""
 
 
-Reply = Json | Sse | Hang | CloseAfterRequest
+@dataclass(frozen=True)
+class Call:
+    """A tool call in a neutral reply; ``arguments`` as a dict, or raw text (cut or invalid JSON)."""
+
+    name: str
+    arguments: dict[str, Any] | str
+    id: str = "call_1"
+
+    @property
+    def raw(self) -> str:
+        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One model reply written once, whatever the format: each fake renders it in the format the
+    request speaks (JSON or its stream, as the request asks), so a scenario is scripted once."""
+
+    text: str | None = None
+    calls: tuple[Call, ...] = ()
+    reasoning: str | None = None
+    usage: tuple[int, int] = (11, 7)
+
+
+def turn(text: str | None = None, *calls: Call, reasoning: str | None = None) -> Turn:
+    """A neutral reply: ``text``, then ``calls``, after ``reasoning`` when given."""
+    return Turn(text, calls, reasoning)
+
+
+def calling(name: str, arguments: dict[str, Any] | str, call_id: str = "call_1", *, text: str | None = None) -> Turn:
+    """A neutral reply that calls one tool."""
+    return Turn(text, (Call(name, arguments, call_id),))
+
+
+Reply = Json | Sse | Hang | CloseAfterRequest | Turn
 
 
 @dataclass
@@ -83,6 +117,7 @@ def chat_completion(
     model: str = "fake-model",
     finish_reason: str | None = None,
     refusal: str | None = None,
+    usage: tuple[int, int] = (11, 7),
 ) -> dict[str, Any]:
     """A chat.completion body as OpenAI sends it."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
@@ -104,12 +139,23 @@ def chat_completion(
                 "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop"),
             }
         ],
-        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
     }
 
 
 def tool_call(name: str, arguments: str, call_id: str = "call_1") -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def chat_reply(reply: Turn, payload: Any) -> Json | Sse:
+    """A neutral reply as a chat.completion, streamed when the request streams."""
+    completion = chat_completion(
+        reply.text,
+        tool_calls=[tool_call(c.name, c.raw, c.id) for c in reply.calls],
+        reasoning=reply.reasoning,
+        usage=reply.usage,
+    )
+    return streamed(completion) if isinstance(payload, dict) and payload.get("stream") is True else Json(completion)
 
 
 def stream_chunks(text: str, *, model: str = "fake-model", pieces: int = 3) -> list[dict[str, Any]]:
@@ -179,6 +225,28 @@ def verdict(request: dict[str, Any], done: bool, reason: str = "checked") -> Jso
 def is_progress_question(request: dict[str, Any]) -> bool:
     """The judge is asked whether recent steps make progress (not whether an answer is done)."""
     return str(request["messages"][0]["content"]).startswith(PROGRESS_PROMPT)
+
+
+def judge_prompt(request: dict[str, Any]) -> str:
+    """The judge's prompt in whichever format it was asked: the first chat message, the
+    Responses ``instructions`` or the Messages ``system``."""
+    for place in (request.get("instructions"), request.get("system")):
+        if isinstance(place, str):
+            return place
+        if isinstance(place, list):
+            return "".join(b.get("text", "") for b in place if isinstance(b, dict))
+    first = (request.get("messages") or [{}])[0]
+    return str(first.get("content", "")) if isinstance(first, dict) else ""
+
+
+def judged(request: dict[str, Any], done: bool, reason: str = "checked") -> Turn:
+    """An honest judge's verdict as a neutral reply, for a judge asked in any format
+    (``done`` is ``progress`` for the progress question)."""
+    prompt = judge_prompt(request)
+    match = _NONCE.search(prompt)
+    assert match, "judge request without a verdict nonce"
+    flag = "progress" if prompt.startswith(PROGRESS_PROMPT) else "done"
+    return Turn(json.dumps({"nonce": match.group(1), flag: done, "reason": reason}))
 
 
 def honest_judge(request: dict[str, Any]) -> Reply:
@@ -270,6 +338,8 @@ class FakeUpstream:
             else:
                 self.requests.append(recorded)
                 reply = self._replies.popleft() if self._replies else Json(chat_completion())
+        if isinstance(reply, Turn):
+            reply = chat_reply(reply, _json_or_none(body))
         if isinstance(reply, Hang):
             await self._hold(request, reply.seconds)
             return web.Response(status=599)
@@ -329,6 +399,13 @@ def _is_judge_call(body: bytes) -> dict[str, Any] | None:
         return None
     content = first.get("content") if isinstance(first, dict) else None
     return payload if isinstance(content, str) and content.startswith((JUDGE_PROMPT, PROGRESS_PROMPT)) else None
+
+
+def _json_or_none(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
 
 
 def _raw_headers(request: web.Request) -> list[tuple[str, str]]:
