@@ -71,6 +71,8 @@ class Format:
     """How a client speaks one wire format; one subclass per format."""
 
     name: str
+    adapter: str
+    """The name of the proxy's adapter for the format (as recordings name it)."""
     own_id: str
     """The prefix of ids the proxy makes for replies of its own (endings)."""
     calls_stop: str
@@ -173,6 +175,7 @@ def _text_of(content: Any) -> str:
 
 class Chat(Format):
     name = "chat"
+    adapter = "chat.completions"
     own_id = "chatcmpl-lw"
     calls_stop = "tool_calls"
     none_choice = "none"
@@ -246,6 +249,7 @@ class Chat(Format):
 
 class Responses(Format):
     name = "responses"
+    adapter = "responses"
     own_id = "resp_lw"
     calls_stop = "completed"
     none_choice = "none"
@@ -296,6 +300,7 @@ class Responses(Format):
 
 class Messages(Format):
     name = "messages"
+    adapter = "messages"
     own_id = "msg_lw"
     calls_stop = "tool_use"
     key: ClassVar[dict[str, str]] = {"x-api-key": "sk-ant"}
