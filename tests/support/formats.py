@@ -12,165 +12,20 @@ over chat, responses and messages; ``fake``; ``proxy``) are imported by
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
-import httpx
 import openai
 import pytest
 
-from tests.support.fake_messages import FakeMessages, check_stream, checking_client
+from tests.support.fake_messages import FakeMessages, check_stream, checking_client, tool_use
 from tests.support.fake_responses import FakeResponses
-from tests.support.fake_upstream import Call, FakeUpstream
+from tests.support.fake_upstream import Call, FakeUpstream, tool_call
+from tests.support.format_base import TASK, Answer, Format, Sent, Tool, arguments_of, text_of
 from tests.support.proxy_server import RunningProxy
 from tests.support.responses_clients import checked_sdk, create
 
-__all__ = ["FORMATS", "Answer", "Format", "Sent", "Tool", "fake", "proxy", "wire_format"]
-
-TASK = "How many people live in Lyon?"
-
-
-@dataclass(frozen=True)
-class Tool:
-    """A tool the agent offers, neutral: rendered in each format's shape."""
-
-    name: str
-    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
-
-
-@dataclass
-class Answer:
-    """What the agent read: the response headers, its text, tool calls, id and stop reason."""
-
-    headers: Mapping[str, str]
-    text: str
-    calls: list[Call]
-    id: str
-    stop: str
-    native: list[dict[str, Any]]
-    """The reply as the agent appends it to its history (messages, items or content blocks)."""
-
-
-@dataclass
-class Sent:
-    """One request the proxy sent upstream, read the same way in every format."""
-
-    payload: dict[str, Any]
-    tools: list[str]
-    """The names of the tools offered."""
-    results: list[tuple[str, str]]
-    """The tool results it ends with: (call id, content)."""
-    last: str
-    """The text of the last thing it says (a nudge, a continuation, a tool result)."""
-    tool_choice: Any
-
-
-class Format:
-    """How a client speaks one wire format; one subclass per format."""
-
-    name: str
-    adapter: str
-    """The name of the proxy's adapter for the format (as recordings name it)."""
-    own_id: str
-    """The prefix of ids the proxy makes for replies of its own (endings)."""
-    calls_stop: str
-    """The stop reason of a reply that calls tools."""
-
-    def __init__(self, fake: FakeUpstream) -> None:
-        self.fake = fake
-
-    # -- the client side ----------------------------------------------------------------
-
-    def task(self, text: str = TASK, *, system: str | None = None) -> list[dict[str, Any]]:
-        """A history opening with ``text`` from the user (after ``system``)."""
-        opening = [{"role": "user", "content": text}]
-        return [{"role": "system", "content": system}, *opening] if system else opening
-
-    def ask(
-        self,
-        proxy: RunningProxy,
-        history: list[dict[str, Any]] | None = None,
-        *,
-        tools: Sequence[Tool] = (),
-        tool_choice: str | None = None,
-        stream: bool = False,
-        headers: Mapping[str, str] | None = None,
-    ) -> Answer:
-        """One agent request; ``tool_choice`` is "none" or the name of a forced tool."""
-        raise NotImplementedError
-
-    def handed_back(
-        self, history: list[dict[str, Any]], answer: Answer, results: Sequence[str]
-    ) -> list[dict[str, Any]]:
-        """The history after ``answer`` with a result for each of its calls."""
-        raise NotImplementedError
-
-    def run_agent(
-        self,
-        proxy: RunningProxy,
-        tool: Callable[[Call], str],
-        *,
-        tools: Sequence[Tool],
-        session: str,
-        history: list[dict[str, Any]] | None = None,
-        max_turns: int = 15,
-    ) -> tuple[int, Answer, list[dict[str, Any]]]:
-        """An agent loop: ask, run every call, stop at an answer without calls.
-        (turns, last answer, history)."""
-        history = list(history or self.task())
-        answer = None
-        for turn in range(1, max_turns + 1):
-            answer = self.ask(proxy, history, tools=tools, headers={"X-Session-Id": session})
-            if not answer.calls:
-                return turn, answer, [*history, *answer.native]
-            history = self.handed_back(history, answer, [tool(c) for c in answer.calls])
-        assert answer is not None
-        return max_turns, answer, history
-
-    def forced(self, name: str) -> dict[str, Any]:
-        """The format's ``tool_choice`` forcing tool ``name``."""
-        raise NotImplementedError
-
-    none_choice: Any
-    """The format's ``tool_choice`` forbidding tools."""
-
-    key: ClassVar[dict[str, str]] = {"Authorization": "Bearer sk-p"}
-    """The header carrying the API key the format's client sends (sessions are namespaced by it)."""
-
-    def session(self, proxy: RunningProxy, session: str) -> httpx.Response:
-        """The sessions API's view of ``session``, read with the client's own key."""
-        return httpx.get(f"{proxy.base_url}/loopwarden/sessions/{session}", headers=self.key)
-
-    # -- the upstream side --------------------------------------------------------------
-
-    def sent(self, index: int) -> Sent:
-        """The ``index``-th agent request the fake received (judge calls apart)."""
-        payload = self.fake.requests[index].json()
-        return Sent(
-            payload, self._tools(payload), self._results(payload), self._last(payload), payload.get("tool_choice")
-        )
-
-    def rejected(self) -> list[str]:
-        """What the fake refused as the real API would (a broken chain, a thinking block moved)."""
-        return []
-
-    def _tools(self, payload: dict[str, Any]) -> list[str]:
-        raise NotImplementedError
-
-    def _results(self, payload: dict[str, Any]) -> list[tuple[str, str]]:
-        raise NotImplementedError
-
-    def _last(self, payload: dict[str, Any]) -> str:
-        raise NotImplementedError
-
-
-def _text_of(content: Any) -> str:
-    """Text of a content that is a string or a list of parts/blocks."""
-    if isinstance(content, str):
-        return content
-    return "".join(str(part.get("text", "")) for part in content or [] if isinstance(part, dict))
+__all__ = ["FORMATS", "TASK", "Answer", "Format", "Sent", "Tool", "fake", "proxy", "wire_format"]
 
 
 class Chat(Format):
@@ -178,6 +33,11 @@ class Chat(Format):
     adapter = "chat.completions"
     own_id = "chatcmpl-lw"
     calls_stop = "tool_calls"
+    text_stop = "stop"
+
+    def _calling(self, call: Call) -> list[dict[str, Any]]:
+        return [{"role": "assistant", "content": None, "tool_calls": [tool_call(call.name, call.raw, call.id)]}]
+
     none_choice = "none"
 
     def forced(self, name: str) -> dict[str, Any]:
@@ -221,7 +81,7 @@ class Chat(Format):
             if calls:
                 message["tool_calls"] = [calls[i] for i in sorted(calls)]
         found = [
-            Call(c["function"]["name"], _arguments(c["function"]["arguments"]), c["id"])
+            Call(c["function"]["name"], arguments_of(c["function"]["arguments"]), c["id"])
             for c in message.get("tool_calls") or []
         ]
         return Answer(raw.headers, message.get("content") or "", found, ident, stop, [message])
@@ -240,11 +100,11 @@ class Chat(Format):
         for message in reversed(payload["messages"]):
             if message.get("role") != "tool":
                 break
-            trailing.insert(0, (message["tool_call_id"], _text_of(message["content"])))
+            trailing.insert(0, (message["tool_call_id"], text_of(message["content"])))
         return trailing
 
     def _last(self, payload):
-        return _text_of(payload["messages"][-1].get("content"))
+        return text_of(payload["messages"][-1].get("content"))
 
 
 class Responses(Format):
@@ -252,6 +112,11 @@ class Responses(Format):
     adapter = "responses"
     own_id = "resp_lw"
     calls_stop = "completed"
+    text_stop = "completed"
+
+    def _calling(self, call: Call) -> list[dict[str, Any]]:
+        return [{"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.raw}]
+
     none_choice = "none"
 
     def forced(self, name: str) -> dict[str, Any]:
@@ -267,7 +132,7 @@ class Responses(Format):
             got, reply = create(client, stream, extra_headers=dict(headers or {}), **request)
         items = [item.model_dump(exclude_none=True) for item in reply.output]
         found = [
-            Call(i["name"], _arguments(i["arguments"]), i["call_id"]) for i in items if i["type"] == "function_call"
+            Call(i["name"], arguments_of(i["arguments"]), i["call_id"]) for i in items if i["type"] == "function_call"
         ]
         return Answer(got, reply.output_text, found, reply.id, reply.status or "", items)
 
@@ -290,12 +155,12 @@ class Responses(Format):
         for item in reversed(payload["input"]):
             if item.get("type") != "function_call_output":
                 break
-            trailing.insert(0, (item["call_id"], _text_of(item["output"])))
+            trailing.insert(0, (item["call_id"], text_of(item["output"])))
         return trailing
 
     def _last(self, payload):
         item = payload["input"][-1]
-        return _text_of(item["output"] if item.get("type") == "function_call_output" else item.get("content"))
+        return text_of(item["output"] if item.get("type") == "function_call_output" else item.get("content"))
 
 
 class Messages(Format):
@@ -303,6 +168,11 @@ class Messages(Format):
     adapter = "messages"
     own_id = "msg_lw"
     calls_stop = "tool_use"
+    text_stop = "end_turn"
+
+    def _calling(self, call: Call) -> list[dict[str, Any]]:
+        return [{"role": "assistant", "content": [tool_use(call.name, call.arguments, call.id)]}]  # type: ignore[arg-type]
+
     key: ClassVar[dict[str, str]] = {"x-api-key": "sk-ant"}
     none_choice: ClassVar[dict[str, str]] = {"type": "none"}
 
@@ -353,22 +223,14 @@ class Messages(Format):
     def _results(self, payload):
         content = payload["messages"][-1]["content"]
         blocks = content if isinstance(content, list) else []
-        return [(b["tool_use_id"], _text_of(b["content"])) for b in blocks if b.get("type") == "tool_result"]
+        return [(b["tool_use_id"], text_of(b["content"])) for b in blocks if b.get("type") == "tool_result"]
 
     def _last(self, payload):
         content = payload["messages"][-1]["content"]
         if isinstance(content, str):
             return content
         last = content[-1]
-        return _text_of(last["content"]) if last.get("type") == "tool_result" else _text_of([last])
-
-
-def _arguments(raw: str) -> dict[str, Any] | str:
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return raw
-    return value if isinstance(value, dict) else raw
+        return text_of(last["content"]) if last.get("type") == "tool_result" else text_of([last])
 
 
 FORMATS: dict[str, tuple[type[Format], str]] = {
