@@ -12,8 +12,9 @@ from typing import Any, ClassVar
 
 import httpx
 
-from tests.support.fake_upstream import Call, FakeUpstream
+from tests.support.fake_upstream import FakeUpstream
 from tests.support.proxy_server import RunningProxy
+from tests.support.turns import Call
 
 __all__ = ["TASK", "Answer", "Format", "Sent", "Tool"]
 
@@ -101,6 +102,11 @@ class Format:
         opening = [{"role": "user", "content": text}]
         return [{"role": "system", "content": system}, *opening] if system else opening
 
+    request: ClassVar[dict[str, Any]]
+    """What every request of the format's client carries (model, token limit, storage)."""
+    history_key: ClassVar[str] = "messages"
+    """The field the conversation goes in."""
+
     def ask(
         self,
         proxy: RunningProxy,
@@ -112,12 +118,29 @@ class Format:
         headers: Mapping[str, str] | None = None,
     ) -> Answer:
         """One agent request; ``tool_choice`` is "none" or the name of a forced tool."""
-        raise NotImplementedError
+        request = {**self.request, self.history_key: history or self.task()}
+        if tools:
+            request["tools"] = [self._tool(tool) for tool in tools]
+        if tool_choice is not None:
+            request["tool_choice"] = self.none_choice if tool_choice == "none" else self.forced(tool_choice)
+        return self._send(proxy, request, stream=stream, headers=dict(headers or {}))
 
     def handed_back(
         self, history: list[dict[str, Any]], answer: Answer, results: Sequence[str]
     ) -> list[dict[str, Any]]:
         """The history after ``answer`` with a result for each of its calls."""
+        return [*history, *answer.native, *self._returned(list(zip(answer.calls, results, strict=True)))]
+
+    def _tool(self, tool: Tool) -> dict[str, Any]:
+        """``tool`` as the format offers it."""
+        raise NotImplementedError
+
+    def _send(self, proxy: RunningProxy, request: dict[str, Any], *, stream: bool, headers: dict[str, str]) -> Answer:
+        """Send ``request`` with the format's SDK and read what the agent got."""
+        raise NotImplementedError
+
+    def _returned(self, results: list[tuple[Call, str]]) -> list[dict[str, Any]]:
+        """The turn(s) handing each call's result back."""
         raise NotImplementedError
 
     def called(self, history: list[dict[str, Any]], call: Call, result: str) -> list[dict[str, Any]]:
@@ -178,7 +201,7 @@ class Format:
         return []
 
     def _tools(self, payload: dict[str, Any]) -> list[str]:
-        raise NotImplementedError
+        return [tool.get("function", tool)["name"] for tool in payload.get("tools") or []]
 
     def _results(self, payload: dict[str, Any]) -> list[tuple[str, str]]:
         raise NotImplementedError

@@ -12,7 +12,7 @@ over chat, responses and messages; ``fake``; ``proxy``) are imported by
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 import openai
@@ -20,10 +20,11 @@ import pytest
 
 from tests.support.fake_messages import FakeMessages, check_stream, checking_client, tool_use
 from tests.support.fake_responses import FakeResponses
-from tests.support.fake_upstream import Call, FakeUpstream, tool_call
+from tests.support.fake_upstream import FakeUpstream, emptied, tool_call
 from tests.support.format_base import TASK, Answer, Format, Sent, Tool, arguments_of, text_of
 from tests.support.proxy_server import RunningProxy
 from tests.support.responses_clients import checked_sdk, create
+from tests.support.turns import Call
 
 __all__ = ["FORMATS", "TASK", "Answer", "Format", "Sent", "Tool", "fake", "proxy", "wire_format"]
 
@@ -34,68 +35,37 @@ class Chat(Format):
     own_id = "chatcmpl-lw"
     calls_stop = "tool_calls"
     text_stop = "stop"
-
-    def _calling(self, call: Call) -> list[dict[str, Any]]:
-        return [{"role": "assistant", "content": None, "tool_calls": [tool_call(call.name, call.raw, call.id)]}]
-
     none_choice = "none"
+    request: ClassVar[dict[str, Any]] = {"model": "m"}
 
     def forced(self, name: str) -> dict[str, Any]:
         return {"type": "function", "function": {"name": name}}
 
-    def ask(self, proxy, history=None, *, tools=(), tool_choice=None, stream=False, headers=None) -> Answer:
+    def _tool(self, tool: Tool) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": tool.name, "parameters": tool.parameters}}
+
+    def _send(self, proxy: RunningProxy, request: dict[str, Any], *, stream: bool, headers: dict[str, str]) -> Answer:
         client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
-        request: dict[str, Any] = {
-            "model": "m",
-            "messages": history or self.task(),
-            "extra_headers": dict(headers or {}),
-        }
-        if tools:
-            request["tools"] = [
-                {"type": "function", "function": {"name": t.name, "parameters": t.parameters}} for t in tools
-            ]
-        if tool_choice is not None:
-            request["tool_choice"] = self.none_choice if tool_choice == "none" else self.forced(tool_choice)
-        raw = client.chat.completions.with_raw_response.create(stream=stream, **request)
-        if not stream:
-            choice = raw.parse().choices[0]
-            message = choice.message.model_dump(exclude_none=True)
-            ident, stop = raw.parse().id, choice.finish_reason
+        raw = client.chat.completions.with_raw_response.create(stream=stream, extra_headers=headers, **request)
+        if stream:
+            ident, message, stop = _assembled(raw.parse())
         else:
-            message, ident, stop = {"role": "assistant", "content": ""}, "", ""
-            calls: dict[int, dict[str, Any]] = {}
-            for chunk in raw.parse():
-                ident = chunk.id
-                for delta_choice in chunk.choices:
-                    delta = delta_choice.delta
-                    message["content"] += delta.content or ""
-                    for piece in delta.tool_calls or []:
-                        got = calls.setdefault(
-                            piece.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
-                        )
-                        got["id"] = piece.id or got["id"]
-                        if piece.function is not None:
-                            got["function"]["name"] += piece.function.name or ""
-                            got["function"]["arguments"] += piece.function.arguments or ""
-                    stop = delta_choice.finish_reason or stop
-            if calls:
-                message["tool_calls"] = [calls[i] for i in sorted(calls)]
+            completion = raw.parse()
+            ident, stop = completion.id, completion.choices[0].finish_reason
+            message = completion.choices[0].message.model_dump(exclude_none=True)
         found = [
             Call(c["function"]["name"], arguments_of(c["function"]["arguments"]), c["id"])
             for c in message.get("tool_calls") or []
         ]
         return Answer(raw.headers, message.get("content") or "", found, ident, stop, [message])
 
-    def handed_back(self, history, answer, results):
-        back = [
-            {"role": "tool", "tool_call_id": c.id, "content": r} for c, r in zip(answer.calls, results, strict=True)
-        ]
-        return [*history, *answer.native, *back]
+    def _calling(self, call: Call) -> list[dict[str, Any]]:
+        return [{"role": "assistant", "content": None, "tool_calls": [tool_call(call.name, call.raw, call.id)]}]
 
-    def _tools(self, payload):
-        return [t["function"]["name"] for t in payload.get("tools") or []]
+    def _returned(self, results: list[tuple[Call, str]]) -> list[dict[str, Any]]:
+        return [{"role": "tool", "tool_call_id": call.id, "content": result} for call, result in results]
 
-    def _results(self, payload):
+    def _results(self, payload: dict[str, Any]) -> list[tuple[str, str]]:
         trailing = []
         for message in reversed(payload["messages"]):
             if message.get("role") != "tool":
@@ -103,8 +73,31 @@ class Chat(Format):
             trailing.insert(0, (message["tool_call_id"], text_of(message["content"])))
         return trailing
 
-    def _last(self, payload):
+    def _last(self, payload: dict[str, Any]) -> str:
         return text_of(payload["messages"][-1].get("content"))
+
+
+def _assembled(chunks: Iterable[Any]) -> tuple[str, dict[str, Any], str]:
+    """(id, message, finish reason) of a streamed chat completion, as a client assembles it."""
+    message: dict[str, Any] = {"role": "assistant", "content": ""}
+    ident, stop = "", ""
+    calls: dict[int, dict[str, Any]] = {}
+    for chunk in chunks:
+        ident = chunk.id
+        for choice in chunk.choices:
+            message["content"] += choice.delta.content or ""
+            for piece in choice.delta.tool_calls or []:
+                call = calls.setdefault(
+                    piece.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+                )
+                call["id"] = piece.id or call["id"]
+                if piece.function is not None:
+                    call["function"]["name"] += piece.function.name or ""
+                    call["function"]["arguments"] += piece.function.arguments or ""
+            stop = choice.finish_reason or stop
+    if calls:
+        message["tool_calls"] = [calls[index] for index in sorted(calls)]
+    return ident, message, stop
 
 
 class Responses(Format):
@@ -113,44 +106,36 @@ class Responses(Format):
     own_id = "resp_lw"
     calls_stop = "completed"
     text_stop = "completed"
-
-    def _calling(self, call: Call) -> list[dict[str, Any]]:
-        return [{"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.raw}]
-
     none_choice = "none"
+    request: ClassVar[dict[str, Any]] = {"model": "m", "store": False}
+    history_key: ClassVar[str] = "input"
 
     def forced(self, name: str) -> dict[str, Any]:
         return {"type": "function", "name": name}
 
-    def ask(self, proxy, history=None, *, tools=(), tool_choice=None, stream=False, headers=None) -> Answer:
-        request: dict[str, Any] = {"model": "m", "input": history or self.task(), "store": False}
-        if tools:
-            request["tools"] = [{"type": "function", "name": t.name, "parameters": t.parameters} for t in tools]
-        if tool_choice is not None:
-            request["tool_choice"] = self.none_choice if tool_choice == "none" else self.forced(tool_choice)
+    def _tool(self, tool: Tool) -> dict[str, Any]:
+        return {"type": "function", "name": tool.name, "parameters": tool.parameters}
+
+    def _send(self, proxy: RunningProxy, request: dict[str, Any], *, stream: bool, headers: dict[str, str]) -> Answer:
         with checked_sdk(proxy.base_url) as (client, _):
-            got, reply = create(client, stream, extra_headers=dict(headers or {}), **request)
+            got, reply = create(client, stream, extra_headers=headers, **request)
         items = [item.model_dump(exclude_none=True) for item in reply.output]
         found = [
             Call(i["name"], arguments_of(i["arguments"]), i["call_id"]) for i in items if i["type"] == "function_call"
         ]
         return Answer(got, reply.output_text, found, reply.id, reply.status or "", items)
 
-    def handed_back(self, history, answer, results):
-        back = [
-            {"type": "function_call_output", "call_id": c.id, "output": r}
-            for c, r in zip(answer.calls, results, strict=True)
-        ]
-        return [*history, *answer.native, *back]
+    def _calling(self, call: Call) -> list[dict[str, Any]]:
+        return [{"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.raw}]
+
+    def _returned(self, results: list[tuple[Call, str]]) -> list[dict[str, Any]]:
+        return [{"type": "function_call_output", "call_id": call.id, "output": result} for call, result in results]
 
     def rejected(self) -> list[str]:
         assert isinstance(self.fake, FakeResponses)
         return self.fake.rejections
 
-    def _tools(self, payload):
-        return [t["name"] for t in payload.get("tools") or []]
-
-    def _results(self, payload):
+    def _results(self, payload: dict[str, Any]) -> list[tuple[str, str]]:
         trailing = []
         for item in reversed(payload["input"]):
             if item.get("type") != "function_call_output":
@@ -158,7 +143,7 @@ class Responses(Format):
             trailing.insert(0, (item["call_id"], text_of(item["output"])))
         return trailing
 
-    def _last(self, payload):
+    def _last(self, payload: dict[str, Any]) -> str:
         item = payload["input"][-1]
         return text_of(item["output"] if item.get("type") == "function_call_output" else item.get("content"))
 
@@ -169,63 +154,57 @@ class Messages(Format):
     own_id = "msg_lw"
     calls_stop = "tool_use"
     text_stop = "end_turn"
-
-    def _calling(self, call: Call) -> list[dict[str, Any]]:
-        return [{"role": "assistant", "content": [tool_use(call.name, call.arguments, call.id)]}]  # type: ignore[arg-type]
-
     key: ClassVar[dict[str, str]] = {"x-api-key": "sk-ant"}
     none_choice: ClassVar[dict[str, str]] = {"type": "none"}
+    request: ClassVar[dict[str, Any]] = {"model": "claude-fake", "max_tokens": 1000}
 
     def forced(self, name: str) -> dict[str, Any]:
         return {"type": "tool", "name": name}
 
     def task(self, text: str = TASK, *, system: str | None = None) -> list[dict[str, Any]]:
         assert system is None, "a Messages request carries its system prompt apart"
-        return [{"role": "user", "content": text}]
+        return super().task(text)
 
-    def ask(self, proxy, history=None, *, tools=(), tool_choice=None, stream=False, headers=None) -> Answer:
+    def _tool(self, tool: Tool) -> dict[str, Any]:
+        return {"name": tool.name, "input_schema": tool.parameters}
+
+    def _send(self, proxy: RunningProxy, request: dict[str, Any], *, stream: bool, headers: dict[str, str]) -> Answer:
         streams: list[bytes] = []
         client = checking_client(proxy, streams)
-        request: dict[str, Any] = {"model": "claude-fake", "max_tokens": 1000, "messages": history or self.task()}
-        if tools:
-            request["tools"] = [{"name": t.name, "input_schema": t.parameters} for t in tools]
-        if tool_choice is not None:
-            request["tool_choice"] = self.none_choice if tool_choice == "none" else self.forced(tool_choice)
         if stream:
-            with client.messages.stream(extra_headers=dict(headers or {}), **request) as streaming:
+            with client.messages.stream(extra_headers=headers, **request) as streaming:
                 message = streaming.get_final_message()
                 got: Mapping[str, str] = streaming.response.headers
         else:
-            raw = client.messages.with_raw_response.create(extra_headers=dict(headers or {}), **request)
+            raw = client.messages.with_raw_response.create(extra_headers=headers, **request)
             message, got = raw.parse(), raw.headers
         for each in streams:
             check_stream(each)
         blocks = [block.model_dump(exclude_none=True) for block in message.content]
         text = "".join(b.get("text", "") for b in blocks if b["type"] == "text")
         found = [Call(b["name"], b["input"], b["id"]) for b in blocks if b["type"] == "tool_use"]
-        stop = message.stop_reason or ""
-        return Answer(got, text, found, message.id, stop, [{"role": "assistant", "content": blocks}])
+        return Answer(
+            got, text, found, message.id, message.stop_reason or "", [{"role": "assistant", "content": blocks}]
+        )
 
-    def handed_back(self, history, answer, results):
-        back = [
-            {"type": "tool_result", "tool_use_id": c.id, "content": r}
-            for c, r in zip(answer.calls, results, strict=True)
-        ]
-        return [*history, *answer.native, {"role": "user", "content": back}]
+    def _calling(self, call: Call) -> list[dict[str, Any]]:
+        assert isinstance(call.arguments, dict), "a Messages tool_use carries its input as an object"
+        return [{"role": "assistant", "content": [tool_use(call.name, call.arguments, call.id)]}]
+
+    def _returned(self, results: list[tuple[Call, str]]) -> list[dict[str, Any]]:
+        blocks = [{"type": "tool_result", "tool_use_id": call.id, "content": result} for call, result in results]
+        return [{"role": "user", "content": blocks}]
 
     def rejected(self) -> list[str]:
         assert isinstance(self.fake, FakeMessages)
         return self.fake.rejected
 
-    def _tools(self, payload):
-        return [t["name"] for t in payload.get("tools") or []]
-
-    def _results(self, payload):
+    def _results(self, payload: dict[str, Any]) -> list[tuple[str, str]]:
         content = payload["messages"][-1]["content"]
         blocks = content if isinstance(content, list) else []
         return [(b["tool_use_id"], text_of(b["content"])) for b in blocks if b.get("type") == "tool_result"]
 
-    def _last(self, payload):
+    def _last(self, payload: dict[str, Any]) -> str:
         content = payload["messages"][-1]["content"]
         if isinstance(content, str):
             return content
@@ -245,10 +224,8 @@ FORMATS: dict[str, tuple[type[Format], str]] = {
 def wire_format(request: pytest.FixtureRequest) -> Iterator[Format]:
     """Each wire format in turn, with its fake upstream empty before and after the test."""
     kind, server = FORMATS[request.param]
-    upstream: FakeUpstream = request.getfixturevalue(server)
-    upstream.reset()
-    yield kind(upstream)
-    upstream.reset()
+    for upstream in emptied(request.getfixturevalue(server)):
+        yield kind(upstream)
 
 
 @pytest.fixture

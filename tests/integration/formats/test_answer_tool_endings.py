@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.fake_upstream import Turn, calling, turn
 from tests.support.formats import Tool
+from tests.support.turns import Turn, calling, turn
 
 SUMMARY = "Found: Lyon is in France. Missing: its population. Next step: ask INSEE."
 FINAL_ANSWER = Tool(

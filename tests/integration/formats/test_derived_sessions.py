@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.fake_upstream import Turn, calling, turn
 from tests.support.formats import Answer, Format, Tool
+from tests.support.turns import Turn, calling, turn
 
 TOOLS = [Tool("search")]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from proxy.goal.model import GOAL_TOOL
-from tests.support.fake_upstream import Call, Turn, turn
 from tests.support.formats import Tool
+from tests.support.turns import Call, Turn, turn
 
 OBJECTIVE = "Find the population of Lyon and cite the source."
 TOOLS = [Tool("search")]

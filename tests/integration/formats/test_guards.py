@@ -8,8 +8,9 @@ import itertools
 
 import pytest
 
-from tests.support.fake_upstream import Call, Turn, calling, judge_prompt, judged, turn
+from tests.support.fake_upstream import judge_prompt, judged
 from tests.support.formats import Tool
+from tests.support.turns import Call, Turn, calling, turn
 
 STREAMED = pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
 SEARCH = Tool(

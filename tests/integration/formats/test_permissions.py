@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.support.fake_upstream import Call, Turn, calling, turn
 from tests.support.formats import Tool
+from tests.support.turns import Call, Turn, calling, turn
 
 TOOLS = [Tool("run_shell"), Tool("list_files"), Tool("admin_reset")]
 TASK = "Clean up the build directory."

@@ -7,8 +7,8 @@ import itertools
 
 from proxy.cli import main
 from tests.support.assertions import recorded_lines
-from tests.support.fake_upstream import Call, Turn, turn
 from tests.support.formats import Tool
+from tests.support.turns import Call, Turn, turn
 
 SEARCH = Tool("search", {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]})
 
