@@ -197,15 +197,17 @@ def is_progress_question(request: dict[str, Any]) -> bool:
 
 
 def judge_prompt(request: dict[str, Any]) -> str:
-    """The judge's prompt in whichever format it was asked: the first chat message, the
-    Responses ``instructions`` or the Messages ``system``."""
+    """The judge's prompt in whichever format it was asked: the Responses ``instructions``, the
+    Messages ``system`` or the first chat message ("" for a body of none of these shapes)."""
     for place in (request.get("instructions"), request.get("system")):
         if isinstance(place, str):
             return place
         if isinstance(place, list):
-            return "".join(b.get("text", "") for b in place if isinstance(b, dict))
-    first = (request.get("messages") or [{}])[0]
-    return str(first.get("content", "")) if isinstance(first, dict) else ""
+            return "".join(str(b.get("text", "")) for b in place if isinstance(b, dict))
+    messages = request.get("messages")
+    first = messages[0] if isinstance(messages, list) and messages else None
+    content = first.get("content") if isinstance(first, dict) else None
+    return content if isinstance(content, str) else ""
 
 
 def judged(request: dict[str, Any], done: bool, reason: str = "checked") -> Turn:
