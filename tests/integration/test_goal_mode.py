@@ -43,26 +43,6 @@ def ask(proxy, headers: dict[str, str], messages=TASK, **kwargs):
     )
 
 
-def test_a_model_that_stops_early_is_continued_until_it_reports_completion(proxy, upstream):
-    upstream.script(
-        text("I will look into it."),
-        reporting(goal_call(action="update_status", status="completed", evidence="INSEE 2021: 522,250")),
-        text("Lyon has 522,250 inhabitants (INSEE, 2021)."),
-    )
-
-    raw = ask(proxy, goal_headers("goal-done"))
-
-    assert raw.parse().choices[0].message.content == "Lyon has 522,250 inhabitants (INSEE, 2021)."
-    assert raw.headers["x-loopwarden-goal"] == "completed"
-    assert len(upstream.requests) == 3
-    continued = upstream.requests[1].json()["messages"][-1]["content"]
-    assert "<goal_objective>\nFind the population of Lyon and cite the source.\n</goal_objective>" in continued
-    assert "Turns used: 1/10" in continued
-    answered = upstream.requests[2].json()["messages"][-1]
-    assert answered["role"] == "tool"
-    assert "completed" in answered["content"]
-
-
 def test_the_goal_tool_is_offered_upstream_but_never_to_the_agent(proxy, upstream):
     upstream.script(reporting(goal_call(action="add_evidence", evidence="done")), text("Done: 522,250."))
 
@@ -114,24 +94,6 @@ def test_running_out_of_turns_passes_the_reply_marked_limit_reached(make_proxy, 
     assert raw.headers["x-loopwarden-goal"] == "limit_reached"
     metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
     assert 'loopwarden_goal_events_total{event="limit_reached",policy="default",tenant="default"} 1.0' in metrics
-
-
-def test_a_reply_mixing_the_goal_tool_with_a_real_call_reaches_the_agent_as_its_own_call(proxy, upstream):
-    upstream.script(
-        reporting(
-            tool_call("search", '{"q": "Lyon population"}', "s1"),
-            goal_call("g1", action="update_objective", objective="Lyon population, 2021 census"),
-        )
-    )
-
-    raw = ask(proxy, goal_headers("goal-mixed"))
-
-    calls = raw.parse().choices[0].message.tool_calls
-    assert [(c.id, c.function.name) for c in calls] == [("s1", "search")]
-    assert raw.parse().choices[0].finish_reason == "tool_calls"
-    session = httpx.get(f"{proxy.base_url}/loopwarden/sessions/goal-mixed", headers=AUTH).json()
-    assert session["goal"]["objective"] == "Lyon population, 2021 census"
-    assert len(upstream.requests) == 1
 
 
 def test_a_hostile_objective_is_escaped_and_inert(make_proxy, upstream, write_policies):

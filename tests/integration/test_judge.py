@@ -36,20 +36,6 @@ def ask(proxy, messages, tools=TOOLS, **kwargs):
     return client.chat.completions.with_raw_response.create(model="m", messages=messages, tools=tools, **kwargs)
 
 
-def test_quitting_early_after_tools_is_sent_back_to_work(proxy, upstream):
-    upstream.judge = lambda request: verdict(request, False, "the rank was not given")
-    upstream.script(Json(chat_completion("Done.")), Json(chat_completion(FULL_ANSWER)))
-
-    raw = ask(proxy, after_tools())
-
-    assert raw.parse().choices[0].message.content == FULL_ANSWER
-    assert raw.headers["x-loopwarden-interventions"] == "judge_continue"
-    continued = upstream.requests[1].json()["messages"]
-    assert continued[-2] == {"role": "assistant", "content": "Done."}
-    assert "the rank was not given" in continued[-1]["content"]
-    assert len(upstream.judge_requests) == 1  # the long answer is not judged again
-
-
 def test_a_good_short_answer_costs_one_judge_call_and_nothing_else(proxy, upstream):
     upstream.script(Json(chat_completion("522,250; third in France.")))
 

@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from proxy.cli import main
+from tests.support.assertions import recorded_lines
 from tests.support.fake_upstream import Json, chat_completion, tool_call
 
 TOOLS = [
@@ -51,15 +52,6 @@ def run_agent(proxy, session: str, max_turns: int = 10) -> int:
     return max_turns
 
 
-def wait_for_records(path, count: int) -> None:
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        if path.exists() and len(path.read_text().splitlines()) >= count:
-            return
-        time.sleep(0.02)
-    raise AssertionError("recording incomplete")
-
-
 @pytest.fixture
 def looping_recording(make_proxy, write_policies, upstream, tmp_path):
     """A session recorded in shadow mode: the model searched the same thing 6 times, then answered."""
@@ -72,7 +64,7 @@ def looping_recording(make_proxy, write_policies, upstream, tmp_path):
     upstream.script(*(searching(f"call_{n}") for n in range(6)), Json(chat_completion("About 520,000 people.")))
 
     assert run_agent(proxy, "looping", max_turns=10) == 7
-    wait_for_records(path, 7)
+    recorded_lines(path, 7)
     return path, directory
 
 
@@ -107,7 +99,7 @@ def test_replaying_a_passing_session_with_its_own_policy_changes_nothing(
     proxy = make_proxy(policies_dir=directory)
     upstream.script(searching("call_a"), Json(chat_completion("About 520,000 people live in Lyon.")))
     run_agent(proxy, "good")
-    wait_for_records(path, 2)
+    recorded_lines(path, 2)
 
     assert main(["replay", str(path), "--policy", "default", "--policies-dir", str(directory)]) == 0
     out = capsys.readouterr().out

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+from typing import Any
+
 import httpx
 
 
@@ -19,3 +24,13 @@ def assert_openai_error(response: httpx.Response, status: int, code: str | None 
     if code is not None:
         assert error["code"] == code
     return error
+
+
+def recorded_lines(path: Path, count: int, *, within: float = 60.0) -> list[dict[str, Any]]:
+    """The records of a JSONL recording once it holds ``count`` (a record is written just after
+    its reply is sent, so a test that has its answer may still be ahead of the file)."""
+    deadline = time.monotonic() + within
+    while not path.exists() or len(path.read_text().splitlines()) < count:
+        assert time.monotonic() < deadline, f"{path} holds fewer than {count} records"
+        time.sleep(0.02)
+    return [json.loads(line) for line in path.read_text().splitlines()]

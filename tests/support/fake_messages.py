@@ -7,12 +7,11 @@ sends (``message_start``, blocks with their deltas, ``message_delta``, ``message
 ``ping``). Like the API since "preserved thinking", it signs every thinking block over its
 prefix (``system``, ``tools`` and every earlier message) and answers 400 "bound to a
 different conversation" to a request that replays a thinking block under another prefix.
-Judge calls (the judge's system prompt) are answered by ``self.judge``.
+Serving, recording and the judge are the base fake's (``fake_upstream.FakeUpstream``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from collections.abc import Callable, Iterator
@@ -23,14 +22,17 @@ import pytest
 from aiohttp import web
 
 from tests.support.fake_upstream import (
-    JUDGE_PROMPT,
-    PROGRESS_PROMPT,
     CloseAfterRequest,
     FakeUpstream,
     Hang,
     Json,
     Recorded,
+    emptied,
+    judged,
+    running,
 )
+from tests.support.messages_checker import check_stream, streamed_message
+from tests.support.turns import Turn
 
 __all__ = [
     "BOUND_ELSEWHERE",
@@ -45,6 +47,7 @@ __all__ = [
     "signature",
     "sse_bytes",
     "stream_events",
+    "streamed_message",
     "text",
     "thinking",
     "tool_use",
@@ -83,6 +86,19 @@ def said(*blocks: dict[str, Any], stop_reason: str | None = None) -> Said:
     """A message of ``blocks``; it stops for ``tool_use`` when it calls one, else ``end_turn``."""
     calls = any(b.get("type") == "tool_use" for b in blocks)
     return Said(list(blocks), stop_reason or ("tool_use" if calls else "end_turn"))
+
+
+def rendered(reply: Turn) -> Said:
+    """A neutral reply as a message: thinking, text, then tool_use blocks."""
+    blocks = [thinking(reply.reasoning)] if reply.reasoning is not None else []
+    blocks += [text(reply.text)] if reply.text is not None else []
+    blocks += [
+        tool_use(c.name, c.arguments if isinstance(c.arguments, dict) else json.loads(c.arguments), c.id)
+        for c in reply.calls
+    ]
+    made = said(*blocks)
+    made.usage = {"input_tokens": reply.usage[0], "output_tokens": reply.usage[1]}
+    return made
 
 
 @dataclass
@@ -192,10 +208,6 @@ def stream_events(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def sse_bytes(events: list[tuple[str, Any]]) -> bytes:
     """Events framed as the API frames them (``event:`` name, then ``data:``)."""
-    return _sse(events)
-
-
-def _sse(events: list[tuple[str, Any]]) -> bytes:
     return b"".join(
         f"event: {name}\ndata: {data if isinstance(data, str) else json.dumps(data)}\n\n".encode()
         for name, data in events
@@ -203,233 +215,76 @@ def _sse(events: list[tuple[str, Any]]) -> bytes:
 
 
 def judge_verdict(request: dict[str, Any], done: bool, reason: str = "checked") -> Said:
-    """What an honest judge model answers (the nonce its system prompt asks to be echoed)."""
-    system = request.get("system")
-    prompt = system if isinstance(system, str) else "".join(b.get("text", "") for b in system or [])
-    nonce = prompt.split('"nonce": "', 1)[1].split('"', 1)[0]
-    flag = "progress" if prompt.startswith(PROGRESS_PROMPT) else "done"  # the progress question's verdict
-    return said(text(json.dumps({"nonce": nonce, flag: done, "reason": reason})))
-
-
-def _honest(request: dict[str, Any]) -> Said:
-    return judge_verdict(request, True)
-
-
-def _judge_call(payload: Any) -> bool:
-    system = payload.get("system") if isinstance(payload, dict) else None
-    prompt = (
-        system if isinstance(system, str) else "".join(b.get("text", "") for b in system or [] if isinstance(b, dict))
-    )
-    return prompt.startswith((JUDGE_PROMPT, PROGRESS_PROMPT))
+    """What an honest judge model answers, as a message (a test may delay it)."""
+    return rendered(judged(request, done, reason))
 
 
 class FakeMessages(FakeUpstream):
-    """The scripted Messages server (the chat fake's lifecycle and recording, its own answers)."""
+    """The scripted Messages server: the base fake's serving, recording and judge, with the
+    format's routes (token counts, model list, telemetry), messages, streams and signatures."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.judge = _honest  # type: ignore[assignment]
         self.rejected: list[str] = []
         """The 400s answered to prefixes that did not match their thinking blocks."""
         self.counter = 0
-        self.summary: Said | None = None
+        self.summary: Said | Turn | None = None
         """When set, the answer to every ending's summary call (tools forbidden), apart from the script."""
 
     def reset(self) -> None:
         super().reset()
-        self.judge = _honest  # type: ignore[assignment]
         self.rejected.clear()
         self.summary = None
 
-    def script(self, *replies: Said | Events | Json | Hang | CloseAfterRequest) -> None:  # type: ignore[override]
+    def script(self, *replies: Said | Events | Json | Hang | CloseAfterRequest | Turn) -> None:  # type: ignore[override]
         super().script(*replies)  # type: ignore[arg-type]
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        body = await request.read()
-        recorded = Recorded(
-            request.method,
-            request.rel_url.raw_path,
-            request.rel_url.raw_query_string,
-            [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.raw_headers],
-            body,
-        )
+    def _route(self, request: web.Request, recorded: Recorded, payload: Any) -> web.StreamResponse | None:
         path = request.rel_url.path
         if path.endswith("/count_tokens"):
             self.requests.append(recorded)
-            return web.json_response({"input_tokens": len(body) // 4})
+            return web.json_response({"input_tokens": len(recorded.body) // 4})
         if path == "/api/event_logging/batch":  # Claude Code's telemetry
             self.requests.append(recorded)
             return web.json_response({})
         if path.endswith("/models"):
             self.requests.append(recorded)
             return web.json_response({"data": [{"type": "model", "id": "claude-fake"}], "has_more": False})
-        try:
-            payload = json.loads(body)
-        except ValueError:
-            payload = None
         if not isinstance(payload, dict):  # a client's probe (HEAD /, a GET): answered, not scripted
             self.requests.append(recorded)
             return web.json_response({})
-        with self._lock:
-            if _judge_call(payload):
-                self.judge_requests.append(recorded)
-                reply: Any = self.judge(payload)
-            elif self.summary is not None and payload.get("tool_choice") == {"type": "none"}:
-                self.requests.append(recorded)
-                reply = self.summary
-            else:
-                self.requests.append(recorded)
-                reply = self._replies.popleft() if self._replies else said(text("Hello from the fake model."))
-            self.counter += 1
-            number = self.counter
+        return None
+
+    def _next(self, payload: Any) -> Any:
+        if self.summary is not None and payload.get("tool_choice") == {"type": "none"}:
+            return self.summary
+        return self._replies.popleft() if self._replies else said(text("Hello from the fake model."))
+
+    def _render(self, reply: Turn, payload: Any) -> Any:
+        return rendered(reply)
+
+    def _refused(self, payload: Any) -> web.StreamResponse | None:
         wrong = bound_elsewhere(payload)
-        if wrong is not None:
-            self.rejected.append(wrong)
-            error = {"type": "error", "error": {"type": "invalid_request_error", "message": wrong}}
-            return web.json_response(error, status=400)
-        if isinstance(reply, Hang):
-            await self._hold(request, reply.seconds)
-            return web.Response(status=599)
-        if isinstance(reply, CloseAfterRequest):
-            assert request.transport is not None
-            request.transport.close()
-            raise asyncio.CancelledError
-        if isinstance(reply, Json):
-            raw = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
-            return web.Response(
-                body=raw, status=reply.status, headers={"Content-Type": "application/json", **reply.headers}
-            )
-        if isinstance(reply, Events):
-            return await self._write(request, _sse(reply.events), cut=reply.cut)
-        assert isinstance(reply, Said)
+        if wrong is None:
+            return None
+        self.rejected.append(wrong)
+        error = {"type": "error", "error": {"type": "invalid_request_error", "message": wrong}}
+        return web.json_response(error, status=400)
+
+    async def _serve(self, request: web.Request, payload: Any, reply: Any, *, judging: bool) -> web.StreamResponse:
+        self.counter += 1
+        if isinstance(reply, Events):  # written in one piece, as the API's stream arrives from a fast model
+            return await self._stream(request, [sse_bytes(reply.events)], headers=_SSE, cut=1 if reply.cut else None)
+        assert isinstance(reply, Said), f"the Messages fake cannot serve {reply!r}"
         if reply.delay and await self._hold(request, reply.delay):
             return web.Response(status=599)
-        message = message_body(reply, payload, f"msg_fake{number:04d}")
+        message = message_body(reply, payload, f"msg_fake{self.counter:04d}")
         if payload.get("stream") is True:
-            return await self._write(request, _sse(stream_events(message)))
+            return await self._stream(request, [sse_bytes(stream_events(message))], headers=_SSE)
         return web.Response(body=json.dumps(message).encode(), headers={"Content-Type": "application/json"})
 
-    async def _write(self, request: web.Request, data: bytes, *, cut: bool = False) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        await response.prepare(request)
-        try:
-            await response.write(data)
-            if cut:
-                assert request.transport is not None
-                request.transport.close()
-                return response
-            await response.write_eof()
-        except (ConnectionResetError, ConnectionError):
-            self.stream_aborts.append(asyncio.get_running_loop().time())
-        return response
 
-
-# -- the strict checker --------------------------------------------------------------------
-
-_DELTAS_OF = {
-    "text": {"text_delta", "citations_delta"},
-    "thinking": {"thinking_delta", "signature_delta"},
-    "tool_use": {"input_json_delta"},
-    "server_tool_use": {"input_json_delta"},
-}
-
-
-def check_stream(raw: bytes) -> list[dict[str, Any]]:
-    """The events of a Messages stream, asserting it is well-formed as the SDKs and Claude Code
-    need it: every event named as its ``type``; one ``message_start`` first; blocks opened in
-    index order from 0, each closed before the next opens, its deltas of its kind (a tool's
-    partial JSON whole at its end); one ``message_delta`` after the last block; one
-    ``message_stop`` last. ``ping`` may come anywhere; an ``error`` event ends the stream."""
-    events: list[dict[str, Any]] = []
-    for part in raw.replace(b"\r\n", b"\n").split(b"\n\n"):
-        lines = [line for line in part.split(b"\n") if line and not line.startswith(b":")]
-        if not lines:
-            continue
-        fields: dict[bytes, list[bytes]] = {}
-        for line in lines:
-            name, _, value = line.partition(b":")
-            fields.setdefault(name, []).append(value[1:] if value.startswith(b" ") else value)
-        assert b"event" in fields, f"an event without an event: line: {part!r}"
-        name = fields[b"event"][0].decode()
-        data = json.loads(b"\n".join(fields[b"data"]))
-        assert data.get("type") == name, f"event {name!r} carries type {data.get('type')!r}"
-        events.append(data)
-    state = "before"
-    open_block: tuple[int, str] | None = None
-    next_index = 0
-    partial = ""
-    for event in events:
-        kind = event["type"]
-        assert state != "stopped", f"{kind} after message_stop"
-        if kind == "ping":
-            continue
-        if kind == "error":
-            state = "stopped"
-            continue
-        if state == "before":
-            assert kind == "message_start", f"the stream starts with {kind}, not message_start"
-            state = "blocks"
-            continue
-        assert kind != "message_start", "a second message_start"
-        if kind == "content_block_start":
-            assert state == "blocks", "a block after message_delta"
-            assert open_block is None, f"block {next_index} opened before block {open_block} closed"
-            assert event["index"] == next_index, f"block index {event['index']}, expected {next_index}"
-            open_block = (event["index"], event["content_block"]["type"])
-            next_index += 1
-            partial = ""
-        elif kind == "content_block_delta":
-            assert open_block is not None, "a delta outside a block"
-            assert event["index"] == open_block[0], f"a delta for block {event['index']} inside block {open_block[0]}"
-            allowed = _DELTAS_OF.get(open_block[1])
-            assert allowed is None or event["delta"]["type"] in allowed, (
-                f"{event['delta']['type']} in a {open_block[1]} block"
-            )
-            partial += event["delta"].get("partial_json", "")
-        elif kind == "content_block_stop":
-            assert open_block is not None, f"stop of no open block: {event}"
-            assert event["index"] == open_block[0], f"stop of a block not open: {event}"
-            if open_block[1] in ("tool_use", "server_tool_use") and partial:
-                json.loads(partial)
-            open_block = None
-        elif kind == "message_delta":
-            assert state == "blocks", "a second message_delta"
-            assert open_block is None, "message_delta with a block open"
-            state = "delta"
-        elif kind == "message_stop":
-            assert state == "delta", "message_stop without message_delta"
-            state = "stopped"
-    assert state == "stopped", f"the stream ended without message_stop (in state {state})"
-    return events
-
-
-def streamed_message(events: list[dict[str, Any]]) -> dict[str, Any]:
-    """The message a checked stream carries (blocks assembled), for comparing with a JSON reply."""
-    message: dict[str, Any] = {}
-    blocks: list[dict[str, Any]] = []
-    partial: dict[int, str] = {}
-    for event in events:
-        kind = event["type"]
-        if kind == "message_start":
-            message = dict(event["message"])
-        elif kind == "content_block_start":
-            blocks.append(dict(event["content_block"]))
-        elif kind == "content_block_delta":
-            block, delta = blocks[event["index"]], event["delta"]
-            if delta["type"] == "text_delta":
-                block["text"] += delta["text"]
-            elif delta["type"] == "thinking_delta":
-                block["thinking"] += delta["thinking"]
-            elif delta["type"] == "signature_delta":
-                block["signature"] += delta["signature"]
-            elif delta["type"] == "input_json_delta":
-                partial[event["index"]] = partial.get(event["index"], "") + delta["partial_json"]
-        elif kind == "message_delta":
-            message.update(event["delta"])
-    for index, text_ in partial.items():
-        blocks[index]["input"] = json.loads(text_) if text_ else {}
-    message["content"] = blocks
-    return message
+_SSE = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 
 # -- fixtures (imported by the Messages test modules) ----------------------------------------
@@ -437,17 +292,13 @@ def streamed_message(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def messages_server() -> Iterator[FakeMessages]:
-    server = FakeMessages().start()
-    yield server  # type: ignore[misc]
-    server.stop()
+    yield from running(FakeMessages)
 
 
 @pytest.fixture
 def anthropic_upstream(messages_server: FakeMessages) -> Iterator[FakeMessages]:
     """The fake Messages API, with an empty script and no recorded requests."""
-    messages_server.reset()
-    yield messages_server
-    messages_server.reset()
+    yield from emptied(messages_server)
 
 
 @pytest.fixture

@@ -6,33 +6,21 @@ fresh ``resp_…`` id. The fake is as strict as the API about what a proxy could
 ``previous_response_id`` must name a response it stored (``store`` is on unless false), an
 ``item_reference`` must name a stored item, every call in the history must have its output,
 and a ``reasoning`` item must be followed by another item. A violation is answered with the
-API's 400 and counted in ``rejections``. Judge calls (the judge's instructions, or its chat
-prompt) are answered by ``self.judge`` and kept apart in ``judge_requests``.
+API's 400 and counted in ``rejections``. Serving, recording and the judge are the base fake's
+(``fake_upstream.FakeUpstream``); this layer adds the format's routes, bodies, events and chains.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-from tests.support.fake_upstream import (
-    JUDGE_PROMPT,
-    PROGRESS_PROMPT,
-    CloseAfterRequest,
-    FakeUpstream,
-    Hang,
-    Json,
-    Recorded,
-    Reply,
-    _is_judge_call,
-    _raw_headers,
-    chat_completion,
-)
+from tests.support.fake_upstream import FakeUpstream, Recorded, judged
+from tests.support.turns import Turn
 
 _ids = itertools.count(1)
 
@@ -105,6 +93,15 @@ def response(
 
 def text_response(text: str = "Hello from the fake model.", **options: Any) -> dict[str, Any]:
     return response(message(text), **options)
+
+
+def rendered(reply: Turn) -> dict[str, Any]:
+    """A neutral reply as a response body: reasoning, message, then function calls."""
+    items = [reasoning(reply.reasoning)] if reply.reasoning is not None else []
+    if reply.text is not None or not (reply.calls or items):
+        items.append(message(reply.text or ""))
+    items += [function_call(c.name, c.raw, c.id) for c in reply.calls]
+    return response(*items, usage=reply.usage)
 
 
 # -- a response as its stream ---------------------------------------------------------------
@@ -198,32 +195,10 @@ class Events:
 
 # -- the judge ------------------------------------------------------------------------------
 
-_NONCE = re.compile(r'"nonce": "([0-9a-f]+)"')
 
-
-def _judge_text(payload: dict[str, Any]) -> str | None:
-    """The judge's prompt, if this is a judge call (either format)."""
-    instructions = payload.get("instructions")
-    if isinstance(instructions, str) and instructions.startswith((JUDGE_PROMPT, PROGRESS_PROMPT)):
-        return instructions
-    chat = _is_judge_call(json.dumps(payload).encode())
-    return chat["messages"][0]["content"] if chat is not None else None
-
-
-def verdict(request: dict[str, Any], done: bool, reason: str = "checked") -> Reply | dict[str, Any]:
-    """What an honest judge model answers, in the format it was asked in."""
-    prompt = _judge_text(request) or ""
-    match = _NONCE.search(prompt)
-    assert match, "judge request without a verdict nonce"
-    flag = "progress" if prompt.startswith(PROGRESS_PROMPT) else "done"  # the progress question's verdict
-    content = json.dumps({"nonce": match.group(1), flag: done, "reason": reason})
-    if "messages" in request:
-        return Json(chat_completion(content, model="judge-model"))
-    return text_response(content, model="judge-model")
-
-
-def honest_judge(request: dict[str, Any]) -> Reply | dict[str, Any]:
-    return verdict(request, True)
+def verdict(request: dict[str, Any], done: bool, reason: str = "checked") -> Turn:
+    """What an honest judge model answers (rendered by the fake in the format it was asked in)."""
+    return judged(request, done, reason)
 
 
 # -- the server -----------------------------------------------------------------------------
@@ -249,7 +224,6 @@ class FakeResponses(FakeUpstream):
 
     def __init__(self) -> None:
         super().__init__()
-        self.judge = honest_judge  # type: ignore[assignment]
         self.stored: dict[str, _Stored] = {}
         self.items: dict[str, dict[str, Any]] = {}
         self.served: list[Served] = []
@@ -257,37 +231,32 @@ class FakeResponses(FakeUpstream):
 
     def reset(self) -> None:
         super().reset()
-        self.judge = honest_judge  # type: ignore[assignment]
         self.stored.clear()
         self.items.clear()
         self.served.clear()
         self.rejections.clear()
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        body = await request.read()
-        recorded = Recorded(
-            request.method, request.rel_url.raw_path, request.rel_url.raw_query_string, _raw_headers(request), body
-        )
-        try:
-            payload = json.loads(body) if body else {}
-        except ValueError:
-            payload = {}
-        judged = isinstance(payload, dict) and _judge_text(payload) is not None
-        if request.method != "POST" or not request.path.endswith("/responses"):
-            self.requests.append(recorded)  # another route (a client's model list, a stored response)
-            error = {"message": f"No route {request.method} {request.path}.", "type": "invalid_request_error"}
-            return web.json_response({"error": {**error, "param": None, "code": "not_found"}}, status=404)
-        with self._lock:
-            if judged:
-                self.judge_requests.append(recorded)
-                reply: Any = self.judge(payload)
-            else:
-                self.requests.append(recorded)
-                reply = self._replies.popleft() if self._replies else text_response()
-        if judged or not isinstance(reply, dict):
-            if isinstance(reply, dict):
-                return await self._serve(request, payload, {**reply, "id": _id("resp")}, store=False)
-            return await self._plain(request, reply)
+    def _route(self, request: web.Request, recorded: Recorded, payload: Any) -> web.StreamResponse | None:
+        if request.method == "POST" and request.path.endswith("/responses"):
+            return None
+        self.requests.append(recorded)  # another route (a client's model list, a stored response)
+        error = {"message": f"No route {request.method} {request.path}.", "type": "invalid_request_error"}
+        return web.json_response({"error": {**error, "param": None, "code": "not_found"}}, status=404)
+
+    def _next(self, payload: Any) -> Any:
+        return self._replies.popleft() if self._replies else text_response()
+
+    def _render(self, reply: Turn, payload: Any) -> Any:
+        return rendered(reply)
+
+    async def _serve(self, request: web.Request, payload: Any, reply: Any, *, judging: bool) -> web.StreamResponse:
+        if isinstance(reply, Events):
+            return await self._events(request, reply.events, reply.cut_after)
+        if not isinstance(reply, dict):
+            raise TypeError(f"the Responses fake cannot serve {reply!r}")
+        payload = payload if isinstance(payload, dict) else {}
+        if judging:
+            return await self._body(request, payload, {**reply, "id": _id("resp")}, store=False)
         history, problem = self._history(payload)
         served = Served(payload, history)
         self.served.append(served)
@@ -296,7 +265,7 @@ class FakeResponses(FakeUpstream):
             error = {"message": problem[1], "type": "invalid_request_error", "param": problem[0], "code": None}
             return web.json_response({"error": error}, status=400 if "not found" not in problem[1] else 404)
         served.response = reply = {**reply, "id": _id("resp")}
-        return await self._serve(request, payload, reply, store=payload.get("store") is not False, history=history)
+        return await self._body(request, payload, reply, store=payload.get("store") is not False, history=history)
 
     def _history(self, payload: dict[str, Any]) -> tuple[list[dict[str, Any]], tuple[str, str] | None]:
         """The items the model would see, or (param, message) of the API's refusal."""
@@ -332,7 +301,7 @@ class FakeResponses(FakeUpstream):
                 return [], ("input", message_)
         return history, None
 
-    async def _serve(
+    async def _body(
         self,
         request: web.Request,
         payload: dict[str, Any],
@@ -350,41 +319,12 @@ class FakeResponses(FakeUpstream):
             return await self._events(request, stream_events(body))
         return web.json_response(body)
 
-    async def _plain(self, request: web.Request, reply: Any) -> web.StreamResponse:
-        if isinstance(reply, Events):
-            return await self._events(request, reply.events, reply.cut_after)
-        if isinstance(reply, Hang):
-            await self._hold(request, reply.seconds)
-            return web.Response(status=599)
-        if isinstance(reply, CloseAfterRequest):
-            assert request.transport is not None
-            request.transport.close()
-            raise ConnectionResetError
-        if isinstance(reply, Json):
-            if reply.delay and await self._hold(request, reply.delay):
-                return web.Response(status=599)
-            raw = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
-            return web.Response(
-                body=raw, status=reply.status, headers={"Content-Type": "application/json", **reply.headers}
-            )
-        raise TypeError(f"the Responses fake cannot serve {reply!r}")
-
     async def _events(
         self, request: web.Request, events: list[dict[str, Any]], cut_after: int | None = None
     ) -> web.StreamResponse:
-        response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        try:
-            for index, event in enumerate(events):
-                if cut_after is not None and index >= cut_after:
-                    assert request.transport is not None
-                    request.transport.close()
-                    return response
-                await response.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
-            await response.write_eof()
-        except (ConnectionResetError, ConnectionError):
-            self.stream_aborts.append(0.0)
-        return response
+        frames = [f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode() for event in events]
+        cut = cut_after if cut_after is not None and cut_after < len(frames) else None
+        return await self._stream(request, frames, cut=cut)
 
     @property
     def agent_payloads(self) -> list[dict[str, Any]]:

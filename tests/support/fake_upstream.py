@@ -1,4 +1,4 @@
-"""A scriptable fake OpenAI upstream: the model side of every integration test.
+"""A scriptable fake model API: the model side of every integration test, in every wire format.
 
 Each test queues the replies it wants (JSON, SSE, failures); the server answers requests
 in order and records every request it received. When the queue is empty it answers with a
@@ -13,11 +13,13 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
+
+from tests.support.turns import Turn
 
 
 @dataclass
@@ -54,7 +56,8 @@ class CloseAfterRequest:
     """Read the whole request, then close the connection without a response."""
 
 
-Reply = Json | Sse | Hang | CloseAfterRequest
+Reply = Json | Sse | Hang | CloseAfterRequest | Turn
+F = TypeVar("F", bound="FakeUpstream")
 
 
 @dataclass
@@ -83,6 +86,7 @@ def chat_completion(
     model: str = "fake-model",
     finish_reason: str | None = None,
     refusal: str | None = None,
+    usage: tuple[int, int] = (11, 7),
 ) -> dict[str, Any]:
     """A chat.completion body as OpenAI sends it."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
@@ -104,12 +108,23 @@ def chat_completion(
                 "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop"),
             }
         ],
-        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
     }
 
 
 def tool_call(name: str, arguments: str, call_id: str = "call_1") -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def chat_reply(reply: Turn, payload: Any) -> Json | Sse:
+    """A neutral reply as a chat.completion, streamed when the request streams."""
+    completion = chat_completion(
+        reply.text,
+        tool_calls=[tool_call(c.name, c.raw, c.id) for c in reply.calls],
+        reasoning=reply.reasoning,
+        usage=reply.usage,
+    )
+    return streamed(completion) if isinstance(payload, dict) and payload.get("stream") is True else Json(completion)
 
 
 def stream_chunks(text: str, *, model: str = "fake-model", pieces: int = 3) -> list[dict[str, Any]]:
@@ -181,9 +196,33 @@ def is_progress_question(request: dict[str, Any]) -> bool:
     return str(request["messages"][0]["content"]).startswith(PROGRESS_PROMPT)
 
 
+def judge_prompt(request: dict[str, Any]) -> str:
+    """The judge's prompt in whichever format it was asked: the Responses ``instructions``, the
+    Messages ``system`` or the first chat message ("" for a body of none of these shapes)."""
+    for place in (request.get("instructions"), request.get("system")):
+        if isinstance(place, str):
+            return place
+        if isinstance(place, list):
+            return "".join(str(b.get("text", "")) for b in place if isinstance(b, dict))
+    messages = request.get("messages")
+    first = messages[0] if isinstance(messages, list) and messages else None
+    content = first.get("content") if isinstance(first, dict) else None
+    return content if isinstance(content, str) else ""
+
+
+def judged(request: dict[str, Any], done: bool, reason: str = "checked") -> Turn:
+    """An honest judge's verdict as a neutral reply, for a judge asked in any format
+    (``done`` is ``progress`` for the progress question)."""
+    prompt = judge_prompt(request)
+    match = _NONCE.search(prompt)
+    assert match, "judge request without a verdict nonce"
+    flag = "progress" if prompt.startswith(PROGRESS_PROMPT) else "done"
+    return Turn(json.dumps({"nonce": match.group(1), flag: done, "reason": reason}))
+
+
 def honest_judge(request: dict[str, Any]) -> Reply:
-    """The default judge: everything is done (tests about the judge script their own)."""
-    return verdict(request, True)
+    """The default judge, in every format: everything is done (tests about the judge script their own)."""
+    return judged(request, True)
 
 
 class FakeUpstream:
@@ -212,7 +251,7 @@ class FakeUpstream:
 
     # -- lifecycle --------------------------------------------------------------------
 
-    def start(self) -> FakeUpstream:
+    def start(self: F) -> F:
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
         return self
@@ -256,20 +295,33 @@ class FakeUpstream:
         return len(self._replies)
 
     # -- serving ----------------------------------------------------------------------
+    # One way of serving for every format: record, answer the judge or pop the script, render a
+    # neutral reply in the request's format, serve the replies every format shares (a hang, a
+    # closed connection, a raw JSON body) here, and hand the format's own replies to ``_serve``.
+    # The Responses and Messages fakes override only the hooks below.
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
         recorded = Recorded(
             request.method, request.rel_url.raw_path, request.rel_url.raw_query_string, _raw_headers(request), body
         )
-        judged = _is_judge_call(body)
+        payload = _json_or_none(body)
+        routed = self._route(request, recorded, payload)
+        if routed is not None:
+            return routed
         with self._lock:
-            if judged is not None:
+            judging = is_judge_request(payload)
+            if judging:
                 self.judge_requests.append(recorded)
-                reply = self.judge(judged)
+                reply = self.judge(payload)
             else:
                 self.requests.append(recorded)
-                reply = self._replies.popleft() if self._replies else Json(chat_completion())
+                reply = self._next(payload)
+        if isinstance(reply, Turn):
+            reply = self._render(reply, payload)
+        refused = self._refused(payload)
+        if refused is not None:
+            return refused
         if isinstance(reply, Hang):
             await self._hold(request, reply.seconds)
             return web.Response(status=599)
@@ -283,7 +335,33 @@ class FakeUpstream:
             raw = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
             headers = {"Content-Type": "application/json", **reply.headers}
             return web.Response(body=raw, status=reply.status, headers=headers)
-        return await self._stream(request, reply)
+        return await self._serve(request, payload, reply, judging=judging)
+
+    def _route(self, request: web.Request, recorded: Recorded, payload: Any) -> web.StreamResponse | None:
+        """The answer to a request that is no model call (a model list, a probe), or None."""
+        return None
+
+    def _next(self, payload: Any) -> Any:
+        """The scripted reply to an agent call (called under the lock)."""
+        return self._replies.popleft() if self._replies else Json(chat_completion())
+
+    def _render(self, reply: Turn, payload: Any) -> Any:
+        """A neutral reply in this fake's format, as the request asks for it (JSON or stream)."""
+        return chat_reply(reply, payload)
+
+    def _refused(self, payload: Any) -> web.StreamResponse | None:
+        """The API's refusal of a request it would reject whatever the script says, or None."""
+        return None
+
+    async def _serve(self, request: web.Request, payload: Any, reply: Any, *, judging: bool) -> web.StreamResponse:
+        """A reply of the format's own kinds (for chat: an ``Sse`` stream)."""
+        assert isinstance(reply, Sse), f"the chat fake cannot serve {reply!r}"
+        frames = [f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n".encode() for e in reply.events]
+        cut = reply.cut_after if reply.cut_after is not None and reply.cut_after < len(frames) else None
+        if reply.done and cut is None:
+            frames.append(b"data: [DONE]\n\n")
+        headers = {"Content-Type": "text/event-stream", **reply.headers}
+        return await self._stream(request, frames, status=reply.status, headers=headers, delay=reply.delay, cut=cut)
 
     async def _hold(self, request: web.Request, seconds: float) -> bool:
         """Wait ``seconds`` before answering; True (and noted in ``hangups``) when the proxy
@@ -296,39 +374,64 @@ class FakeUpstream:
             await asyncio.sleep(0.01)
         return False
 
-    async def _stream(self, request: web.Request, reply: Sse) -> web.StreamResponse:
-        response = web.StreamResponse(
-            status=reply.status, headers={"Content-Type": "text/event-stream", **reply.headers}
-        )
+    async def _stream(
+        self,
+        request: web.Request,
+        frames: list[bytes],
+        *,
+        status: int = 200,
+        headers: dict[str, str] | None = None,
+        delay: float = 0.0,
+        cut: int | None = None,
+    ) -> web.StreamResponse:
+        """Send SSE ``frames`` one by one (``delay`` after each); ``cut`` closes the connection
+        after that many frames, without ending the stream. A proxy hanging up is noted in
+        ``stream_aborts``."""
+        response = web.StreamResponse(status=status, headers=headers or {"Content-Type": "text/event-stream"})
         await response.prepare(request)
         try:
-            for index, event in enumerate(reply.events):
-                if reply.cut_after is not None and index >= reply.cut_after:
-                    assert request.transport is not None
-                    request.transport.close()
-                    return response
-                data = event if isinstance(event, str) else json.dumps(event)
-                await response.write(f"data: {data}\n\n".encode())
-                if reply.delay:
-                    await asyncio.sleep(reply.delay)
+            for index, frame in enumerate(frames):
+                if cut is not None and index >= cut:
+                    break
+                await response.write(frame)
+                if delay:
+                    await asyncio.sleep(delay)
                 if request.transport is None or request.transport.is_closing():
                     raise ConnectionResetError
-            if reply.done:
-                await response.write(b"data: [DONE]\n\n")
+            if cut is not None:
+                assert request.transport is not None
+                request.transport.close()
+                return response
             await response.write_eof()
         except (ConnectionResetError, ConnectionError):
             self.stream_aborts.append(time.monotonic())
         return response
 
 
-def _is_judge_call(body: bytes) -> dict[str, Any] | None:
+def running(kind: type[F]) -> Iterator[F]:
+    """A fake of ``kind`` serving until the generator closes (the body of a session fixture)."""
+    server = kind().start()
+    yield server
+    server.stop()
+
+
+def emptied(server: F) -> Iterator[F]:
+    """``server`` with an empty script and nothing recorded, before and after a test."""
+    server.reset()
+    yield server
+    server.reset()
+
+
+def is_judge_request(payload: Any) -> bool:
+    """A call of the proxy's judge (its prompt opens the request), in any format."""
+    return isinstance(payload, dict) and judge_prompt(payload).startswith((JUDGE_PROMPT, PROGRESS_PROMPT))
+
+
+def _json_or_none(body: bytes) -> Any:
     try:
-        payload = json.loads(body)
-        first = payload["messages"][0]
-    except (ValueError, KeyError, IndexError, TypeError):
+        return json.loads(body)
+    except ValueError:
         return None
-    content = first.get("content") if isinstance(first, dict) else None
-    return payload if isinstance(content, str) and content.startswith((JUDGE_PROMPT, PROGRESS_PROMPT)) else None
 
 
 def _raw_headers(request: web.Request) -> list[tuple[str, str]]:

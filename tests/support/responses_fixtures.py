@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.support.fake_responses import FakeResponses
+from tests.support.fake_upstream import emptied, running
 from tests.support.proxy_server import RunningProxy
 
 __all__ = ["fake", "proxy", "responses_server"]
@@ -16,17 +17,13 @@ __all__ = ["fake", "proxy", "responses_server"]
 
 @pytest.fixture(scope="session")
 def responses_server() -> Iterator[FakeResponses]:
-    server = FakeResponses().start()
-    yield server
-    server.stop()
+    yield from running(FakeResponses)
 
 
 @pytest.fixture
 def fake(responses_server: FakeResponses) -> Iterator[FakeResponses]:
     """The scripted Responses upstream, empty before and after the test."""
-    responses_server.reset()
-    yield responses_server
-    responses_server.reset()
+    yield from emptied(responses_server)
 
 
 @pytest.fixture

@@ -1,0 +1,6 @@
+"""The suite over every wire format: each test runs once per format of ``wire_format``."""
+
+from tests.support.formats import fake, proxy, wire_format
+from tests.support.responses_fixtures import responses_server
+
+__all__ = ["fake", "proxy", "responses_server", "wire_format"]
