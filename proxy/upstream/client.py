@@ -31,6 +31,7 @@ from proxy.errors import (
 from proxy.observe.metrics import Metrics
 from proxy.observe.timing import waiting
 from proxy.settings import Settings
+from proxy.upstream.egress import EgressBlocked
 from proxy.upstream.retry import RETRYABLE_STATUSES, RetryBudget, RetryPolicy, parse_retry_after
 from proxy.upstream.transport import READ_BODY, AiohttpTransport
 
@@ -255,6 +256,8 @@ def _reason(exc: Exception) -> str:
         return "connection refused"
     if isinstance(os_error, ConnectionResetError) or getattr(os_error, "errno", None) == errno.ECONNRESET:
         return "connection reset"
+    if isinstance(os_error, EgressBlocked):
+        return "its address is one the proxy must not call (link-local, multicast or a cloud metadata endpoint)"
     if (isinstance(cause, OSError) and "Name or service not known" in str(cause)) or "DNS" in type(cause).__name__:
         return "host name not resolved"
     if isinstance(exc, httpx.RemoteProtocolError):

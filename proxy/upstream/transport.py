@@ -10,7 +10,9 @@ it can send a POST twice), merges duplicate headers and keeps upstream cookies. 
   ``ReadError`` and ``RemoteProtocolError`` mean it may have been received;
 - keeps duplicate headers and adds none of its own (no User-Agent, Accept, encoding);
 - stores no cookies at all (a shared jar would hand one tenant's cookies to the next);
-- never follows redirects and never decompresses: bytes pass through as sent.
+- never follows redirects and never decompresses: bytes pass through as sent;
+- resolves host names through the egress check (:mod:`proxy.upstream.egress`): a name never
+  leads to a link-local or metadata address, whatever DNS answers.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from collections.abc import Iterator
 import aiohttp
 import httpx
 import yarl
+from aiohttp.abc import AbstractResolver
 from multidict import CIMultiDict
+
+from proxy.upstream.egress import EgressResolver
 
 __all__ = ["READ_BODY", "AiohttpTransport"]
 
@@ -96,8 +101,12 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         max_connections: int = 256,
         keepalive_expiry: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
+        resolver: AbstractResolver | None = None,
     ) -> None:
+        """``resolver`` answers DNS (aiohttp's default unless given; tests inject one); the
+        egress check always wraps it."""
         self._max_connections = max_connections
+        self._resolver = resolver
         self._keepalive_expiry = keepalive_expiry
         # None: aiohttp's own verified default context, built once at its import (a context of
         # our own per client cost ~40 ms of CPU at every start).
@@ -114,6 +123,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 limit_per_host=0,
                 keepalive_timeout=self._keepalive_expiry,
                 ssl=self._ssl,
+                resolver=EgressResolver(self._resolver),
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
