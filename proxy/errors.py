@@ -21,6 +21,7 @@ upstream client's own retries carries their count and ``x-should-retry: false`` 
         ├── UpstreamUnreachable     502 upstream_error / upstream_unreachable
         ├── UpstreamDisconnected    502 upstream_error / upstream_disconnected
         ├── UpstreamMalformed       502 upstream_error / upstream_malformed
+        ├── UpstreamReplyTooLarge   502 upstream_error / upstream_reply_too_large
         └── UpstreamTimeout         504 upstream_error / upstream_timeout
 """
 
@@ -44,6 +45,7 @@ __all__ = [
     "UpstreamDisconnected",
     "UpstreamError",
     "UpstreamMalformed",
+    "UpstreamReplyTooLarge",
     "UpstreamTimeout",
     "UpstreamUnreachable",
     "WebSocketRefused",
@@ -162,3 +164,10 @@ class UpstreamTimeout(UpstreamError):
 
 class UpstreamMalformed(UpstreamError):
     code = "upstream_malformed"
+
+
+class UpstreamReplyTooLarge(UpstreamError):
+    """The upstream's reply grew past ``max_reply_bytes``: the proxy holds a guarded reply
+    whole, so an unbounded one would hold unbounded memory."""
+
+    code = "upstream_reply_too_large"

@@ -99,7 +99,21 @@ class Settings(BaseSettings):
     total_timeout: float = Field(
         600.0, gt=0, description="Deadline in seconds for one client request upstream, retries included."
     )
+    header_timeout: float = Field(
+        10.0,
+        ge=0,
+        description="Seconds a client has to send a request's headers, from connecting or from the request's "
+        "first byte; a slower client's connection is closed (0 = no limit).",
+    )
     max_body_bytes: int = Field(10 * MiB, gt=0, description="Largest request body accepted (413 above).")
+    max_reply_bytes: int = Field(
+        64 * MiB,
+        gt=0,
+        description="Largest upstream reply to a guarded call, in bytes as received (a stream's events counted "
+        "whole): the proxy holds a guarded reply until its verdict, so a longer one is ended (a stream with an "
+        "error event in its format, a whole reply with 502 upstream_reply_too_large). Pass-through relays are "
+        "not bounded.",
+    )
     max_schema_bytes: int = Field(
         256 * 1024,
         gt=0,

@@ -102,7 +102,7 @@ class Passthrough:
         try:
             # A call answered whole (embeddings, a non-streamed response) waits here for all of it:
             # a client that hangs up meanwhile cancels it, as it does a body being relayed.
-            sending = self._upstream.send(method, url, headers, body, stream=True)
+            sending = self._upstream.send(method, url, headers, body, stream=True, bounded=False)
             reply = await unless_client_leaves(sending, receive, facts, tracker)
             await self._relay(reply, tracker, receive, facts, headers, adapter, tap)
         finally:

@@ -1,5 +1,8 @@
 """Serve the app with uvicorn (uvloop + httptools) and drain gracefully on SIGTERM/SIGINT.
 
+Connections go through :mod:`proxy.edge.connections`: every request is answered or closed,
+and a request head slower than ``header_timeout`` closes its connection.
+
 On a stop signal the proxy reports not-ready at once, stops accepting connections, lets
 in-flight requests finish for up to ``shutdown_timeout`` seconds, then exits. Metrics are
 served on a listener of their own (see :mod:`proxy.edge.metrics_listener`), up as long as the server.
@@ -22,6 +25,7 @@ import uvicorn
 from prometheus_client import multiprocess
 
 from proxy.edge.app import create_app
+from proxy.edge.connections import GuardedHttpProtocol, guarded_websocket_protocol
 from proxy.edge.metrics_listener import MetricsListener
 from proxy.edge.routes import Readiness
 from proxy.observe.metrics import Metrics
@@ -74,7 +78,8 @@ def build_server(settings: Settings, readiness: Readiness | None = None) -> Drai
         host=settings.host,
         port=settings.port,
         loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-        http="httptools" if importlib.util.find_spec("httptools") else "h11",
+        http=GuardedHttpProtocol.with_header_timeout(settings.header_timeout),
+        ws=guarded_websocket_protocol() or "none",
         lifespan="on",
         access_log=False,
         log_config=None,

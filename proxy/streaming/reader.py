@@ -4,9 +4,10 @@ Each event is decoded once; the assembler keeps the reply so far, and whenever a
 touches a channel that is still held (or something waits in the queue) the guards are
 asked again what they hold. A stream is complete only with the event its assembler says
 ends it (chat completions' ``data: [DONE]``, or an event it took that completes the reply):
-one that is cut, stalls past the read timeout, or carries a chunk that is not a JSON object
-ends as an error, never as a reply. An event whose data has a ``type`` (Responses', Messages')
-goes out named by it, whatever the upstream named it: clients dispatch on the name.
+one that is cut, stalls past the read timeout, grows past ``max_reply_bytes``, or carries a
+chunk that is not a JSON object ends as an error, never as a reply. An event whose data has a
+``type`` (Responses', Messages') goes out named by it, whatever the upstream named it: clients
+dispatch on the name.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from proxy.errors import ProxyError, UpstreamDisconnected, UpstreamError, UpstreamMalformed
+from proxy.errors import ProxyError, UpstreamDisconnected, UpstreamError, UpstreamMalformed, UpstreamReplyTooLarge
 from proxy.exchange import Channel
 from proxy.observe.timing import current
 from proxy.streaming.client import ClientStream
@@ -72,6 +73,8 @@ async def read_streamed_reply(
             await client.flush()
             if data is None:
                 return _ended_early(parser, assembler)
+    except UpstreamReplyTooLarge as exc:  # the transport's bound (max_reply_bytes): nothing more is read
+        return exc
     except httpx.TimeoutException:
         return UpstreamDisconnected("The upstream model API stopped sending (read timeout).")
     except httpx.TransportError:

@@ -31,8 +31,9 @@ from proxy.errors import (
 from proxy.observe.metrics import Metrics
 from proxy.observe.timing import waiting
 from proxy.settings import Settings
+from proxy.upstream.egress import EgressBlocked
 from proxy.upstream.retry import RETRYABLE_STATUSES, RetryBudget, RetryPolicy, parse_retry_after
-from proxy.upstream.transport import READ_BODY, AiohttpTransport
+from proxy.upstream.transport import READ_BODY, READ_LIMIT, AiohttpTransport
 
 __all__ = ["ATTEMPTS_HEADER", "UpstreamClient", "UpstreamReply"]
 
@@ -88,6 +89,7 @@ class UpstreamClient:
             paced_attempts=settings.retry_after_attempts,
         )
         self._retry_after_send = settings.retry_after_send
+        self._max_reply_bytes = settings.max_reply_bytes
         self._budget = RetryBudget(settings.retry_budget)
         self._total_timeout = settings.total_timeout
         self._timeouts = {
@@ -111,18 +113,22 @@ class UpstreamClient:
         body: bytes,
         *,
         stream: bool = False,
+        bounded: bool = True,
     ) -> UpstreamReply:
         """Send until a non-retryable answer, the attempts or the deadline run out.
 
         With ``stream=False`` the body is read inside the deadline; with ``stream=True`` the
         caller reads it and must close the response. The time is booked as waiting, not as
-        proxy overhead.
+        proxy overhead. A ``bounded`` reply longer than ``max_reply_bytes`` fails with
+        :class:`~proxy.errors.UpstreamReplyTooLarge` (whole: here; streamed: while it is read);
+        only a relay that holds nothing of what it passes on may be unbounded.
         """
         started = time.perf_counter()
         self._budget.deposit()
         with waiting():
             try:
-                reply = await self._send(method, url, headers, body, stream)
+                limit = self._max_reply_bytes if bounded else None
+                reply = await self._send(method, url, headers, body, stream, limit)
             except ProxyError:
                 self._count("failed")
                 raise
@@ -136,7 +142,13 @@ class UpstreamClient:
             self._metrics.of(self._metrics.upstream_attempts, outcome).inc()
 
     async def _send(
-        self, method: str, url: str | httpx.URL, headers: Sequence[tuple[str, str]], body: bytes, stream: bool
+        self,
+        method: str,
+        url: str | httpx.URL,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
+        stream: bool,
+        limit: int | None,
     ) -> UpstreamReply:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._total_timeout
@@ -150,7 +162,8 @@ class UpstreamClient:
                 raise _spent(UpstreamTimeout("The upstream model API did not answer before the deadline."), attempt - 1)
             # stream= skips httpx's body encoding and auto headers (the transport frames
             # the body itself); read() then makes ``request.content`` available at no cost.
-            request = _request(method, self._url(url), headers, body, self._attempt_timeouts(remaining), stream)
+            timeouts = self._attempt_timeouts(remaining)
+            request = _request(method, self._url(url), headers, body, timeouts, stream, limit)
             request.read()
             try:
                 async with asyncio.timeout(remaining):
@@ -211,8 +224,9 @@ def _request(
     body: bytes,
     timeouts: dict[str, float],
     stream: bool,
+    limit: int | None,
 ) -> httpx.Request:
-    extensions = {"timeout": timeouts, READ_BODY: not stream}
+    extensions = {"timeout": timeouts, READ_BODY: not stream, READ_LIMIT: limit}
     try:
         return httpx.Request(method, url, headers=headers, stream=httpx.ByteStream(body), extensions=extensions)
     except UnicodeEncodeError:
@@ -255,6 +269,8 @@ def _reason(exc: Exception) -> str:
         return "connection refused"
     if isinstance(os_error, ConnectionResetError) or getattr(os_error, "errno", None) == errno.ECONNRESET:
         return "connection reset"
+    if isinstance(os_error, EgressBlocked):
+        return "its address is one the proxy must not call (link-local, multicast or a cloud metadata endpoint)"
     if (isinstance(cause, OSError) and "Name or service not known" in str(cause)) or "DNS" in type(cause).__name__:
         return "host name not resolved"
     if isinstance(exc, httpx.RemoteProtocolError):

@@ -10,7 +10,11 @@ it can send a POST twice), merges duplicate headers and keeps upstream cookies. 
   ``ReadError`` and ``RemoteProtocolError`` mean it may have been received;
 - keeps duplicate headers and adds none of its own (no User-Agent, Accept, encoding);
 - stores no cookies at all (a shared jar would hand one tenant's cookies to the next);
-- never follows redirects and never decompresses: bytes pass through as sent.
+- never follows redirects and never decompresses: bytes pass through as sent;
+- reads at most ``READ_LIMIT`` bytes of a body when the request says so (whole or streamed),
+  then fails with :class:`~proxy.errors.UpstreamReplyTooLarge` and drops the connection;
+- resolves host names through the egress check (:mod:`proxy.upstream.egress`): a name never
+  leads to a link-local or metadata address, whatever DNS answers.
 """
 
 from __future__ import annotations
@@ -22,12 +26,18 @@ from collections.abc import Iterator
 import aiohttp
 import httpx
 import yarl
+from aiohttp.abc import AbstractResolver
 from multidict import CIMultiDict
 
-__all__ = ["READ_BODY", "AiohttpTransport"]
+from proxy.errors import UpstreamReplyTooLarge
+from proxy.upstream.egress import EgressResolver
+
+__all__ = ["READ_BODY", "READ_LIMIT", "AiohttpTransport"]
 
 READ_BODY = "loopwarden.read_body"
 """Request extension: read the whole response body before returning (not for streams)."""
+READ_LIMIT = "loopwarden.read_limit"
+"""Request extension: the most bytes of response body to read, whole or streamed (None: no limit)."""
 _CACHE_LIMIT = 1024
 _CACHED_URL_CHARS = 512
 """Longest URL kept parsed: pass-through paths and queries are the client's, and a thousand
@@ -67,9 +77,10 @@ def _mapped_errors(request: httpx.Request) -> Iterator[None]:
 class _AiohttpStream(httpx.AsyncByteStream):
     """Response body as an httpx stream; releases the connection when closed."""
 
-    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request, limit: int | None) -> None:
         self._response = response
         self._request = request
+        self._left = limit
 
     def __aiter__(self) -> _AiohttpStream:
         # An iterator object rather than an async generator: generators are registered with
@@ -81,10 +92,34 @@ class _AiohttpStream(httpx.AsyncByteStream):
             chunk = await self._response.content.readany()
         if not chunk:
             raise StopAsyncIteration
+        if self._left is not None:
+            self._left -= len(chunk)
+            if self._left < 0:
+                raise _too_large(self._response)
         return chunk
 
     async def aclose(self) -> None:
         self._response.release()
+
+
+async def _read_at_most(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The whole body, unless it is longer than ``limit`` bytes (announced or as read)."""
+    if response.content_length is not None and response.content_length > limit:
+        raise _too_large(response)
+    chunks: list[bytes] = []
+    left = limit
+    while chunk := await response.content.readany():
+        left -= len(chunk)
+        if left < 0:
+            raise _too_large(response)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(response: aiohttp.ClientResponse) -> UpstreamReplyTooLarge:
+    """Stop reading: the connection goes (its unread rest with it), the caller gets a 502."""
+    response.close()
+    return UpstreamReplyTooLarge("The upstream model API's reply is larger than the proxy's max_reply_bytes.")
 
 
 class AiohttpTransport(httpx.AsyncBaseTransport):
@@ -96,8 +131,12 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         max_connections: int = 256,
         keepalive_expiry: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
+        resolver: AbstractResolver | None = None,
     ) -> None:
+        """``resolver`` answers DNS (aiohttp's default unless given; tests inject one); the
+        egress check always wraps it."""
         self._max_connections = max_connections
+        self._resolver = resolver
         self._keepalive_expiry = keepalive_expiry
         # None: aiohttp's own verified default context, built once at its import (a context of
         # our own per client cost ~40 ms of CPU at every start).
@@ -114,6 +153,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 limit_per_host=0,
                 keepalive_timeout=self._keepalive_expiry,
                 ssl=self._ssl,
+                resolver=EgressResolver(self._resolver),
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
@@ -139,11 +179,12 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 compress=None,
                 timeout=self._timeout(request.extensions.get("timeout", {})),
             )
+            limit = request.extensions.get(READ_LIMIT)
             if request.extensions.get(READ_BODY):
                 # The caller wants the whole body: read it here in one go instead of
                 # through httpx's chunk iterator and decoders.
                 try:
-                    content = await response.read()
+                    content = await (response.read() if limit is None else _read_at_most(response, limit))
                 finally:
                     response.release()
                 return httpx.Response(
@@ -156,7 +197,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         return httpx.Response(
             status_code=response.status,
             headers=response.raw_headers,
-            stream=_AiohttpStream(response, request),
+            stream=_AiohttpStream(response, request, limit),
             request=request,
             extensions={"reason_phrase": (response.reason or "").encode()},
         )

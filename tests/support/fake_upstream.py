@@ -13,7 +13,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -34,9 +34,10 @@ class Json:
 
 @dataclass
 class Sse:
-    """An SSE stream of ``data:`` events; ``cut_after`` closes the connection after N events."""
+    """An SSE stream of ``data:`` events; ``cut_after`` closes the connection after N events.
+    ``events`` may be a generator: a long stream is then never held whole by the test."""
 
-    events: list[Any]
+    events: Iterable[Any]
     status: int = 200
     done: bool = True
     delay: float = 0.0

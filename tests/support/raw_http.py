@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,3 +38,15 @@ def raw_request(
         return RawResponse(response.status, response.headers, response.read())
     finally:
         connection.close()
+
+
+def send_until_closed(port: int, data: bytes, timeout: float = 10.0) -> bytes:
+    """Send ``data`` on a fresh connection and read until the server closes it; a server that
+    holds the connection open past ``timeout`` seconds raises ``TimeoutError``."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        if data:
+            sock.sendall(data)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+        return received

@@ -1,0 +1,115 @@
+"""Connections the server cannot be made to hold: every request is answered or closed.
+
+uvicorn hands a request carrying ``Upgrade: websocket`` to its WebSocket protocol, whatever its
+method; the WebSocket library refuses to parse a ``HEAD`` or ``POST`` (or a handshake with a
+body) and, having nothing to answer, leaves the connection open for good. Nor does uvicorn
+bound how long a request's headers may take to arrive, so a client trickling them holds a
+descriptor forever (slowloris). Two protocol classes close both holes:
+
+- :class:`GuardedHttpProtocol` hands only a ``GET`` over to the WebSocket protocol (RFC 6455
+  knows no other); any other method asking for an upgrade is served as plain HTTP, where the
+  app refuses it in the route's own error shape (:mod:`proxy.edge.websockets`), and the
+  connection closes after that answer. It also closes a connection whose request head has
+  not arrived ``header_timeout`` seconds after the connection opened or the request began.
+- :func:`guarded_websocket_protocol` wraps the WebSocket protocol so that a handshake the
+  library cannot parse gets a 400 and a close instead of silence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, cast
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.websockets.auto import AutoWebSocketsProtocol
+
+__all__ = ["GuardedHttpProtocol", "guarded_websocket_protocol"]
+
+logger = logging.getLogger(__name__)
+
+BAD_HANDSHAKE = (
+    b"HTTP/1.1 400 Bad Request\r\n"
+    b"content-type: text/plain; charset=utf-8\r\n"
+    b"content-length: 33\r\n"
+    b"connection: close\r\n"
+    b"\r\n"
+    b"Not a valid WebSocket handshake.\n"
+)
+
+
+class GuardedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a deadline on request heads and upgrades for ``GET`` only."""
+
+    header_timeout: float = 10.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_deadline: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def with_header_timeout(cls, seconds: float) -> type[GuardedHttpProtocol]:
+        """This protocol with its own head deadline: uvicorn builds protocols from a class."""
+        return cast("type[GuardedHttpProtocol]", type(cls.__name__, (cls,), {"header_timeout": seconds}))
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head_deadline()
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._arm_head_deadline()
+
+    def on_headers_complete(self) -> None:
+        self._disarm_head_deadline()
+        super().on_headers_complete()
+
+    def _should_upgrade(self) -> bool:
+        """Only a ``GET`` is a WebSocket handshake; the rest stays HTTP and gets the app's answer."""
+        return bool(super()._should_upgrade() and self.scope.get("method") == "GET")
+
+    def _unsupported_upgrade_warning(self) -> None:
+        """The parser stops at an upgrade it was not allowed to make: answer this request, then
+        close, since nothing after it on the connection can be read as HTTP."""
+        logger.debug("upgrade request served as HTTP: %s", self.scope.get("method"))
+        if self.cycle is not None:
+            self.cycle.keep_alive = False
+
+    def _arm_head_deadline(self) -> None:
+        if self._head_deadline is None and self.header_timeout > 0:
+            self._head_deadline = self.loop.call_later(self.header_timeout, self._head_too_slow)
+
+    def _disarm_head_deadline(self) -> None:
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
+
+    def _head_too_slow(self) -> None:
+        self._head_deadline = None
+        if not self.transport.is_closing():
+            logger.debug("request head not received within %.1f s; connection closed", self.header_timeout)
+            self.transport.close()
+
+
+def guarded_websocket_protocol() -> type[asyncio.Protocol] | None:
+    """The server's WebSocket protocol, answering a handshake it cannot parse with 400 and a
+    close (the library itself sends nothing); ``None`` without a WebSocket library, when
+    uvicorn serves upgrades as plain HTTP and the app refuses them."""
+    base: Any = AutoWebSocketsProtocol
+    if base is None:
+        return None
+
+    class GuardedWebSocketProtocol(base):  # type: ignore[misc]
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            conn = getattr(self, "conn", None)
+            failed = getattr(conn, "handshake_exc", None) is not None
+            if failed and not self.handshake_initiated and not self.transport.is_closing():
+                self.transport.write(BAD_HANDSHAKE)
+                self.transport.close()
+
+    return GuardedWebSocketProtocol
