@@ -7,7 +7,6 @@ import contextlib
 import logging
 import os
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.proxy_server import RunningProxy, start_proxy
+from tests.support.waiting import wait_for
 
 pytest_plugins = ["tests.support.fake_messages"]  # the fake Messages API's fixtures
 
@@ -103,10 +103,7 @@ def proxy(
     if running is None:
         running = _shared_proxies[module] = start_proxy(upstream=upstream.url)
     yield running
-    deadline = time.monotonic() + 15
-    while not running.idle and time.monotonic() < deadline:
-        time.sleep(0.01)
-    if not running.idle:
+    if not wait_for(lambda: running.idle):
         del _shared_proxies[module]
         running.stop()
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import anthropic
 
 from proxy.cli import main
 from tests.support.fake_messages import said, text, thinking, tool_use
+from tests.support.waiting import wait_for
 
 TOOLS = [{"name": "search", "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}}]
 TASK = [{"role": "user", "content": "How many people live in Lyon?"}]
@@ -50,9 +50,7 @@ def test_a_messages_recording_replays_through_another_policy(
     )
 
     assert run_agent(proxy, "recorded-messages") == 7
-    deadline = time.monotonic() + 5
-    while (not path.exists() or len(path.read_text().splitlines()) < 7) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(lambda: path.exists() and len(path.read_text().splitlines()) >= 7)
     records = [json.loads(line) for line in path.read_text().splitlines()]
 
     assert {r["wire"] for r in records} == {"messages"}

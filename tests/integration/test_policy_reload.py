@@ -5,12 +5,12 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 
 import httpx
 
 from tests.support.fake_upstream import Json, chat_completion
 from tests.support.processes import free_port, spawn, wait_healthy
+from tests.support.waiting import wait_for
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -23,15 +23,6 @@ def policy_of(proxy_url: str, session: str) -> httpx.Response:
     )
 
 
-def wait_until(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_changed_policy_file_is_picked_up(make_proxy, upstream, write_policies):
     directory = write_policies(default="max_steps: 50\n")
     proxy = make_proxy(policies_dir=str(directory), policy_reload_interval=0.1)
@@ -40,7 +31,7 @@ def test_changed_policy_file_is_picked_up(make_proxy, upstream, write_policies):
     (directory / "default.yaml").write_text("max_steps: 1\n")
     upstream.script(*[Json(chat_completion("The summary.")) for _ in range(20)])
 
-    assert wait_until(lambda: "x-loopwarden-terminated" in policy_of(proxy.url, "a").headers)
+    assert wait_for(lambda: "x-loopwarden-terminated" in policy_of(proxy.url, "a").headers)
 
 
 def test_invalid_new_version_is_refused_and_the_old_one_stays(make_proxy, upstream, write_policies, log_records):
@@ -48,7 +39,7 @@ def test_invalid_new_version_is_refused_and_the_old_one_stays(make_proxy, upstre
     proxy = make_proxy(policies_dir=str(directory), policy_reload_interval=0.1)
 
     (directory / "default.yaml").write_text("max_steps: lots\n")
-    assert wait_until(lambda: any(r.getMessage() == "policy_reload_rejected" for r in log_records))
+    assert wait_for(lambda: any(r.getMessage() == "policy_reload_rejected" for r in log_records))
     responses = [policy_of(proxy.url, "b") for _ in range(3)]
 
     assert [r.headers.get("x-loopwarden-terminated") for r in responses] == [None, None, "budget_steps"]
@@ -78,7 +69,7 @@ def test_sighup_reloads_policies(upstream, write_policies, processes):
     (directory / "default.yaml").write_text("max_steps: 1\n")
     proc.send_signal(signal.SIGHUP)
 
-    assert wait_until(lambda: "x-loopwarden-terminated" in policy_of(url, "h").headers)
+    assert wait_for(lambda: "x-loopwarden-terminated" in policy_of(url, "h").headers)
 
 
 def test_check_policies_accepts_the_shipped_directory():

@@ -6,7 +6,6 @@ import json
 import secrets
 import subprocess
 import sys
-import time
 
 import openai
 import pytest
@@ -14,6 +13,7 @@ import redis
 
 from proxy.cli import main
 from tests.support.fake_upstream import Json, chat_completion, tool_call
+from tests.support.waiting import wait_for
 
 TOOLS = [
     {
@@ -52,12 +52,8 @@ def run_agent(proxy, session: str, max_turns: int = 10) -> int:
 
 
 def wait_for_records(path, count: int) -> None:
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        if path.exists() and len(path.read_text().splitlines()) >= count:
-            return
-        time.sleep(0.02)
-    raise AssertionError("recording incomplete")
+    if not wait_for(lambda: path.exists() and len(path.read_text().splitlines()) >= count):
+        raise AssertionError("recording incomplete")
 
 
 @pytest.fixture
@@ -126,9 +122,7 @@ def test_replay_reads_a_redis_stream(make_proxy, write_policies, upstream, redis
     upstream.script(*(searching(f"call_{n}") for n in range(6)), Json(chat_completion("About 520,000 people.")))
     try:
         run_agent(proxy, f"from-redis-{stream}")
-        deadline = time.monotonic() + 5
-        while client.xlen(stream) < 5 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: client.xlen(stream) >= 5)
         code = main(["replay", "--redis-stream", stream, "--redis-url", redis_url, "--policy", "default"])
     finally:
         client.delete(stream)

@@ -5,13 +5,13 @@ worker's counts (PROMETHEUS_MULTIPROC_DIR)."""
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import httpx
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from tests.support.processes import free_port, spawn, wait_healthy
+from tests.support.waiting import wait_for
 
 REQUESTS = 60
 
@@ -55,9 +55,7 @@ def test_two_workers_share_the_port_and_a_scrape_counts_both(upstream, private_r
         for n in range(REQUESTS)  # a new connection each: the kernel picks a worker each time
     ]
     # A request is counted just after its response is sent: let the last count land first.
-    deadline = time.monotonic() + 5
-    while _served(metrics_port) < REQUESTS and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: _served(metrics_port) >= REQUESTS, interval=0.05)
     shares = [_served_by(tmp_path, worker.pid) for worker in workers]
 
     assert statuses == [200] * REQUESTS
