@@ -108,6 +108,17 @@ def proxy(
         running.stop()
 
 
+SLOW_TIMEOUT_SECS = 300
+"""The per-test timeout of a ``slow`` test (the default, 60 s, is pyproject's): starting a
+process or an agent CLI, or a whole matrix, takes minutes on a busy machine."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_SECS))
+
+
 _CONFIGURED_REDIS_CLEANUP = pytest.StashKey[contextlib.ExitStack]()
 
 

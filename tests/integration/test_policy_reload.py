@@ -7,10 +7,11 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 
 from tests.support.fake_upstream import Json, chat_completion
 from tests.support.processes import free_port, spawn, wait_healthy
-from tests.support.waiting import wait_for
+from tests.support.waiting import PATIENCE_SECS, wait_for
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -45,6 +46,7 @@ def test_invalid_new_version_is_refused_and_the_old_one_stays(make_proxy, upstre
     assert [r.headers.get("x-loopwarden-terminated") for r in responses] == [None, None, "budget_steps"]
 
 
+@pytest.mark.slow
 def test_sighup_reloads_policies(upstream, write_policies, processes):
     directory = write_policies(default="max_steps: 50\n")
     port = free_port()
@@ -72,6 +74,7 @@ def test_sighup_reloads_policies(upstream, write_policies, processes):
     assert wait_for(lambda: "x-loopwarden-terminated" in policy_of(url, "h").headers)
 
 
+@pytest.mark.slow
 def test_check_policies_accepts_the_shipped_directory():
     result = subprocess.run(
         [sys.executable, "-m", "proxy", "check-policies", "policies"], capture_output=True, text=True
@@ -81,6 +84,7 @@ def test_check_policies_accepts_the_shipped_directory():
     assert "ok  default" in result.stdout
 
 
+@pytest.mark.slow
 def test_check_policies_names_the_bad_file_and_field(write_policies):
     directory = write_policies(broken="max_steps: -5\n")
 
@@ -93,6 +97,7 @@ def test_check_policies_names_the_bad_file_and_field(write_policies):
     assert "max_steps" in result.stderr
 
 
+@pytest.mark.slow
 def test_serve_refuses_to_start_with_a_bad_policy(write_policies, upstream):
     directory = write_policies(default="mode: sometimes\n")
 
@@ -100,7 +105,7 @@ def test_serve_refuses_to_start_with_a_bad_policy(write_policies, upstream):
         [sys.executable, "-m", "proxy", "serve", "--upstream", upstream.url, "--policies-dir", str(directory)],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=PATIENCE_SECS,
     )
 
     assert result.returncode == 2
@@ -108,6 +113,7 @@ def test_serve_refuses_to_start_with_a_bad_policy(write_policies, upstream):
     assert "mode" in result.stderr
 
 
+@pytest.mark.slow
 def test_serve_refuses_a_tenant_naming_a_missing_policy(tmp_path, upstream, write_policies):
     tenants = tmp_path / "tenants.yaml"
     tenants.write_text(
@@ -130,7 +136,7 @@ def test_serve_refuses_a_tenant_naming_a_missing_policy(tmp_path, upstream, writ
         ],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=PATIENCE_SECS,
     )
 
     assert result.returncode == 2

@@ -13,7 +13,7 @@ import redis
 
 from proxy.cli import main
 from tests.support.fake_upstream import Json, chat_completion, tool_call
-from tests.support.waiting import wait_for
+from tests.support.waiting import PATIENCE_SECS, wait_for
 
 TOOLS = [
     {
@@ -132,6 +132,7 @@ def test_replay_reads_a_redis_stream(make_proxy, write_policies, upstream, redis
     assert f"session from-redis-{stream}" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_replay_of_a_file_that_is_not_a_recording_exits_2_naming_the_line(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps({"hello": "world"}) + "\n")
@@ -140,7 +141,7 @@ def test_replay_of_a_file_that_is_not_a_recording_exits_2_naming_the_line(tmp_pa
         [sys.executable, "-m", "proxy", "replay", str(path), "--policy", "default"],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=PATIENCE_SECS,
     )
 
     assert result.returncode == 2

@@ -8,10 +8,13 @@ import re
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from tests.support.processes import free_port, spawn, wait_healthy
 from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.slow  # starts loopwarden as a process of its own
 
 REQUESTS = 60
 

@@ -6,6 +6,7 @@ import asyncio
 
 import aiohttp
 import httpx
+import pytest
 
 from tests.support.fake_upstream import Hang, Json
 from tests.support.processes import serve_over_fast_upstream
@@ -44,6 +45,7 @@ def test_an_upstream_that_never_answers_is_a_504_within_the_deadline(make_proxy,
     assert watch.elapsed < 1.0 + watch.scaled(1.0)
 
 
+@pytest.mark.slow
 async def test_two_thousand_concurrent_requests_get_no_5xx(processes):
     """Real processes (the fast benchmark upstream and ``loopwarden serve``), so the load is
     not throttled by a test process sharing one interpreter with both servers; aiohttp as the

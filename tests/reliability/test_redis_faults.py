@@ -146,6 +146,7 @@ def is_openai_error(body: bytes, code: str) -> bool:
     return set(error) == {"message", "type", "param", "code"} and error["code"] == code
 
 
+@pytest.mark.slow
 async def test_a_frozen_redis_under_load_costs_one_timeout_and_each_tenant_gets_its_fail_mode(stack):
     running = stack()
     loop = asyncio.get_running_loop()
@@ -191,6 +192,7 @@ def noscript_errors(server: PrivateRedis) -> int:
     return int(stats.get("errorstat_NOSCRIPT", {}).get("count", 0))
 
 
+@pytest.mark.slow
 async def test_script_flush_during_load_costs_no_request(stack):
     running = stack()
     admin = aioredis.Redis.from_url(running.redis.url)
@@ -226,6 +228,7 @@ def ask(running: Stack, tenant: str, session: str, *, continuing: bool = True) -
     )
 
 
+@pytest.mark.slow
 def test_a_redis_restarted_empty_is_found_counted_and_never_silently_refills_a_fail_closed_session(stack):
     running = stack()
     for _ in range(3):
