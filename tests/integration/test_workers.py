@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from tests.support.processes import free_port, spawn, wait_healthy
-from tests.support.waiting import wait_for
+from tests.support.waiting import PATIENCE_SECS, wait_for
 
 pytestmark = pytest.mark.slow  # starts loopwarden as a process of its own
 
@@ -65,7 +65,7 @@ def test_two_workers_share_the_port_and_a_scrape_counts_both(upstream, private_r
     assert min(shares) > 0  # both served (all 60 on one: odds of 2 in 10^18)
     assert sum(shares) == _served(metrics_port) == REQUESTS
     workers[0].terminate()
-    workers[0].wait(15)
+    workers[0].wait(PATIENCE_SECS)
     after = httpx.post(
         f"{url}/v1/chat/completions",
         json={"model": "m", "messages": [{"role": "user", "content": "one more"}]},

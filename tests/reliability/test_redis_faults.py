@@ -29,6 +29,7 @@ from tests.support.faultproxy import Hang, Latency, Pass
 from tests.support.processes import free_port, serve_over_fast_upstream
 from tests.support.redis import PrivateRedis
 from tests.support.timed import Stopwatch, slowdown, timed_post
+from tests.support.waiting import PATIENCE_SECS
 
 KEYS = {"careful": "lw-careful-" + "1" * 24, "relaxed": "lw-relaxed-" + "2" * 24}
 POLICIES = {"careful": "closed", "relaxed": "open"}
@@ -151,7 +152,7 @@ async def test_a_frozen_redis_under_load_costs_one_timeout_and_each_tenant_gets_
     running = stack()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    load = asyncio.create_task(drive(running.url, stop, workers=8, timeout=REDIS_TIMEOUT * 3 + 5))
+    load = asyncio.create_task(drive(running.url, stop, workers=8, timeout=PATIENCE_SECS))
 
     await asyncio.sleep(1.0)
     with Stopwatch() as watch:  # the machine's slowdown under this load, taken while it runs
@@ -162,7 +163,7 @@ async def test_a_frozen_redis_under_load_costs_one_timeout_and_each_tenant_gets_
         thawed_at = loop.time()
         await asyncio.sleep(1.5)
     stop.set()
-    samples = await asyncio.wait_for(load, timeout=REDIS_TIMEOUT * 3 + 10)
+    samples = await asyncio.wait_for(load, timeout=2 * PATIENCE_SECS)
 
     during = [s for s in samples if s.started >= frozen_at and s.ended <= thawed_at]
     after = [s for s in samples if s.started >= thawed_at + REDIS_TIMEOUT]
@@ -197,7 +198,7 @@ async def test_script_flush_during_load_costs_no_request(stack):
     running = stack()
     admin = aioredis.Redis.from_url(running.redis.url)
     stop = asyncio.Event()
-    load = asyncio.create_task(drive(running.url, stop, workers=8, timeout=10))
+    load = asyncio.create_task(drive(running.url, stop, workers=8, timeout=PATIENCE_SECS))
     flushes = 0
 
     await asyncio.sleep(0.5)
@@ -206,7 +207,7 @@ async def test_script_flush_during_load_costs_no_request(stack):
         flushes += 1
         await asyncio.sleep(0.05)
     stop.set()
-    samples = await asyncio.wait_for(load, timeout=15)
+    samples = await asyncio.wait_for(load, timeout=2 * PATIENCE_SECS)
     await admin.aclose()
 
     failed = [s for s in samples if s.status != 200 or s.degraded]
@@ -224,7 +225,7 @@ def ask(running: Stack, tenant: str, session: str, *, continuing: bool = True) -
         f"{running.url}/v1/chat/completions",
         json={"model": "m", "messages": messages},
         headers={"Authorization": f"Bearer {KEYS[tenant]}", "X-Session-Id": session},
-        timeout=10,
+        timeout=PATIENCE_SECS,
     )
 
 
