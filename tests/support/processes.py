@@ -62,7 +62,7 @@ def wait_healthy(
     if wait_for(healthy_or_gone, within=within, interval=0.05) and process.poll() is None:
         return
     exited = process.poll() is not None
-    what = f"exited early with {process.returncode}" if exited else f"was not healthy in {within:.0f} s"
+    what = f"exited early with {process.returncode}" if exited else f"was not healthy in {within:g} s"
     raise RuntimeError(f"proxy {what}; its log:\n{_log_of(process, log)}")
 
 

@@ -27,13 +27,18 @@ IDLE_REFERENCE_SECS = 0.016
 """The reference work's duration on the idle 2-core development machine (fastest of 20 runs)."""
 
 
-def slowdown() -> float:
-    """How many times slower than the idle reference this process runs Python right now (at least 1)."""
+def reference_seconds() -> float:
+    """How long the reference work (pure Python, no I/O) takes in this process right now."""
     started = time.perf_counter()
     total = 0
     for i in range(REFERENCE_ITERATIONS):
         total += i * i
-    return max(1.0, (time.perf_counter() - started) / IDLE_REFERENCE_SECS)
+    return time.perf_counter() - started
+
+
+def slowdown() -> float:
+    """How many times slower than the idle reference this process runs Python right now (at least 1)."""
+    return max(1.0, reference_seconds() / IDLE_REFERENCE_SECS)
 
 
 def scaled(seconds: float) -> float:
