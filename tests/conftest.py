@@ -11,12 +11,18 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.proxy_server import RunningProxy, start_proxy
 from tests.support.waiting import wait_for
 
 pytest_plugins = ["tests.support.fake_messages"]  # the fake Messages API's fixtures
+
+# Property tests are bounded by their examples, not by time: hypothesis's default 200 ms
+# deadline per example fails a correct test on a busy machine.
+settings.register_profile("loopwarden", deadline=None)
+settings.load_profile("loopwarden")
 
 
 @pytest.fixture(scope="session")

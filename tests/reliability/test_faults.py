@@ -17,6 +17,7 @@ BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 DOWN = {"error": {"message": "down", "type": "server_error", "param": None, "code": None}}
 
 
+@pytest.mark.timeout(300)  # 100 requests with their retries: 24 s at a load of 12
 def test_a_dead_upstream_gets_bounded_jittered_retries_then_a_fast_503(make_proxy, upstream):
     proxy = make_proxy(retry_attempts=3, retry_budget=0.2)
     upstream.script(*[Json(DOWN, status=503, headers={"Retry-After": "0"}) for _ in range(500)])
