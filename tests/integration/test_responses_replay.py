@@ -4,12 +4,12 @@ the replayed upstream answers in it, so another policy's guards judge the same t
 from __future__ import annotations
 
 import itertools
-import time
 
 from proxy.cli import main
 from tests.support.fake_responses import function_call, reasoning, response, text_response
 from tests.support.responses_clients import checked_sdk, run_agent
 from tests.support.responses_fixtures import fake, responses_server  # noqa: F401 (fixtures)
+from tests.support.waiting import wait_for
 
 TOOLS = [
     {
@@ -41,10 +41,7 @@ def test_a_recorded_responses_loop_replays_under_an_enforcing_policy(
             extra_headers={"X-Session-Id": "r-loop"},
         )  # fmt: skip
     assert turns == 7
-    for _ in range(100):
-        if path.exists() and len(path.read_text().splitlines()) >= 7:
-            break
-        time.sleep(0.02)
+    wait_for(lambda: path.exists() and len(path.read_text().splitlines()) >= 7)
 
     assert main(["replay", str(path), "--policy", "enforcing", "--policies-dir", str(directory)]) == 0
     out = capsys.readouterr().out

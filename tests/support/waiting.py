@@ -4,6 +4,7 @@ slow because the machine is busy; a minute is what a test waits before calling i
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
@@ -20,4 +21,16 @@ def wait_for(condition: Callable[[], object], *, within: float = PATIENCE_SECS, 
         if time.monotonic() >= deadline:
             return bool(condition())
         time.sleep(interval)
+    return True
+
+
+async def async_wait_for(
+    condition: Callable[[], object], *, within: float = PATIENCE_SECS, interval: float = 0.01
+) -> bool:
+    """:func:`wait_for` inside an event loop: it sleeps by awaiting, so the tasks it waits on run."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() >= deadline:
+            return bool(condition())
+        await asyncio.sleep(interval)
     return True

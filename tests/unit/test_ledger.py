@@ -23,6 +23,7 @@ from proxy.session.redis import RedisStore
 from proxy.verdict import Pass
 from tests.support.agent_request import TASK, agent_request
 from tests.support.timed import Stopwatch
+from tests.support.waiting import async_wait_for
 
 T0 = 1_800_000_000.0
 NOW_MS = int(T0 * 1000)
@@ -463,7 +464,7 @@ async def test_a_commit_that_fails_after_the_reply_is_counted_and_logged(freezab
 
     await books(freezable, metrics).commit(call, spent(1), notes)
     failed_on_return = metrics.state_errors.labels("commit", "open")._value.get()
-    await asyncio.sleep(0.6)
+    await async_wait_for(lambda: metrics.state_errors.labels("commit", "open")._value.get())
 
     assert (failed_on_return, notes.degraded) == (0, False)  # the reply was not held for it
 

@@ -4,6 +4,7 @@ fails with its log."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ import pytest
 
 from tests.support.processes import free_port, wait_healthy
 from tests.support.timed import Stopwatch
-from tests.support.waiting import wait_for
+from tests.support.waiting import async_wait_for, wait_for
 
 
 def test_a_bound_is_never_tighter_than_written():
@@ -40,6 +41,13 @@ def test_a_wait_ends_as_soon_as_its_condition_holds():
 
 def test_a_wait_that_runs_out_says_its_condition_did_not_hold():
     assert wait_for(lambda: False, within=0.05) is False
+
+
+async def test_a_wait_inside_the_event_loop_lets_the_awaited_task_run():
+    done = asyncio.Event()
+    asyncio.get_running_loop().call_soon(done.set)
+
+    assert await async_wait_for(done.is_set) is True
 
 
 def test_a_process_that_exits_before_it_is_healthy_fails_with_its_log():
