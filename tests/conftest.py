@@ -7,16 +7,22 @@ import contextlib
 import logging
 import os
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.proxy_server import RunningProxy, start_proxy
+from tests.support.waiting import wait_for
 
 pytest_plugins = ["tests.support.fake_messages"]  # the fake Messages API's fixtures
+
+# Property tests are bounded by their examples, not by time: hypothesis's default 200 ms
+# deadline per example fails a correct test on a busy machine.
+settings.register_profile("loopwarden", deadline=None)
+settings.load_profile("loopwarden")
 
 
 @pytest.fixture(scope="session")
@@ -103,12 +109,20 @@ def proxy(
     if running is None:
         running = _shared_proxies[module] = start_proxy(upstream=upstream.url)
     yield running
-    deadline = time.monotonic() + 15
-    while not running.idle and time.monotonic() < deadline:
-        time.sleep(0.01)
-    if not running.idle:
+    if not wait_for(lambda: running.idle):
         del _shared_proxies[module]
         running.stop()
+
+
+SLOW_TIMEOUT_SECS = 300
+"""The per-test timeout of a ``slow`` test (the default, 60 s, is pyproject's): starting a
+process or an agent CLI, or a whole matrix, takes minutes on a busy machine."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_SECS))
 
 
 _CONFIGURED_REDIS_CLEANUP = pytest.StashKey[contextlib.ExitStack]()

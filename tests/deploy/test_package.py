@@ -8,6 +8,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[2]
 SHIPPED = sorted(p.name for p in (ROOT / "policies").iterdir() if p.suffix in (".yaml", ".json"))
 
@@ -16,6 +18,7 @@ def test_the_package_policies_are_the_top_level_policies_directory():
     assert (ROOT / "proxy" / "policies").resolve() == (ROOT / "policies").resolve()
 
 
+@pytest.mark.slow
 def test_the_wheel_carries_every_policy_file_and_the_price_table(tmp_path):
     source = tmp_path / "src"
     source.mkdir()

@@ -15,6 +15,9 @@ import pytest
 
 from tests.support.fake_upstream import Json, chat_completion
 from tests.support.processes import free_port, spawn, wait_healthy
+from tests.support.waiting import PATIENCE_SECS, wait_for
+
+pytestmark = pytest.mark.slow  # starts loopwarden as a process of its own
 
 
 def test_serve_with_flags_proxies_for_the_openai_sdk(upstream, processes):
@@ -52,7 +55,7 @@ def test_invalid_setting_exits_2_naming_the_setting():
         [sys.executable, "-m", "proxy", "serve", "--upstream", "http://x/v1", "--read-timeout", "soon"],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=PATIENCE_SECS,
     )
 
     assert result.returncode == 2
@@ -60,7 +63,9 @@ def test_invalid_setting_exits_2_naming_the_setting():
 
 
 def test_missing_upstream_exits_2_with_a_clear_message():
-    result = subprocess.run([sys.executable, "-m", "proxy", "serve"], capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-m", "proxy", "serve"], capture_output=True, text=True, timeout=PATIENCE_SECS
+    )
 
     assert result.returncode == 2
     assert "--upstream" in result.stderr
@@ -74,7 +79,7 @@ def test_bad_tenants_file_exits_2_naming_file_and_field(tmp_path):
         [sys.executable, "-m", "proxy", "serve", "--upstream", "http://x/v1", "--tenants-file", str(path)],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=PATIENCE_SECS,
     )
 
     assert result.returncode == 2
@@ -84,7 +89,7 @@ def test_bad_tenants_file_exits_2_naming_file_and_field(tmp_path):
 
 def test_hash_key_prints_the_sha256_hex():
     result = subprocess.run(
-        [sys.executable, "-m", "proxy", "hash-key", "lw-secret"], capture_output=True, text=True, timeout=30
+        [sys.executable, "-m", "proxy", "hash-key", "lw-secret"], capture_output=True, text=True, timeout=PATIENCE_SECS
     )
 
     assert result.stdout.strip() == hashlib.sha256(b"lw-secret").hexdigest()
@@ -103,27 +108,41 @@ def test_sigterm_lets_in_flight_requests_finish_then_refuses_new_ones(upstream, 
             f"http://127.0.0.1:{port}/v1/chat/completions",
             json={"model": "m", "messages": []},
             headers={"Authorization": "Bearer sk-p"},
-            timeout=10,
+            timeout=PATIENCE_SECS,
         )
 
     caller = threading.Thread(target=call)
     caller.start()
-    while not upstream.requests:
-        threading.Event().wait(0.01)
+    wait_for(lambda: upstream.requests)
     process.send_signal(signal.SIGTERM)
-    threading.Event().wait(0.3)
+    wait_for(lambda: _refused(f"http://127.0.0.1:{port}/healthz"))
 
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
-    caller.join(10)
+    caller.join(PATIENCE_SECS)
     assert result["response"].status_code == 200
     assert result["response"].json()["choices"][0]["message"]["content"] == "finished during drain"
-    assert process.wait(10) == 0
+    assert process.wait(PATIENCE_SECS) == 0
+
+
+def _refused(url: str) -> bool:
+    """Whether nothing listens at ``url`` any more (a stopping server closes its socket first)."""
+    try:
+        httpx.get(url, timeout=2)
+    except httpx.ConnectError:
+        return True
+    except httpx.TransportError:
+        pass
+    return False
 
 
 def test_hash_key_reads_the_key_from_stdin_without_a_terminal():
     result = subprocess.run(
-        [sys.executable, "-m", "proxy", "hash-key"], input="lw-from-stdin\n", capture_output=True, text=True, timeout=30
+        [sys.executable, "-m", "proxy", "hash-key"],
+        input="lw-from-stdin\n",
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE_SECS,
     )
 
     assert result.returncode == 0, result.stderr
@@ -136,7 +155,7 @@ def test_hash_key_with_nothing_on_stdin_exits_2_without_a_traceback():
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=PATIENCE_SECS,
     )
 
     assert result.returncode == 2
@@ -150,7 +169,10 @@ def test_check_policies_reports_every_bad_file(tmp_path):
     (tmp_path / "c_bad.yaml").write_text("colour: blue\n")
 
     result = subprocess.run(
-        [sys.executable, "-m", "proxy", "check-policies", str(tmp_path)], capture_output=True, text=True, timeout=30
+        [sys.executable, "-m", "proxy", "check-policies", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE_SECS,
     )
 
     assert result.returncode == 1
@@ -177,7 +199,7 @@ def test_log_level_debug_logs_more_than_info(upstream, processes):
             headers={"Authorization": "Bearer sk-p"},
         )
         process.send_signal(signal.SIGTERM)
-        events[level] = _events(process.communicate(timeout=20)[1])
+        events[level] = _events(process.communicate(timeout=PATIENCE_SECS)[1])
 
     assert events["info"] < events["debug"]
     assert {"settings", "session_identified"} <= events["debug"] - events["info"]
@@ -202,7 +224,9 @@ def test_serve_outside_the_checkout_has_the_shipped_policies_and_prices(upstream
     )
     metrics = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").text
     process.send_signal(signal.SIGTERM)
-    logged = [json.loads(line) for line in process.communicate(timeout=20)[1].splitlines() if line.startswith("{")]
+    logged = [
+        json.loads(line) for line in process.communicate(timeout=PATIENCE_SECS)[1].splitlines() if line.startswith("{")
+    ]
 
     assert response.status_code == 200, response.text
     assert response.headers["x-loopwarden-policy"] == "strict"
@@ -225,7 +249,7 @@ def test_a_metrics_port_in_use_exits_2_naming_it(upstream):
             [*command, "--metrics-port", str(busy)],
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=PATIENCE_SECS,
         )
 
     assert result.returncode == 2
@@ -235,7 +259,11 @@ def test_a_metrics_port_in_use_exits_2_naming_it(upstream):
 
 def test_check_policies_without_a_directory_checks_what_serve_loads(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "proxy", "check-policies"], capture_output=True, text=True, timeout=30, cwd=tmp_path
+        [sys.executable, "-m", "proxy", "check-policies"],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE_SECS,
+        cwd=tmp_path,
     )
 
     assert result.returncode == 0, result.stderr

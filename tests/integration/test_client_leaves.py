@@ -13,6 +13,8 @@ import pytest
 
 from tests.integration.test_loop_guards import TOOLS
 from tests.support.fake_upstream import Json, chat_completion, tool_call
+from tests.support.timed import scaled
+from tests.support.waiting import wait_for
 
 AUTH = {"Authorization": "Bearer sk-p"}
 TASK = [{"role": "user", "content": "How many people live in Lyon?"}]
@@ -31,16 +33,10 @@ def leave_after(proxy, seconds: float, body: dict, session: str) -> float:
     return time.monotonic()
 
 
-def settle(until: float) -> None:
-    """Let the proxy go on until ``until`` (long after a cancelled call has ended)."""
-    time.sleep(max(0.0, until - time.monotonic()))
-
-
 def wait_for_hangup(proxy, upstream) -> None:
-    """Until the upstream saw the proxy hang up and the proxy is done with the request (3 s at most)."""
-    deadline = time.monotonic() + 3
-    while (not upstream.hangups or proxy.readiness.in_flight) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    """Until the upstream saw the proxy hang up and the proxy is done with the request: after
+    that, nothing the proxy does for the call that was left can reach the upstream."""
+    wait_for(lambda: upstream.hangups and not proxy.readiness.in_flight)
 
 
 def test_a_client_leaving_a_non_streamed_call_cancels_the_upstream_call(proxy, upstream):
@@ -50,15 +46,15 @@ def test_a_client_leaving_a_non_streamed_call_cancels_the_upstream_call(proxy, u
 
     wait_for_hangup(proxy, upstream)
     assert upstream.hangups
-    assert upstream.hangups[0] - left < 1.0
+    assert upstream.hangups[0] - left < scaled(1.0)
     assert proxy.readiness.in_flight == 0
 
 
 def test_a_cancelled_call_still_records_its_step_and_prompt(proxy, upstream):
     upstream.script(Json(chat_completion("A very slow answer."), delay=5))
 
-    left = leave_after(proxy, 0.3, {"model": "m", "messages": TASK}, "cancelled-usage")
-    settle(left + 1.0)
+    leave_after(proxy, 0.3, {"model": "m", "messages": TASK}, "cancelled-usage")
+    wait_for_hangup(proxy, upstream)
 
     assert proxy.readiness.in_flight == 0
     session = httpx.get(f"{proxy.base_url}/loopwarden/sessions/cancelled-usage", headers=AUTH).json()
@@ -69,8 +65,8 @@ def test_a_cancelled_call_still_records_its_step_and_prompt(proxy, upstream):
 def test_no_judge_call_follows_a_client_that_left(proxy, upstream):
     upstream.script(Json(chat_completion("Done."), delay=0.8))  # a short answer after tools: judged
 
-    left = leave_after(proxy, 0.3, {"model": "m", "messages": AFTER_TOOLS, "tools": TOOLS}, "left-before-judge")
-    settle(left + 1.2)
+    leave_after(proxy, 0.3, {"model": "m", "messages": AFTER_TOOLS, "tools": TOOLS}, "left-before-judge")
+    wait_for_hangup(proxy, upstream)
 
     assert upstream.judge_requests == []
 
@@ -78,8 +74,8 @@ def test_no_judge_call_follows_a_client_that_left(proxy, upstream):
 def test_no_nudge_follows_a_client_that_left(proxy, upstream):
     upstream.script(Json(chat_completion(""), delay=0.8))  # an empty reply: nudged
 
-    left = leave_after(proxy, 0.3, {"model": "m", "messages": TASK}, "left-before-nudge")
-    settle(left + 1.2)
+    leave_after(proxy, 0.3, {"model": "m", "messages": TASK}, "left-before-nudge")
+    wait_for_hangup(proxy, upstream)
 
     assert len(upstream.requests) == 1
 
@@ -93,5 +89,5 @@ def test_a_client_leaving_a_pass_through_call_before_its_answer_cancels_it(proxy
 
     wait_for_hangup(proxy, upstream)
     assert upstream.hangups
-    assert upstream.hangups[0] - left < 1.0
+    assert upstream.hangups[0] - left < scaled(1.0)
     assert proxy.readiness.in_flight == 0

@@ -9,6 +9,7 @@ import pytest
 
 from tests.support.assertions import assert_openai_error
 from tests.support.fake_upstream import CloseAfterRequest, Hang, Json
+from tests.support.timed import Stopwatch
 
 AUTH = {"Authorization": "Bearer sk-provider"}
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -120,10 +121,11 @@ def test_total_deadline_bounds_the_wait_including_retries(make_proxy, upstream):
     proxy = make_proxy(total_timeout=0.5, read_timeout=30)
     upstream.script(Hang(5))
 
-    response = httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH, timeout=10)
+    with Stopwatch() as watch:
+        response = httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH, timeout=60)
 
     assert_openai_error(response, 504, "upstream_timeout")
-    assert response.elapsed.total_seconds() < 2
+    assert watch.elapsed < 0.5 + watch.scaled(1.5)
 
 
 def test_upstream_closing_after_the_request_is_502(proxy, upstream):

@@ -18,7 +18,10 @@ from tests.support.agent_clis import agent_cli
 from tests.support.fake_messages import judge_verdict, said, text, thinking, tool_use
 
 CLAUDE = agent_cli("claude", "LOOPWARDEN_CLAUDE")
-pytestmark = pytest.mark.skipif(CLAUDE is None, reason="Claude Code not installed: npm ci --prefix tests/agents")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CLAUDE is None, reason="Claude Code not installed: npm ci --prefix tests/agents"),
+]
 
 
 def claude(proxy, tmp_path: Path, prompt: str, *extra: str, base_url: str | None = None) -> dict[str, Any]:

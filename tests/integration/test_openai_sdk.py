@@ -9,6 +9,7 @@ import openai
 import pytest
 
 from tests.support.fake_upstream import Json, Sse, chat_completion, stream_chunks, tool_call
+from tests.support.timed import slowdown
 
 pytestmark = pytest.mark.shared_proxy
 
@@ -138,12 +139,13 @@ def test_client_key_is_forwarded_without_tenants_file(proxy, upstream, stream):
 
 
 def test_stream_chunks_reach_the_client_before_the_upstream_finishes(proxy, upstream):
-    upstream.script(Sse(stream_chunks("one two three four", pieces=4), delay=0.4))
+    pace = slowdown()  # words spaced by the machine's slowdown, so its load cannot bunch them
+    upstream.script(Sse(stream_chunks("one two three four", pieces=4), delay=0.4 * pace))
     client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-provider")
 
     started = time.monotonic()
     stream = client.chat.completions.create(model="fake-model", messages=MESSAGES, stream=True)
     arrivals = [time.monotonic() - started for chunk in stream if chunk.choices and chunk.choices[0].delta.content]
 
-    assert arrivals[0] < 0.5  # the first words arrive while the upstream is still writing
-    assert arrivals[-1] - arrivals[0] >= 0.8  # and the rest follow as they are produced
+    assert arrivals[0] < 0.5 * pace  # the first words arrive while the upstream is still writing
+    assert arrivals[-1] - arrivals[0] >= 0.8 * pace  # and the rest follow as they are produced

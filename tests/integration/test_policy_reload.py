@@ -5,12 +5,13 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 
 import httpx
+import pytest
 
 from tests.support.fake_upstream import Json, chat_completion
 from tests.support.processes import free_port, spawn, wait_healthy
+from tests.support.waiting import PATIENCE_SECS, wait_for
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -23,15 +24,6 @@ def policy_of(proxy_url: str, session: str) -> httpx.Response:
     )
 
 
-def wait_until(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_changed_policy_file_is_picked_up(make_proxy, upstream, write_policies):
     directory = write_policies(default="max_steps: 50\n")
     proxy = make_proxy(policies_dir=str(directory), policy_reload_interval=0.1)
@@ -40,7 +32,7 @@ def test_changed_policy_file_is_picked_up(make_proxy, upstream, write_policies):
     (directory / "default.yaml").write_text("max_steps: 1\n")
     upstream.script(*[Json(chat_completion("The summary.")) for _ in range(20)])
 
-    assert wait_until(lambda: "x-loopwarden-terminated" in policy_of(proxy.url, "a").headers)
+    assert wait_for(lambda: "x-loopwarden-terminated" in policy_of(proxy.url, "a").headers)
 
 
 def test_invalid_new_version_is_refused_and_the_old_one_stays(make_proxy, upstream, write_policies, log_records):
@@ -48,12 +40,13 @@ def test_invalid_new_version_is_refused_and_the_old_one_stays(make_proxy, upstre
     proxy = make_proxy(policies_dir=str(directory), policy_reload_interval=0.1)
 
     (directory / "default.yaml").write_text("max_steps: lots\n")
-    assert wait_until(lambda: any(r.getMessage() == "policy_reload_rejected" for r in log_records))
+    assert wait_for(lambda: any(r.getMessage() == "policy_reload_rejected" for r in log_records))
     responses = [policy_of(proxy.url, "b") for _ in range(3)]
 
     assert [r.headers.get("x-loopwarden-terminated") for r in responses] == [None, None, "budget_steps"]
 
 
+@pytest.mark.slow
 def test_sighup_reloads_policies(upstream, write_policies, processes):
     directory = write_policies(default="max_steps: 50\n")
     port = free_port()
@@ -78,9 +71,10 @@ def test_sighup_reloads_policies(upstream, write_policies, processes):
     (directory / "default.yaml").write_text("max_steps: 1\n")
     proc.send_signal(signal.SIGHUP)
 
-    assert wait_until(lambda: "x-loopwarden-terminated" in policy_of(url, "h").headers)
+    assert wait_for(lambda: "x-loopwarden-terminated" in policy_of(url, "h").headers)
 
 
+@pytest.mark.slow
 def test_check_policies_accepts_the_shipped_directory():
     result = subprocess.run(
         [sys.executable, "-m", "proxy", "check-policies", "policies"], capture_output=True, text=True
@@ -90,6 +84,7 @@ def test_check_policies_accepts_the_shipped_directory():
     assert "ok  default" in result.stdout
 
 
+@pytest.mark.slow
 def test_check_policies_names_the_bad_file_and_field(write_policies):
     directory = write_policies(broken="max_steps: -5\n")
 
@@ -102,6 +97,7 @@ def test_check_policies_names_the_bad_file_and_field(write_policies):
     assert "max_steps" in result.stderr
 
 
+@pytest.mark.slow
 def test_serve_refuses_to_start_with_a_bad_policy(write_policies, upstream):
     directory = write_policies(default="mode: sometimes\n")
 
@@ -109,7 +105,7 @@ def test_serve_refuses_to_start_with_a_bad_policy(write_policies, upstream):
         [sys.executable, "-m", "proxy", "serve", "--upstream", upstream.url, "--policies-dir", str(directory)],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=PATIENCE_SECS,
     )
 
     assert result.returncode == 2
@@ -117,6 +113,7 @@ def test_serve_refuses_to_start_with_a_bad_policy(write_policies, upstream):
     assert "mode" in result.stderr
 
 
+@pytest.mark.slow
 def test_serve_refuses_a_tenant_naming_a_missing_policy(tmp_path, upstream, write_policies):
     tenants = tmp_path / "tenants.yaml"
     tenants.write_text(
@@ -139,7 +136,7 @@ def test_serve_refuses_a_tenant_naming_a_missing_policy(tmp_path, upstream, writ
         ],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=PATIENCE_SECS,
     )
 
     assert result.returncode == 2

@@ -15,20 +15,21 @@ from proxy.edge.app import create_app
 from proxy.policy.loader import PolicyError
 from proxy.settings import Settings
 from tests.support.fake_upstream import Json, Sse, chat_completion, stream_chunks
+from tests.support.waiting import wait_for
 
 TASK = {"model": "m", "messages": [{"role": "user", "content": "Say hello."}]}
 
 
-def recorded_lines(path: Path, count: int, timeout: float = 5.0) -> list[dict]:
+def recorded_lines(path: Path, count: int) -> list[dict]:
     """The file's records once it holds ``count`` of them (the recorder writes in the background)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists():
-            lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-            if len(lines) >= count:
-                return lines
-        time.sleep(0.02)
-    raise AssertionError(f"{path} did not reach {count} records")
+
+    def lines() -> list[dict]:
+        text = path.read_text() if path.exists() else ""
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    if not wait_for(lambda: len(lines()) >= count):
+        raise AssertionError(f"{path} did not reach {count} records")
+    return lines()
 
 
 def post(proxy, body=TASK, **headers):
@@ -107,9 +108,7 @@ def test_steps_are_added_to_a_redis_stream(make_proxy, write_policies, upstream,
     upstream.script(Json(chat_completion("Hello.")))
     try:
         assert post(proxy, **{"X-Session-Id": "rec-redis"}).status_code == 200
-        deadline = time.monotonic() + 5
-        while client.xlen(stream) < 1 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: client.xlen(stream) >= 1)
         ((_, fields),) = client.xrange(stream)
         record = json.loads(fields[b"record"])
     finally:

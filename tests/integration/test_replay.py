@@ -6,7 +6,6 @@ import json
 import secrets
 import subprocess
 import sys
-import time
 
 import openai
 import pytest
@@ -15,6 +14,7 @@ import redis
 from proxy.cli import main
 from tests.support.assertions import recorded_lines
 from tests.support.fake_upstream import Json, chat_completion, tool_call
+from tests.support.waiting import PATIENCE_SECS, wait_for
 
 TOOLS = [
     {
@@ -118,9 +118,7 @@ def test_replay_reads_a_redis_stream(make_proxy, write_policies, upstream, redis
     upstream.script(*(searching(f"call_{n}") for n in range(6)), Json(chat_completion("About 520,000 people.")))
     try:
         run_agent(proxy, f"from-redis-{stream}")
-        deadline = time.monotonic() + 5
-        while client.xlen(stream) < 5 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: client.xlen(stream) >= 5)
         code = main(["replay", "--redis-stream", stream, "--redis-url", redis_url, "--policy", "default"])
     finally:
         client.delete(stream)
@@ -130,6 +128,7 @@ def test_replay_reads_a_redis_stream(make_proxy, write_policies, upstream, redis
     assert f"session from-redis-{stream}" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_replay_of_a_file_that_is_not_a_recording_exits_2_naming_the_line(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps({"hello": "world"}) + "\n")
@@ -138,7 +137,7 @@ def test_replay_of_a_file_that_is_not_a_recording_exits_2_naming_the_line(tmp_pa
         [sys.executable, "-m", "proxy", "replay", str(path), "--policy", "default"],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=PATIENCE_SECS,
     )
 
     assert result.returncode == 2

@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 
 from tests.support.fake_upstream import Json, chat_completion, tool_call
 from tests.support.processes import free_port, spawn, wait_healthy
+
+pytestmark = pytest.mark.slow  # starts loopwarden as a process of its own
 
 TASK = [{"role": "user", "content": "Find the answer."}]
 TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]

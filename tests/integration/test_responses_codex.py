@@ -27,7 +27,10 @@ from tests.support.fake_responses import (
 from tests.support.responses_fixtures import fake, proxy, responses_server  # noqa: F401 (fixtures)
 
 CODEX = agent_cli("codex", "LOOPWARDEN_CODEX")
-pytestmark = pytest.mark.skipif(CODEX is None, reason="Codex CLI not installed: npm ci --prefix tests/agents")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CODEX is None, reason="Codex CLI not installed: npm ci --prefix tests/agents"),
+]
 
 
 def codex(base_url: str, home: Path, task: str = "How many people live in Lyon?", *, builtin: bool = False):

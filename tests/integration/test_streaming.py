@@ -15,6 +15,8 @@ import pytest
 
 from tests.integration.test_loop_guards import TOOLS
 from tests.support.fake_upstream import Json, Sse, chat_completion, stream_chunks, streamed, tool_call, verdict
+from tests.support.timed import scaled, slowdown
+from tests.support.waiting import wait_for
 
 TASK = [{"role": "user", "content": "How many people live in Lyon?"}]
 AFTER_TOOLS = [
@@ -56,13 +58,14 @@ def calling(arguments: str, call_id: str = "c1") -> Sse:
 
 
 def test_text_streams_chunk_by_chunk_even_with_tools_offered(proxy, upstream):
-    upstream.script(Sse(stream_chunks("one two three four", pieces=4), delay=0.4))
+    pace = slowdown()  # words spaced by the machine's slowdown, so its load cannot bunch them
+    upstream.script(Sse(stream_chunks("one two three four", pieces=4), delay=0.4 * pace))
 
     started = time.monotonic()
     response = sdk(proxy).chat.completions.create(model="m", messages=TASK, tools=TOOLS, stream=True)
     arrivals = [time.monotonic() - started for c in response if c.choices and c.choices[0].delta.content]
 
-    assert arrivals[-1] - arrivals[0] >= 0.8  # the words arrived as the upstream wrote them
+    assert arrivals[-1] - arrivals[0] >= 0.8 * pace  # the words arrived as the upstream wrote them
 
 
 def test_upstream_is_asked_to_stream_with_usage(proxy, upstream):
@@ -212,13 +215,14 @@ def test_short_answer_after_tools_is_judged_before_the_client_sees_it(proxy, ups
 
 def test_long_answer_after_tools_streams_without_waiting_for_the_judge(proxy, upstream):
     long_text = "Lyon is a city in France. " * 20  # over the 256-character skip threshold
-    upstream.script(Sse(stream_chunks(long_text, pieces=4), delay=0.4))
+    pace = slowdown()  # chunks spaced by the machine's slowdown, so its load cannot bunch them
+    upstream.script(Sse(stream_chunks(long_text, pieces=4), delay=0.4 * pace))
 
     started = time.monotonic()
     response = sdk(proxy).chat.completions.create(model="m", messages=AFTER_TOOLS, tools=TOOLS, stream=True)
     arrivals = [time.monotonic() - started for c in response if c.choices and c.choices[0].delta.content]
 
-    assert arrivals[-1] - arrivals[0] >= 0.4  # text flowed once past the threshold, before the stream ended
+    assert arrivals[-1] - arrivals[0] >= 0.4 * pace  # text flowed once past the threshold, before the stream ended
     assert upstream.judge_requests == []
 
 
@@ -339,13 +343,10 @@ def test_client_leaving_mid_stream_cancels_the_upstream_and_records_usage(proxy,
                 break
         left = time.monotonic()
 
-    deadline = time.monotonic() + 5
-    while not upstream.stream_aborts and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: upstream.stream_aborts)
     assert upstream.stream_aborts
-    assert upstream.stream_aborts[0] - left < 1.0
-    while proxy.readiness.in_flight and time.monotonic() < deadline:
-        time.sleep(0.01)
+    assert upstream.stream_aborts[0] - left < scaled(1.0)
+    wait_for(lambda: not proxy.readiness.in_flight)
     assert proxy.readiness.in_flight == 0
     assert "loopwarden_in_flight_requests 0.0" in httpx.get(f"{proxy.metrics_url}/metrics").text
     session = httpx.get(f"{proxy.base_url}/loopwarden/sessions/stream-leaver", headers=_AUTH).json()
@@ -360,9 +361,7 @@ def test_client_leaving_before_the_first_byte_cancels_the_upstream(proxy, upstre
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(f"{proxy.base_url}/chat/completions", json=held, headers=_AUTH, timeout=0.5)
 
-    deadline = time.monotonic() + 5
-    while (proxy.readiness.in_flight or not upstream.stream_aborts) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: upstream.stream_aborts and not proxy.readiness.in_flight)
     assert upstream.stream_aborts
     assert proxy.readiness.in_flight == 0
     assert upstream.judge_requests == []

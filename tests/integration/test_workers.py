@@ -5,13 +5,16 @@ worker's counts (PROMETHEUS_MULTIPROC_DIR)."""
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from tests.support.processes import free_port, spawn, wait_healthy
+from tests.support.waiting import PATIENCE_SECS, wait_for
+
+pytestmark = pytest.mark.slow  # starts loopwarden as a process of its own
 
 REQUESTS = 60
 
@@ -55,16 +58,14 @@ def test_two_workers_share_the_port_and_a_scrape_counts_both(upstream, private_r
         for n in range(REQUESTS)  # a new connection each: the kernel picks a worker each time
     ]
     # A request is counted just after its response is sent: let the last count land first.
-    deadline = time.monotonic() + 5
-    while _served(metrics_port) < REQUESTS and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: _served(metrics_port) >= REQUESTS, interval=0.05)
     shares = [_served_by(tmp_path, worker.pid) for worker in workers]
 
     assert statuses == [200] * REQUESTS
     assert min(shares) > 0  # both served (all 60 on one: odds of 2 in 10^18)
     assert sum(shares) == _served(metrics_port) == REQUESTS
     workers[0].terminate()
-    workers[0].wait(15)
+    workers[0].wait(PATIENCE_SECS)
     after = httpx.post(
         f"{url}/v1/chat/completions",
         json={"model": "m", "messages": [{"role": "user", "content": "one more"}]},

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.support.waiting import wait_for
 
 
 def assert_openai_error(response: httpx.Response, status: int, code: str | None = None) -> dict:
@@ -26,11 +27,9 @@ def assert_openai_error(response: httpx.Response, status: int, code: str | None 
     return error
 
 
-def recorded_lines(path: Path, count: int, *, within: float = 60.0) -> list[dict[str, Any]]:
+def recorded_lines(path: Path, count: int) -> list[dict[str, Any]]:
     """The records of a JSONL recording once it holds ``count`` (a record is written just after
     its reply is sent, so a test that has its answer may still be ahead of the file)."""
-    deadline = time.monotonic() + within
-    while not path.exists() or len(path.read_text().splitlines()) < count:
-        assert time.monotonic() < deadline, f"{path} holds fewer than {count} records"
-        time.sleep(0.02)
+    held = wait_for(lambda: path.exists() and len(path.read_text().splitlines()) >= count)
+    assert held, f"{path} holds fewer than {count} records"
     return [json.loads(line) for line in path.read_text().splitlines()]

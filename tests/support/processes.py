@@ -6,11 +6,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
+
+from tests.support.waiting import PATIENCE_SECS, wait_for
 
 
 def free_port() -> int:
@@ -43,19 +44,37 @@ def spawn(
             stderr.close()  # type: ignore[union-attr]
 
 
-def wait_healthy(url: str, process: subprocess.Popen[str], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def wait_healthy(
+    url: str, process: subprocess.Popen[str], log: Path | None = None, within: float = PATIENCE_SECS
+) -> None:
+    """Poll ``{url}/healthz`` until it answers 200 (up to a minute: a busy machine starts a
+    process slowly). A process that exits or never gets healthy fails the test with its log
+    (its stderr, or the ``log`` file :func:`spawn` was given)."""
+
+    def healthy_or_gone() -> bool:
         if process.poll() is not None:
-            output = process.stderr.read() if process.stderr else "(stderr went to the log file)"
-            raise RuntimeError(f"proxy exited early with {process.returncode}: {output}")
+            return True
         try:
-            if httpx.get(f"{url}/healthz", timeout=0.5).status_code == 200:
-                return
+            return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
         except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError("proxy did not become healthy")
+            return False
+
+    if wait_for(healthy_or_gone, within=within, interval=0.05) and process.poll() is None:
+        return
+    exited = process.poll() is not None
+    what = f"exited early with {process.returncode}" if exited else f"was not healthy in {within:g} s"
+    raise RuntimeError(f"proxy {what}; its log:\n{_log_of(process, log)}")
+
+
+def _log_of(process: subprocess.Popen[str], log: Path | None) -> str:
+    """What the process wrote to stderr, stopping it first when it still runs (the pipe ends then)."""
+    if process.poll() is None:
+        process.kill()
+    if log is not None:
+        process.wait(10)
+        return log.read_text() if log.exists() else "(no log file)"
+    _, stderr = process.communicate(timeout=10)
+    return stderr or "(nothing on stderr)"
 
 
 FAST_UPSTREAM = Path(__file__).parents[1] / "bench" / "fast_upstream.py"
@@ -85,5 +104,5 @@ def serve_over_fast_upstream(
     )
     processes.append(proxy)
     url = f"http://127.0.0.1:{proxy_port}"
-    wait_healthy(url, proxy)
+    wait_healthy(url, proxy, log)
     return url

@@ -12,6 +12,7 @@ from proxy.edge.routes import Readiness
 from proxy.edge.server import DrainingServer, build_server
 from proxy.observe.logs import configure_logging
 from proxy.settings import Settings
+from tests.support.waiting import wait_for
 
 
 @dataclass
@@ -77,9 +78,8 @@ def start_proxy(**overrides: Any) -> RunningProxy:
     server = build_server(settings)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("proxy did not start")
-        time.sleep(0.01)
+    if not wait_for(lambda: server.started or not thread.is_alive()) or not server.started:
+        server.should_exit = True
+        why = "its thread ended (the traceback is in the captured stderr)" if not thread.is_alive() else "not in time"
+        raise RuntimeError(f"proxy did not start: {why}")
     return RunningProxy(server, thread, port, settings)

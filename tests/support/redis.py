@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import redis
 
+from tests.support.waiting import PATIENCE_SECS
+
 CONFIGURED_URL = os.environ.get("LOOPWARDEN_TEST_REDIS_URL") or None
 
 
@@ -87,7 +89,7 @@ class PrivateRedis:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + PATIENCE_SECS
         while time.monotonic() < deadline and self.process.poll() is None:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
@@ -152,9 +154,9 @@ class LocalCluster:
             ["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
             check=True,
             capture_output=True,
-            timeout=30,
+            timeout=PATIENCE_SECS,
         )
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + PATIENCE_SECS
         while time.monotonic() < deadline:
             states = [
                 subprocess.run(

@@ -7,11 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from prometheus_client.metrics import MetricWrapperBase
 
 from proxy.observe.metrics import Metrics
 
 
+@pytest.mark.timeout(300)  # two interpreters importing the proxy: seconds idle, most of a minute on a busy machine
 def test_metrics_merge_worker_processes_in_multiprocess_mode(tmp_path):
     script = (
         "from proxy.observe.metrics import Metrics\n"

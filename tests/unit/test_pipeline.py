@@ -23,6 +23,7 @@ from proxy.upstream.client import UpstreamClient
 from proxy.verdict import Pass, Rewrite
 from proxy.wire.chat.parse import parse_conversation
 from tests.support.fake_upstream import chat_completion
+from tests.support.waiting import PATIENCE_SECS
 
 PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "Do the task."}]}
 
@@ -361,7 +362,7 @@ async def test_a_claimer_cancelled_mid_summary_gives_the_claim_back():
     await _ended_budget(store, key, 1)
 
     running = asyncio.create_task(pipeline.run(call()))
-    await asyncio.wait_for(entered.wait(), 5)
+    await asyncio.wait_for(entered.wait(), PATIENCE_SECS)
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running

@@ -6,6 +6,7 @@ import asyncio
 import tracemalloc
 
 import httpx
+import pytest
 
 from proxy.upstream.transport import AiohttpTransport
 
@@ -22,6 +23,7 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
         writer.close()
 
 
+@pytest.mark.timeout(300)  # 600 requests under tracemalloc: 13 s on an idle machine, a minute on a busy one
 async def test_distinct_long_urls_are_not_kept_parsed():
     server = await asyncio.start_server(_answer, "127.0.0.1", 0, limit=1 << 20)
     port = server.sockets[0].getsockname()[1]

@@ -11,6 +11,7 @@ import pytest
 from proxy.errors import UpstreamDisconnected, UpstreamTimeout, UpstreamUnreachable
 from proxy.settings import Settings
 from proxy.upstream.client import UpstreamClient
+from tests.support.waiting import async_wait_for
 
 
 def _client(outcomes: list, **settings):
@@ -184,7 +185,7 @@ async def test_a_named_wait_is_cancelled_with_its_request():
 
     client = UpstreamClient(Settings(upstream="http://up/v1", retry_after_cap=60), httpx.MockTransport(handler))
     task = asyncio.ensure_future(_send(client))
-    await asyncio.sleep(0.05)  # the event loop runs on while the request waits
+    await async_wait_for(lambda: calls)  # the event loop runs on while the request waits
     task.cancel()
 
     with pytest.raises(asyncio.CancelledError):

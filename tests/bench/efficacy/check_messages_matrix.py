@@ -1,5 +1,10 @@
-"""The efficacy benchmark on /v1/messages, short: the anthropic SDK agent loop against every
-scripted model, streaming off and on, straight to the model API and through the proxy."""
+"""What the efficacy matrix on /v1/messages shows: the anthropic SDK agent loop against every
+scripted model, streaming off and on, straight to the model API and through the proxy.
+
+A whole matrix is the benchmark's, not the test suite's (which runs one quick smoke run per
+client, ``tests/integration/test_efficacy_smoke.py``). Run these checks by path:
+``python -m pytest tests/bench/efficacy/check_messages_matrix.py``.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,8 @@ import asyncio
 import pytest
 
 from tests.bench.efficacy.run_efficacy import RunResult, run_matrix, summarize
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a module fixture runs a whole matrix
 
 
 @pytest.fixture(scope="module")
