@@ -9,8 +9,9 @@ gets the ending as ordinary chunks.
 
 The response starts lazily, with the first byte that has to go: an attempt that is held
 back whole and then replaced is answered as if it had never been streamed (status and
-headers included). While nothing flows, an SSE comment goes out every ``keepalive``
-seconds so proxies and clients do not give up on a long judge or a held tool call.
+headers included). While nothing flows, the format's keep-alive (an SSE comment; Messages'
+``ping``) goes out every ``keepalive`` seconds so proxies and clients do not give up on a long
+judge or a held tool call. The format's :class:`~proxy.wire.base.StreamCodec` frames what goes.
 
 A format whose stream must read as one sequence across attempts and endings has a relay
 (:class:`~proxy.wire.base.StreamRelay`) that every outgoing event passes through: Responses

@@ -125,10 +125,12 @@ def assembled(wire: WireFormat, events: list[SSEEvent]) -> StreamAssembler:
 
 
 def parsed(pieces: Iterator[bytes]) -> list[SSEEvent]:
+    """The events of a stream that arrives in ``pieces``, as the network splits it."""
     parser = SSEParser()
     return [event for piece in pieces for event in parser.feed(piece)] + parser.close()
 
 
 def stored(ending_in: WireFormat, body: dict[str, Any]) -> SessionState:
+    """A session that ended with ``body``, stored by a request of ``ending_in``'s format."""
     ending = ending_in.codec.encode(body).decode()
     return SessionState({FIELDS.TERMINATION: "loop", FIELDS.ENDING: ending, FIELDS.ENDING_WIRE: ending_in.name})
