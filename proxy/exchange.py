@@ -1,8 +1,8 @@
 """The normalized exchange: what guards may read, whatever the wire format.
 
-An adapter in :mod:`proxy.wire` turns a wire format (chat completions today) into these
+A wire format in :mod:`proxy.wire` (its codec) turns a request and its reply into these
 types, and renders back what the proxy adds (the turns of a nudge). Nothing here knows a
-wire format: the request's own JSON stays with the adapter, so unknown fields survive.
+wire format: the request's own JSON stays with its format, so unknown fields survive.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ class Reply:
     other_output: bool = False
     """Output the guards do not read (``audio``, a legacy ``function_call``): not silence either."""
     source: Any = field(default=None, compare=False, repr=False)
-    """The format's own reply, for its adapter alone: a format that must send an assistant turn
+    """The format's own reply, for its wire format alone: a format that must send an assistant turn
     back exactly (Messages' signed thinking blocks, Responses' reasoning items) renders
     :class:`Echo` and :class:`ReturnCalls` from it. Chat completions leaves it None."""
     preamble: bool = False
@@ -206,7 +206,7 @@ class Tool:
 
 @dataclass(frozen=True, slots=True)
 class Conversation:
-    """The request's conversation as the guards see it (an adapter in :mod:`proxy.wire` builds it)."""
+    """The request's conversation as the guards see it (a wire format's codec in :mod:`proxy.wire` builds it)."""
 
     messages: Sequence[Message] = ()
     model: str | None = None
@@ -359,7 +359,7 @@ def flattened_calls(text: str) -> tuple[ToolCall, ...]:
 
 
 # -- what the proxy adds to a conversation --------------------------------------------
-# A nudge is a list of these turns; the request's adapter renders them in its format.
+# A nudge is a list of these turns; the request's wire format renders them.
 
 
 @dataclass(frozen=True, slots=True)

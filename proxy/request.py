@@ -14,8 +14,7 @@ from proxy.policy.models import Policy
 from proxy.session.base import WindowLimit
 from proxy.session.identity import SessionRef
 from proxy.upstream.client import UpstreamReply
-from proxy.wire.base import WireAdapter
-from proxy.wire.chat.adapter import CHAT_COMPLETIONS
+from proxy.wire.base import WireFormat
 
 __all__ = ["AgentRequest", "Outcome", "RequestNotes"]
 
@@ -36,6 +35,8 @@ class AgentRequest:
     url: str
     headers: list[tuple[str, str]]
     stream: bool
+    wire: WireFormat
+    """The request's wire format (the route's): parses what comes and renders what goes."""
     daily_tokens: int | None = None
     """The tenant's rolling-day token cap, if any."""
     daily_cost_usd: float | None = None
@@ -44,8 +45,6 @@ class AgentRequest:
     goal_criteria: str | None = None
     respond: Send | None = None
     """For a stream: where the pipeline writes the client's events as they may go."""
-    adapter: WireAdapter = CHAT_COMPLETIONS
-    """The request's wire format (the route's): parses what comes and renders what goes."""
     namespace: str = ""
     """The caller's session namespace, for keys beside the session's own (a response chain's)."""
     store_failure: str | None = None
@@ -55,7 +54,7 @@ class AgentRequest:
 
     def include_usage(self) -> bool:
         """A streaming client asked for the usage event (its format says how)."""
-        return self.adapter.include_usage(self.payload)
+        return self.wire.stream.include_usage(self.payload)
 
     def worst_tokens(self) -> int:
         """The call's worst case in tokens (:func:`~proxy.books.budgets.estimate_tokens`), once per

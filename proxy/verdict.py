@@ -86,7 +86,7 @@ class Nudge:
     """Intervention kind for headers, metrics and logs (e.g. ``empty_nudge``)."""
     reason: str
     turns: tuple[Turn, ...]
-    """What the model is told: neutral turns the request's adapter renders."""
+    """What the model is told: neutral turns the request's wire format renders."""
     strike: str | None = None
     """The strike counter this nudge adds one to, if any."""
     spent: Usage | None = None
@@ -101,7 +101,7 @@ class Rewrite:
     kind: str
     reason: str
     reply: Reply
-    """What the agent receives instead: a neutral reply its request's adapter renders."""
+    """What the agent receives instead: a neutral reply its request's wire format renders."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from proxy.session.redis import RedisStore
 from proxy.settings import Settings
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.paths import CLAUDE_TELEMETRY
-from proxy.wire.registry import ADAPTERS, passthrough_format
+from proxy.wire.registry import FORMATS, passthrough_format
 
 __all__ = ["YOUNG_GC_THRESHOLD", "build_store", "create_app", "load_tenant_directory"]
 
@@ -109,10 +109,10 @@ def _not_found(request: Request[Any, Any, Any], exc: NotFoundException) -> Respo
     """A 404 in the shape of the API the client speaks (Anthropic's for an Anthropic client)."""
     path = request.url.path
     error = RouteNotFound(_UNKNOWN_ROUTE)
-    adapter = passthrough_format(path, lambda name: request.headers.get(name.decode("latin-1")))
-    if adapter is None:
+    wire = passthrough_format(path, lambda name: request.headers.get(name.decode("latin-1")))
+    if wire is None:
         return _error_response(error)
-    body = adapter.error_body(error)
+    body = wire.codec.error_body(error)
     return Response(body, status_code=error.status, media_type=MediaType.JSON)
 
 
@@ -197,9 +197,7 @@ def create_app(
     )
     background: list[asyncio.Task[None]] = []
 
-    model_calls = [
-        asgi(adapter.route, copy_scope=False, name=adapter.name)(routes.model_route(adapter)) for adapter in ADAPTERS
-    ]
+    model_calls = [asgi(wire.route, copy_scope=False, name=wire.name)(routes.model_route(wire)) for wire in FORMATS]
 
     @asgi(CLAUDE_TELEMETRY, copy_scope=False)
     async def claude_telemetry(scope: object, receive: object, send: object) -> None:

@@ -167,7 +167,7 @@ async def send_error(
     send: Send, error: ProxyError, extra: Sequence[tuple[bytes, bytes]] = (), body: bytes | None = None
 ) -> None:
     """Answer with an error and its own status: ``body`` (a wire format's error shape, from its
-    adapter), else OpenAI's shape."""
+    codec), else OpenAI's shape."""
     headers = list(_JSON)
     headers.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in error.headers.items())
     headers.extend(extra)

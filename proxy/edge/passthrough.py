@@ -33,14 +33,14 @@ from proxy.upstream.paths import (
     spends,
     telemetry_url,
 )
-from proxy.wire.base import WireAdapter
+from proxy.wire.base import WireFormat
 from proxy.wire.registry import passthrough_format
 from proxy.wire.usage import UsageTap, named_model
 
-__all__ = ["Passthrough", "passthrough_adapter", "upstream_headers"]
+__all__ = ["Passthrough", "passthrough_wire", "upstream_headers"]
 
 Answer = Callable[
-    [UpstreamReply, Send, dict[str, object], Sequence[tuple[str, str]], "WireAdapter | None"], Awaitable[None]
+    [UpstreamReply, Send, dict[str, object], Sequence[tuple[str, str]], "WireFormat | None"], Awaitable[None]
 ]
 """Copies a whole upstream reply (an error masked, in the route's shape): the routes' own."""
 OwnHeaders = Callable[[UpstreamReply], list[tuple[bytes, bytes]]]
@@ -79,7 +79,7 @@ class Passthrough:
         tenant = credentials.tenant
         facts: dict[str, object] = {"tenant": tenant.name}
         path, query, method = scope["raw_path"], scope["query_string"], scope["method"]
-        adapter = passthrough_adapter(scope)
+        wire = passthrough_wire(scope)
         if path.partition(b"?")[0] == CLAUDE_TELEMETRY.encode():
             if not self.forwards_telemetry(tenant):
                 await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
@@ -91,7 +91,7 @@ class Passthrough:
         else:
             url = passthrough_url(tenant.upstream_url, path, query)
             tenant.check_family(passthrough_family(path))
-            headers = upstream_headers(scope, credentials, adapter)
+            headers = upstream_headers(scope, credentials, wire)
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         started = self._clock()
         policy = self._policy_of(tenant)
@@ -104,7 +104,7 @@ class Passthrough:
             # a client that hangs up meanwhile cancels it, as it does a body being relayed.
             sending = self._upstream.send(method, url, headers, body, stream=True, bounded=False)
             reply = await unless_client_leaves(sending, receive, facts, tracker)
-            await self._relay(reply, tracker, receive, facts, headers, adapter, tap)
+            await self._relay(reply, tracker, receive, facts, headers, wire, tap)
         finally:
             if limits:
                 usage, model = tap.usage() if tap is not None else (None, None)
@@ -127,7 +127,7 @@ class Passthrough:
         receive: Receive,
         facts: dict[str, object],
         sent: Sequence[tuple[str, str]],
-        adapter: WireAdapter | None,
+        wire: WireFormat | None,
         tap: UsageTap | None,
     ) -> None:
         """Copy the upstream's body to the client chunk by chunk, as it arrives (an error whole)."""
@@ -139,7 +139,7 @@ class Passthrough:
                 await response.aread()
             finally:
                 await response.aclose()
-            await self._answer(reply, send, facts, sent, adapter)
+            await self._answer(reply, send, facts, sent, wire)
             return
         headers = reply_headers(response.headers.raw, self._own_headers(reply))
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
@@ -164,7 +164,7 @@ async def _copy_body(response: httpx.Response, send: Send, tap: UsageTap | None)
         raise UpstreamDisconnected("The upstream model API broke off the response.") from exc
 
 
-def passthrough_adapter(scope: HTTPScope) -> WireAdapter | None:
+def passthrough_wire(scope: HTTPScope) -> WireFormat | None:
     """The wire format a pass-through call belongs to (its errors' shape, where its key goes)."""
     raw = scope.get("raw_path") or b""
     return passthrough_format(raw.decode("latin-1"), lambda name: header(scope, name))
@@ -183,7 +183,7 @@ def telemetry_headers(scope: HTTPScope, credentials: Credentials) -> list[tuple[
 
 
 def upstream_headers(
-    scope: HTTPScope, credentials: Credentials, adapter: WireAdapter | None, *, identity_encoding: bool = False
+    scope: HTTPScope, credentials: Credentials, wire: WireFormat | None, *, identity_encoding: bool = False
 ) -> list[tuple[str, str]]:
     """The caller's headers as the upstream gets them. When the proxy sends the tenant's own
     provider key, every header a proxy key can arrive in stays behind: a caller authenticated
@@ -192,14 +192,14 @@ def upstream_headers(
         client_headers(scope),
         credentials.upstream_authorization,
         identity_encoding=identity_encoding,
-        key_header=_key_header(credentials, adapter),
+        key_header=_key_header(credentials, wire),
         dropped=API_KEY_HEADERS if credentials.tenant.upstream_authorization is not None else (),
     )
 
 
-def _key_header(credentials: Credentials, adapter: WireAdapter | None) -> str:
+def _key_header(credentials: Credentials, wire: WireFormat | None) -> str:
     """Where the provider key goes: the format's own header when the proxy holds the tenant's
     key (Anthropic's ``x-api-key``); a key the client brought goes as the client sent it."""
-    if adapter is None or credentials.tenant.upstream_authorization is None:
+    if wire is None or credentials.tenant.upstream_authorization is None:
         return "authorization"
-    return adapter.key_header
+    return wire.key_header

@@ -29,7 +29,7 @@ async def compile_request_schemas(
     body_bytes: int | None = None,
 ) -> Conversation:
     """``conversation`` with its schemas compiled; :class:`InvalidRequest` for one refused.
-    ``declared``: the offered tools' schemas as the adapter found them (param, tool name,
+    ``declared``: the offered tools' schemas as the format's codec found them (param, tool name,
     schema). ``body_bytes``, the request body's size, bounds every schema's (it saves
     walking them)."""
     if not declared and conversation.output_schema is None:

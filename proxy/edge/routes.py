@@ -20,7 +20,7 @@ from litestar.types import HTTPScope, Receive, Scope, Send
 from proxy.books.tenant_day import TenantDay
 from proxy.edge.client_watch import ResponseTracker, unless_client_leaves
 from proxy.edge.http import ClientDisconnected, header, read_body, reply_headers, send_error, send_reply
-from proxy.edge.passthrough import Passthrough, passthrough_adapter, upstream_headers
+from proxy.edge.passthrough import Passthrough, passthrough_wire, upstream_headers
 from proxy.edge.request_schemas import compile_request_schemas
 from proxy.edge.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
 from proxy.edge.websockets import NO_WEBSOCKETS, asks_websocket, refuse_websocket
@@ -45,7 +45,7 @@ from proxy.settings import Settings
 from proxy.upstream.client import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
 from proxy.upstream.paths import passthrough_route, passthrough_url
 from proxy.upstream.relayed_errors import credential_values, relayed_error, secret_forms
-from proxy.wire.base import WireAdapter
+from proxy.wire.base import WireFormat
 
 __all__ = ["ProxyRoutes", "Readiness"]
 
@@ -99,45 +99,45 @@ class ProxyRoutes:
 
     # -- entry points ---------------------------------------------------------------
 
-    def model_route(self, adapter: WireAdapter) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
-        """The guarded handler of one wire format's model call (its adapter's ``route``)."""
+    def model_route(self, wire: WireFormat) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+        """The guarded handler of one wire format's model call (its ``route``)."""
 
         async def handle(scope: Scope, receive: Receive, send: Send) -> None:
             async def serve(scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
-                return await self._model_call(adapter, scope, receive, tracker)
+                return await self._model_call(wire, scope, receive, tracker)
 
-            await self._guarded(serve, scope, receive, send, adapter.name, adapter)
+            await self._guarded(serve, scope, receive, send, wire.name, wire)
 
         return handle
 
     async def passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
-        adapter = passthrough_adapter(scope)  # type: ignore[arg-type]
+        wire = passthrough_wire(scope)  # type: ignore[arg-type]
         await self._guarded(
-            self._passthrough, scope, receive, send, passthrough_route(scope.get("raw_path") or b""), adapter
+            self._passthrough, scope, receive, send, passthrough_route(scope.get("raw_path") or b""), wire
         )
 
     # -- handlers -------------------------------------------------------------------
 
     async def _model_call(
-        self, adapter: WireAdapter, scope: HTTPScope, receive: Receive, tracker: ResponseTracker
+        self, wire: WireFormat, scope: HTTPScope, receive: Receive, tracker: ResponseTracker
     ) -> dict[str, object]:
         send: Send = tracker.send  # type: ignore[assignment]
         if scope["method"] != "POST":
             raise MethodNotAllowed(
-                f"Method {scope['method']} is not allowed on {adapter.route}; use POST.", headers={"Allow": "POST"}
+                f"Method {scope['method']} is not allowed on {wire.route}; use POST.", headers={"Allow": "POST"}
             )
         credentials = self._authenticate(scope, tracker)
         policy = self.policy_for(credentials.tenant, header(scope, b"x-loopwarden-policy"))
         body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         payload = _parse_object(body)
         conversation = await compile_request_schemas(
-            adapter.declared_schemas(payload), adapter.parse_request(payload), self._schemas, len(body)
+            wire.codec.declared_schemas(payload), wire.codec.parse_request(payload), self._schemas, len(body)
         )
-        hint = adapter.session_hint(payload, lambda name: header(scope, name))
-        point = await resolve_chain(self._pipeline.store, adapter, credentials.namespace, payload)
+        hint = wire.codec.session_hint(payload, lambda name: header(scope, name))
+        point = await resolve_chain(self._pipeline.store, wire.chains, credentials.namespace, payload)
         hint = hint or point.session
         if point.rewritten is not None:
-            payload, body = point.rewritten, adapter.encode(point.rewritten)
+            payload, body = point.rewritten, wire.codec.encode(point.rewritten)
         session = identify(
             credentials.namespace, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id"), hint
         )
@@ -154,14 +154,14 @@ class ProxyRoutes:
             payload=payload,
             body=body,
             conversation=conversation,
-            url=_model_url(credentials.tenant.upstream_url, adapter, scope["query_string"]),
-            headers=upstream_headers(scope, credentials, adapter, identity_encoding=True),
+            url=_model_url(credentials.tenant.upstream_url, wire, scope["query_string"]),
+            headers=upstream_headers(scope, credentials, wire, identity_encoding=True),
             stream=conversation.stream,
             daily_tokens=credentials.tenant.daily_tokens,
             daily_cost_usd=credentials.tenant.daily_cost_usd,
             goal=_text_header(scope, b"x-loopwarden-goal"),
             goal_criteria=_text_header(scope, b"x-loopwarden-goal-criteria"),
-            adapter=adapter,
+            wire=wire,
             namespace=credentials.namespace,
             store_failure=point.store_failure,
         )
@@ -176,7 +176,7 @@ class ProxyRoutes:
         # Streamed or not, a client that hangs up cancels the upstream call (and any nudge or
         # judge call that would follow); the pipeline still commits what was used.
         outcome = await unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
-        await self._deliver(outcome, send, facts, call.headers, adapter)
+        await self._deliver(outcome, send, facts, call.headers, wire)
         return facts
 
     def policy_for(self, tenant: Tenant, requested: str | None) -> Policy:
@@ -194,7 +194,7 @@ class ProxyRoutes:
         send: Send,
         facts: dict[str, object],
         sent: Sequence[tuple[str, str]],
-        adapter: WireAdapter,
+        wire: WireFormat,
     ) -> None:
         """Send what the pipeline decided: its own body, or the upstream's reply copied."""
         if outcome.delivered:
@@ -206,7 +206,7 @@ class ProxyRoutes:
             return
         if outcome.upstream is None:  # an outcome carries a body or an upstream reply
             raise ProxyError("The proxy produced no reply.")
-        await self._answer(outcome.upstream, send, facts, sent, adapter, own=outcome.headers)
+        await self._answer(outcome.upstream, send, facts, sent, wire, own=outcome.headers)
 
     async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
         return await self._forward.serve(scope, receive, tracker, self._authenticate(scope, tracker))
@@ -243,13 +243,13 @@ class ProxyRoutes:
         receive: Receive,
         send: Send,
         route: str,
-        adapter: WireAdapter | None = None,
+        wire: WireFormat | None = None,
     ) -> None:
         """Run a handler; turn every failure into an answer in the route's error shape (OpenAI's
-        without an adapter), a metric and one log line."""
+        without a format), a metric and one log line."""
         timing = begin()
         if scope["type"] == ScopeType.WEBSOCKET or asks_websocket(scope):  # refused: clients go on over HTTP
-            await refuse_websocket(scope, send, adapter.error_body(NO_WEBSOCKETS) if adapter is not None else None)
+            await refuse_websocket(scope, send, wire.codec.error_body(NO_WEBSOCKETS) if wire is not None else None)
             self._metrics.of(self._metrics.requests, "-", route, "4xx").inc()
             log_event("request", {"route": route, "method": "WEBSOCKET", "status": NO_WEBSOCKETS.status})
             return
@@ -265,7 +265,7 @@ class ProxyRoutes:
             status = exc.status
             facts = {"error": exc.code or exc.type}
             if not state.started:
-                body = adapter.error_body(exc) if adapter is not None else None
+                body = wire.codec.error_body(exc) if wire is not None else None
                 await send_error(state.send, exc, body=body)  # type: ignore[arg-type]
         except ClientDisconnected:
             status = "client_disconnected"
@@ -274,7 +274,7 @@ class ProxyRoutes:
             log_event("unhandled_error", {"route": route, "error_type": type(exc).__name__}, logging.ERROR)
             if not state.started:
                 failed = ProxyError("The proxy failed to handle the request.")
-                body = adapter.error_body(failed) if adapter is not None else None
+                body = wire.codec.error_body(failed) if wire is not None else None
                 await send_error(state.send, failed, body=body)  # type: ignore[arg-type]
         finally:
             self._readiness.in_flight -= 1
@@ -302,7 +302,7 @@ class ProxyRoutes:
         send: Send,
         facts: dict[str, object],
         sent: Sequence[tuple[str, str]],
-        adapter: WireAdapter | None,
+        wire: WireFormat | None,
         own: Sequence[tuple[bytes, bytes]] = (),
     ) -> None:
         """Copy a whole upstream reply; an error goes out without any provider key in it (one
@@ -311,19 +311,19 @@ class ProxyRoutes:
         body = response.content
         headers = reply_headers(response.headers.raw, [*_own_headers(reply), *own])
         if response.status_code >= 400:
-            shape = adapter.error_body if adapter is not None else None
+            shape = wire.codec.error_body if wire is not None else None
             body, headers = relayed_error(response.status_code, body, headers, self._secrets(sent), shape)
         facts.update(upstream_status=response.status_code, attempts=reply.attempts)
         await send_reply(send, response.status_code, headers, body)
 
 
-def _model_url(base_url: str, adapter: WireAdapter, query: bytes) -> str:
+def _model_url(base_url: str, wire: WireFormat, query: bytes) -> str:
     """Where a model call goes: the tenant's base plus the format's path, with the client's
     query string when it sends one (Claude Code's ``?beta=true``, Azure's ``api-version``),
     checked as a pass-through URL is."""
     if not query:
-        return base_url + adapter.upstream_path
-    return str(passthrough_url(base_url, b"/v1" + adapter.upstream_path.encode(), query))
+        return base_url + wire.upstream_path
+    return str(passthrough_url(base_url, b"/v1" + wire.upstream_path.encode(), query))
 
 
 def _api_key(scope: HTTPScope) -> str | None:

@@ -105,7 +105,7 @@ def load_goal(raw: str | None) -> Goal | None:
 
 def goal_tool() -> Tool:
     """The tool the model reports through (the proxy answers it; the agent never sees it).
-    The request's adapter renders it in its wire format."""
+    The request's wire format renders it (its codec)."""
     return Tool(
         GOAL_TOOL,
         {

@@ -39,8 +39,7 @@ import msgspec
 from proxy.errors import ProxyError
 from proxy.exchange import Usage
 from proxy.upstream.client import UpstreamClient
-from proxy.wire.base import WireAdapter
-from proxy.wire.chat.adapter import CHAT_COMPLETIONS
+from proxy.wire.base import JudgeDialect
 
 if TYPE_CHECKING:
     from proxy.request import AgentRequest
@@ -215,15 +214,15 @@ def _objects(text: str) -> tuple[list[dict[str, Any]], JudgeError | None]:
 
 @dataclass(frozen=True, slots=True)
 class JudgeTarget:
-    """Where the judge call goes: a URL, headers (credentials), a model, and the wire format
-    it speaks there (the agent's request's own)."""
+    """Where the judge call goes: a URL, headers (credentials), a model, and the dialect it
+    speaks there (the agent's request's own wire format's)."""
 
     url: str
     headers: Sequence[tuple[str, str]]
     model: str | None
+    dialect: JudgeDialect
     scope: str = ""
     """Whose verdicts these are (the tenant): a remembered verdict is never reused across scopes."""
-    adapter: WireAdapter = CHAT_COMPLETIONS
 
 
 def judge_target(call: AgentRequest) -> JudgeTarget | None:
@@ -233,14 +232,14 @@ def judge_target(call: AgentRequest) -> JudgeTarget | None:
     settings = call.policy.judge
     if not settings.use_llm_judge:
         return None
-    url = call.adapter.judge_url(settings.base_url) if settings.base_url else call.url
+    url = call.wire.judge.url(settings.base_url) if settings.base_url else call.url
     headers: Sequence[tuple[str, str]] = call.headers
     if settings.api_key_env:
         key = os.environ.get(settings.api_key_env)
         if not key:
             return None
-        headers = call.adapter.judge_headers(key)
-    return JudgeTarget(url, headers, settings.model or call.conversation.model, scope=call.tenant, adapter=call.adapter)
+        headers = call.wire.judge.headers(key)
+    return JudgeTarget(url, headers, settings.model or call.conversation.model, call.wire.judge, scope=call.tenant)
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,8 +325,8 @@ class Judge:
         tag, verdict_nonce = secrets.token_hex(4), secrets.token_hex(6)  # escaping already guards the tags
         build = build_progress_messages if request.question == "progress" else build_judge_messages
         system, user = build(request.task, request.reply, tag, verdict_nonce)
-        adapter = request.target.adapter
-        body = adapter.judge_request(
+        dialect = request.target.dialect
+        body = dialect.request(
             system["content"],
             user["content"],
             model=request.target.model,
@@ -348,7 +347,7 @@ class Judge:
             reason = f"judge error (upstream_error): {type(exc).__name__}"
             return JudgeOutcome(None, reason, Usage(), latency, error="upstream_error")
         latency = time.perf_counter() - started
-        parsed = adapter.parse_reply(reply.response.content) if reply.response.status_code == 200 else None
+        parsed = dialect.answer(reply.response.content) if reply.response.status_code == 200 else None
         if parsed is None:
             reason = f"judge error (upstream_error): answered {reply.response.status_code} without a completion"
             return JudgeOutcome(None, reason, Usage(), latency, error="upstream_error")

@@ -72,7 +72,7 @@ def delivered_reply(call: AgentRequest, answer: Answer) -> Reply | None:
         return answer.tried.reply
     if isinstance(answer, Written):
         body = ending_for(call, answer.body, text_started=False) if answer.shaped else answer.body
-        return call.adapter.parse_reply(call.adapter.encode(body))
+        return call.wire.codec.parse_reply(call.wire.codec.encode(body))
     return None
 
 
@@ -91,7 +91,7 @@ async def render(
         if answer.tried.streamed is not None:
             await client.finish()
             return Outcome(200, [], delivered=True)
-        body = call.adapter.reply_body(upstream.response.content)  # a whole completion, where a stream was asked
+        body = call.wire.codec.decode(upstream.response.content)  # a whole completion, where a stream was asked
     elif isinstance(answer, Written):
         body = answer.body
         if answer.shaped:
@@ -114,7 +114,7 @@ async def render(
     if client is not None:
         await client.replace(body)
         return Outcome(200, [], delivered=True)
-    adapter = call.adapter
+    wire = call.wire
     if call.stream:  # no client stream to write to (a caller outside the server)
-        return Outcome(200, headers(), adapter.streamed(body, include_usage=call.include_usage()), SSE)
-    return Outcome(200, headers(), adapter.encode(body))
+        return Outcome(200, headers(), wire.stream.streamed(body, include_usage=call.include_usage()), SSE)
+    return Outcome(200, headers(), wire.codec.encode(body))

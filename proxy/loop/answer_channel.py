@@ -12,7 +12,7 @@ gets text.
 
 Deciding the channel is neutral (here, over the :class:`~proxy.exchange.Conversation` and the
 policy), and so is the ending it makes: a neutral :class:`~proxy.exchange.Reply` (one call, or
-a refusal) that the request's adapter renders (:meth:`~proxy.wire.base.WireAdapter.render_reply`).
+a refusal) that the request's format renders (:meth:`~proxy.wire.base.Codec.render_reply`).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def ending_text(reply: Reply) -> str:
 
 def answer_channel(call: AgentRequest) -> AnswerTool | None:
     """This request's answer tool (None: text, or a refusal for a JSON-mode request)."""
-    if call.adapter.wants_structured_output(call.payload):
+    if call.wire.codec.wants_structured_output(call.payload):
         return None
     return answer_tool(call.conversation, call.policy.judge.completion_tools)
 
@@ -130,26 +130,26 @@ def ending_for(call: AgentRequest, body: dict[str, Any], *, text_started: bool) 
     """An ending (made for this request or stored by an earlier one) in this request's channel:
     a call to its answer tool, a refusal for a JSON answer, else text. Once text of the
     answer streamed to the client, the ending follows it as text."""
-    adapter = call.adapter
+    wire = call.wire
     if text_started:
-        return adapter.shaped(call.payload, body, text_started=True)
+        return wire.codec.shaped(call.payload, body, text_started=True)
     tool = answer_channel(call)
-    reply = adapter.parse_reply(adapter.encode(body))
+    reply = wire.codec.parse_reply(wire.codec.encode(body))
     if reply is None:
-        return adapter.shaped(call.payload, body, text_started=False)
+        return wire.codec.shaped(call.payload, body, text_started=False)
     calls = reply.tool_calls
     if tool is not None and len(calls) == 1 and calls[0].name == tool.name:
         return body  # already a call to this request's answer tool
     text = ending_text(reply)
     if tool is None:
         if calls:  # a call to a tool this request does not answer through: its words, as text
-            body = adapter.ending(text, model=reply.model, usage=reply.usage)
-        return adapter.shaped(call.payload, body, text_started=False)
+            body = wire.codec.ending(text, model=reply.model, usage=reply.usage)
+        return wire.codec.shaped(call.payload, body, text_started=False)
     if tool.free_text:
         answer = ToolCall(_call_id(text), tool.name, tool.arguments(text))
-        return adapter.render_reply(Reply(None, None, (answer,), "tool_calls", reply.usage, model=reply.model))
+        return wire.codec.render_reply(Reply(None, None, (answer,), "tool_calls", reply.usage, model=reply.model))
     # A structured tool and no valid call for it: the refusal form, which such clients surface.
-    return adapter.render_reply(Reply(None, None, (), "stop", reply.usage, model=reply.model, refusal=text))
+    return wire.codec.render_reply(Reply(None, None, (), "stop", reply.usage, model=reply.model, refusal=text))
 
 
 def _call_id(text: str) -> str:

@@ -50,14 +50,14 @@ class Attempts:
         """(upstream reply, the reply or None) of a call not streamed: the request as it came when
         nothing was added. A call the client's leaving cancels still took its step and prompt."""
         unchanged = payload is call.payload and not extra
-        body = call.body if unchanged else call.adapter.render_request(payload, extra)
+        body = call.body if unchanged else call.wire.codec.render_request(payload, extra)
         try:
             upstream = await self._upstream.send("POST", call.url, call.headers, body)
         except asyncio.CancelledError:  # the client left: the call was made all the same
             self._ledger.charge_cancelled(call, delta, len(body), attempt)
             raise
         ok = upstream.response.status_code == 200
-        return upstream, call.adapter.parse_reply(upstream.response.content) if ok else None
+        return upstream, call.wire.codec.parse_reply(upstream.response.content) if ok else None
 
     async def attempt(
         self,
@@ -71,7 +71,7 @@ class Attempts:
     ) -> tuple[UpstreamReply, Reply | None, StreamAssembler | None]:
         """(upstream reply, the reply or None, its assembler if it streamed). ``hold``: channels
         held besides what the guards hold (goal mode's text)."""
-        body = call.adapter.render_stream_request(call.body, payload, extra, payload is call.payload and not extra)
+        body = call.wire.stream.render_request(call.body, payload, extra, payload is call.payload and not extra)
         await client.flush()  # text an earlier attempt let through goes out before the next wait
         reply = await self._upstream.send("POST", call.url, call.headers, body, stream=True)
         response = reply.response
@@ -81,7 +81,7 @@ class Attempts:
             finally:
                 await response.aclose()
             ok = response.status_code == 200
-            return reply, call.adapter.parse_reply(response.content) if ok else None, None
+            return reply, call.wire.codec.parse_reply(response.content) if ok else None, None
         if call.policy.mode == "enforce":
             guards = self._guards
 
@@ -92,7 +92,7 @@ class Attempts:
             def held(partial: StreamAssembler) -> int:
                 return Channel.NONE  # shadow mode changes nothing, on streams too
 
-        assembler = call.adapter.assembler()
+        assembler = call.wire.stream.assembler()
         client.new_attempt()
         try:
             failure = await read_streamed_reply(

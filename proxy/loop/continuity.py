@@ -5,8 +5,9 @@ Two formats keep transcript the client never sends back. On Messages, the proxy'
 for byte, into every later request, because the upstream binds signed thinking to its exact
 prefix. On Responses, a continuation names a stored response (``previous_response_id``),
 so every response id the proxy returns is remembered with its session
-(:mod:`proxy.session.chains`). The adapter says what applies to its format (chat: nothing);
-the pipeline calls these at fixed points of a request.
+(:mod:`proxy.session.chains`). The format's :class:`~proxy.wire.base.Transcript` and
+:class:`~proxy.wire.base.Chains` say what applies (None: that format has none; chat has
+neither); the pipeline calls these at fixed points of a request.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ __all__ = [
 
 Links = list[tuple[str, str | None, str | None]]
 """(id, upstream id to continue from instead, the proxy's own body) per reply id: see
-:meth:`~proxy.wire.base.WireAdapter.chain_links`."""
+:meth:`~proxy.wire.base.Chains.links`."""
 
 MAX_RECORDED_BYTES = 4 * 1024 * 1024
 """Most a session's state may hold before a request records no more transcript into it. A
@@ -58,7 +59,8 @@ def summary_payload(
     (the session's records spliced in), else the client's own. ``amended``: the payload
     before splicing, once the attempts began (None: the request ended before them)."""
     if amended is None:
-        return call.adapter.spliced(call.payload, state.values)
+        transcript = call.wire.transcript
+        return call.payload if transcript is None else transcript.spliced(call.payload, state.values)
     return payload if payload is not amended else call.payload
 
 
@@ -75,9 +77,10 @@ def record_turns(
     results it amended, the calls of ``reply`` it ``answered`` itself and took out of the
     client's copy) into the session, to be spliced into its later requests; nothing once
     the session's state would pass :data:`MAX_RECORDED_BYTES` (counted, logged)."""
-    if not extra and amended is call.payload and not answered:
+    transcript = call.wire.transcript
+    if transcript is None or (not extra and amended is call.payload and not answered):
         return
-    records = call.adapter.recorded(call.payload, amended, extra, reply, answered)
+    records = transcript.recorded(call.payload, amended, extra, reply, answered)
     held = sum(len(name) + len(value) for name, value in state.values.items())
     adding = sum(len(name) + len(value) for name, value in records.items())
     if records and held + adding > MAX_RECORDED_BYTES:
@@ -96,14 +99,16 @@ def chain_links(
 ) -> Links:
     """The reply ids of this request a later one may continue from; the run's task is kept in
     the session then, for the judge of continuations that carry no task."""
-    links = call.adapter.chain_links(call.payload, replies, answer)
+    chains = call.wire.chains
+    links = [] if chains is None else chains.links(call.payload, replies, answer)
     if links and (task := call.conversation.first_text("user")):
         delta.default(FIELDS.TASK, task[:_TASK_CHARS])
     return links
 
 
 class Chaining(Protocol):
-    """What :func:`resolve_chain` asks of a request's adapter (a :class:`~proxy.wire.base.WireAdapter`)."""
+    """What :func:`resolve_chain` asks of a format's chains (its :class:`~proxy.wire.base.Chains`;
+    declared here, since the loop reads no wire module)."""
 
     def continues(self, payload: Mapping[str, Any]) -> str | None: ...
 
@@ -128,14 +133,18 @@ class ChainPoint:
     """Why the store could not be read (the request then asks it nothing more)."""
 
 
-async def resolve_chain(store: SessionStore, adapter: Chaining, namespace: str, payload: dict[str, Any]) -> ChainPoint:
+async def resolve_chain(
+    store: SessionStore, chains: Chaining | None, namespace: str, payload: dict[str, Any]
+) -> ChainPoint:
     """For a request that continues a stored response or refers to the proxy's own items:
     the session recorded for its chain point, and the request rewritten to chain where the
     server holds the history and to carry the proxy's items itself. The first lookup the
     store fails ends the lookups: the session is then not named here (a chain point the store
     cannot read is not one nobody recorded), and the request goes on as its fail mode says."""
-    previous = adapter.continues(payload)
-    references = adapter.references(payload)
+    if chains is None:
+        return ChainPoint()
+    previous = chains.continues(payload)
+    references = chains.references(payload)
     if previous is None and not references:
         return ChainPoint()
     if len(references) > MAX_REFERENCES:
@@ -153,10 +162,10 @@ async def resolve_chain(store: SessionStore, adapter: Chaining, namespace: str, 
             if recorded is not None and recorded.body is not None:
                 bodies[reference] = _decode(recorded.body)
     except StoreUnavailable as exc:
-        rewritten = adapter.rechained(payload, None, {})
+        rewritten = chains.rechained(payload, None, {})
         return ChainPoint(None, rewritten if rewritten != payload else None, str(exc))
     session = None if previous is None else chained.session if chained is not None else unrecorded_chain(previous)
-    rewritten = adapter.rechained(payload, chained.continue_from if chained is not None else None, bodies)
+    rewritten = chains.rechained(payload, chained.continue_from if chained is not None else None, bodies)
     return ChainPoint(session, rewritten if rewritten != payload else None)
 
 

@@ -34,8 +34,8 @@ from proxy.schemas.compiled import compiled
 from proxy.session.base import FIELDS, SessionDelta, SessionState
 from proxy.upstream.client import UpstreamClient
 from proxy.verdict import Finalize
-from proxy.wire.base import WireAdapter
-from proxy.wire.registry import adapter_named
+from proxy.wire.base import Codec, WireFormat
+from proxy.wire.registry import format_named
 
 __all__ = ["Ending", "Endings", "Finalizer", "local_summary", "replayed_ending"]
 
@@ -56,19 +56,19 @@ def _clip(text: str, limit: int = _CLIP) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def replayed_ending(adapter: WireAdapter, state: SessionState) -> dict[str, Any]:
-    """The session's stored ending as a body of ``adapter``'s format. One session may be
+def replayed_ending(wire: WireFormat, state: SessionState) -> dict[str, Any]:
+    """The session's stored ending as a body of ``wire``'s format. One session may be
     reached over several routes (one ``X-Session-Id``): an ending stored by another format is
     read by that format and rendered anew, never sent in the wrong API's shape."""
     raw = state.ending or ""
-    wire = state.values.get(FIELDS.ENDING_WIRE)
-    if not wire or wire == adapter.name:
-        return adapter.stored_ending(raw)
-    source = adapter_named(wire)
-    reply = source.parse_reply(raw.encode()) if source is not None else None
+    stored_in = state.values.get(FIELDS.ENDING_WIRE)
+    if not stored_in or stored_in == wire.name:
+        return wire.codec.decode(raw)
+    source = format_named(stored_in)
+    reply = source.codec.parse_reply(raw.encode()) if source is not None else None
     if reply is None:
-        return adapter.ending("The session has ended.", model=None)
-    return adapter.render_reply(reply)
+        return wire.codec.ending("The session has ended.", model=None)
+    return wire.codec.render_reply(reply)
 
 
 def local_summary(conversation: Conversation, detail: str) -> str:
@@ -100,7 +100,7 @@ class Finalizer:
         self,
         verdict: Finalize,
         policy: Policy,
-        adapter: WireAdapter,
+        codec: Codec,
         payload: Mapping[str, Any],
         extra: Sequence[Turn],
         conversation: Conversation,
@@ -123,36 +123,36 @@ class Finalizer:
             if answer is not None and not answer.free_text:
                 ending = policy.finalize.answer_instruction.replace("{tool}", answer.name)
                 forced = f"{ending} (The session is ending because {verdict.detail}.)"
-                body = adapter.render_summary_request(
+                body = codec.render_summary_request(
                     payload, extra, forced, policy.finalize.max_tokens, cap_output, answer_tool=answer.name
                 )
-                return await self._structured(verdict, adapter, body, conversation, url, headers, answer)
-            body = adapter.render_summary_request(payload, extra, instruction, policy.finalize.max_tokens, cap_output)
+                return await self._structured(verdict, codec, body, conversation, url, headers, answer)
+            body = codec.render_summary_request(payload, extra, instruction, policy.finalize.max_tokens, cap_output)
             try:
                 reply = await self._upstream.send("POST", url, headers, body)
             except ProxyError:
                 reply = None
             spent = Usage()  # what the call cost, booked whether or not its reply is used
             if reply is not None and reply.response.status_code == 200:
-                parsed = adapter.parse_reply(reply.response.content)
+                parsed = codec.parse_reply(reply.response.content)
                 if parsed is not None:
                     spent = parsed.usage
                 if parsed is not None and parsed.has_text and parsed.content is not None:
                     return Ending(
-                        adapter.ending(parsed.content, model=parsed.model or model, usage=parsed.usage),
+                        codec.ending(parsed.content, model=parsed.model or model, usage=parsed.usage),
                         "upstream",
                         parsed.usage,
                         upstream_called=True,
                     )
             summary = local_summary(conversation, verdict.detail)
-            return Ending(adapter.ending(summary, model=model), "local", spent, upstream_called=True)
+            return Ending(codec.ending(summary, model=model), "local", spent, upstream_called=True)
         summary = local_summary(conversation, verdict.detail)
-        return Ending(adapter.ending(summary, model=model), "local", Usage(), False)
+        return Ending(codec.ending(summary, model=model), "local", Usage(), False)
 
     async def _structured(
         self,
         verdict: Finalize,
-        adapter: WireAdapter,
+        codec: Codec,
         body: bytes,
         conversation: Conversation,
         url: str,
@@ -167,15 +167,15 @@ class Finalizer:
             reply = None
         spent = Usage()
         if reply is not None and reply.response.status_code == 200:
-            parsed = adapter.parse_reply(reply.response.content)
+            parsed = codec.parse_reply(reply.response.content)
             call = next((c for c in parsed.tool_calls if c.name == answer.name), None) if parsed else None
             if parsed is not None and call is not None and await _satisfies(call, answer, conversation):
                 model = parsed.model or conversation.model
                 ending = Reply(None, None, (call,), "tool_calls", parsed.usage, model=model)
-                return Ending(adapter.render_reply(ending), "upstream", parsed.usage, upstream_called=True)
+                return Ending(codec.render_reply(ending), "upstream", parsed.usage, upstream_called=True)
             spent = parsed.usage if parsed is not None else spent  # the unusable call is paid for all the same
         summary = local_summary(conversation, verdict.detail)
-        return Ending(adapter.ending(summary, model=conversation.model), "local", spent, upstream_called=True)
+        return Ending(codec.ending(summary, model=conversation.model), "local", spent, upstream_called=True)
 
 
 async def _satisfies(call: ToolCall, answer: AnswerTool, conversation: Conversation) -> bool:
@@ -222,7 +222,7 @@ class Endings:
         ending = await self._finalizer.end(
             verdict,
             call.policy,
-            call.adapter,
+            call.wire.codec,
             call.payload if payload is None else payload,
             extra,
             call.conversation,
@@ -237,8 +237,8 @@ class Endings:
             self._ledger.charge(call, delta, ending.usage, ending.body.get("model"), kind="finalize")
             self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "finalize").inc()
         delta.assign(FIELDS.TERMINATION, verdict.reason)
-        delta.assign(FIELDS.ENDING, call.adapter.encode(ending.body).decode())
-        delta.assign(FIELDS.ENDING_WIRE, call.adapter.name)
+        delta.assign(FIELDS.ENDING, call.wire.codec.encode(ending.body).decode())
+        delta.assign(FIELDS.ENDING_WIRE, call.wire.name)
         notes.terminated = verdict.reason
         self._metrics.terminations.labels(call.tenant, call.policy.name, verdict.reason).inc()
         self._tracing.event("loopwarden.termination", {"reason": verdict.reason, "summary_via": ending.via})
@@ -260,11 +260,13 @@ class Endings:
         no ending: the claimer does, and later calls replay that one."""
         if seen.termination and seen.ending:
             notes.terminated = seen.termination
-            body = replayed_ending(call.adapter, seen)
+            body = replayed_ending(call.wire, seen)
             answer = "stored"
         else:
             notes.terminated = verdict.reason
-            body = call.adapter.ending(local_summary(call.conversation, verdict.detail), model=call.conversation.model)
+            body = call.wire.codec.ending(
+                local_summary(call.conversation, verdict.detail), model=call.conversation.model
+            )
             answer = "local"
         self._metrics.of(self._metrics.endings_shared, call.tenant, call.policy.name, answer).inc()
         log_event(

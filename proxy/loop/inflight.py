@@ -44,7 +44,7 @@ class InFlight:
     """The upstream's reply whose goal tool calls the agent does not see, and their results."""
     amended: Mapping[str, Any] | None = None
     """Once the attempts begin: the payload before the session's records were spliced in (the
-    client's, as the guards amended it; see ``WireAdapter.spliced``)."""
+    client's, as the guards amended it; see ``Transcript.spliced``)."""
 
     def context(self, state: SessionState, *, retries: bool = True) -> GuardContext:
         """What a guard reads: the session as ``state`` shows it, the nudges sent so far, the

@@ -147,7 +147,7 @@ class Pipeline:
         call, state, delta, notes = request.call, request.state, request.delta, request.notes
         if state.termination and state.ending and request.enforce:
             notes.terminated = state.termination
-            return Written(replayed_ending(call.adapter, state), shaped=True)
+            return Written(replayed_ending(call.wire, state), shaped=True)
         if notes.refused:
             return _refused(notes.refused)
         await self._ledger.admit_tenant(call, delta, notes)
@@ -156,10 +156,11 @@ class Pipeline:
             return ending
         request.goal = self._goals.open(call, state, delta, notes)
         if request.goal is not None and request.goal.active:
-            request.payload = call.adapter.with_tool(request.payload, goal_tool())
+            request.payload = call.wire.codec.with_tool(request.payload, goal_tool())
             request.goal_offered = True
         request.amended = request.payload
-        request.payload = call.adapter.spliced(request.payload, state.values)
+        if call.wire.transcript is not None:
+            request.payload = call.wire.transcript.spliced(request.payload, state.values)
         request.judge = judge_target(call)
         attempt = 0
         while True:
@@ -179,7 +180,7 @@ class Pipeline:
                 return self._stripped(request, tried) if request.stripped else Relayed(tried)
             if isinstance(verdict, Rewrite):
                 self._steps.intervention(call, verdict.kind, verdict.reason, notes, attempt)
-                return Written(call.adapter.render_reply(verdict.reply))
+                return Written(call.wire.codec.render_reply(verdict.reply))
             self._strike(verdict.strike, delta)
             if isinstance(verdict, Finalize):
                 return verdict
@@ -204,7 +205,7 @@ class Pipeline:
                 self._shadow(asked, call, delta, notes)
             elif isinstance(asked, Amend):
                 self._steps.intervention(call, asked.kind, asked.reason, notes, 0)
-                request.payload = call.adapter.amended(request.payload, asked.tool_notes, asked.drop_tools)
+                request.payload = call.wire.codec.amended(request.payload, asked.tool_notes, asked.drop_tools)
             elif isinstance(asked, Nudge):
                 self._strike(asked.strike, delta)
                 self._steps.intervention(call, asked.kind, asked.reason, notes, 0)
@@ -353,8 +354,8 @@ class Pipeline:
         if request.stripped is not None and request.amended is not None:
             whole_reply, answered = request.stripped
             record_turns(call, request.amended, request.extra, whole_reply, request.delta, request.state, answered)
-        whole = streamed() if streamed is not None else call.adapter.reply_body(tried.upstream.response.content)
-        return Written(call.adapter.without_calls(whole, GOAL_TOOL))
+        whole = streamed() if streamed is not None else call.wire.codec.decode(tried.upstream.response.content)
+        return Written(call.wire.codec.without_calls(whole, GOAL_TOOL))
 
     async def _render(self, request: InFlight, ending: Answer) -> Outcome:
         return await render(request.call, request.client, ending, lambda: self._headers(request))
@@ -373,7 +374,7 @@ class Pipeline:
             lambda: response_headers(call, delta.applied_to(state), notes, self._clock()),
             include_usage=call.include_usage(),
             keepalive=self._keepalive,
-            adapter=call.adapter,
+            stream=call.wire.stream,
         )
 
 

@@ -99,7 +99,7 @@ def step_record(step: Step) -> dict[str, Any]:
         "policy": call.policy.name,
         "mode": call.policy.mode,
         "session": call.session.id,
-        "wire": call.adapter.name,
+        "wire": call.wire.name,
         # Attempts of one agent request share its notes object: their ids group them.
         "request_id": f"{id(notes):x}-{notes.started:.6f}",
         "turn": context.state.turns,
@@ -115,7 +115,7 @@ def step_record(step: Step) -> dict[str, Any]:
     if attempt == 1:
         record["request"] = redacted(call.payload)
     if isinstance(verdict, Nudge):
-        record["messages"] = redacted(call.adapter.rendered_turns(verdict.turns))
+        record["messages"] = redacted(call.wire.codec.rendered_turns(verdict.turns))
     return record
 
 

@@ -37,9 +37,8 @@ from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
 from proxy.upstream.client import UpstreamClient
 from proxy.verdict import Finalize, Verdict, verdict_name, verdict_reason
-from proxy.wire.base import WireAdapter
-from proxy.wire.chat.adapter import CHAT_COMPLETIONS
-from proxy.wire.registry import adapter_named
+from proxy.wire.base import Codec
+from proxy.wire.registry import format_named
 
 __all__ = [
     "JudgeMode",
@@ -119,7 +118,7 @@ def read_records(lines: Iterable[str | bytes]) -> list[dict[str, Any]]:
             raise ValueError(f"line {number}: not JSON: {exc}") from None
         if not isinstance(record, dict) or "reply" not in record or "session" not in record:
             raise ValueError(f"line {number}: not a LoopWarden step record")
-        if adapter_named(record.get("wire")) is None:
+        if format_named(record.get("wire")) is None:
             raise ValueError(f"line {number}: recorded in a wire format this build does not speak: {record['wire']}")
         records.append(record)
     return records
@@ -191,18 +190,20 @@ def _recorded(step: Mapping[str, Any]) -> tuple[str, str, tuple[str, ...]]:
 class _ScriptedUpstream:
     """Serves one request's recorded replies in order; answers judge calls from the recording."""
 
+    codec: Codec
+    """The recorded request's format's (set by :meth:`load`): what it reads and replies in."""
+
     def __init__(self, judge: JudgeMode) -> None:
         self._judge = judge
-        self.adapter: WireAdapter = CHAT_COMPLETIONS
         self.steps: list[dict[str, Any]] = []
         self.served = 0
         self.assumed: list[bool] = []
 
-    def load(self, steps: list[dict[str, Any]]) -> None:
-        self.steps, self.served, self.assumed = steps, 0, []
+    def load(self, steps: list[dict[str, Any]], codec: Codec) -> None:
+        self.steps, self.served, self.assumed, self.codec = steps, 0, [], codec
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
-        system = self.adapter.parse_request(json.loads(request.content)).first_text("system")
+        system = self.codec.parse_request(json.loads(request.content)).first_text("system")
         nonce = _NONCE.search(system) if system else None
         if nonce is not None:
             return self._verdict(nonce.group(1))
@@ -210,7 +211,7 @@ class _ScriptedUpstream:
         self.assumed.append(self.served >= len(self.steps))
         self.served += 1
         reply = _recorded_reply(self.steps[index]["reply"])
-        return httpx.Response(200, content=_encode(self.adapter.render_reply(reply)))
+        return httpx.Response(200, content=_encode(self.codec.render_reply(reply)))
 
     def _verdict(self, nonce: str) -> httpx.Response:
         judged = self.steps[min(self.served, len(self.steps)) - 1] if self.steps else {}
@@ -218,7 +219,7 @@ class _ScriptedUpstream:
         recorded_done = "judge_continue" not in decided
         done = recorded_done if self._judge == "recorded" else self._judge == "done"
         content = json.dumps({"nonce": nonce, "done": done, "reason": "as recorded" if done else "not done"})
-        body = self.adapter.render_reply(_recorded_reply({"content": content, "model": "replay-judge"}))
+        body = self.codec.render_reply(_recorded_reply({"content": content, "model": "replay-judge"}))
         return httpx.Response(200, content=_encode(body))
 
 
@@ -287,9 +288,11 @@ async def _replay_request(
     session: str,
     result: ReplayResult,
 ) -> None:
-    adapter = adapter_named(request.steps[0].get("wire")) or CHAT_COMPLETIONS  # read_records refused others
+    wire = format_named(request.steps[0].get("wire"))
+    if wire is None:  # read_records refused records of a format this build does not speak
+        raise ValueError(f"recorded in a wire format this build does not speak: {request.steps[0]['wire']}")
     payload = {k: v for k, v in request.payload.items() if k not in ("stream", "stream_options")}
-    conversation = adapter.parse_request(payload)
+    conversation = wire.codec.parse_request(payload)
     tenant = str(request.steps[0].get("tenant", "replay"))
     call = AgentRequest(
         tenant=tenant,
@@ -298,13 +301,12 @@ async def _replay_request(
         payload=payload,
         body=_encode(payload),
         conversation=conversation,
-        url=_BASE + adapter.upstream_path,
+        url=_BASE + wire.upstream_path,
         headers=[("content-type", "application/json")],
         stream=False,
-        adapter=adapter,
+        wire=wire,
     )
-    scripted.adapter = adapter
-    scripted.load(request.steps)
+    scripted.load(request.steps, wire.codec)
     capture.steps.clear()
     outcome = await pipeline.run(call)
     terminated = _header(outcome.headers, b"x-loopwarden-terminated")

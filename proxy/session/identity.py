@@ -75,7 +75,7 @@ def identify(
     client_session: str | None = None,
 ) -> SessionRef:
     """``X-Session-Id``; else the session id the client's own format carries (``client_session``,
-    from its adapter); else the derived hash of the opening."""
+    from its codec's ``session_hint``); else the derived hash of the opening."""
     agent = f"@{_clean(agent_header)}" if agent_header and agent_header.strip() else ""
     chosen = session_header if session_header and session_header.strip() else client_session
     if chosen and chosen.strip():

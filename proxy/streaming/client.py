@@ -9,8 +9,9 @@ gets the ending as ordinary chunks.
 
 The response starts lazily, with the first byte that has to go: an attempt that is held
 back whole and then replaced is answered as if it had never been streamed (status and
-headers included). While nothing flows, an SSE comment goes out every ``keepalive``
-seconds so proxies and clients do not give up on a long judge or a held tool call.
+headers included). While nothing flows, the format's keep-alive (an SSE comment; Messages'
+``ping``) goes out every ``keepalive`` seconds so proxies and clients do not give up on a long
+judge or a held tool call. The format's :class:`~proxy.wire.base.StreamCodec` frames what goes.
 
 A format whose stream must read as one sequence across attempts and endings has a relay
 (:class:`~proxy.wire.base.StreamRelay`) that every outgoing event passes through: Responses
@@ -30,8 +31,7 @@ from litestar.types import Send
 from proxy.edge.http import reply_headers
 from proxy.errors import ProxyError
 from proxy.exchange import Channel
-from proxy.wire.base import StreamRelay, WireAdapter
-from proxy.wire.chat.adapter import CHAT_COMPLETIONS
+from proxy.wire.base import StreamCodec, StreamRelay
 
 __all__ = ["ClientStream"]
 
@@ -49,9 +49,9 @@ class ClientStream:
         *,
         include_usage: bool,
         keepalive: float,
-        adapter: WireAdapter = CHAT_COMPLETIONS,
+        stream: StreamCodec,
     ) -> None:
-        self._adapter = adapter
+        self._stream = stream
         self._send = send
         self._headers = headers
         self._include_usage = include_usage
@@ -69,7 +69,7 @@ class ClientStream:
         self.released = Channel.NONE
         self._queue: list[tuple[bytes | None, Mapping[str, Any], int]] = []
         self._final: list[tuple[bytes, Mapping[str, Any] | None]] = []
-        self._relay = adapter.relay()
+        self._relay = stream.relay()
         """The client's view of the stream, for a format whose stream must read as one sequence
         across attempts (Responses renumbers; Messages keeps one message, in order)."""
         self._out: list[bytes] = []
@@ -151,7 +151,7 @@ class ClientStream:
                 out.append(self._framed(raw, chunk))
                 continue
             if channels & released:
-                going, staying = self._adapter.split_event(chunk, released)
+                going, staying = self._stream.split_event(chunk, released)
                 if going is not None:
                     out.append(self._framed(None, going))
                 if staying is not None:
@@ -166,7 +166,7 @@ class ClientStream:
         through the relay when the format has one."""
         if self._relay is not None:
             return self._relay.event(raw, chunk)
-        return raw if raw is not None else self._adapter.framed(chunk)
+        return raw if raw is not None else self._stream.framed(chunk)
 
     def _drain_in_order(self, relay: StreamRelay, released: int, substantive: bool) -> bytes:
         """:meth:`_drain` for an ordered stream: the released events at the head of the queue;
@@ -192,7 +192,7 @@ class ClientStream:
             self._take_out()
             + self._drain(Channel.ALL, substantive=True)
             + b"".join(self._framed(raw, chunk) if chunk is not None else raw for raw, chunk in self._final)
-            + self._adapter.stream_trailer
+            + self._stream.trailer
         )
         await self._write(out, last=True)
 
@@ -205,17 +205,17 @@ class ClientStream:
         """End with ``body`` (an ending or a non-streamed reply) instead of the held attempt."""
         self.new_attempt()
         if self.text_started:
-            body = self._adapter.appended(body)
+            body = self._stream.appended(body)
         if self._relay is not None:
             streamed = self._relay.ending(body)
         else:
-            streamed = self._adapter.streamed(body, include_usage=self._include_usage)
+            streamed = self._stream.streamed(body, include_usage=self._include_usage)
         await self._write(self._take_out() + streamed, last=True)
 
     async def fail(self, error: ProxyError) -> None:
         """The stream cannot be completed: an error event the SDKs raise, then the end."""
         self.new_attempt()
-        ended = self._adapter.error_event(error) if self._relay is None else self._relay.error(error)
+        ended = self._stream.error_event(error) if self._relay is None else self._relay.error(error)
         await self._write(self._take_out() + ended, last=True)
 
     def close(self) -> None:
@@ -267,7 +267,7 @@ class ClientStream:
 
     async def _ping(self) -> None:
         try:
-            await self._write(self._adapter.keepalive)
+            await self._write(self._stream.keepalive)
         except Exception:  # a ping to a client that already left is nobody's problem
             return
         finally:

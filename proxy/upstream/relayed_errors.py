@@ -191,7 +191,7 @@ def _readable(headers: Sequence[tuple[bytes, bytes]]) -> bool:
 
 
 Shape = Callable[[UpstreamError], bytes]
-"""A wire format's error body (an adapter's ``error_body``): Anthropic's on its routes."""
+"""A wire format's error body (its codec's ``error_body``): Anthropic's on its routes."""
 
 
 class _Relayed(UpstreamError):

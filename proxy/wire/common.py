@@ -1,74 +1,95 @@
-"""What every wire adapter does alike: JSON bodies, the judge's own endpoint, and (for formats
-whose requests carry their whole history) no server-side state. Adapters inherit these so that
-each states only what its format does differently."""
+"""What every JSON wire format does alike, for its roles to build on: bodies decoded and
+encoded as JSON, an ending shaped as a refusal where the client asked for JSON, goal mode's
+tool offered beside the client's, and a judge at its own base URL plus the format's path."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Protocol
 
 import msgspec
 
-from proxy.exchange import Reply, Turn
+from proxy.errors import ProxyError
+from proxy.exchange import Note, Tool, Turn
 
-__all__ = ["JsonFormat", "NoChains", "NoTranscript"]
+__all__ = ["JsonCodec", "JsonJudge", "bearer_headers", "decode_object", "encode", "openai_error_body"]
 
 _decode = msgspec.json.decode
-_encode = msgspec.json.Encoder().encode
+encode = msgspec.json.Encoder().encode
 
 
-class JsonFormat:
-    """Bodies decoded and encoded as JSON; a judge at its own base URL plus the format's path."""
-
-    upstream_path: str
-
-    def stored_ending(self, raw: str) -> dict[str, Any]:
-        ending: dict[str, Any] = _decode(raw)
-        return ending
-
-    def reply_body(self, raw: bytes) -> dict[str, Any]:
-        body: dict[str, Any] = _decode(raw)
-        return body
-
-    def encode(self, body: Mapping[str, Any]) -> bytes:
-        return _encode(body)
-
-    def judge_url(self, base_url: str) -> str:
-        return base_url.rstrip("/") + self.upstream_path
+def decode_object(raw: str | bytes) -> dict[str, Any]:
+    """A JSON object the proxy wrote or already accepted (so it is one)."""
+    body: dict[str, Any] = _decode(raw)
+    return body
 
 
-class NoChains:
-    """A format without stored responses to continue: every request carries its whole history."""
-
-    def continues(self, payload: Mapping[str, Any]) -> str | None:
-        return None
-
-    def chain_links(
-        self, payload: Mapping[str, Any], replies: Sequence[Reply], answer: Reply | Mapping[str, Any] | None
-    ) -> list[tuple[str, str | None, str | None]]:
-        return []
-
-    def references(self, payload: Mapping[str, Any]) -> list[str]:
-        return []
-
-    def rechained(
-        self, payload: Mapping[str, Any], continue_from: str | None, bodies: Mapping[str, Mapping[str, Any]]
-    ) -> dict[str, Any]:
-        return dict(payload)
+def openai_error_body(error: ProxyError) -> bytes:
+    """OpenAI's error shape (``{"error": {…}}``), which the proxy's errors render by default."""
+    return error.body()
 
 
-class NoTranscript:
-    """A format whose upstream binds no reply to its exact prefix: nothing to record or splice."""
+def bearer_headers(key: str) -> list[tuple[str, str]]:
+    """A JSON call with an OpenAI-style key (a bearer token)."""
+    return [("content-type", "application/json"), ("authorization", f"Bearer {key}")]
 
-    def spliced(self, payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[str, Any]:
-        return payload
 
-    def recorded(
+class _RendersRequest(Protocol):
+    def __call__(self, payload: Mapping[str, Any], turns: Sequence[Turn], **overrides: Any) -> bytes: ...
+
+
+class JsonCodec:
+    """The parts of a :class:`~proxy.wire.base.Codec` every JSON format shares; a format's codec
+    states its own readers and writers (``render_request``, ``summary_overrides``,
+    ``as_refusal``...) and inherits these."""
+
+    render_request: _RendersRequest
+    """The request with the proxy's turns appended and top-level fields overridden (None: removed)."""
+    summary_overrides: Callable[[Mapping[str, Any], int | None, bool], dict[str, Any]]
+    """What an ending's summary call changes: tools forbidden, prose, not streamed, its length
+    capped at the given cap (always, when forced)."""
+    forced_choice: Callable[[str], dict[str, Any]]
+    """``tool_choice`` forcing a call of the named tool."""
+    wants_structured_output: Callable[[Mapping[str, Any]], bool]
+    as_refusal: Callable[[Mapping[str, Any]], dict[str, Any]]
+    """A complete reply carrying its text as a refusal (an ending for a JSON-mode request)."""
+    offered_tool: Callable[[Tool], dict[str, Any]]
+    """A neutral tool as an entry of the request's ``tools``."""
+
+    encode = staticmethod(encode)
+    decode = staticmethod(decode_object)
+    error_body = staticmethod(openai_error_body)
+
+    def render_summary_request(
         self,
-        client: Mapping[str, Any],
-        amended: Mapping[str, Any],
+        payload: Mapping[str, Any],
         turns: Sequence[Turn],
-        reply: Reply,
-        answered: Mapping[str, str] | None = None,
-    ) -> dict[str, str]:
-        return {}
+        instruction: str,
+        max_tokens: int | None,
+        force_cap: bool,
+        answer_tool: str | None = None,
+    ) -> bytes:
+        overrides = self.summary_overrides(payload, max_tokens, force_cap)
+        if answer_tool is not None:  # a structured answer tool: forced, its call is the ending
+            overrides["tool_choice"] = self.forced_choice(answer_tool)
+        return self.render_request(payload, [*turns, Note(instruction)], **overrides)
+
+    def shaped(self, payload: Mapping[str, Any], body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:
+        if text_started or not self.wants_structured_output(payload):
+            return body
+        return self.as_refusal(body)
+
+    def with_tool(self, payload: Mapping[str, Any], tool: Tool) -> Mapping[str, Any]:
+        tools = payload.get("tools")
+        offered = [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+        return {**payload, "tools": [*offered, self.offered_tool(tool)]}
+
+
+class JsonJudge:
+    """The parts of a :class:`~proxy.wire.base.JudgeDialect` every JSON format shares: a judge
+    with its own endpoint takes the format's requests at its base URL plus the format's path."""
+
+    path: ClassVar[str]
+
+    def url(self, base_url: str) -> str:
+        return base_url.rstrip("/") + self.path

@@ -1,7 +1,9 @@
-"""The wire formats the proxy guards: one adapter each, one guarded route each.
+"""The wire formats the proxy guards: one :class:`~proxy.wire.base.WireFormat` each, one
+guarded route each.
 
-A new format is a new adapter here; the app registers its route, and every guard, budget,
-ending and metric works on it unchanged.
+A new format is one subpackage under :mod:`proxy.wire` and one line in :data:`FORMATS`; the
+app registers its route, and every guard, budget, ending and metric works on it unchanged
+(and :mod:`tests.unit.wire.test_contract` runs the wire contract suite over it).
 """
 
 from __future__ import annotations
@@ -9,33 +11,37 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from proxy.upstream.paths import CLAUDE_TELEMETRY
-from proxy.wire.base import WireAdapter
-from proxy.wire.chat.adapter import CHAT_COMPLETIONS
-from proxy.wire.messages.adapter import MESSAGES
-from proxy.wire.responses.adapter import RESPONSES
+from proxy.wire.base import WireFormat
+from proxy.wire.chat.format import CHAT_COMPLETIONS
+from proxy.wire.messages.format import MESSAGES
+from proxy.wire.responses.format import RESPONSES
 
-__all__ = ["ADAPTERS", "adapter_named", "passthrough_format"]
+__all__ = ["FORMATS", "format_named", "passthrough_format"]
 
-ADAPTERS: tuple[WireAdapter, ...] = (CHAT_COMPLETIONS, RESPONSES, MESSAGES)
+FORMATS: tuple[WireFormat, ...] = (
+    CHAT_COMPLETIONS,
+    RESPONSES,
+    MESSAGES,
+)
 
 
-def adapter_named(name: object) -> WireAdapter | None:
-    """The adapter a step record names (``wire``); chat completions for records written before
+def format_named(name: object) -> WireFormat | None:
+    """The format a step record names (``wire``); chat completions for records written before
     records named their format; None for a format this build does not speak."""
     if name is None:
         return CHAT_COMPLETIONS
-    return next((adapter for adapter in ADAPTERS if adapter.name == name), None)
+    return next((wire for wire in FORMATS if wire.name == name), None)
 
 
-def passthrough_format(path: str, header: Callable[[bytes], str | None]) -> WireAdapter | None:
+def passthrough_format(path: str, header: Callable[[bytes], str | None]) -> WireFormat | None:
     """The wire format of a call the proxy passes through, for its errors' shape and where its
-    key goes: the adapter whose route the path extends (``/v1/messages/count_tokens``), or
+    key goes: the format whose route the path extends (``/v1/messages/count_tokens``), or
     Messages for a call an Anthropic client marks with ``anthropic-version`` (Claude Code's
     ``GET /v1/models``); None: OpenAI's."""
     path = path.partition("?")[0]
     if path == CLAUDE_TELEMETRY:
         return MESSAGES
-    for adapter in ADAPTERS:
-        if path.startswith(adapter.route + "/"):
-            return adapter
+    for wire in FORMATS:
+        if path.startswith(wire.route + "/"):
+            return wire
     return MESSAGES if header(b"anthropic-version") is not None else None

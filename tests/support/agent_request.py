@@ -9,6 +9,7 @@ import msgspec
 from proxy.policy.models import Policy
 from proxy.request import AgentRequest
 from proxy.session.identity import identify
+from proxy.wire.chat.format import CHAT_COMPLETIONS
 from proxy.wire.chat.parse import parse_conversation
 
 TASK = {"model": "m", "messages": [{"role": "user", "content": "Do the task."}]}
@@ -24,11 +25,12 @@ def agent_request(
     **extra: Any,
 ) -> AgentRequest:
     """A chat-completions request of ``tenant``, named ``session`` (None: derived from the
-    conversation), parsed as the chat route parses it."""
+    conversation), parsed as the chat route parses it (``wire=`` another format to speak it upstream)."""
     payload = TASK if payload is None else payload
     conversation = parse_conversation(payload)
     extra.setdefault("stream", conversation.stream)
     extra.setdefault("url", URL)
+    extra.setdefault("wire", CHAT_COMPLETIONS)
     return AgentRequest(
         tenant=tenant,
         policy=policy or Policy(),

@@ -9,7 +9,7 @@ import pytest
 
 from proxy.exchange import Conversation, Reply, Tool, ToolCall, Usage
 from proxy.loop.answer_channel import answer_tool, ending_for, ending_text, free_text_field
-from proxy.wire.chat.adapter import CHAT_COMPLETIONS
+from proxy.wire.chat.format import CHAT_COMPLETIONS
 from proxy.wire.chat.parse import parse_conversation
 from tests.support.agent_request import agent_request
 
@@ -99,7 +99,7 @@ def test_ending_text_reads_the_words_whatever_the_form(ending: Reply, text: str)
 
 FINAL_ANSWER = {"type": "function", "function": {"name": "final_answer", "parameters": ANSWER}}
 FINAL_RESULT = {"type": "function", "function": {"name": "final_result", "parameters": CITY}}
-ENDING = CHAT_COMPLETIONS.ending("Summary.", model="m")
+ENDING = CHAT_COMPLETIONS.codec.ending("Summary.", model="m")
 
 
 def asking(*tools: dict[str, Any], **fields: Any) -> Any:
@@ -139,7 +139,7 @@ def test_a_json_mode_request_gets_the_refusal_even_with_an_answer_tool():
 
 
 def test_an_ending_already_in_the_requests_channel_is_kept_as_it_is():
-    forced = CHAT_COMPLETIONS.render_reply(
+    forced = CHAT_COMPLETIONS.codec.render_reply(
         Reply(None, None, (ToolCall("c9", "final_result", '{"city": "Lyon", "population": 1}'),), "tool_calls", Usage())
     )
 
@@ -147,7 +147,7 @@ def test_an_ending_already_in_the_requests_channel_is_kept_as_it_is():
 
 
 def test_a_call_ending_replayed_to_a_request_without_that_tool_is_its_words_as_text():
-    forced = CHAT_COMPLETIONS.render_reply(
+    forced = CHAT_COMPLETIONS.codec.render_reply(
         Reply(None, None, (ToolCall("c9", "final_result", '{"city": "Lyon", "population": 1}'),), "tool_calls", Usage())
     )
 
@@ -171,7 +171,7 @@ def test_a_structured_summary_request_forces_the_answer_tool_and_drops_the_outpu
         "stream": True,
     }
 
-    sent = json.loads(CHAT_COMPLETIONS.render_summary_request(payload, [], "Sum up.", 100, False, "final_result"))
+    sent = json.loads(CHAT_COMPLETIONS.codec.render_summary_request(payload, [], "Sum up.", 100, False, "final_result"))
 
     assert sent["tool_choice"] == {"type": "function", "function": {"name": "final_result"}}
     assert sent["tools"] == payload["tools"]

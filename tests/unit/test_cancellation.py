@@ -16,6 +16,7 @@ from proxy.session.identity import identify
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
 from proxy.upstream.client import UpstreamClient
+from proxy.wire.chat.format import CHAT_COMPLETIONS
 from proxy.wire.chat.parse import parse_conversation
 from tests.support.fake_upstream import chat_completion
 
@@ -56,6 +57,7 @@ async def test_a_request_cancelled_while_it_commits_still_writes_its_usage():
         url="http://up/v1/chat/completions",
         headers=[],
         stream=False,
+        wire=CHAT_COMPLETIONS,
     )
 
     running = asyncio.ensure_future(pipeline.run(call))

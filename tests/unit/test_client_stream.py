@@ -7,6 +7,7 @@ import json
 from proxy.errors import UpstreamDisconnected
 from proxy.exchange import Channel
 from proxy.streaming.client import ClientStream
+from proxy.wire.chat.format import CHAT_COMPLETIONS
 from proxy.wire.sse import frame
 
 ROLE = {"id": "c", "created": 1, "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
@@ -47,7 +48,10 @@ class Client:
 
 def stream(include_usage: bool = False) -> tuple[ClientStream, Client]:
     client = Client()
-    return ClientStream(client, lambda: [(b"x-test", b"1")], include_usage=include_usage, keepalive=0), client
+    sink = ClientStream(
+        client, lambda: [(b"x-test", b"1")], include_usage=include_usage, keepalive=0, stream=CHAT_COMPLETIONS.stream
+    )
+    return sink, client
 
 
 async def test_released_events_go_out_as_the_upstream_framed_them():

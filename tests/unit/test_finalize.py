@@ -23,7 +23,7 @@ from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
 from proxy.upstream.client import UpstreamClient
 from proxy.verdict import Finalize
-from proxy.wire.chat.adapter import CHAT_COMPLETIONS
+from proxy.wire.chat.format import CHAT_COMPLETIONS
 from tests.support.agent_request import agent_request
 from tests.support.fake_upstream import chat_completion
 
@@ -77,13 +77,13 @@ def without_identity(body: dict[str, Any]) -> dict[str, Any]:
 
 def local(detail: str) -> dict[str, Any]:
     conversation = agent_request(PAYLOAD).conversation
-    return without_identity(CHAT_COMPLETIONS.ending(local_summary(conversation, detail), model="m"))
+    return without_identity(CHAT_COMPLETIONS.codec.ending(local_summary(conversation, detail), model="m"))
 
 
 async def end(upstream: Upstream, policy: Policy | None = None, **options: bool):
     call = agent_request(PAYLOAD, policy)
     return await Finalizer(upstream.client()).end(
-        LOOP, call.policy, call.adapter, call.payload, [], call.conversation, call.url, call.headers, **options
+        LOOP, call.policy, call.wire.codec, call.payload, [], call.conversation, call.url, call.headers, **options
     )
 
 
@@ -96,7 +96,7 @@ async def test_the_model_summarizes_when_it_can():
     ending = await end(upstream)
 
     usage = Usage(11, 7)
-    expected = without_identity(CHAT_COMPLETIONS.ending(SUMMARY, model="m-2025", usage=usage))
+    expected = without_identity(CHAT_COMPLETIONS.codec.ending(SUMMARY, model="m-2025", usage=usage))
     assert (without_identity(ending.body), ending.via, ending.usage, ending.upstream_called) == (
         expected,
         "upstream",

@@ -14,7 +14,7 @@ from proxy.goal.model import (
     load_goal,
     over_limit,
 )
-from proxy.wire.chat.adapter import CHAT_COMPLETIONS
+from proxy.wire.chat.format import CHAT_COMPLETIONS
 
 
 def call(**arguments) -> ToolCall:
@@ -172,7 +172,7 @@ def test_the_agent_never_sees_the_goal_tool_call():
         ]
     }
 
-    kept = CHAT_COMPLETIONS.without_calls(body, GOAL_TOOL)["choices"][0]
+    kept = CHAT_COMPLETIONS.codec.without_calls(body, GOAL_TOOL)["choices"][0]
 
     assert [c["id"] for c in kept["message"]["tool_calls"]] == ["a"]
     assert kept["finish_reason"] == "tool_calls"

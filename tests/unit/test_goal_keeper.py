@@ -15,6 +15,7 @@ from proxy.policy.models import Policy
 from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import SessionDelta, SessionState
 from proxy.session.identity import identify
+from proxy.wire.chat.format import CHAT_COMPLETIONS
 from proxy.wire.chat.parse import parse_conversation
 
 PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "Write the report."}]}
@@ -36,6 +37,7 @@ def request() -> AgentRequest:
         "http://up/v1/chat/completions",
         [],
         False,
+        CHAT_COMPLETIONS,
     )
 
 

@@ -20,8 +20,9 @@ from proxy.policy.models import Policy
 from proxy.session.base import SessionState
 from proxy.streaming.holdback import held_channels
 from proxy.verdict import PASS, Verdict
+from proxy.wire.chat.format import CHAT_COMPLETIONS
 from proxy.wire.chat.parse import parse_conversation
-from proxy.wire.chat.stream import ReplyAssembler
+from proxy.wire.chat.stream import ChatAssembler
 
 TASK = [{"role": "user", "content": "Find the population of Lyon."}]
 AFTER_TOOLS = [
@@ -35,7 +36,7 @@ AFTER_TOOLS = [
 
 
 def context(messages=TASK, policy: Policy | None = None, judge: bool = True, **conversation) -> GuardContext:
-    target = JudgeTarget("http://judge/v1/chat/completions", [], "m") if judge else None
+    target = JudgeTarget("http://judge/v1/chat/completions", [], "m", CHAT_COMPLETIONS.judge) if judge else None
     return GuardContext(
         policy or Policy(),
         SessionState(),
@@ -44,8 +45,8 @@ def context(messages=TASK, policy: Policy | None = None, judge: bool = True, **c
     )
 
 
-def partial(content: str = "", reasoning: str = "", call: bool = False) -> ReplyAssembler:
-    assembler = ReplyAssembler()
+def partial(content: str = "", reasoning: str = "", call: bool = False) -> ChatAssembler:
+    assembler = ChatAssembler()
     delta: dict = {}
     if content:
         delta["content"] = content
@@ -140,5 +141,5 @@ def test_no_progress_holds_text_only_while_it_could_repeat_the_last_reply():
 def test_held_channels_is_the_union_of_every_guard():
     guards = [EmptyReplyGuard(), ReasoningOnlyGuard(), ToolArgsGuard()]
 
-    assert held_channels(guards, ReplyAssembler(), context()) == Channel.ALL
+    assert held_channels(guards, ChatAssembler(), context()) == Channel.ALL
     assert held_channels(guards, partial("Hi"), context()) == Channel.TOOL_CALLS

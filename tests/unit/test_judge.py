@@ -18,9 +18,9 @@ from proxy.judge.client import (
     parse_verdict,
 )
 from proxy.policy.models import Policy
-from proxy.wire.chat.adapter import CHAT_COMPLETIONS
-from proxy.wire.messages.adapter import MESSAGES
-from proxy.wire.responses.adapter import RESPONSES
+from proxy.wire.chat.format import CHAT_COMPLETIONS
+from proxy.wire.messages.format import MESSAGES
+from proxy.wire.responses.format import RESPONSES
 from tests.support.agent_request import agent_request
 from tests.support.injections import PAYLOADS, obeying_judge_output
 
@@ -192,7 +192,7 @@ def _request(
     reply: str = "Done.", key: str = "sk-a", tenant: str = "acme", task: str = "Find X.", trace: str = "t1"
 ) -> JudgeRequest:
     headers = (("Authorization", f"Bearer {key}"), ("traceparent", trace))
-    target = JudgeTarget("http://up/v1/chat/completions", headers, "m", scope=tenant)
+    target = JudgeTarget("http://up/v1/chat/completions", headers, "m", CHAT_COMPLETIONS.judge, scope=tenant)
     return JudgeRequest(task, reply, target, 1.0, True, remember_secs=60)
 
 
@@ -253,7 +253,7 @@ def test_the_memory_forgets_its_oldest_verdicts_beyond_capacity():
 
 
 @pytest.mark.parametrize(
-    ("adapter", "expected"),
+    ("wire", "expected"),
     [
         (CHAT_COMPLETIONS, [("content-type", "application/json"), ("authorization", "Bearer sk-judge")]),
         (RESPONSES, [("content-type", "application/json"), ("authorization", "Bearer sk-judge")]),
@@ -264,12 +264,12 @@ def test_the_memory_forgets_its_oldest_verdicts_beyond_capacity():
     ],
     ids=["chat", "responses", "messages"],
 )
-def test_a_judge_with_its_own_key_sends_it_as_its_format_takes_keys(monkeypatch, adapter, expected):
+def test_a_judge_with_its_own_key_sends_it_as_its_format_takes_keys(monkeypatch, wire, expected):
     monkeypatch.setenv("JUDGE_KEY", "sk-judge")
     policy = Policy(judge={"base_url": "http://judge/v1", "api_key_env": "JUDGE_KEY"})
 
-    target = judge_target(agent_request(policy=policy, adapter=adapter))
+    target = judge_target(agent_request(policy=policy, wire=wire))
 
     assert target is not None
     assert list(target.headers) == expected
-    assert target.url == "http://judge/v1" + adapter.upstream_path
+    assert target.url == "http://judge/v1" + wire.upstream_path

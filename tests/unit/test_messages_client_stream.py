@@ -6,8 +6,8 @@ from typing import Any
 
 from proxy.exchange import Channel
 from proxy.streaming.client import ClientStream
-from proxy.wire.messages.adapter import MESSAGES
-from proxy.wire.messages.stream import MessageAssembler, event_frame
+from proxy.wire.messages.format import MESSAGES
+from proxy.wire.messages.stream import MessagesAssembler, event_frame
 from tests.support.fake_messages import (
     check_stream,
     message_body,
@@ -36,12 +36,12 @@ class Client:
 
 def stream() -> tuple[ClientStream, Client]:
     client = Client()
-    return ClientStream(client, list, include_usage=True, keepalive=0, adapter=MESSAGES), client
+    return ClientStream(client, list, include_usage=True, keepalive=0, stream=MESSAGES.stream), client
 
 
 def feed(sink: ClientStream, *blocks: dict[str, Any], release: int = Channel.NONE) -> None:
     """One attempt's events through the stream as the reader hands them over."""
-    assembler = MessageAssembler()
+    assembler = MessagesAssembler()
     sink.new_attempt()
     sink.release(release)
     for _, event in stream_events(message_body(said(*blocks), PAYLOAD)):
@@ -82,7 +82,7 @@ async def test_an_ending_replacing_a_partly_sent_attempt_continues_its_message()
     feed(sink, thinking("Plan."), text("Partial."), release=Channel.REASONING)
     await sink.flush()
 
-    await sink.replace(MESSAGES.ending("Stopping here.", model="m"))
+    await sink.replace(MESSAGES.codec.ending("Stopping here.", model="m"))
 
     message = streamed_message(check_stream(client.body))
     assert [b["type"] for b in message["content"]] == ["thinking", "text"]
@@ -93,7 +93,7 @@ async def test_an_attempt_held_whole_and_replaced_is_as_if_never_streamed():
     sink, client = stream()
     feed(sink, thinking("Plan."), text("Wrong."))
 
-    await sink.replace(MESSAGES.ending("Ending.", model="m"))
+    await sink.replace(MESSAGES.codec.ending("Ending.", model="m"))
 
     events = check_stream(client.body)
     assert events[0]["message"]["id"].startswith("msg_lw")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from proxy.edge.http import upstream_request_headers
 from proxy.edge.tenants import Tenant, TenantDirectory, hash_key
-from proxy.wire.chat.adapter import CHAT_COMPLETIONS
-from proxy.wire.messages.adapter import MESSAGES
+from proxy.wire.chat.format import CHAT_COMPLETIONS
+from proxy.wire.messages.format import MESSAGES
 from proxy.wire.registry import passthrough_format
 
 CLIENT = [("x-api-key", "lw-proxy-key"), ("anthropic-version", "2023-06-01"), ("anthropic-beta", "a,b")]

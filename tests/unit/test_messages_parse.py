@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from proxy.wire.messages.adapter import MESSAGES
+from proxy.wire.messages.format import MESSAGES
 from proxy.wire.messages.parse import FAILED_PREFIX, parse_reply, parse_usage
 
 
@@ -30,7 +30,9 @@ THINKING = {"type": "thinking", "thinking": "Let me think.", "signature": "sig"}
 
 
 def test_a_system_string_becomes_the_first_system_message():
-    conversation = MESSAGES.parse_request({"system": "Be brief.", "messages": [{"role": "user", "content": "hi"}]})
+    conversation = MESSAGES.codec.parse_request(
+        {"system": "Be brief.", "messages": [{"role": "user", "content": "hi"}]}
+    )
 
     assert [(m.role, m.text) for m in conversation.messages] == [("system", "Be brief."), ("user", "hi")]
 
@@ -38,7 +40,7 @@ def test_a_system_string_becomes_the_first_system_message():
 def test_system_blocks_are_joined_into_the_system_message():
     payload = {"system": [{"type": "text", "text": "A"}, {"type": "text", "text": "B", "cache_control": {}}]}
 
-    assert MESSAGES.parse_request(payload).messages[0].text == "A\nB"
+    assert MESSAGES.codec.parse_request(payload).messages[0].text == "A\nB"
 
 
 def test_a_mid_conversation_system_message_keeps_its_role_and_place():
@@ -50,7 +52,7 @@ def test_a_mid_conversation_system_message_keeps_its_role_and_place():
         ]
     }
 
-    assert [(m.role, m.text) for m in MESSAGES.parse_request(payload).messages][-1] == ("system", "Reminder.")
+    assert [(m.role, m.text) for m in MESSAGES.codec.parse_request(payload).messages][-1] == ("system", "Reminder.")
 
 
 def test_tool_results_become_tool_turns_after_the_rest_of_their_user_turn():
@@ -67,7 +69,7 @@ def test_tool_results_become_tool_turns_after_the_rest_of_their_user_turn():
         ]
     }
 
-    turns = [(m.role, m.text, m.call_id) for m in MESSAGES.parse_request(payload).messages]
+    turns = [(m.role, m.text, m.call_id) for m in MESSAGES.codec.parse_request(payload).messages]
 
     assert turns == [("user", "go on", None), ("tool", "42", "t1"), ("tool", "no", "t2")]
 
@@ -77,13 +79,13 @@ def test_a_user_turn_of_tool_results_only_adds_no_user_turn():
         "messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}]
     }
 
-    assert [m.role for m in MESSAGES.parse_request(payload).messages] == ["tool"]
+    assert [m.role for m in MESSAGES.codec.parse_request(payload).messages] == ["tool"]
 
 
 def test_a_failed_tool_result_reads_as_an_error():
     block = {"type": "tool_result", "tool_use_id": "t1", "content": "file not found", "is_error": True}
 
-    [result] = MESSAGES.parse_request({"messages": [{"role": "user", "content": [block]}]}).messages
+    [result] = MESSAGES.codec.parse_request({"messages": [{"role": "user", "content": [block]}]}).messages
 
     assert result.text == FAILED_PREFIX + "file not found"
 
@@ -91,7 +93,7 @@ def test_a_failed_tool_result_reads_as_an_error():
 def test_images_and_documents_leave_a_user_turn_in_place():
     content = [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}]
 
-    [user] = MESSAGES.parse_request({"messages": [{"role": "user", "content": content}]}).messages
+    [user] = MESSAGES.codec.parse_request({"messages": [{"role": "user", "content": content}]}).messages
 
     assert (user.role, user.text) == ("user", "")
 
@@ -105,7 +107,7 @@ def test_an_assistant_turn_carries_its_text_calls_and_thinking():
         {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {"query": "q"}},
     ]
 
-    [turn] = MESSAGES.parse_request({"messages": [{"role": "assistant", "content": content}]}).messages
+    [turn] = MESSAGES.codec.parse_request({"messages": [{"role": "assistant", "content": content}]}).messages
 
     assert turn.text == "Reading it."
     assert turn.reasoning == "Let me think."
@@ -123,10 +125,10 @@ def test_tools_offer_their_input_schema_as_parameters():
         ]
     }
 
-    conversation = MESSAGES.parse_request(payload)
+    conversation = MESSAGES.codec.parse_request(payload)
 
     assert conversation.tool_parameters() == {"read": schema, "bash": {}}
-    assert MESSAGES.declared_schemas(payload) == [("tools[0].input_schema", "read", schema)]
+    assert MESSAGES.codec.declared_schemas(payload) == [("tools[0].input_schema", "read", schema)]
 
 
 @pytest.mark.parametrize(
@@ -137,19 +139,19 @@ def test_tools_offer_their_input_schema_as_parameters():
     ],
 )
 def test_a_json_schema_output_format_is_the_output_contract(payload: dict[str, Any]):
-    assert MESSAGES.parse_request(payload).output_schema == {"type": "object"}
-    assert MESSAGES.wants_structured_output(payload)
+    assert MESSAGES.codec.parse_request(payload).output_schema == {"type": "object"}
+    assert MESSAGES.codec.wants_structured_output(payload)
 
 
 def test_effort_alone_asks_for_no_json():
     payload = {"output_config": {"effort": "high"}}
 
-    assert MESSAGES.parse_request(payload).output_schema is None
-    assert not MESSAGES.wants_structured_output(payload)
+    assert MESSAGES.codec.parse_request(payload).output_schema is None
+    assert not MESSAGES.codec.wants_structured_output(payload)
 
 
 def test_max_tokens_is_the_output_cap_and_stream_and_model_are_read():
-    conversation = MESSAGES.parse_request({"model": "claude-x", "max_tokens": 1024, "stream": True})
+    conversation = MESSAGES.codec.parse_request({"model": "claude-x", "max_tokens": 1024, "stream": True})
 
     assert (conversation.model, conversation.output_cap, conversation.stream) == (
         "claude-x",
@@ -272,13 +274,13 @@ def test_usage_counts_cache_writes_and_reads_as_prompt_each_apart():
     ],
 )
 def test_the_session_hint_is_claude_codes_session_id_never_an_end_users_id(metadata: dict[str, Any], hint: str | None):
-    assert MESSAGES.session_hint({"metadata": metadata}, lambda name: None) == hint
+    assert MESSAGES.codec.session_hint({"metadata": metadata}, lambda name: None) == hint
 
 
 def test_text_riding_along_with_tool_results_leaves_them_the_latest_results():
     reminder = {"type": "text", "text": "<system-reminder>Be careful.</system-reminder>"}
     result = {"type": "tool_result", "tool_use_id": "t1", "content": "42"}
 
-    conversation = MESSAGES.parse_request({"messages": [{"role": "user", "content": [result, reminder]}]})
+    conversation = MESSAGES.codec.parse_request({"messages": [{"role": "user", "content": [result, reminder]}]})
 
     assert [m.call_id for m in conversation.trailing_tool_results()] == ["t1"]

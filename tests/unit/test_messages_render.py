@@ -22,7 +22,7 @@ from proxy.errors import (
 )
 from proxy.exchange import Echo, Note, ReturnCalls
 from proxy.goal.model import GOAL_TOOL, goal_tool
-from proxy.wire.messages.adapter import MESSAGES
+from proxy.wire.messages.format import MESSAGES
 from proxy.wire.messages.parse import parse_reply
 
 SIGNED = {"type": "thinking", "thinking": "Plan: read a.", "signature": "sig-Zx9\u00e9"}
@@ -45,7 +45,7 @@ def reply_of(*blocks: dict[str, Any], stop_reason: str = "end_turn") -> Any:
 
 
 def rendered(turns: list[Any], payload: dict[str, Any] = PAYLOAD) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(MESSAGES.render_request(payload, turns))
+    result: dict[str, Any] = json.loads(MESSAGES.codec.render_request(payload, turns))
     return result
 
 
@@ -86,7 +86,7 @@ def test_returned_calls_put_every_tool_result_first_and_the_note_after_them():
 def test_the_echoed_content_keeps_the_upstreams_key_order():
     reply = reply_of({"signature": "s", "thinking": "t", "type": "thinking"})
 
-    raw = MESSAGES.render_request(PAYLOAD, [Echo(reply)])
+    raw = MESSAGES.codec.render_request(PAYLOAD, [Echo(reply)])
 
     assert b'{"signature":"s","thinking":"t","type":"thinking"}' in raw
 
@@ -94,11 +94,11 @@ def test_the_echoed_content_keeps_the_upstreams_key_order():
 def test_a_streamed_request_without_changes_is_sent_as_the_client_wrote_it():
     body = b'{"stream": true, "model": "m",  "messages": []}'
 
-    assert MESSAGES.render_stream_request(body, json.loads(body), [], untouched=True) is body
+    assert MESSAGES.stream.render_request(body, json.loads(body), [], untouched=True) is body
 
 
 def test_a_nudged_streamed_request_still_streams():
-    assert json.loads(MESSAGES.render_stream_request(b"{}", PAYLOAD, [Note("x")], untouched=False))["stream"] is True
+    assert json.loads(MESSAGES.stream.render_request(b"{}", PAYLOAD, [Note("x")], untouched=False))["stream"] is True
 
 
 def test_the_summary_call_forbids_tools_drops_the_format_and_appends_the_instruction():
@@ -108,7 +108,7 @@ def test_the_summary_call_forbids_tools_drops_the_format_and_appends_the_instruc
         "output_config": {"effort": "low", "format": {"type": "json_schema", "schema": {}}},
     }
 
-    body = json.loads(MESSAGES.render_summary_request(payload, [], "Summarize.", 500, False))
+    body = json.loads(MESSAGES.codec.render_summary_request(payload, [], "Summarize.", 500, False))
 
     assert body["tool_choice"] == {"type": "none"}
     assert body["tools"] == PAYLOAD["tools"]
@@ -121,7 +121,7 @@ def test_the_summary_call_forbids_tools_drops_the_format_and_appends_the_instruc
 def test_the_summary_calls_thinking_budget_stays_below_its_max_tokens():
     payload = {**PAYLOAD, "thinking": {"type": "enabled", "budget_tokens": 1024}}
 
-    body = json.loads(MESSAGES.render_summary_request(payload, [], "Summarize.", 300, True))
+    body = json.loads(MESSAGES.codec.render_summary_request(payload, [], "Summarize.", 300, True))
 
     assert body["max_tokens"] > body["thinking"]["budget_tokens"]
 
@@ -139,7 +139,7 @@ def test_a_note_on_a_tool_result_is_appended_to_that_result_only():
         ]
     }
 
-    amended = MESSAGES.amended(payload, {"t1": "careful", "t2": "again"}, ())
+    amended = MESSAGES.codec.amended(payload, {"t1": "careful", "t2": "again"}, ())
 
     blocks = amended["messages"][0]["content"]
     assert blocks[0]["content"] == "out\n\n[LoopWarden] careful"
@@ -148,14 +148,14 @@ def test_a_note_on_a_tool_result_is_appended_to_that_result_only():
 
 
 def test_hiding_every_tool_removes_tools_and_tool_choice():
-    amended = MESSAGES.amended({**PAYLOAD, "tool_choice": {"type": "tool", "name": "read"}}, {}, ["read"])
+    amended = MESSAGES.codec.amended({**PAYLOAD, "tool_choice": {"type": "tool", "name": "read"}}, {}, ["read"])
 
     assert "tools" not in amended
     assert "tool_choice" not in amended
 
 
 def test_goal_mode_offers_its_tool_with_an_input_schema():
-    tools = MESSAGES.with_tool(PAYLOAD, goal_tool())["tools"]
+    tools = MESSAGES.codec.with_tool(PAYLOAD, goal_tool())["tools"]
 
     assert tools[-1]["name"] == GOAL_TOOL
     assert tools[-1]["input_schema"]["type"] == "object"
@@ -164,14 +164,14 @@ def test_goal_mode_offers_its_tool_with_an_input_schema():
 def test_the_goal_tools_calls_are_taken_out_of_a_reply():
     body = {"content": [{"type": "text", "text": "x"}, {**CALL, "name": GOAL_TOOL}], "stop_reason": "tool_use"}
 
-    stripped = MESSAGES.without_calls(body, GOAL_TOOL)
+    stripped = MESSAGES.codec.without_calls(body, GOAL_TOOL)
 
     assert stripped["content"] == [{"type": "text", "text": "x"}]
     assert stripped["stop_reason"] == "end_turn"
 
 
 def test_an_ending_is_a_message_with_an_id_of_the_proxys_own():
-    ending = MESSAGES.ending("Stopping here.", model="claude-x")
+    ending = MESSAGES.codec.ending("Stopping here.", model="claude-x")
 
     assert ending["id"].startswith("msg_lw")
     assert (ending["type"], ending["role"], ending["stop_reason"]) == ("message", "assistant", "end_turn")
@@ -180,15 +180,15 @@ def test_an_ending_is_a_message_with_an_id_of_the_proxys_own():
 
 def test_a_structured_request_takes_its_ending_as_a_refusal_unless_text_streamed():
     payload = {"output_config": {"format": {"type": "json_schema", "schema": {}}}}
-    ending = MESSAGES.ending("Stopping.", model="m")
+    ending = MESSAGES.codec.ending("Stopping.", model="m")
 
-    assert MESSAGES.shaped(payload, ending, text_started=False)["stop_reason"] == "refusal"
-    assert MESSAGES.shaped(payload, ending, text_started=True)["stop_reason"] == "end_turn"
-    assert MESSAGES.shaped({}, ending, text_started=False)["stop_reason"] == "end_turn"
+    assert MESSAGES.codec.shaped(payload, ending, text_started=False)["stop_reason"] == "refusal"
+    assert MESSAGES.codec.shaped(payload, ending, text_started=True)["stop_reason"] == "end_turn"
+    assert MESSAGES.codec.shaped({}, ending, text_started=False)["stop_reason"] == "end_turn"
 
 
 def test_an_ending_after_streamed_text_is_set_apart():
-    assert MESSAGES.appended(MESSAGES.ending("Stop.", model="m"))["content"][0]["text"] == "\n\nStop."
+    assert MESSAGES.stream.appended(MESSAGES.codec.ending("Stop.", model="m"))["content"][0]["text"] == "\n\nStop."
 
 
 @pytest.mark.parametrize(
@@ -208,13 +208,13 @@ def test_an_ending_after_streamed_text_is_set_apart():
 )
 def test_errors_take_anthropics_shape_with_the_type_of_their_status(error: ProxyError, status: int, kind: str):
     assert error.status == status
-    assert json.loads(MESSAGES.error_body(error)) == {"type": "error", "error": {"type": kind, "message": "x"}}
+    assert json.loads(MESSAGES.codec.error_body(error)) == {"type": "error", "error": {"type": kind, "message": "x"}}
 
 
 def test_a_reply_renders_as_its_own_content_while_that_still_says_the_same():
     reply = reply_of(SIGNED, {"type": "text", "text": "Reading."}, CALL, stop_reason="tool_use")
 
-    body = MESSAGES.render_reply(reply)
+    body = MESSAGES.codec.render_reply(reply)
 
     assert body["content"] == [SIGNED, {"type": "text", "text": "Reading."}, CALL]
     assert (body["type"], body["stop_reason"]) == ("message", "tool_use")
@@ -224,7 +224,7 @@ def test_a_reply_renders_as_its_own_content_while_that_still_says_the_same():
 def test_a_reply_changed_by_a_guard_renders_from_what_it_now_says():
     reply = dataclasses.replace(reply_of(SIGNED, CALL, stop_reason="tool_use"), tool_calls=(), finish_reason="end_turn")
 
-    body = MESSAGES.render_reply(reply)
+    body = MESSAGES.codec.render_reply(reply)
 
     assert [b["type"] for b in body["content"]] == ["thinking"]
     assert body["stop_reason"] == "end_turn"
@@ -235,7 +235,7 @@ def test_a_recorded_chat_reply_replays_in_messages_words():
 
     reply = Reply(None, "Hmm.", (ToolCall("c1", "read", '{"path": "a"}'),), "tool_calls", Usage(3, 4))
 
-    body = MESSAGES.render_reply(reply)
+    body = MESSAGES.codec.render_reply(reply)
 
     assert body["content"] == [
         {"type": "thinking", "thinking": "Hmm.", "signature": ""},

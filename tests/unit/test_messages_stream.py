@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from proxy.exchange import Channel
-from proxy.wire.messages.adapter import MESSAGES
+from proxy.wire.messages.format import MESSAGES
 from proxy.wire.messages.parse import parse_reply
-from proxy.wire.messages.stream import MessageAssembler, MessageSequencer, event_frame
+from proxy.wire.messages.relay import MessagesRelay
+from proxy.wire.messages.stream import MessagesAssembler, event_frame
 from tests.support.fake_messages import (
     check_stream,
     message_body,
@@ -30,8 +31,8 @@ def events_of(*blocks: dict[str, Any], stop_reason: str | None = None) -> list[d
     return [data for _, data in stream_events(message_body(said(*blocks, stop_reason=stop_reason), PAYLOAD))]
 
 
-def assembled(events: list[dict[str, Any]]) -> MessageAssembler:
-    assembler = MessageAssembler()
+def assembled(events: list[dict[str, Any]]) -> MessagesAssembler:
+    assembler = MessagesAssembler()
     for event in events:
         assembler.add(event)
     return assembler
@@ -61,7 +62,7 @@ def test_the_completion_is_the_message_a_json_call_returns():
 
 
 def test_message_stop_completes_the_stream_and_nothing_before_it_does():
-    assembler = MessageAssembler()
+    assembler = MessagesAssembler()
     events = events_of(text("Hi"))
 
     flags = [assembler.add(event) for event in events[:-1]]
@@ -82,7 +83,7 @@ def test_message_stop_completes_the_stream_and_nothing_before_it_does():
     ],
 )
 def test_every_event_of_a_block_carries_the_blocks_channel(block: dict[str, Any], channel: int):
-    assembler = MessageAssembler()
+    assembler = MessagesAssembler()
     events = events_of(block)
 
     flags = [assembler.add(e) for e in events if e["type"].startswith("content_block")]
@@ -91,14 +92,14 @@ def test_every_event_of_a_block_carries_the_blocks_channel(block: dict[str, Any]
 
 
 def test_pings_and_unknown_events_carry_nothing():
-    assembler = MessageAssembler()
+    assembler = MessagesAssembler()
 
     assert assembler.add({"type": "ping"}) == Channel.NONE
     assert assembler.add({"type": "content_block_future", "index": 0}) == Channel.NONE
 
 
 def test_partial_json_is_kept_as_written_for_the_argument_checks():
-    assembler = MessageAssembler()
+    assembler = MessagesAssembler()
     assembler.add({"type": "message_start", "message": {"id": "m", "model": "x", "usage": {"input_tokens": 3}}})
     assembler.add({"type": "content_block_start", "index": 0, "content_block": tool_use("run", {})})
     for part in ['{"cmd": "rm -rf /",', ' "cmd": "ls"}']:
@@ -112,7 +113,7 @@ def test_partial_json_is_kept_as_written_for_the_argument_checks():
 
 
 def test_usage_from_message_start_and_message_delta_is_merged():
-    assembler = MessageAssembler()
+    assembler = MessagesAssembler()
     assembler.add(
         {
             "type": "message_start",
@@ -130,7 +131,7 @@ def test_usage_from_message_start_and_message_delta_is_merged():
 
 
 def test_the_partial_reply_tells_text_from_reasoning_and_calls():
-    assembler = MessageAssembler()
+    assembler = MessagesAssembler()
     events = events_of(thinking("Hmm"), text("Hi there"), tool_use("read", {}))
     for event in events[:8]:
         assembler.add(event)
@@ -143,7 +144,7 @@ def test_the_partial_reply_tells_text_from_reasoning_and_calls():
 
 
 def test_a_citations_delta_is_added_to_its_text_block():
-    assembler = MessageAssembler()
+    assembler = MessagesAssembler()
     assembler.add(
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "", "citations": None}}
     )
@@ -170,7 +171,7 @@ def test_a_citations_delta_is_added_to_its_text_block():
     ],
 )
 def test_an_event_is_split_whole_one_way_or_the_other(event: dict[str, Any], released: int, going: bool):
-    out, kept = MESSAGES.split_event(event, released)
+    out, kept = MESSAGES.stream.split_event(event, released)
 
     assert (out, kept) == ((event, None) if going else (None, event))
 
@@ -179,9 +180,9 @@ def test_an_event_is_split_whole_one_way_or_the_other(event: dict[str, Any], rel
 
 
 def test_an_ending_streams_as_one_well_formed_message():
-    body = MESSAGES.ending("Stopping here.", model="m")
+    body = MESSAGES.codec.ending("Stopping here.", model="m")
 
-    events = check_stream(MESSAGES.streamed(body, include_usage=True))
+    events = check_stream(MESSAGES.stream.streamed(body, include_usage=True))
 
     assert streamed_message(events)["content"] == body["content"]
     assert events[0]["message"]["id"].startswith("msg_lw")
@@ -190,7 +191,7 @@ def test_an_ending_streams_as_one_well_formed_message():
 def test_a_reply_with_every_block_kind_streams_back_as_it_was():
     body = message_body(said(thinking("Plan."), text("Reading."), tool_use("read", {"path": "a"})), PAYLOAD)
 
-    events = check_stream(MESSAGES.streamed(body, include_usage=True))
+    events = check_stream(MESSAGES.stream.streamed(body, include_usage=True))
 
     assert streamed_message(events)["content"] == body["content"]
 
@@ -198,7 +199,7 @@ def test_a_reply_with_every_block_kind_streams_back_as_it_was():
 def test_the_error_event_is_named_and_in_anthropics_shape():
     from proxy.errors import UpstreamError
 
-    raw = MESSAGES.error_event(UpstreamError("gone"))
+    raw = MESSAGES.stream.error_event(UpstreamError("gone"))
 
     assert raw.startswith(b"event: error\ndata: ")
     assert json.loads(raw.split(b"data: ", 1)[1]) == {
@@ -212,7 +213,7 @@ def frames(events: list[dict[str, Any]]) -> list[tuple[bytes, dict[str, Any]]]:
 
 
 def test_a_second_attempt_continues_the_first_ones_message():
-    sequencer = MessageSequencer()
+    sequencer = MessagesRelay()
     first = events_of(thinking("Hmm"), text("Let me look."))
     second = events_of(text("Here it is."))
     out = [sequencer.event(raw, e) for raw, e in frames(first[:-2])]  # the reply went out, its finish was held
@@ -228,9 +229,9 @@ def test_a_second_attempt_continues_the_first_ones_message():
 
 
 def test_an_ending_after_part_of_a_reply_continues_its_message():
-    sequencer = MessageSequencer()
+    sequencer = MessagesRelay()
     out = [sequencer.event(raw, e) for raw, e in frames(events_of(text("Partial answer."))[:-2])]
-    out.append(sequencer.ending(MESSAGES.ending("Stopping.", model="m")))
+    out.append(sequencer.ending(MESSAGES.codec.ending("Stopping.", model="m")))
 
     events = check_stream(b"".join(out))
 
@@ -238,7 +239,7 @@ def test_an_ending_after_part_of_a_reply_continues_its_message():
 
 
 def test_the_sequencer_passes_the_upstreams_own_bytes_when_nothing_changes():
-    sequencer = MessageSequencer()
+    sequencer = MessagesRelay()
     pairs = frames(events_of(text("Hi")))
 
     assert [sequencer.event(raw, e) for raw, e in pairs] == [raw for raw, _ in pairs]

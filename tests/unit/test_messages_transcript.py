@@ -7,7 +7,7 @@ from typing import Any
 
 from proxy.exchange import Note, ReturnCalls
 from proxy.goal.model import goal_tool
-from proxy.wire.messages.adapter import MESSAGES
+from proxy.wire.messages.format import MESSAGES
 from proxy.wire.messages.parse import parse_reply
 
 THOUGHT = {"type": "thinking", "thinking": "Plan.", "signature": "sig-1"}
@@ -26,7 +26,7 @@ def reply_of(*blocks: dict[str, Any]) -> Any:
 def nudged_session() -> dict[str, str]:
     """A request whose first reply was returned unexecuted and whose second reached the client."""
     turns = [ReturnCalls(reply_of(THOUGHT, CALL), {"toolu_1": "q is required"}), Note("Fix it.")]
-    return MESSAGES.recorded(CLIENT, CLIENT, turns, reply_of({**THOUGHT, "signature": "sig-2"}, FIXED))
+    return MESSAGES.transcript.recorded(CLIENT, CLIENT, turns, reply_of({**THOUGHT, "signature": "sig-2"}, FIXED))
 
 
 def next_request(final: list[dict[str, Any]]) -> dict[str, Any]:
@@ -37,7 +37,7 @@ def next_request(final: list[dict[str, Any]]) -> dict[str, Any]:
 def test_the_hidden_turns_are_put_back_before_the_reply():
     final = [{**THOUGHT, "signature": "sig-2"}, FIXED]
 
-    spliced = MESSAGES.spliced(next_request(final), nudged_session())
+    spliced = MESSAGES.transcript.spliced(next_request(final), nudged_session())
 
     roles = [m["role"] for m in spliced["messages"]]
     assert roles == ["user", "assistant", "user", "assistant", "user"]
@@ -50,7 +50,7 @@ def test_the_hidden_turns_are_put_back_before_the_reply():
 def test_a_client_that_writes_nulls_back_still_matches():
     final = [{**THOUGHT, "signature": "sig-2", "cache_control": None}, {**FIXED, "caller": None}]
 
-    spliced = MESSAGES.spliced(next_request(final), nudged_session())
+    spliced = MESSAGES.transcript.spliced(next_request(final), nudged_session())
 
     assert len(spliced["messages"]) == 5
 
@@ -58,7 +58,7 @@ def test_a_client_that_writes_nulls_back_still_matches():
 def test_a_streamed_reply_that_carried_part_of_the_failed_attempt_is_replaced_whole():
     final = [THOUGHT, {**THOUGHT, "signature": "sig-2"}, FIXED]  # the first attempt's thinking went out too
 
-    spliced = MESSAGES.spliced(next_request(final), nudged_session())
+    spliced = MESSAGES.transcript.spliced(next_request(final), nudged_session())
 
     assert spliced["messages"][3]["content"] == [{**THOUGHT, "signature": "sig-2"}, FIXED]
 
@@ -66,22 +66,22 @@ def test_a_streamed_reply_that_carried_part_of_the_failed_attempt_is_replaced_wh
 def test_a_history_the_client_rewrote_is_left_alone():
     payload = next_request([{"type": "text", "text": "A summary of earlier work."}])
 
-    assert MESSAGES.spliced(payload, nudged_session()) is payload
+    assert MESSAGES.transcript.spliced(payload, nudged_session()) is payload
 
 
 def test_a_request_with_nothing_recorded_is_the_clients_own_payload():
-    assert MESSAGES.spliced(CLIENT, {"steps": "3"}) is CLIENT
+    assert MESSAGES.transcript.spliced(CLIENT, {"steps": "3"}) is CLIENT
 
 
 def test_an_annotated_tool_result_is_recorded_at_its_place():
     result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "out"}]}
     client = {"messages": [CLIENT["messages"][0], {"role": "assistant", "content": [CALL]}, result]}
-    amended = MESSAGES.amended(client, {"toolu_1": "you called this before"}, ())
+    amended = MESSAGES.codec.amended(client, {"toolu_1": "you called this before"}, ())
 
-    fields = MESSAGES.recorded(client, amended, [], reply_of(FIXED))
+    fields = MESSAGES.transcript.recorded(client, amended, [], reply_of(FIXED))
     later = {"messages": [*client["messages"], {"role": "assistant", "content": [FIXED]}]}
 
-    assert MESSAGES.spliced(later, fields)["messages"][2] == amended["messages"][2]
+    assert MESSAGES.transcript.spliced(later, fields)["messages"][2] == amended["messages"][2]
     assert len(fields) == 1  # no turns were added, so the reply itself is not recorded
 
 
@@ -94,7 +94,9 @@ def test_the_clients_cache_breakpoints_of_today_are_kept_not_the_recorded_ones()
             {"role": "user", "content": [result]},
         ]
     }
-    fields = MESSAGES.recorded(client, MESSAGES.amended(client, {"toolu_1": "careful"}, ()), [], reply_of(FIXED))
+    fields = MESSAGES.transcript.recorded(
+        client, MESSAGES.codec.amended(client, {"toolu_1": "careful"}, ()), [], reply_of(FIXED)
+    )
     moved = {k: v for k, v in result.items() if k != "cache_control"}
     later = {
         "messages": [
@@ -105,7 +107,7 @@ def test_the_clients_cache_breakpoints_of_today_are_kept_not_the_recorded_ones()
         ]
     }
 
-    spliced = MESSAGES.spliced(later, fields)["messages"][2]["content"][0]
+    spliced = MESSAGES.transcript.spliced(later, fields)["messages"][2]["content"][0]
 
     assert "cache_control" not in spliced
     assert spliced["content"] == "out\n\n[LoopWarden] careful"
@@ -114,18 +116,20 @@ def test_the_clients_cache_breakpoints_of_today_are_kept_not_the_recorded_ones()
 def test_a_tool_the_proxy_offered_stays_offered_once_the_upstream_saw_it():
     mine = [{"name": "search", "input_schema": {"type": "object"}}]
     client = {**CLIENT, "tools": mine}
-    with_goal = MESSAGES.with_tool(client, goal_tool())
-    fields = MESSAGES.recorded(client, with_goal, [], reply_of(FIXED))
+    with_goal = MESSAGES.codec.with_tool(client, goal_tool())
+    fields = MESSAGES.transcript.recorded(client, with_goal, [], reply_of(FIXED))
 
-    later = MESSAGES.spliced(client, fields)
+    later = MESSAGES.transcript.spliced(client, fields)
 
     assert later["tools"] == with_goal["tools"]
-    assert MESSAGES.spliced(with_goal, fields) is with_goal  # while the proxy adds it itself: nothing to do
+    assert MESSAGES.transcript.spliced(with_goal, fields) is with_goal  # while the proxy adds it itself: nothing to do
 
 
 def test_a_reply_stripped_of_the_proxys_calls_is_put_back_whole_with_their_results_first():
     own = {"type": "tool_use", "id": "toolu_goal", "name": "loopwarden_goal", "input": {"action": "update_status"}}
-    fields = MESSAGES.recorded(CLIENT, CLIENT, [], reply_of(THOUGHT, own, FIXED), {"toolu_goal": "Goal stays."})
+    fields = MESSAGES.transcript.recorded(
+        CLIENT, CLIENT, [], reply_of(THOUGHT, own, FIXED), {"toolu_goal": "Goal stays."}
+    )
     theirs = {"type": "tool_result", "tool_use_id": "toolu_2", "content": "found"}
     later = {
         **CLIENT,
@@ -136,7 +140,7 @@ def test_a_reply_stripped_of_the_proxys_calls_is_put_back_whole_with_their_resul
         ],
     }
 
-    messages = MESSAGES.spliced(later, fields)["messages"]
+    messages = MESSAGES.transcript.spliced(later, fields)["messages"]
 
     assert messages[1]["content"] == [THOUGHT, own, FIXED]
     assert messages[2]["content"] == [

@@ -21,6 +21,7 @@ from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
 from proxy.upstream.client import UpstreamClient
 from proxy.verdict import Pass, Rewrite
+from proxy.wire.chat.format import CHAT_COMPLETIONS
 from proxy.wire.chat.parse import parse_conversation
 from tests.support.fake_upstream import chat_completion
 from tests.support.waiting import PATIENCE_SECS
@@ -73,6 +74,7 @@ def make(
             url="http://up/v1/chat/completions",
             headers=[],
             stream=False,
+            wire=CHAT_COMPLETIONS,
             **extra,
         )
 

@@ -15,6 +15,7 @@ from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import SessionState
 from proxy.session.identity import identify
 from proxy.verdict import Finalize, Nudge, verdict_name
+from proxy.wire.chat.format import CHAT_COMPLETIONS
 from proxy.wire.chat.parse import parse_conversation
 
 PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "token sk-abcdefghijklmnop please"}]}
@@ -34,6 +35,7 @@ def chat_call(recording: RecordingSettings | None = None) -> AgentRequest:
         url="http://up/v1/chat/completions",
         headers=[("authorization", "Bearer sk-secret-key-123456")],
         stream=False,
+        wire=CHAT_COMPLETIONS,
     )
 
 

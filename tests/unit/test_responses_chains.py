@@ -10,7 +10,7 @@ from proxy.loop.continuity import resolve_chain
 from proxy.session.base import SessionState, StoreUnavailable
 from proxy.session.chains import Chained, chained_session, remember_responses
 from proxy.session.memory import MemoryStore
-from proxy.wire.responses.adapter import RESPONSES
+from proxy.wire.responses.format import RESPONSES
 from proxy.wire.responses.parse import parse_reply
 from tests.support.fake_responses import function_call, message, response
 
@@ -23,7 +23,7 @@ def _reply(body: dict):
 
 REJECTED = _reply(response(message("Let me look."), function_call("f", "{}", "c1")))
 GOOD = _reply(response(message("Found it.")))
-ENDING = RESPONSES.ending("Stopped.", model="m")
+ENDING = RESPONSES.codec.ending("Stopped.", model="m")
 ID = {"rejected": REJECTED.source["id"], "good": GOOD.source["id"], "ending": ENDING["id"]}
 
 CASES = [
@@ -44,7 +44,7 @@ CASES = [
 
 @pytest.mark.parametrize(("payload", "answer", "expected"), CASES)
 def test_a_request_records_the_ids_its_client_may_hold_with_the_response_to_continue_from(payload, answer, expected):
-    links = RESPONSES.chain_links(payload, [REJECTED, GOOD], answer)
+    links = RESPONSES.chains.links(payload, [REJECTED, GOOD], answer)
 
     named = {value: key for key, value in ID.items()}
     assert [(named[found], named.get(target, target)) for found, target, _ in links] == expected
@@ -66,12 +66,12 @@ async def test_a_continuation_finds_its_session_and_where_to_chain():
 
 
 def test_the_request_continues_another_response_when_told():
-    assert RESPONSES.rechained({"previous_response_id": "resp_a", "input": []}, "resp_b", {}) == {
+    assert RESPONSES.chains.rechained({"previous_response_id": "resp_a", "input": []}, "resp_b", {}) == {
         "previous_response_id": "resp_b",
         "input": [],
     }
-    assert RESPONSES.continues({"previous_response_id": "resp_a"}) == "resp_a"
-    assert RESPONSES.continues({"input": "x"}) is None
+    assert RESPONSES.chains.continues({"previous_response_id": "resp_a"}) == "resp_a"
+    assert RESPONSES.chains.continues({"input": "x"}) is None
 
 
 def test_a_reference_to_the_proxys_own_item_is_resolved_from_its_record_and_never_sent_upstream():
@@ -86,8 +86,8 @@ def test_a_reference_to_the_proxys_own_item_is_resolved_from_its_record_and_neve
         ],
     }
 
-    assert RESPONSES.references(payload) == [ENDING["id"], "resp_lwunknown"]
-    resolved = RESPONSES.rechained(payload, None, {ENDING["id"]: ENDING})
+    assert RESPONSES.chains.references(payload) == [ENDING["id"], "resp_lwunknown"]
+    resolved = RESPONSES.chains.rechained(payload, None, {ENDING["id"]: ENDING})
 
     assert "previous_response_id" not in resolved  # the proxy's own: nothing upstream to continue from
     assert resolved["input"] == [payload["input"][0], ENDING["output"][0], payload["input"][3]]

@@ -10,7 +10,7 @@ from proxy.judge.client import JudgeOutcome, JudgeRequest, JudgeTarget
 from proxy.policy.models import Policy
 from proxy.session.base import SessionState
 from proxy.verdict import Finalize, Nudge, Pass
-from proxy.wire.responses.adapter import RESPONSES
+from proxy.wire.responses.format import RESPONSES
 from proxy.wire.responses.parse import parse_reply
 from tests.support.fake_responses import message, response
 
@@ -32,7 +32,7 @@ USED_TOOLS = Conversation(
         Message("tool", "def parse(): ...", call_id="c1"),
     ]
 )
-TARGET = JudgeTarget("http://up/v1/responses", [], "m", scope="t", adapter=RESPONSES)
+TARGET = JudgeTarget("http://up/v1/responses", [], "m", RESPONSES.judge, scope="t")
 
 
 def _context(strikes: int = 0) -> GuardContext:

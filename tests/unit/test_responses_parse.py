@@ -7,7 +7,7 @@ import json
 import pytest
 
 from proxy.exchange import Message, ToolCall, Usage
-from proxy.wire.responses.adapter import RESPONSES
+from proxy.wire.responses.format import RESPONSES
 from proxy.wire.responses.parse import ENCRYPTED_REASONING, parse_conversation, parse_reply
 from tests.support.fake_responses import custom_call, function_call, message, reasoning, response
 
@@ -75,7 +75,7 @@ def test_function_custom_and_namespaced_tools_are_offered_and_their_schemas_decl
         ("apply_patch", "custom"),
         ("mcp.read", "function"),
     ]
-    assert RESPONSES.declared_schemas(payload) == [
+    assert RESPONSES.codec.declared_schemas(payload) == [
         ("tools[0].parameters", "search", schema),
         ("tools[2].tools[0].parameters", "mcp.read", schema),
     ]
@@ -92,10 +92,10 @@ def test_text_format_json_schema_is_the_output_contract_and_asks_for_a_json_answ
     payload = {"text": {"format": {"type": "json_schema", "name": "x", "schema": schema}}}
 
     assert parse_conversation(payload).output_schema == schema
-    assert RESPONSES.wants_structured_output(payload)
-    assert RESPONSES.wants_structured_output({"text": {"format": {"type": "json_object"}}})
-    assert not RESPONSES.wants_structured_output({"text": {"format": {"type": "text"}}})
-    assert not RESPONSES.wants_structured_output({"text": {"verbosity": "low"}})
+    assert RESPONSES.codec.wants_structured_output(payload)
+    assert RESPONSES.codec.wants_structured_output({"text": {"format": {"type": "json_object"}}})
+    assert not RESPONSES.codec.wants_structured_output({"text": {"format": {"type": "text"}}})
+    assert not RESPONSES.codec.wants_structured_output({"text": {"verbosity": "low"}})
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import json
 
 from proxy.errors import InvalidRequest
 from proxy.exchange import Echo, Note, ReturnCalls, Tool
-from proxy.wire.responses.adapter import RESPONSES
+from proxy.wire.responses.format import RESPONSES
 from proxy.wire.responses.parse import parse_reply
 from proxy.wire.responses.render import is_proxy_id
 from tests.support.fake_responses import custom_call, function_call, message, reasoning, response
@@ -19,7 +19,7 @@ def _reply(body: dict):
 
 
 def _rendered(payload: dict, turns) -> dict:
-    return json.loads(RESPONSES.render_request(payload, turns))
+    return json.loads(RESPONSES.codec.render_request(payload, turns))
 
 
 NOTE = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Say something."}]}
@@ -101,7 +101,7 @@ def test_the_summary_request_forbids_tools_drops_the_format_and_does_not_stream(
         "max_output_tokens": 5000,
     }
 
-    rendered = json.loads(RESPONSES.render_summary_request(payload, [], "Summarize.", 800, False))
+    rendered = json.loads(RESPONSES.codec.render_summary_request(payload, [], "Summarize.", 800, False))
 
     assert rendered["tool_choice"] == "none"
     assert rendered["tools"] == payload["tools"]
@@ -113,15 +113,15 @@ def test_the_summary_request_forbids_tools_drops_the_format_and_does_not_stream(
 
 
 def test_the_summary_cap_is_added_only_when_forced():
-    uncapped = json.loads(RESPONSES.render_summary_request({"input": "x"}, [], "S.", 800, False))
-    capped = json.loads(RESPONSES.render_summary_request({"input": "x"}, [], "S.", 800, True))
+    uncapped = json.loads(RESPONSES.codec.render_summary_request({"input": "x"}, [], "S.", 800, False))
+    capped = json.loads(RESPONSES.codec.render_summary_request({"input": "x"}, [], "S.", 800, True))
 
     assert "max_output_tokens" not in uncapped
     assert capped["max_output_tokens"] == 800
 
 
 def test_an_ending_is_a_complete_response_with_proxy_ids():
-    ending = RESPONSES.ending("Found X.", model="m")
+    ending = RESPONSES.codec.ending("Found X.", model="m")
 
     reply = _reply(ending)
     assert reply.content == "Found X."
@@ -134,14 +134,14 @@ def test_an_ending_is_a_complete_response_with_proxy_ids():
 
 def test_an_ending_for_a_structured_request_is_a_refusal_unless_text_already_streamed():
     payload = {"text": {"format": {"type": "json_schema", "schema": {}}}}
-    ending = RESPONSES.ending("Stopped: Y missing.", model="m")
+    ending = RESPONSES.codec.ending("Stopped: Y missing.", model="m")
 
-    refused = RESPONSES.shaped(payload, ending, text_started=False)
+    refused = RESPONSES.codec.shaped(payload, ending, text_started=False)
 
     assert refused["output"][0]["content"] == [{"type": "refusal", "refusal": "Stopped: Y missing."}]
     assert _reply(refused).refusal == "Stopped: Y missing."
-    assert RESPONSES.shaped(payload, ending, text_started=True) is ending
-    assert RESPONSES.shaped({}, ending, text_started=False) is ending
+    assert RESPONSES.codec.shaped(payload, ending, text_started=True) is ending
+    assert RESPONSES.codec.shaped({}, ending, text_started=False) is ending
 
 
 def test_notes_are_appended_to_the_outputs_of_the_calls_they_concern():
@@ -153,7 +153,7 @@ def test_notes_are_appended_to_the_outputs_of_the_calls_they_concern():
         ]
     }
 
-    amended = RESPONSES.amended(payload, {"c1": "Failing again.", "c2": "Note."}, [])
+    amended = RESPONSES.codec.amended(payload, {"c1": "Failing again.", "c2": "Note."}, [])
 
     assert amended["input"][0]["output"] == "result\n\n[LoopWarden] Failing again."
     assert amended["input"][1]["output"][-1] == {"type": "input_text", "text": "[LoopWarden] Note."}
@@ -166,14 +166,14 @@ def test_dropping_tools_removes_them_and_a_tool_choice_naming_one():
         "tool_choice": {"type": "function", "name": "rm"},
     }
 
-    amended = RESPONSES.amended(payload, {}, ["rm"])
+    amended = RESPONSES.codec.amended(payload, {}, ["rm"])
 
     assert amended["tools"] == [{"type": "function", "name": "ls"}]
     assert "tool_choice" not in amended
 
 
 def test_an_offered_tool_is_flat():
-    payload = RESPONSES.with_tool({"tools": []}, Tool("goal_done", {"type": "object"}, description="d"))
+    payload = RESPONSES.codec.with_tool({"tools": []}, Tool("goal_done", {"type": "object"}, description="d"))
 
     assert payload["tools"] == [
         {"type": "function", "name": "goal_done", "description": "d", "parameters": {"type": "object"}}
@@ -181,7 +181,7 @@ def test_an_offered_tool_is_flat():
 
 
 def test_errors_keep_openais_shape():
-    body = json.loads(RESPONSES.error_body(InvalidRequest("Bad.", param="input")))
+    body = json.loads(RESPONSES.codec.error_body(InvalidRequest("Bad.", param="input")))
 
     assert body == {"error": {"message": "Bad.", "type": "invalid_request_error", "param": "input", "code": None}}
 
@@ -189,7 +189,7 @@ def test_errors_keep_openais_shape():
 def test_the_goal_tools_calls_are_taken_out_of_a_response():
     body = response(message("x"), function_call("goal_done", "{}", "g"), function_call("ls", "{}", "c"))
 
-    kept = RESPONSES.without_calls(body, "goal_done")
+    kept = RESPONSES.codec.without_calls(body, "goal_done")
 
     assert [item.get("name") for item in kept["output"]] == [None, "ls"]
 
@@ -197,24 +197,24 @@ def test_the_goal_tools_calls_are_taken_out_of_a_response():
 def test_a_session_hint_comes_from_codex_headers_then_the_conversation_never_the_prompt_cache_key():
     headers = {b"session_id": "s-1", b"conversation_id": "c-1"}
 
-    assert RESPONSES.session_hint({"prompt_cache_key": "k"}, headers.get) == "s-1"
-    assert RESPONSES.session_hint({"prompt_cache_key": "k", "client_metadata": {"session_id": "codex-1"}}, {}.get) == (
-        "codex-1"
-    )
-    assert RESPONSES.session_hint({"prompt_cache_key": "k"}, {}.get) is None
-    assert RESPONSES.session_hint({"conversation": {"id": "conv_9"}}, {}.get) == "conv_9"
-    assert RESPONSES.session_hint({"conversation": "conv_8"}, {}.get) == "conv_8"
-    assert RESPONSES.session_hint({}, {}.get) is None
+    assert RESPONSES.codec.session_hint({"prompt_cache_key": "k"}, headers.get) == "s-1"
+    assert RESPONSES.codec.session_hint(
+        {"prompt_cache_key": "k", "client_metadata": {"session_id": "codex-1"}}, {}.get
+    ) == ("codex-1")
+    assert RESPONSES.codec.session_hint({"prompt_cache_key": "k"}, {}.get) is None
+    assert RESPONSES.codec.session_hint({"conversation": {"id": "conv_9"}}, {}.get) == "conv_9"
+    assert RESPONSES.codec.session_hint({"conversation": "conv_8"}, {}.get) == "conv_8"
+    assert RESPONSES.codec.session_hint({}, {}.get) is None
 
 
 def test_the_judge_request_is_a_responses_call_that_is_not_stored():
-    body = json.loads(RESPONSES.judge_request("sys", "usr", model="m", max_tokens=50, schema={"type": "object"}))
+    body = json.loads(RESPONSES.judge.request("sys", "usr", model="m", max_tokens=50, schema={"type": "object"}))
 
     assert body["instructions"] == "sys"
     assert body["input"] == [{"role": "user", "content": "usr"}]
     assert body["store"] is False
     assert body["text"]["format"]["schema"] == {"type": "object"}
-    assert _reply(RESPONSES.ending("verdict", model="m")).content == "verdict"
+    assert _reply(RESPONSES.codec.ending("verdict", model="m")).content == "verdict"
 
 
 def test_a_neutral_reply_renders_as_a_response_under_proxy_ids_and_reads_back_the_same():
@@ -224,7 +224,7 @@ def test_a_neutral_reply_renders_as_a_response_under_proxy_ids_and_reads_back_th
         "Checking.", "Think first.", (ToolCall("c1", "search", '{"q": "x"}'),), "tool_calls", Usage(5, 3), "m"
     )
 
-    body = RESPONSES.render_reply(reply)
+    body = RESPONSES.codec.render_reply(reply)
 
     assert is_proxy_id(body["id"])
     assert all(is_proxy_id(item["id"]) for item in body["output"])
@@ -241,7 +241,7 @@ def test_a_neutral_reply_renders_as_a_response_under_proxy_ids_and_reads_back_th
 def test_a_cut_short_reply_renders_as_an_incomplete_response():
     from proxy.exchange import Reply, Usage
 
-    body = RESPONSES.render_reply(Reply("Part", None, (), "length", Usage()))
+    body = RESPONSES.codec.render_reply(Reply("Part", None, (), "length", Usage()))
 
     assert body["status"] == "incomplete"
     assert _reply(body).cut_short

@@ -9,7 +9,7 @@ import pytest
 
 from proxy.errors import UpstreamError
 from proxy.exchange import Channel, ToolCall
-from proxy.wire.responses.adapter import RESPONSES
+from proxy.wire.responses.format import RESPONSES
 from proxy.wire.responses.relay import ResponsesRelay
 from proxy.wire.responses.stream import ResponsesAssembler, event_frame
 from tests.support.fake_responses import function_call, message, reasoning, response, stream_events
@@ -111,18 +111,18 @@ def test_an_incomplete_stream_is_cut_short():
 def test_a_response_streamed_by_the_adapter_is_consistent_and_carries_it_whole():
     body = response(reasoning("think", encrypted="gAAA-x"), message("Hi."), function_call("f", "{}"))
 
-    parsed = validate_stream(RESPONSES.streamed(body, include_usage=True))
+    parsed = validate_stream(RESPONSES.stream.streamed(body, include_usage=True))
 
     assert parsed.final == body
     assert parsed.items[0]["encrypted_content"] == "gAAA-x"
 
 
 def test_a_refusal_ending_streams_consistently():
-    ending = RESPONSES.shaped(
-        {"text": {"format": {"type": "json_object"}}}, RESPONSES.ending("No.", model="m"), text_started=False
+    ending = RESPONSES.codec.shaped(
+        {"text": {"format": {"type": "json_object"}}}, RESPONSES.codec.ending("No.", model="m"), text_started=False
     )
 
-    parsed = validate_stream(RESPONSES.streamed(ending, include_usage=True))
+    parsed = validate_stream(RESPONSES.stream.streamed(ending, include_usage=True))
 
     assert parsed.items[0]["content"] == [{"type": "refusal", "refusal": "No."}]
 
@@ -188,14 +188,14 @@ def test_an_ending_after_part_of_a_stream_closes_open_items_and_completes_with_e
     opened = [e for e in events if e["type"] not in ("response.output_text.done", "response.content_part.done")]
     sent = _through(relay, [e for e in opened if e["type"] not in ("response.output_item.done", "response.completed")])
 
-    sent += relay.ending(RESPONSES.appended(RESPONSES.ending("I have to stop here.", model="m")))
+    sent += relay.ending(RESPONSES.stream.appended(RESPONSES.codec.ending("I have to stop here.", model="m")))
 
     parsed = validate_stream(sent)
     assert [item["content"][0]["text"] for item in parsed.items] == ["Half an answer", "\n\nI have to stop here."]
 
 
 def test_an_ending_before_anything_went_out_is_a_stream_of_its_own():
-    ending = RESPONSES.ending("Stopped.", model="m")
+    ending = RESPONSES.codec.ending("Stopped.", model="m")
 
     parsed = validate_stream(ResponsesRelay().ending(ending))
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from proxy.exchange import Channel, ToolCall, Usage
 from proxy.wire.chat.parse import parse_reply
-from proxy.wire.chat.stream import ReplyAssembler, split_chunk
+from proxy.wire.chat.stream import ChatAssembler, split_chunk
 
 
 def chunk(delta: dict, finish: str | None = None, **extra) -> dict:
@@ -21,8 +21,8 @@ def chunk(delta: dict, finish: str | None = None, **extra) -> dict:
     } | extra
 
 
-def assembled(*chunks: dict) -> ReplyAssembler:
-    assembler = ReplyAssembler()
+def assembled(*chunks: dict) -> ChatAssembler:
+    assembler = ChatAssembler()
     for each in chunks:
         assembler.add(each)
     return assembler
@@ -94,19 +94,19 @@ def test_a_streamed_refusal_is_assembled_and_makes_the_reply_not_empty():
 
 
 def test_a_role_chunk_carries_no_channel():
-    assert ReplyAssembler().add(chunk({"role": "assistant", "content": ""})) == Channel.NONE
+    assert ChatAssembler().add(chunk({"role": "assistant", "content": ""})) == Channel.NONE
 
 
 def test_add_names_the_channels_a_chunk_carries():
     both = chunk({"content": "x", "tool_calls": [{"index": 0}]})
 
-    assert ReplyAssembler().add(both) == Channel.TEXT | Channel.TOOL_CALLS
-    assert ReplyAssembler().add(chunk({"reasoning": "r"})) == Channel.REASONING
+    assert ChatAssembler().add(both) == Channel.TEXT | Channel.TOOL_CALLS
+    assert ChatAssembler().add(chunk({"reasoning": "r"})) == Channel.REASONING
 
 
 def test_a_finish_chunk_and_a_usage_chunk_are_marked():
-    assert ReplyAssembler().add(chunk({"content": "x"}, "stop")) == Channel.TEXT | Channel.FINISH
-    assert ReplyAssembler().add({"id": "c", "choices": [], "usage": {"prompt_tokens": 1}}) == Channel.BARE
+    assert ChatAssembler().add(chunk({"content": "x"}, "stop")) == Channel.TEXT | Channel.FINISH
+    assert ChatAssembler().add({"id": "c", "choices": [], "usage": {"prompt_tokens": 1}}) == Channel.BARE
 
 
 def test_split_chunk_separates_released_from_held_deltas():

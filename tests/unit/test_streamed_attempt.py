@@ -55,7 +55,9 @@ class Attempt:
         self.attempts = Attempts(self.upstream, ledger, self.metrics, [OutputContractGuard()])
         self.call = agent_request(payload, policy, url=f"{upstream_url}/chat/completions")
         self.client = Client()
-        self.stream = ClientStream(self.client, list, include_usage=self.call.include_usage(), keepalive=0)
+        self.stream = ClientStream(
+            self.client, list, include_usage=self.call.include_usage(), keepalive=0, stream=self.call.wire.stream
+        )
         self.delta = SessionDelta()
 
     async def run(self, extra=()):

@@ -11,7 +11,8 @@ from proxy.errors import UpstreamDisconnected
 from proxy.exchange import Channel, Reply, Usage
 from proxy.streaming.client import ClientStream
 from proxy.streaming.reader import read_streamed_reply
-from proxy.wire.chat.stream import ReplyAssembler
+from proxy.wire.chat.format import CHAT_COMPLETIONS
+from proxy.wire.chat.stream import ChatAssembler
 
 
 class Events(httpx.AsyncByteStream):
@@ -33,7 +34,7 @@ class Sink:
 
 
 def client() -> ClientStream:
-    return ClientStream(Sink(), list, include_usage=False, keepalive=0)
+    return ClientStream(Sink(), list, include_usage=False, keepalive=0, stream=CHAT_COMPLETIONS.stream)
 
 
 class TerminalEventAssembler:
@@ -71,7 +72,7 @@ class TerminalEventAssembler:
 
 
 async def test_a_chat_stream_ends_with_the_done_sentinel():
-    assembler = ReplyAssembler()
+    assembler = ChatAssembler()
     chunk = b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n'
 
     failure = await read_streamed_reply(response(chunk, b"data: [DONE]\n\n"), assembler, client(), lambda _: 0)
@@ -83,7 +84,7 @@ async def test_a_chat_stream_ends_with_the_done_sentinel():
 async def test_a_chat_stream_without_the_sentinel_is_cut():
     chunk = b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n'
 
-    failure = await read_streamed_reply(response(chunk), ReplyAssembler(), client(), lambda _: 0)
+    failure = await read_streamed_reply(response(chunk), ChatAssembler(), client(), lambda _: 0)
 
     assert isinstance(failure, UpstreamDisconnected)
 

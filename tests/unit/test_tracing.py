@@ -19,6 +19,7 @@ from proxy.session.identity import identify
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
 from proxy.upstream.client import UpstreamClient
+from proxy.wire.chat.format import CHAT_COMPLETIONS
 from proxy.wire.chat.parse import parse_conversation
 from tests.support.fake_upstream import chat_completion, tool_call
 
@@ -59,6 +60,7 @@ async def test_spans_follow_the_genai_conventions_and_carry_decisions():
         "http://up/v1/chat/completions",
         [],
         False,
+        CHAT_COMPLETIONS,
     )
 
     await pipeline.run(call)

@@ -9,8 +9,8 @@ import pytest
 from proxy.errors import UpstreamError
 from proxy.exchange import Echo, Note, Reply, ReturnCalls, ToolCall, Usage
 from proxy.goal.model import GOAL_TOOL, goal_tool
-from proxy.wire.base import WireAdapter
-from proxy.wire.chat.adapter import CHAT_COMPLETIONS
+from proxy.wire.base import WireFormat
+from proxy.wire.chat.format import CHAT_COMPLETIONS
 from proxy.wire.chat.parse import parse_reply, wants_structured_output
 from proxy.wire.chat.render import as_refusal, completion, completion_as_sse, with_usage_requested
 
@@ -73,7 +73,7 @@ def test_as_refusal_turns_every_choice_and_leaves_odd_shapes_alone():
     assert as_refusal({"choices": [{"message": {"content": None}}]}) == {"choices": [{"message": {"content": None}}]}
 
 
-# -- the adapter: neutral in, chat completions out -------------------------------------
+# -- the format: neutral in, chat completions out -------------------------------------
 
 CALLS = (
     ToolCall("c1", "search", '{"q": "lyon"}'),
@@ -81,11 +81,11 @@ CALLS = (
 )
 
 
-def test_the_chat_completions_adapter_is_a_wire_adapter():
-    adapter: WireAdapter = CHAT_COMPLETIONS
+def test_the_chat_completions_format_is_a_wire_format():
+    wire: WireFormat = CHAT_COMPLETIONS
 
-    assert adapter.name == "chat.completions"
-    assert adapter.stream_trailer == b"data: [DONE]\n\n"
+    assert wire.name == "chat.completions"
+    assert wire.stream.trailer == b"data: [DONE]\n\n"
 
 
 @pytest.mark.parametrize(
@@ -116,7 +116,7 @@ def test_the_chat_completions_adapter_is_a_wire_adapter():
 def test_neutral_turns_render_as_chat_messages_appended_to_the_request(turns, messages):
     payload = {"model": "m", "messages": [{"role": "user", "content": "task"}], "top_k": 3}
 
-    sent = json.loads(CHAT_COMPLETIONS.render_request(payload, turns))
+    sent = json.loads(CHAT_COMPLETIONS.codec.render_request(payload, turns))
 
     assert sent == {**payload, "messages": [*payload["messages"], *messages]}
 
@@ -145,7 +145,7 @@ def test_the_request_parses_into_neutral_messages_tools_and_flags():
         "functions": [{"name": "legacy"}],
     }
 
-    conversation = CHAT_COMPLETIONS.parse_request(payload)
+    conversation = CHAT_COMPLETIONS.codec.parse_request(payload)
 
     assert conversation.stream is True
     assert [(m.role, m.text, m.call_id) for m in conversation.messages] == [
@@ -169,7 +169,7 @@ def test_the_request_parses_into_neutral_messages_tools_and_flags():
 def test_the_goal_tool_renders_as_a_function_tool_after_the_agents_own():
     payload = {"model": "m", "tools": [{"type": "function", "function": {"name": "search"}}]}
 
-    tools = CHAT_COMPLETIONS.with_tool(payload, goal_tool())["tools"]
+    tools = CHAT_COMPLETIONS.codec.with_tool(payload, goal_tool())["tools"]
 
     assert tools[0] == payload["tools"][0]
     assert tools[1]["type"] == "function"
@@ -179,18 +179,18 @@ def test_the_goal_tool_renders_as_a_function_tool_after_the_agents_own():
 
 
 def test_a_stream_error_is_an_event_in_openais_error_shape():
-    event = CHAT_COMPLETIONS.error_event(UpstreamError("The upstream model API broke off the stream."))
+    event = CHAT_COMPLETIONS.stream.error_event(UpstreamError("The upstream model API broke off the stream."))
 
     assert event.startswith(b"data: ")
     assert json.loads(event[len(b"data: ") :])["error"]["type"] == UpstreamError.type
 
 
 def test_the_judge_speaks_chat_completions_at_its_own_base_url():
-    assert CHAT_COMPLETIONS.judge_url("http://judge:8000/v1/") == "http://judge:8000/v1/chat/completions"
+    assert CHAT_COMPLETIONS.judge.url("http://judge:8000/v1/") == "http://judge:8000/v1/chat/completions"
 
 
 def test_the_chat_judge_request_is_a_deterministic_capped_completion():
-    body = json.loads(CHAT_COMPLETIONS.judge_request("be strict", "the task", model="m", max_tokens=200, schema=None))
+    body = json.loads(CHAT_COMPLETIONS.judge.request("be strict", "the task", model="m", max_tokens=200, schema=None))
 
     assert body == {
         "messages": [{"role": "system", "content": "be strict"}, {"role": "user", "content": "the task"}],
@@ -202,7 +202,7 @@ def test_the_chat_judge_request_is_a_deterministic_capped_completion():
 
 def test_the_chat_judge_request_constrains_its_answer_to_the_schema_given():
     schema = {"type": "object"}
-    body = json.loads(CHAT_COMPLETIONS.judge_request("s", "u", model=None, max_tokens=5, schema=schema))
+    body = json.loads(CHAT_COMPLETIONS.judge.request("s", "u", model=None, max_tokens=5, schema=schema))
 
     assert "model" not in body
     assert body["response_format"] == {
@@ -221,7 +221,7 @@ def test_a_neutral_reply_renders_as_the_completion_an_upstream_sends():
         model="m",
     )
 
-    body = CHAT_COMPLETIONS.render_reply(reply)
+    body = CHAT_COMPLETIONS.codec.render_reply(reply)
 
     assert body["usage"] == {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
     assert parse_reply(json.dumps(body).encode()) == reply

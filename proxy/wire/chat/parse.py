@@ -5,7 +5,7 @@ Decoding is msgspec into plain dicts (no validation pass on the hot path).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -23,6 +23,7 @@ __all__ = [
     "parse_conversation",
     "parse_reply",
     "requested_schema",
+    "session_hint",
     "tool_call",
     "wants_structured_output",
 ]
@@ -184,6 +185,11 @@ def wants_structured_output(payload: Mapping[str, Any]) -> bool:
     """The request asked for a JSON answer (``response_format`` ``json_schema`` or ``json_object``)."""
     response_format = payload.get("response_format")
     return isinstance(response_format, dict) and response_format.get("type") in ("json_schema", "json_object")
+
+
+def session_hint(payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> None:
+    """None: no chat client sends a session id of its own (``X-Session-Id``, or the derived hash)."""
+    return None
 
 
 def parse_reply(body: bytes) -> Reply | None:

@@ -24,10 +24,12 @@ __all__ = [
     "capped_output",
     "completion",
     "completion_as_sse",
+    "forced_choice",
     "render_request",
     "rendered_turns",
     "reply_completion",
     "set_apart",
+    "summary_overrides",
     "with_usage_requested",
     "without_calls",
 ]
@@ -236,6 +238,25 @@ def completion_as_sse(body: Mapping[str, Any], *, include_usage: bool = False) -
 DONE = b"data: [DONE]\n\n"
 ANSWER_CONSTRAINTS = ("response_format", "guided_json", "guided_regex", "guided_choice", "guided_grammar")
 """Removed from the summary call: a summary is prose (OpenAI's and vLLM's output constraints)."""
+
+
+def summary_overrides(payload: Mapping[str, Any], cap: int | None, force: bool) -> dict[str, Any]:
+    """The last call of an ending: tools kept but forbidden, prose (no output constraint), whole
+    (not streamed), its length capped (:func:`capped_output`)."""
+    return {
+        "tool_choice": "none" if payload.get("tools") else None,
+        "function_call": None,
+        **dict.fromkeys(ANSWER_CONSTRAINTS),
+        "stream": None,
+        "stream_options": None,
+        "parallel_tool_calls": None,
+        **capped_output(payload, cap, force=force),
+    }
+
+
+def forced_choice(name: str) -> dict[str, Any]:
+    """``tool_choice`` forcing a call of tool ``name``."""
+    return {"type": "function", "function": {"name": name}}
 
 
 def capped_output(payload: Mapping[str, Any], cap: int | None, *, force: bool = False) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from proxy.exchange import Channel, Reply, ToolCall, Usage
 
-__all__ = ["ReplyAssembler", "parse_usage", "split_chunk", "wire_call"]
+__all__ = ["ChatAssembler", "parse_usage", "split_chunk", "wire_call"]
 
 
 def parse_usage(raw: Any) -> Usage:
@@ -79,7 +79,7 @@ class _CallParts:
         self.arguments: list[str] = []
 
 
-class ReplyAssembler:
+class ChatAssembler:
     """Feed it the chunks of one streamed reply; read the reply so far at any time."""
 
     complete = False

@@ -2,12 +2,12 @@
 
 Decoding is msgspec into plain dicts. Content blocks the guards do not read (images,
 documents, server-tool blocks, block types added after this was written) are left where
-they are: only the adapter's renderers touch the payload, and they copy it.
+they are: only the format's renderers touch the payload, and they copy it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -207,12 +207,13 @@ _LEGACY_SESSION = "_session_"
 """In the ``user_id`` of Claude Code before its JSON form: ``user_<hash>_account_<uuid>_session_<uuid>``."""
 
 
-def session_hint(payload: Mapping[str, Any]) -> str | None:
-    """``metadata.user_id`` where Claude Code sends a per-session value in it: a JSON object
-    whose ``session_id`` is the session, or (older versions) ``user_…_session_<id>``. Any other
-    value is the id of an end user (what the API documents the field for), shared by all of
-    that user's runs, or by every user where an app sends a constant: never a session, since
-    runs sharing one share its strikes, budgets and stored ending."""
+def session_hint(payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
+    """``metadata.user_id`` where Claude Code sends a per-session value in it (it sends no
+    session header, so ``header`` is not read): a JSON object whose ``session_id`` is the
+    session, or (older versions) ``user_…_session_<id>``. Any other value is the id of an end
+    user (what the API documents the field for), shared by all of that user's runs, or by
+    every user where an app sends a constant: never a session, since runs sharing one share
+    its strikes, budgets and stored ending."""
     metadata = payload.get("metadata")
     user = metadata.get("user_id") if isinstance(metadata, dict) else None
     if not isinstance(user, str) or not user.strip():

@@ -24,6 +24,7 @@ __all__ = [
     "ending",
     "error_body",
     "error_event",
+    "forced_choice",
     "render_request",
     "rendered_turns",
     "reply_message",
@@ -152,6 +153,12 @@ def summary_overrides(payload: Mapping[str, Any], cap: int | None, force: bool) 
         limit = budget + (cap or 1024)
     overrides["max_tokens"] = limit
     return overrides
+
+
+def forced_choice(name: str) -> dict[str, Any]:
+    """``tool_choice`` forcing a call of tool ``name`` (the API refuses one while thinking is on:
+    the ending then falls back to the local summary)."""
+    return {"type": "tool", "name": name}
 
 
 def amended(

@@ -7,8 +7,8 @@ cumulative usage) and ``message_stop``. Every block event carries exactly one
 :class:`~proxy.exchange.Channel` (its block's kind), so the hold-back never needs to cut
 an event in two; it must, though, keep the events in order, and a client stream that spans
 several attempts (a nudge after part of the reply went out) or ends with the proxy's own
-reply must still read as one message: :class:`MessageSequencer` drops the later
-``message_start`` events and renumbers block indexes so they stay contiguous.
+reply must still read as one message: :class:`~proxy.wire.messages.relay.MessagesRelay` drops
+the later ``message_start`` events and renumbers block indexes so they stay contiguous.
 """
 
 from __future__ import annotations
@@ -18,15 +18,13 @@ from typing import Any
 
 import msgspec
 
-from proxy.errors import ProxyError
 from proxy.exchange import Channel, Reply, ToolCall, Usage
 from proxy.wire.messages.parse import parse_usage, reply_from_message
-from proxy.wire.messages.render import error_event
 
 __all__ = [
+    "BLOCK_EVENTS",
     "PING",
-    "MessageAssembler",
-    "MessageSequencer",
+    "MessagesAssembler",
     "event_frame",
     "message_events",
     "split_event",
@@ -53,7 +51,7 @@ _DELTA_CHANNELS: dict[str, int] = {
     "signature_delta": Channel.REASONING,
     "input_json_delta": Channel.TOOL_CALLS,
 }
-_BLOCK_EVENTS = frozenset(("content_block_start", "content_block_delta", "content_block_stop"))
+BLOCK_EVENTS = frozenset(("content_block_start", "content_block_delta", "content_block_stop"))
 
 
 def event_frame(event: Mapping[str, Any]) -> bytes:
@@ -122,7 +120,7 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-class MessageAssembler:
+class MessagesAssembler:
     """Feed it the events of one streamed message; read the reply so far at any time."""
 
     end_name = "message_stop"
@@ -331,46 +329,3 @@ def _start(index: int, block: dict[str, Any]) -> dict[str, Any]:
 
 def _delta(index: int, delta: dict[str, Any]) -> dict[str, Any]:
     return {"type": "content_block_delta", "index": index, "delta": delta}
-
-
-class MessageSequencer:
-    """One client stream's event sequence, across attempts: one ``message_start``, block
-    indexes contiguous (an attempt's blocks continue after those already sent)."""
-
-    __slots__ = ("_next", "_offset", "started")
-    in_order = True
-
-    def __init__(self) -> None:
-        self.started = False
-        """A ``message_start`` went out."""
-        self._offset = 0
-        self._next = 0
-
-    def event(self, raw: bytes | None, event: Mapping[str, Any]) -> bytes:
-        """What goes out for this event (``raw``, the upstream's framing, when it needs no change)."""
-        kind = event.get("type")
-        if kind == "message_start":
-            if self.started:
-                return b""
-            self.started = True
-        elif kind in _BLOCK_EVENTS:
-            index = event.get("index")
-            if isinstance(index, int):
-                index += self._offset
-                if kind == "content_block_start":
-                    self._next = max(self._next, index + 1)
-                if self._offset:
-                    return event_frame({**event, "index": index})
-        return raw if raw is not None else event_frame(event)
-
-    def new_attempt(self) -> None:
-        """A new attempt's blocks follow the ones already sent."""
-        self._offset = self._next
-
-    def error(self, error: ProxyError) -> bytes:
-        return error_event(error)
-
-    def ending(self, body: Mapping[str, Any]) -> bytes:
-        """A complete message as the rest of this stream."""
-        self.new_attempt()
-        return b"".join(self.event(None, event) for event in message_events(body))

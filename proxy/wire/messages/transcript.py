@@ -33,7 +33,7 @@ import msgspec
 from proxy.exchange import Reply, Turn
 from proxy.wire.messages.render import assistant_content, rendered_turns
 
-__all__ = ["FIELD_PREFIX", "TOOLS_FIELD", "recorded", "spliced"]
+__all__ = ["FIELD_PREFIX", "TOOLS_FIELD", "MessagesTranscript", "recorded", "spliced"]
 
 FIELD_PREFIX = "messages.splice:"
 """Session fields holding the records, one per position in the client's history."""
@@ -188,3 +188,11 @@ def _holds(message: Any, record: Mapping[str, Any]) -> bool:
         return False
     digest = _digest(content[-tail:])
     return digest is not None and digest == record.get("digest")
+
+
+class MessagesTranscript:
+    """The :class:`~proxy.wire.base.Transcript` of Anthropic Messages: :func:`recorded` after a
+    reply reached the client, :func:`spliced` into every later request of its session."""
+
+    recorded = staticmethod(recorded)
+    spliced = staticmethod(spliced)

@@ -10,7 +10,7 @@ break a read. Namespaced tools and their calls are named ``namespace.name``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import msgspec
@@ -30,6 +30,7 @@ __all__ = [
     "reasoning_text",
     "reply_from_response",
     "requested_schema",
+    "session_hint",
     "wants_structured_output",
 ]
 
@@ -242,6 +243,30 @@ def wants_structured_output(payload: Mapping[str, Any]) -> bool:
     text = payload.get("text")
     spec = text.get("format") if isinstance(text, dict) else None
     return isinstance(spec, dict) and spec.get("type") in ("json_schema", "json_object")
+
+
+_SESSION_HEADERS = (b"session_id", b"conversation_id")
+"""The headers Codex sends its conversation's id in."""
+
+
+def session_hint(payload: Mapping[str, Any], header: Callable[[bytes], str | None]) -> str | None:
+    """The conversation the client already names: Codex's ``session_id`` /
+    ``conversation_id`` headers or ``client_metadata.session_id``, a ``conversation``.
+    Never ``prompt_cache_key``: a cache key is shared by design (one per app or prompt is
+    common), and runs sharing a session share its strikes, budgets and stored ending, the
+    text of one user's run replayed to another."""
+    for name in _SESSION_HEADERS:
+        value = header(name)
+        if value and value.strip():
+            return value
+    metadata = payload.get("client_metadata")  # Codex 0.17x sends its session id here
+    session = metadata.get("session_id") if isinstance(metadata, dict) else None
+    if isinstance(session, str) and session.strip():
+        return session
+    conversation = payload.get("conversation")
+    if isinstance(conversation, dict):
+        conversation = conversation.get("id")
+    return conversation if isinstance(conversation, str) and conversation.strip() else None
 
 
 # -- the reply ----------------------------------------------------------------------------

@@ -25,12 +25,11 @@ __all__ = [
     "PROXY_ID_PREFIXES",
     "amended",
     "as_refusal",
+    "forced_choice",
     "function_tool",
     "input_items",
     "is_proxy_id",
     "proxy_id",
-    "proxy_references",
-    "rechained",
     "render_request",
     "rendered_turns",
     "reply_response",
@@ -54,49 +53,6 @@ def proxy_id(prefix: str, token: str | None = None) -> str:
 
 def is_proxy_id(value: object) -> bool:
     return isinstance(value, str) and value.startswith(PROXY_ID_PREFIXES)
-
-
-def _references(payload: Mapping[str, Any]) -> list[tuple[int, str]]:
-    """(input position, id) of every ``item_reference`` to an item the proxy made."""
-    raw = payload.get("input")
-    return [
-        (position, item["id"])
-        for position, item in enumerate(raw if isinstance(raw, list) else ())
-        if isinstance(item, dict) and item.get("type") == "item_reference" and is_proxy_id(item.get("id"))
-    ]
-
-
-def proxy_references(payload: Mapping[str, Any]) -> list[str]:
-    """The responses the proxy made whose items this request refers to by id."""
-    tokens = (item_id.partition("_lw")[2].partition("_")[0] for _, item_id in _references(payload))
-    return list(dict.fromkeys("resp_lw" + token for token in tokens))
-
-
-def rechained(
-    payload: Mapping[str, Any], continue_from: str | None, bodies: Mapping[str, Mapping[str, Any]]
-) -> dict[str, Any]:
-    """The request chained to ``continue_from`` (a chain point of the proxy's own with nowhere
-    upstream to continue from is dropped), its references to the proxy's items replaced by
-    the items themselves (from ``bodies``, by response id; dropped when unknown)."""
-    result = dict(payload)
-    if continue_from is not None:
-        result["previous_response_id"] = continue_from
-    elif is_proxy_id(payload.get("previous_response_id")):
-        result.pop("previous_response_id")
-    references = dict(_references(payload))
-    if references:
-        made = {
-            item.get("id"): item
-            for body in bodies.values()
-            for item in body.get("output") or ()
-            if isinstance(item, dict)
-        }
-        result["input"] = [
-            made[references[position]] if references.get(position) in made else item
-            for position, item in enumerate(payload["input"])
-            if position not in references or references[position] in made
-        ]
-    return result
 
 
 def input_items(payload: Mapping[str, Any]) -> list[Any]:
@@ -199,7 +155,7 @@ def render_request(payload: Mapping[str, Any], turns: Sequence[Turn], **override
     return _encode(rendered)
 
 
-def summary_overrides(payload: Mapping[str, Any], cap: int | None, *, force: bool) -> dict[str, Any]:
+def summary_overrides(payload: Mapping[str, Any], cap: int | None, force: bool) -> dict[str, Any]:
     """The last call of an ending: tools kept but forbidden, prose (no ``text.format``), whole
     (not streamed, not in the background), its length capped."""
     text = payload.get("text")
@@ -219,6 +175,11 @@ def summary_overrides(payload: Mapping[str, Any], cap: int | None, *, force: boo
     elif cap is not None and force:
         overrides["max_output_tokens"] = cap
     return overrides
+
+
+def forced_choice(name: str) -> dict[str, Any]:
+    """``tool_choice`` forcing a call of function ``name``."""
+    return {"type": "function", "name": name}
 
 
 def amended(

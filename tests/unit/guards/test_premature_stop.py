@@ -10,6 +10,7 @@ from proxy.guards import JudgeGuard
 from proxy.judge.client import JudgeOutcome, JudgeRequest, JudgeTarget
 from proxy.policy.models import Policy
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass
+from proxy.wire.chat.format import CHAT_COMPLETIONS
 from tests.support.fake_judge import FakeJudge
 from tests.unit.guards.given import context, conversation, reply, session
 
@@ -20,7 +21,7 @@ USED_TOOLS = conversation(
     Message("tool", "def parse(): ...", call_id="c1"),
 )
 NO_TOOLS = conversation(Message("user", TASK))
-TARGET = JudgeTarget("http://judge/v1/chat/completions", [], "m", scope="t")
+TARGET = JudgeTarget("http://judge/v1/chat/completions", [], "m", CHAT_COMPLETIONS.judge, scope="t")
 SPENT = Usage(10, 2)
 POLICY = Policy()  # the judge on; 2 continuations per session, then the session ends
 FAIL_OPEN = Policy.model_validate({"judge": {"judge_fail_open": True}})

@@ -15,10 +15,11 @@ from proxy.judge.client import JudgeOutcome, JudgeTarget
 from proxy.policy.models import Policy
 from proxy.session.base import SessionState
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass
+from proxy.wire.chat.format import CHAT_COMPLETIONS
 from tests.support.fake_judge import FakeJudge
 
 TASK = "How many people live in Lyon?"
-TARGET = JudgeTarget("http://judge/v1/chat/completions", [], "m", scope="t")
+TARGET = JudgeTarget("http://judge/v1/chat/completions", [], "m", CHAT_COMPLETIONS.judge, scope="t")
 SPENT = Usage(10, 2)
 JUDGE_POLICY = Policy.model_validate({"judge": {"use_llm_judge": True}})
 NO_JUDGE_POLICY = Policy.model_validate({"judge": {"use_llm_judge": False}})
