@@ -110,7 +110,7 @@ async def test_a_chain_lookup_the_store_fails_stops_there_and_names_no_session()
     references = [{"type": "item_reference", "id": f"msg_lw{n:032x}_0"} for n in range(3)]
     payload = {"previous_response_id": "resp_a", "input": [*references, {"role": "user", "content": "Go on."}]}
 
-    point = await resolve_chain(store, RESPONSES, "t", payload)
+    point = await resolve_chain(store, RESPONSES.chains, "t", payload)
 
     assert store.loads == 1  # not one per reference: each would be another timeout
     assert point.session is None  # not chain-resp_a: a point the store cannot read is not one nobody recorded
