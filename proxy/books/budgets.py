@@ -11,16 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from proxy.books.pricing import MICROS, Price, PriceTable
 from proxy.errors import InvalidRequest
 from proxy.exchange import Conversation
 from proxy.policy.models import Policy
+from proxy.request import AgentRequest
 from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, WindowLimit
-
-if TYPE_CHECKING:
-    from proxy.request import AgentRequest
 
 __all__ = [
     "TENANT_DAY_TTL_SECS",
@@ -36,6 +33,8 @@ __all__ = [
     "tenant_day_key",
     "tenant_day_limits",
     "tenant_day_settlement",
+    "worst_cost_micros",
+    "worst_tokens",
 ]
 
 
@@ -144,6 +143,21 @@ def estimate_tokens(conversation: Conversation, body_size: int, policy: Policy) 
     return body_size // 4 + (asked[1] if asked is not None else policy.budgets.reserve_tokens)
 
 
+def worst_tokens(request: AgentRequest) -> int:
+    """The request's worst case in tokens (:func:`estimate_tokens`), worked out once per request
+    however many budgets reserve it (the session's, the tenant's day)."""
+    if request.worst_tokens is None:
+        request.worst_tokens = estimate_tokens(request.conversation, len(request.body), request.policy)
+    return request.worst_tokens
+
+
+def worst_cost_micros(request: AgentRequest, prices: PriceTable) -> int:
+    """The request's worst case in micro-dollars: its worst tokens at the dearer of the model's
+    prompt and completion prices (0 for a model the table does not price)."""
+    price = prices.price(request.conversation.model)
+    return 0 if price is None else round(worst_tokens(request) * max(price.prompt, price.completion))
+
+
 def ending_tokens(body_size: int, policy: Policy, *, local: bool = False) -> int:
     """The worst case of a budget ending after a call of ``body_size`` bytes: the summary call
     resends about that prompt, its output capped at ``finalize.max_tokens``. Nothing when the
@@ -172,7 +186,7 @@ def session_limits(call: AgentRequest, prices: PriceTable, *, fresh: bool = Fals
                 "budget_tokens",
                 (FIELDS.TOKENS_IN, FIELDS.TOKENS_OUT),
                 FIELDS.RESERVED_TOKENS,
-                call.worst_tokens(),
+                worst_tokens(call),
                 budgets.max_tokens - ending_tokens(len(call.body), policy),
             )
         )
@@ -185,7 +199,7 @@ def session_limits(call: AgentRequest, prices: PriceTable, *, fresh: bool = Fals
                 "budget_cost",
                 (FIELDS.COST_MICROS,),
                 FIELDS.RESERVED_COST,
-                call.worst_cost_micros(prices),
+                worst_cost_micros(call, prices),
                 round(budgets.max_cost_usd * MICROS) - round(ending * rate),
             )
         )
@@ -217,10 +231,10 @@ def tenant_day_limits(call: AgentRequest, prices: PriceTable) -> list[WindowLimi
     limits = []
     if call.daily_tokens is not None:
         limits.append(
-            WindowLimit("daily_tokens", _DAILY_TOKENS, "reserved_tokens", call.worst_tokens(), call.daily_tokens)
+            WindowLimit("daily_tokens", _DAILY_TOKENS, "reserved_tokens", worst_tokens(call), call.daily_tokens)
         )
     if call.daily_cost_usd is not None:
-        worst = call.worst_cost_micros(prices)
+        worst = worst_cost_micros(call, prices)
         limits.append(
             WindowLimit("daily_cost", _DAILY_COST, "reserved_cost", worst, round(call.daily_cost_usd * MICROS))
         )

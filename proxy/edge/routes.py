@@ -23,7 +23,6 @@ from proxy.edge.http import (
     client_headers,
     header,
     read_body,
-    reply_headers,
     send_error,
     send_reply,
     upstream_request_headers,
@@ -51,6 +50,7 @@ from proxy.schemas.compiled import SchemaCache, SchemaLimits
 from proxy.session.identity import identify
 from proxy.settings import Settings
 from proxy.upstream.client import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
+from proxy.upstream.headers import reply_headers
 from proxy.upstream.paths import CLAUDE_TELEMETRY, passthrough_route, passthrough_url, telemetry_url
 from proxy.upstream.relayed_errors import credential_values, relayed_error, secret_forms
 from proxy.wire.base import WireAdapter

@@ -27,9 +27,9 @@ from typing import Any
 
 from litestar.types import Send
 
-from proxy.edge.http import reply_headers
 from proxy.errors import ProxyError
 from proxy.exchange import Channel
+from proxy.upstream.headers import reply_headers
 from proxy.wire.base import StreamRelay, WireAdapter
 from proxy.wire.chat.adapter import CHAT_COMPLETIONS
 
