@@ -38,7 +38,6 @@ from proxy.errors import (
     ProxyError,
     UpstreamDisconnected,
 )
-from proxy.loop.continuity import resolve_chain
 from proxy.loop.pipeline import Pipeline
 from proxy.observe.logs import log_event, logger
 from proxy.observe.metrics import Metrics
@@ -132,10 +131,8 @@ class ProxyRoutes:
             adapter.declared_schemas(payload), adapter.parse_request(payload), self._schemas, len(body)
         )
         hint = adapter.session_hint(payload, lambda name: header(scope, name))
-        chained, rechained = await resolve_chain(self._pipeline.store, adapter, credentials.namespace, payload)
-        hint = hint or chained
-        if rechained is not None:
-            payload, body = rechained, adapter.encode(rechained)
+        resumed = await self._pipeline.resume(adapter, credentials.namespace, payload, body)
+        hint, payload, body = hint or resumed.session, resumed.payload, resumed.body
         session = identify(
             credentials.namespace, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id"), hint
         )

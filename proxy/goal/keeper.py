@@ -2,7 +2,8 @@
 
 Goal mode is a participant of the guard loop: for each reply it returns a decision the loop
 applies like a verdict (:class:`GoalTurn`: continue with these turns; :class:`GoalStrip`: the
-reply without the goal tool's calls; None: nothing to do).
+reply without the goal tool's calls; None: nothing to do). What goal mode keeps over one
+request is one value, a :class:`GoalRun`, which the keeper opens and updates.
 
 Every change of the goal is written to the session delta (committed with the request), counted
 in ``loopwarden_goal_events_total`` and logged. Sub-agents (``X-Agent-Id``) never start or
@@ -23,7 +24,7 @@ from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import FIELDS, SessionDelta, SessionState
 from proxy.verdict import Nudge
 
-__all__ = ["GoalDecision", "GoalKeeper", "GoalStrip", "GoalTurn"]
+__all__ = ["GoalDecision", "GoalKeeper", "GoalRun", "GoalStrip", "GoalTurn"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +50,28 @@ class GoalStrip:
 GoalDecision = GoalTurn | GoalStrip | None
 
 
+@dataclass(slots=True)
+class GoalRun:
+    """Goal mode over one request: the goal as it stands, and what this request did with it."""
+
+    goal: Goal
+    offered: bool = False
+    """The goal tool is offered to the upstream in this request (any reply may call it)."""
+    tool_rounds: int = 0
+    """Replies that called only the goal tool, answered by the proxy (``max_tool_rounds``)."""
+    stripped: tuple[Reply, dict[str, str]] | None = None
+    """The last reply whose goal tool calls the agent does not see, whole, and their results."""
+
+
 class GoalKeeper:
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
 
-    def open(self, call: AgentRequest, state: SessionState, delta: SessionDelta, notes: RequestNotes) -> Goal | None:
-        """The session's goal, started now if this request sets one; None outside goal mode."""
+    def open(
+        self, call: AgentRequest, state: SessionState, delta: SessionDelta, notes: RequestNotes
+    ) -> GoalRun | None:
+        """The session's goal, started now if this request sets one, its tool offered while it
+        is active; None outside goal mode."""
         settings = call.policy.goal
         if not settings.enabled or call.session.sub_agent or call.policy.mode != "enforce":
             return None
@@ -72,9 +89,28 @@ class GoalKeeper:
             goal = goal.with_event("started", objective, notes.started)
             self._save(call, goal, delta, notes, "started")
         notes.goal = goal.status
-        return goal
+        return GoalRun(goal, offered=goal.active)
 
     def decide(
+        self,
+        call: AgentRequest,
+        run: GoalRun,
+        reply: Reply,
+        delta: SessionDelta,
+        state: SessionState,
+        notes: RequestNotes,
+    ) -> GoalDecision:
+        """What the loop does about ``reply``; ``run`` holds the goal after it."""
+        run.stripped = None
+        rounds_left = run.tool_rounds < call.policy.goal.max_tool_rounds
+        run.goal, decision = self._decision(call, run.goal, reply, delta, state, notes, rounds_left)
+        if isinstance(decision, GoalStrip):
+            run.stripped = (reply, decision.answered)
+        elif decision is not None and decision.tool_round:
+            run.tool_rounds += 1
+        return decision
+
+    def _decision(
         self,
         call: AgentRequest,
         goal: Goal,
@@ -82,10 +118,8 @@ class GoalKeeper:
         delta: SessionDelta,
         state: SessionState,
         notes: RequestNotes,
-        *,
         tool_rounds_left: bool,
     ) -> tuple[Goal, GoalDecision]:
-        """The goal after ``reply``, and what the loop does about it."""
         own, theirs = goal_calls(reply.tool_calls)
         if own:
             goal, results = self.absorb(call, goal, own, delta, notes)

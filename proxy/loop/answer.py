@@ -8,7 +8,7 @@ a stream's last event) reflects the books.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from proxy.request import SSE, AgentRequest, Outcome
 from proxy.streaming.client import ClientStream
 from proxy.upstream.client import UpstreamReply
 
-__all__ = ["Answer", "Failed", "Relayed", "Tried", "Unusable", "Written", "delivered_reply", "render"]
+__all__ = ["Answer", "Failed", "Passed", "Tried", "Unusable", "Written", "delivered_reply", "render"]
 
 
 @dataclass(slots=True)
@@ -40,11 +40,14 @@ class Written:
 
     body: dict[str, Any]
     shaped: bool = False
+    upstream_saw: tuple[Reply, Mapping[str, str]] | None = None
+    """For the reply without the goal tool's calls: the reply whole, and the calls the proxy
+    answered itself (id: result), as the upstream saw them (the session records them)."""
 
 
 @dataclass(frozen=True, slots=True)
-class Relayed:
-    """The upstream's reply, passed by the guards."""
+class Passed:
+    """The upstream's reply, passed by the guards: the client gets it as it came."""
 
     tried: Tried
 
@@ -63,12 +66,12 @@ class Failed:
     error: ProxyError
 
 
-Answer = Written | Relayed | Unusable | Failed
+Answer = Written | Passed | Unusable | Failed
 
 
 def delivered_reply(call: AgentRequest, answer: Answer) -> Reply | None:
     """The reply the client gets, as the guards read it (None: an error, or no reply)."""
-    if isinstance(answer, Relayed):
+    if isinstance(answer, Passed):
         return answer.tried.reply
     if isinstance(answer, Written):
         body = ending_for(call, answer.body, text_started=False) if answer.shaped else answer.body
@@ -84,7 +87,7 @@ async def render(
 ) -> Outcome:
     """The request's answer: JSON, a copy of the upstream's, or SSE (to ``client`` when the
     server streams it, else as a body)."""
-    if isinstance(answer, Relayed):  # the common case first
+    if isinstance(answer, Passed):  # the common case first
         upstream = answer.tried.upstream
         if client is None:
             return Outcome(upstream.response.status_code, headers(), upstream=upstream)

@@ -5,26 +5,34 @@ Two formats keep transcript the client never sends back. On Messages, the proxy'
 for byte, into every later request, because the upstream binds signed thinking to its exact
 prefix. On Responses, a continuation names a stored response (``previous_response_id``),
 so every response id the proxy returns is remembered with its session
-(:mod:`proxy.session.chains`). The adapter says what applies to its format (chat: nothing);
-the pipeline calls these at fixed points of a request.
+(:mod:`proxy.session.chains`). The adapter says what applies to its format (chat: nothing).
+
+Per request, one :class:`Continuity` at three points of the pipeline: before the loop (the
+session's records spliced into what goes upstream), at an ending (the transcript its summary
+extends), and after (the turns and reply ids recorded into the commit, the ids remembered once
+it landed). Before any of them, at the edge, :func:`resume` resolves a continuation to its
+session, since the session's identity depends on it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import msgspec
 
 from proxy.errors import InvalidRequest
 from proxy.exchange import Reply, Turn
+from proxy.loop.answer import Answer, Passed, Written, delivered_reply
 from proxy.observe.logs import log_event
 from proxy.request import AgentRequest
 from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore
 from proxy.session.chains import MAX_REFERENCES, chained_session, remember_responses, unrecorded_chain
+from proxy.session.identity import named_run, turn_digest
 
-__all__ = ["MAX_RECORDED_BYTES", "Links", "chain_links", "record_turns", "remember_links", "summary_payload"]
+__all__ = ["MAX_RECORDED_BYTES", "Chaining", "Continuity", "Links", "Resumed", "resume"]
 
 Links = list[tuple[str, str | None, str | None]]
 """(id, upstream id to continue from instead, the proxy's own body) per reply id: see
@@ -41,57 +49,6 @@ _TASK_CHARS = 4000
 """How much of a run's task is kept for its continuations (the judge reads less)."""
 
 
-def summary_payload(
-    call: AgentRequest, state: SessionState, amended: Mapping[str, Any] | None, payload: Mapping[str, Any]
-) -> Mapping[str, Any]:
-    """The request an ending's summary call extends: the transcript as the upstream knows it
-    (the session's records spliced in), else the client's own. ``amended``: the payload
-    before splicing, once the attempts began (None: the request ended before them)."""
-    if amended is None:
-        return call.adapter.spliced(call.payload, state.values)
-    return payload if payload is not amended else call.payload
-
-
-def record_turns(
-    call: AgentRequest,
-    amended: Mapping[str, Any],
-    extra: Sequence[Turn],
-    reply: Reply,
-    delta: SessionDelta,
-    state: SessionState,
-    answered: Mapping[str, str] | None = None,
-) -> None:
-    """What the upstream saw that the client will not send back (turns the proxy added, tool
-    results it amended, the calls of ``reply`` it ``answered`` itself and took out of the
-    client's copy) into the session, to be spliced into its later requests; nothing once
-    the session's state would pass :data:`MAX_RECORDED_BYTES` (counted, logged)."""
-    if not extra and amended is call.payload and not answered:
-        return
-    records = call.adapter.recorded(call.payload, amended, extra, reply, answered)
-    held = sum(len(name) + len(value) for name, value in state.values.items())
-    adding = sum(len(name) + len(value) for name, value in records.items())
-    if records and held + adding > MAX_RECORDED_BYTES:
-        log_event(
-            "transcript_not_recorded",
-            {"tenant": call.tenant, "session": call.session.id, "held": held, "adding": adding},
-            logging.WARNING,
-        )
-        return
-    for name, value in records.items():
-        delta.assign(name, value)
-
-
-def chain_links(
-    call: AgentRequest, replies: Sequence[Reply], answer: Reply | Mapping[str, Any] | None, delta: SessionDelta
-) -> Links:
-    """The reply ids of this request a later one may continue from; the run's task is kept in
-    the session then, for the judge of continuations that carry no task."""
-    links = call.adapter.chain_links(call.payload, replies, answer)
-    if links and (task := call.conversation.first_text("user")):
-        delta.default(FIELDS.TASK, task[:_TASK_CHARS])
-    return links
-
-
 class Chaining(Protocol):
     """What :func:`resolve_chain` asks of a request's adapter (a :class:`~proxy.wire.base.WireAdapter`)."""
 
@@ -102,6 +59,28 @@ class Chaining(Protocol):
     def rechained(
         self, payload: Mapping[str, Any], continue_from: str | None, bodies: Mapping[str, Mapping[str, Any]]
     ) -> dict[str, Any]: ...
+
+    def encode(self, body: Mapping[str, Any]) -> bytes: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """A request as it goes on: the session its chain point was recorded in (None: it names
+    none), and its payload and body, rewritten when its chain needed it."""
+
+    session: str | None
+    payload: dict[str, Any]
+    body: bytes
+
+
+async def resume(
+    store: SessionStore, adapter: Chaining, namespace: str, payload: dict[str, Any], body: bytes
+) -> Resumed:
+    """Where a request that continues a stored response goes on (see :func:`resolve_chain`)."""
+    session, rewritten = await resolve_chain(store, adapter, namespace, payload)
+    if rewritten is None:
+        return Resumed(session, payload, body)
+    return Resumed(session, rewritten, adapter.encode(rewritten))
 
 
 async def resolve_chain(
@@ -131,7 +110,78 @@ async def resolve_chain(
     return session, rewritten if rewritten != payload else None
 
 
-async def remember_links(store: SessionStore, call: AgentRequest, links: Links) -> None:
-    """Remember ``links`` under the session (after its commit, before the client can continue)."""
-    if links:
-        await remember_responses(store, call.namespace, links, call.session.id, call.policy.session_ttl_secs)
+class Continuity:
+    """One request's continuity: what the session holds that its client does not resend, put
+    back before the loop, extended by an ending's summary, recorded after."""
+
+    __slots__ = ("_amended", "_delta", "_links", "_request", "_state")
+
+    def __init__(self, request: AgentRequest, state: SessionState, delta: SessionDelta) -> None:
+        self._request = request
+        self._state = state
+        self._delta = delta
+        self._amended: Mapping[str, Any] | None = None
+        self._links: Links = []
+
+    def splice(self, payload: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Before the loop: ``payload`` (the client's, as the guards amended it) with the
+        session's records put back, as the upstream is to see it."""
+        self._amended = payload
+        return self._request.adapter.spliced(payload, self._state.values)
+
+    def summary_payload(self, sent: Mapping[str, Any]) -> Mapping[str, Any]:
+        """At an ending: the request its summary call extends, the transcript as the upstream
+        knows it (``sent``: what went upstream last), else the client's own."""
+        request = self._request
+        if self._amended is None:  # the request ended before its attempts
+            return request.adapter.spliced(request.payload, self._state.values)
+        return sent if sent is not self._amended else request.payload
+
+    def record(self, ending: Answer, extra: Sequence[Turn], replies: Sequence[Reply]) -> None:
+        """After the loop, before the commit: what the upstream saw of this request that the
+        client will not send back (turns the proxy added, tool results it amended, calls it
+        answered itself), the run a derived session goes on in (named by its first reply), and
+        the reply ids a later request may continue from."""
+        request = self._request
+        if isinstance(ending, Passed):
+            self._record_turns(extra, ending.tried.reply, None)
+        elif isinstance(ending, Written) and ending.upstream_saw is not None:
+            self._record_turns(extra, *ending.upstream_saw)
+        if request.session.fresh and request.session.derived and (first := delivered_reply(request, ending)):
+            request.session = named_run(request.session, turn_digest(first.content, first.tool_calls))
+        answer = ending.body if isinstance(ending, Written) else _passed_reply(ending)
+        self._links = request.adapter.chain_links(request.payload, replies, answer)
+        if self._links and (task := request.conversation.first_text("user")):
+            self._delta.default(FIELDS.TASK, task[:_TASK_CHARS])  # for the judge of continuations
+
+    async def remember(self, store: SessionStore) -> None:
+        """After the commit, before the client can continue from one: the recorded reply ids,
+        each with the session it continues."""
+        request = self._request
+        if self._links:
+            await remember_responses(
+                store, request.namespace, self._links, request.session.id, request.policy.session_ttl_secs
+            )
+
+    def _record_turns(self, extra: Sequence[Turn], reply: Reply, answered: Mapping[str, str] | None) -> None:
+        """Into the session, to be spliced into its later requests; nothing once its state would
+        pass :data:`MAX_RECORDED_BYTES` (counted, logged)."""
+        request, amended = self._request, self._amended
+        if amended is None or (not extra and amended is request.payload and not answered):
+            return
+        records = request.adapter.recorded(request.payload, amended, extra, reply, answered)
+        held = sum(len(name) + len(value) for name, value in self._state.values.items())
+        adding = sum(len(name) + len(value) for name, value in records.items())
+        if records and held + adding > MAX_RECORDED_BYTES:
+            log_event(
+                "transcript_not_recorded",
+                {"tenant": request.tenant, "session": request.session.id, "held": held, "adding": adding},
+                logging.WARNING,
+            )
+            return
+        for name, value in records.items():
+            self._delta.assign(name, value)
+
+
+def _passed_reply(ending: Answer) -> Reply | None:
+    return ending.tried.reply if isinstance(ending, Passed) else None

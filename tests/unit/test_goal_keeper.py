@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from proxy.exchange import Echo, Reply, ReturnCalls, ToolCall, Usage
-from proxy.goal.keeper import GoalKeeper, GoalStrip, GoalTurn
+from proxy.goal.keeper import GoalKeeper, GoalRun, GoalStrip, GoalTurn
 from proxy.goal.model import GOAL_TOOL, Goal
 from proxy.observe.metrics import Metrics
 from proxy.policy.models import Policy
@@ -45,15 +45,9 @@ def reply(content=None, *calls: ToolCall) -> Reply:
 
 def decide(given: Reply, rounds_left: bool = True):
     keeper = GoalKeeper(Metrics())
-    return keeper.decide(
-        request(),
-        GOAL,
-        given,
-        SessionDelta(),
-        SessionState({}),
-        RequestNotes(started=1.0),
-        tool_rounds_left=rounds_left,
-    )
+    run = GoalRun(GOAL, offered=True, tool_rounds=0 if rounds_left else POLICY.goal.max_tool_rounds)
+    decision = keeper.decide(request(), run, given, SessionDelta(), SessionState({}), RequestNotes(started=1.0))
+    return run.goal, decision
 
 
 def test_a_reply_calling_only_the_goal_tool_is_answered_and_continued():
