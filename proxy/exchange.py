@@ -250,7 +250,7 @@ class Conversation:
 
     def calls_by_id(self) -> dict[str, ToolCall]:
         """Every tool call the history's assistant turns made, by call id."""
-        return {call.id: call for message in self.messages for call in message.tool_calls}
+        return {tool_call.id: tool_call for message in self.messages for tool_call in message.tool_calls}
 
     def tool_results(self) -> list[Message]:
         """Tool results in order: ``tool`` turns, and the user turns of clients that flatten

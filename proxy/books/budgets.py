@@ -84,20 +84,20 @@ def remaining(state: SessionState, policy: Policy, now: float) -> Remaining:
     )
 
 
-def check_request_cap(call: AgentRequest, enforce: bool, prices: PriceTable) -> None:
+def check_request_cap(request: AgentRequest, enforce: bool, prices: PriceTable) -> None:
     """A 400 for a request that no budget could ever admit (its output limit alone is over):
     the session's budgets (enforced only) and the API key's daily caps."""
-    budgets = call.policy.budgets
+    budgets = request.policy.budgets
     session_tokens, session_cost = (budgets.max_tokens, budgets.max_cost_usd) if enforce else (None, None)
-    caps = (session_tokens, session_cost, call.daily_tokens, call.daily_cost_usd)
+    caps = (session_tokens, session_cost, request.daily_tokens, request.daily_cost_usd)
     if caps == (None, None, None, None):
         return  # no cap at all: the common case
-    costs = {"API key's daily cost cap": call.daily_cost_usd, "session's cost budget": session_cost}
+    costs = {"API key's daily cost cap": request.daily_cost_usd, "session's cost budget": session_cost}
     check_output_cap(
-        call.conversation,
-        {"API key's daily token cap": call.daily_tokens, "session's token budget": session_tokens},
+        request.conversation,
+        {"API key's daily token cap": request.daily_tokens, "session's token budget": session_tokens},
         costs,
-        prices.price(call.conversation.model) if any(v is not None for v in costs.values()) else None,
+        prices.price(request.conversation.model) if any(v is not None for v in costs.values()) else None,
     )
 
 
@@ -168,7 +168,7 @@ def ending_tokens(body_size: int, policy: Policy, *, local: bool = False) -> int
     return body_size // 4 + (finalize.max_tokens or policy.budgets.reserve_tokens)
 
 
-def session_limits(call: AgentRequest, prices: PriceTable, *, fresh: bool = False) -> list[Limit]:
+def session_limits(request: AgentRequest, prices: PriceTable, *, fresh: bool = False) -> list[Limit]:
     """The reservations one call makes: its step, and its worst case against the session's
     token and cost budgets. A ``fresh`` session (its state starts empty, nothing to exceed)
     reserves nothing unless it has token or cost budgets to check: no round trip for it.
@@ -177,7 +177,7 @@ def session_limits(call: AgentRequest, prices: PriceTable, *, fresh: bool = Fals
     room for an ending after it (one step; the summary call's tokens and cost). The call that
     does not is refused, and so becomes the ending, within the budget: a client whose own
     cap equals ``max_steps`` never receives a tool call it cannot answer."""
-    policy = call.policy
+    policy = request.policy
     budgets = policy.budgets
     limits = [Limit("budget_steps", (FIELDS.STEPS,), FIELDS.RESERVED_STEPS, 1, policy.max_steps - 1)]
     if budgets.max_tokens is not None:
@@ -186,20 +186,20 @@ def session_limits(call: AgentRequest, prices: PriceTable, *, fresh: bool = Fals
                 "budget_tokens",
                 (FIELDS.TOKENS_IN, FIELDS.TOKENS_OUT),
                 FIELDS.RESERVED_TOKENS,
-                worst_tokens(call),
-                budgets.max_tokens - ending_tokens(len(call.body), policy),
+                worst_tokens(request),
+                budgets.max_tokens - ending_tokens(len(request.body), policy),
             )
         )
     if budgets.max_cost_usd is not None:
-        price = prices.price(call.conversation.model)
+        price = prices.price(request.conversation.model)
         rate = 0 if price is None else max(price.prompt, price.completion)
-        ending = ending_tokens(len(call.body), policy, local=budgets.hard_cost_cap)
+        ending = ending_tokens(len(request.body), policy, local=budgets.hard_cost_cap)
         limits.append(
             Limit(
                 "budget_cost",
                 (FIELDS.COST_MICROS,),
                 FIELDS.RESERVED_COST,
-                worst_cost_micros(call, prices),
+                worst_cost_micros(request, prices),
                 round(budgets.max_cost_usd * MICROS) - round(ending * rate),
             )
         )
@@ -226,17 +226,17 @@ def tenant_day_key(tenant: str) -> str:
     return f"lw:{{{tenant}}}:daily"
 
 
-def tenant_day_limits(call: AgentRequest, prices: PriceTable) -> list[WindowLimit]:
+def tenant_day_limits(request: AgentRequest, prices: PriceTable) -> list[WindowLimit]:
     """The tenant's daily caps this call must fit in, each reserving the call's worst case."""
     limits = []
-    if call.daily_tokens is not None:
+    if request.daily_tokens is not None:
         limits.append(
-            WindowLimit("daily_tokens", _DAILY_TOKENS, "reserved_tokens", worst_tokens(call), call.daily_tokens)
+            WindowLimit("daily_tokens", _DAILY_TOKENS, "reserved_tokens", worst_tokens(request), request.daily_tokens)
         )
-    if call.daily_cost_usd is not None:
-        worst = worst_cost_micros(call, prices)
+    if request.daily_cost_usd is not None:
+        worst = worst_cost_micros(request, prices)
         limits.append(
-            WindowLimit("daily_cost", _DAILY_COST, "reserved_cost", worst, round(call.daily_cost_usd * MICROS))
+            WindowLimit("daily_cost", _DAILY_COST, "reserved_cost", worst, round(request.daily_cost_usd * MICROS))
         )
     return limits
 

@@ -142,7 +142,7 @@ class ProxyRoutes:
                 {"session": session.id, "derived": session.derived, "fresh": session.fresh, "policy": policy.name},
                 logging.DEBUG,
             )
-        call = AgentRequest(
+        request = AgentRequest(
             tenant=credentials.tenant.name,
             policy=policy,
             session=session,
@@ -159,18 +159,18 @@ class ProxyRoutes:
             adapter=adapter,
             namespace=credentials.namespace,
         )
-        if call.stream:
-            call.respond = send
+        if request.stream:
+            request.respond = send
         facts: dict[str, object] = {
-            "tenant": call.tenant,
+            "tenant": request.tenant,
             "policy": policy.name,
             "session": session.id,
-            "stream": call.stream,
+            "stream": request.stream,
         }
         # Streamed or not, a client that hangs up cancels the upstream call (and any nudge or
         # judge call that would follow); the pipeline still commits what was used.
-        outcome = await unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
-        await self._deliver(outcome, send, facts, call.headers, adapter)
+        outcome = await unless_client_leaves(self._pipeline.run(request), receive, facts, tracker)
+        await self._deliver(outcome, send, facts, request.headers, adapter)
         return facts
 
     def policy_for(self, tenant: Tenant, requested: str | None) -> Policy:

@@ -68,18 +68,18 @@ class GoalKeeper:
         self._metrics = metrics
 
     def open(
-        self, call: AgentRequest, state: SessionState, delta: SessionDelta, notes: RequestNotes
+        self, request: AgentRequest, state: SessionState, delta: SessionDelta, notes: RequestNotes
     ) -> GoalRun | None:
         """The session's goal, started now if this request sets one, its tool offered while it
         is active; None outside goal mode."""
-        settings = call.policy.goal
-        if not settings.enabled or call.session.sub_agent or call.policy.mode != "enforce":
+        settings = request.policy.goal
+        if not settings.enabled or request.session.sub_agent or request.policy.mode != "enforce":
             return None
         goal = load_goal(state.values.get(GOAL_FIELD))
         if goal is None:
-            objective, criteria = call.goal, call.goal_criteria
+            objective, criteria = request.goal, request.goal_criteria
             if objective is None:
-                first = call.conversation.first_text("user") or ""
+                first = request.conversation.first_text("user") or ""
                 if first.startswith(settings.command):
                     objective = first[len(settings.command) :].strip() or None
             if objective is None:
@@ -87,13 +87,13 @@ class GoalKeeper:
             active_ms = delta.applied_to(state).counter(FIELDS.ACTIVE_MS)
             goal = Goal(objective[:4_000], criteria[:4_000] if criteria else None, started_active_ms=active_ms)
             goal = goal.with_event("started", objective, notes.started)
-            self._save(call, goal, delta, notes, "started")
+            self._save(request, goal, delta, notes, "started")
         notes.goal = goal.status
         return GoalRun(goal, offered=goal.active)
 
     def decide(
         self,
-        call: AgentRequest,
+        request: AgentRequest,
         run: GoalRun,
         reply: Reply,
         delta: SessionDelta,
@@ -102,8 +102,8 @@ class GoalKeeper:
     ) -> GoalDecision:
         """What the loop does about ``reply``; ``run`` holds the goal after it."""
         run.stripped = None
-        rounds_left = run.tool_rounds < call.policy.goal.max_tool_rounds
-        run.goal, decision = self._decision(call, run.goal, reply, delta, state, notes, rounds_left)
+        rounds_left = run.tool_rounds < request.policy.goal.max_tool_rounds
+        run.goal, decision = self._decision(request, run.goal, reply, delta, state, notes, rounds_left)
         if isinstance(decision, GoalStrip):
             run.stripped = (reply, decision.answered)
         elif decision is not None and decision.tool_round:
@@ -112,7 +112,7 @@ class GoalKeeper:
 
     def _decision(
         self,
-        call: AgentRequest,
+        request: AgentRequest,
         goal: Goal,
         reply: Reply,
         delta: SessionDelta,
@@ -122,7 +122,7 @@ class GoalKeeper:
     ) -> tuple[Goal, GoalDecision]:
         own, theirs = goal_calls(reply.tool_calls)
         if own:
-            goal, results = self.absorb(call, goal, own, delta, notes)
+            goal, results = self.absorb(request, goal, own, delta, notes)
             if not theirs and tool_rounds_left:
                 # Only the proxy's own tool was called: answer it and let the model go on.
                 answered = Nudge("goal_tool", f"goal {goal.status}", (ReturnCalls(reply, results),))
@@ -131,14 +131,14 @@ class GoalKeeper:
         if goal.active and reply.has_text and not reply.tool_calls:
             # A continuation is the goal's turn, bounded by the goal's own turn and time
             # limits (and the session's budgets), not by the request's nudge attempts.
-            goal, prompt = self.next_turn(call, goal, delta, state, notes)
+            goal, prompt = self.next_turn(request, goal, delta, state, notes)
             if prompt is not None:
                 continued = Nudge("goal_continue", f"goal turn {goal.turns}", (Echo(reply), Note(prompt)))
                 return goal, GoalTurn(continued, tool_round=False)
         return goal, None
 
     def absorb(
-        self, call: AgentRequest, goal: Goal, calls: Sequence[ToolCall], delta: SessionDelta, notes: RequestNotes
+        self, request: AgentRequest, goal: Goal, calls: Sequence[ToolCall], delta: SessionDelta, notes: RequestNotes
     ) -> tuple[Goal, dict[str, str]]:
         """Answer the model's goal tool calls: the goal after them, and each call's result."""
         results: dict[str, str] = {}
@@ -146,34 +146,34 @@ class GoalKeeper:
             update = apply_call(goal, each, notes.started)
             goal = update.goal
             results[each.id] = update.result
-            self._save(call, goal, delta, notes, update.event)
+            self._save(request, goal, delta, notes, update.event)
         return goal, results
 
     def next_turn(
-        self, call: AgentRequest, goal: Goal, delta: SessionDelta, state: SessionState, notes: RequestNotes
+        self, request: AgentRequest, goal: Goal, delta: SessionDelta, state: SessionState, notes: RequestNotes
     ) -> tuple[Goal, str | None]:
         """A text-only reply while the goal is active: the continuation prompt, or None when a
         limit is reached (the goal becomes ``limit_reached`` and the reply passes)."""
-        settings = call.policy.goal
+        settings = request.policy.goal
         active_ms = delta.applied_to(state).counter(FIELDS.ACTIVE_MS)
         reason = over_limit(goal, active_ms, settings.max_turns, settings.max_active_minutes)
         if reason is not None:
             goal = goal.with_event("limit_reached", reason, notes.started, status="limit_reached", reason=reason)
-            self._save(call, goal, delta, notes, "limit_reached")
+            self._save(request, goal, delta, notes, "limit_reached")
             return goal, None
         prompt = continuation_prompt(goal, active_ms, settings.max_turns, settings.max_active_minutes)
         goal = goal.with_event("continued", f"turn {goal.turns + 1}", notes.started, turns=goal.turns + 1)
-        self._save(call, goal, delta, notes, "continued")
+        self._save(request, goal, delta, notes, "continued")
         return goal, prompt
 
-    def _save(self, call: AgentRequest, goal: Goal, delta: SessionDelta, notes: RequestNotes, event: str) -> None:
+    def _save(self, request: AgentRequest, goal: Goal, delta: SessionDelta, notes: RequestNotes, event: str) -> None:
         delta.assign(GOAL_FIELD, goal.dumps())
         notes.goal = goal.status
-        self._metrics.goal_events.labels(call.tenant, call.policy.name, event).inc()
+        self._metrics.goal_events.labels(request.tenant, request.policy.name, event).inc()
         log_event(
             "goal",
             {
-                **call.log_fields(),
+                **request.log_fields(),
                 "change": event,
                 "status": goal.status,
                 "turns": goal.turns,

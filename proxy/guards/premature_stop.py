@@ -35,10 +35,10 @@ def _answer(reply: Reply, completion_tools: tuple[str, ...]) -> tuple[str | None
     if not reply.tool_calls:
         return (reply.content or "") if reply.has_text else None, None
     if len(reply.tool_calls) == 1 and reply.tool_calls[0].name in completion_tools:
-        call = reply.tool_calls[0]
-        arguments, _ = call.parsed_arguments()
+        tool_call = reply.tool_calls[0]
+        arguments, _ = tool_call.parsed_arguments()
         answer = arguments.get("answer") if isinstance(arguments, dict) else None
-        return (answer if isinstance(answer, str) else call.arguments), call.id
+        return (answer if isinstance(answer, str) else tool_call.arguments), tool_call.id
     return None, None
 
 

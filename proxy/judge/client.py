@@ -226,21 +226,23 @@ class JudgeTarget:
     adapter: WireAdapter = CHAT_COMPLETIONS
 
 
-def judge_target(call: AgentRequest) -> JudgeTarget | None:
+def judge_target(request: AgentRequest) -> JudgeTarget | None:
     """Where this request's judge calls go, resolved once per request: the policy's own
     endpoint, or the agent's upstream with the agent's key (None: the judge is off, or its
     key's variable is unset)."""
-    settings = call.policy.judge
+    settings = request.policy.judge
     if not settings.use_llm_judge:
         return None
-    url = call.adapter.judge_url(settings.base_url) if settings.base_url else call.url
-    headers: Sequence[tuple[str, str]] = call.headers
+    url = request.adapter.judge_url(settings.base_url) if settings.base_url else request.url
+    headers: Sequence[tuple[str, str]] = request.headers
     if settings.api_key_env:
         key = os.environ.get(settings.api_key_env)
         if not key:
             return None
-        headers = call.adapter.judge_headers(key)
-    return JudgeTarget(url, headers, settings.model or call.conversation.model, scope=call.tenant, adapter=call.adapter)
+        headers = request.adapter.judge_headers(key)
+    return JudgeTarget(
+        url, headers, settings.model or request.conversation.model, scope=request.tenant, adapter=request.adapter
+    )
 
 
 @dataclass(frozen=True, slots=True)

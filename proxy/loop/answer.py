@@ -69,18 +69,18 @@ class Failed:
 Answer = Written | Passed | Unusable | Failed
 
 
-def delivered_reply(call: AgentRequest, answer: Answer) -> Reply | None:
+def delivered_reply(request: AgentRequest, answer: Answer) -> Reply | None:
     """The reply the client gets, as the guards read it (None: an error, or no reply)."""
     if isinstance(answer, Passed):
         return answer.tried.reply
     if isinstance(answer, Written):
-        body = ending_for(call, answer.body, text_started=False) if answer.shaped else answer.body
-        return call.adapter.parse_reply(call.adapter.encode(body))
+        body = ending_for(request, answer.body, text_started=False) if answer.shaped else answer.body
+        return request.adapter.parse_reply(request.adapter.encode(body))
     return None
 
 
 async def render(
-    call: AgentRequest,
+    request: AgentRequest,
     client: ClientStream | None,
     answer: Answer,
     headers: Callable[[], list[tuple[bytes, bytes]]],
@@ -94,7 +94,7 @@ async def render(
         if answer.tried.streamed is not None:
             await client.finish()
             return Outcome(200, [], delivered=True)
-        body = call.adapter.reply_body(upstream.response.content)  # a whole completion, where a stream was asked
+        body = request.adapter.reply_body(upstream.response.content)  # a whole completion, where a stream was asked
     elif isinstance(answer, Written):
         body = answer.body
         if answer.shaped:
@@ -102,7 +102,7 @@ async def render(
             # session may ask differently from the one that ended it): a call to its answer
             # tool, a refusal when it asked for a JSON answer, else text; and text when text of
             # the answer already streamed.
-            body = ending_for(call, body, text_started=client is not None and client.text_started)
+            body = ending_for(request, body, text_started=client is not None and client.text_started)
     elif isinstance(answer, Unusable) and (client is None or not client.started):
         return Outcome(answer.upstream.response.status_code, headers(), upstream=answer.upstream)
     else:  # part of the stream already reached the client: an error event ends it
@@ -117,7 +117,7 @@ async def render(
     if client is not None:
         await client.replace(body)
         return Outcome(200, [], delivered=True)
-    adapter = call.adapter
-    if call.stream:  # no client stream to write to (a caller outside the server)
-        return Outcome(200, headers(), adapter.streamed(body, include_usage=call.include_usage()), SSE)
+    adapter = request.adapter
+    if request.stream:  # no client stream to write to (a caller outside the server)
+        return Outcome(200, headers(), adapter.streamed(body, include_usage=request.include_usage()), SSE)
     return Outcome(200, headers(), adapter.encode(body))

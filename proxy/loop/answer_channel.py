@@ -119,24 +119,24 @@ def ending_text(reply: Reply) -> str:
     return reply.content or ""
 
 
-def answer_channel(call: AgentRequest) -> AnswerTool | None:
+def answer_channel(request: AgentRequest) -> AnswerTool | None:
     """This request's answer tool (None: text, or a refusal for a JSON-mode request)."""
-    if call.adapter.wants_structured_output(call.payload):
+    if request.adapter.wants_structured_output(request.payload):
         return None
-    return answer_tool(call.conversation, call.policy.judge.completion_tools)
+    return answer_tool(request.conversation, request.policy.judge.completion_tools)
 
 
-def ending_for(call: AgentRequest, body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:
+def ending_for(request: AgentRequest, body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:
     """An ending (made for this request or stored by an earlier one) in this request's channel:
     a call to its answer tool, a refusal for a JSON answer, else text. Once text of the
     answer streamed to the client, the ending follows it as text."""
-    adapter = call.adapter
+    adapter = request.adapter
     if text_started:
-        return adapter.shaped(call.payload, body, text_started=True)
-    tool = answer_channel(call)
+        return adapter.shaped(request.payload, body, text_started=True)
+    tool = answer_channel(request)
     reply = adapter.parse_reply(adapter.encode(body))
     if reply is None:
-        return adapter.shaped(call.payload, body, text_started=False)
+        return adapter.shaped(request.payload, body, text_started=False)
     calls = reply.tool_calls
     if tool is not None and len(calls) == 1 and calls[0].name == tool.name:
         return body  # already a call to this request's answer tool
@@ -144,7 +144,7 @@ def ending_for(call: AgentRequest, body: dict[str, Any], *, text_started: bool) 
     if tool is None:
         if calls:  # a call to a tool this request does not answer through: its words, as text
             body = adapter.ending(text, model=reply.model, usage=reply.usage)
-        return adapter.shaped(call.payload, body, text_started=False)
+        return adapter.shaped(request.payload, body, text_started=False)
     if tool.free_text:
         answer = ToolCall(_call_id(text), tool.name, tool.arguments(text))
         return adapter.render_reply(Reply(None, None, (answer,), "tool_calls", reply.usage, model=reply.model))
