@@ -24,7 +24,7 @@ from proxy.schemas.compiled import answer_errors
 from proxy.session.base import FIELDS
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass, ReplyVerdict
 
-__all__ = ["JudgeGuard"]
+__all__ = ["PrematureStopGuard"]
 
 STRIKE = "judge_continue"
 _SKIPPED = Pass(seen=(JudgeCall("skipped"),))
@@ -74,7 +74,9 @@ def _preamble(reply: Reply, context: GuardContext, exhausted: bool) -> ReplyVerd
     return Nudge("judge_continue", f"judge: {reason}", _continue_turns(reply, None, text), STRIKE)
 
 
-class JudgeGuard:
+class PrematureStopGuard:
+    """Asks whether a final answer after tool use is really the end (see the module's docstring)."""
+
     def __init__(self, judge: Judge) -> None:
         self._judge = judge
 
