@@ -1,8 +1,9 @@
 """Thin route handlers: authenticate, read, forward, answer.
 
-``/v1/chat/completions`` and the ``/v1/*`` pass-through are raw ASGI handlers: they sit on
-every model call, and litestar's request parsing and response rendering would cost more
-than everything else the proxy does. Everything else is ordinary litestar.
+The guarded model routes (``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages``; each
+route's wire format parses and renders its bodies) and the ``/v1/*`` pass-through are raw ASGI
+handlers: they sit on every model call, and litestar's request parsing and response rendering
+would cost more than everything else the proxy does. Everything else is ordinary litestar.
 """
 
 from __future__ import annotations
@@ -215,7 +216,7 @@ class ProxyRoutes:
         # a client that hangs up meanwhile cancels it, as it does a body being relayed.
         sending = self._upstream.send(scope["method"], url, headers, body, stream=True)
         reply = await unless_client_leaves(sending, receive, facts, tracker)
-        await self._relay(reply, tracker, receive, facts, headers, adapter)
+        await self._copy_reply(reply, tracker, receive, facts, headers, adapter)
         return facts
 
     # -- shared steps ---------------------------------------------------------------
@@ -323,7 +324,7 @@ class ProxyRoutes:
         facts.update(upstream_status=response.status_code, attempts=reply.attempts)
         await send_reply(send, response.status_code, headers, body)
 
-    async def _relay(
+    async def _copy_reply(
         self,
         reply: UpstreamReply,
         tracker: ResponseTracker,

@@ -3,7 +3,7 @@
 A client that takes its answer only from a tool cannot read a text ending: smolagents fails
 to parse one (its runs end only through ``final_answer``), pydantic-ai's structured output
 retries until it gives up (it answers through ``final_result``). So an ending goes to the
-request's answer tool when it has one: the tool it forces (``tool_choice``), else a completion
+request's answer tool when it has one: the tool it forces (its ``tool_choice``), else a completion
 tool it offers (the policy's ``completion_tools``, smolagents' ``final_answer``, pydantic-ai's
 ``final_result*``). A free-text tool gets the summary in its one string field; a structured
 one gets a real call the model was forced to make (see :mod:`proxy.loop.finalize`), or the refusal

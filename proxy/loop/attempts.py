@@ -2,10 +2,10 @@
 
 The upstream is always asked for usage, so streamed tokens are metered (a client that did
 not ask never sees the usage chunk). The reply is read through the guards' holds into the
-client's stream; an upstream that ignores ``stream`` and answers with a whole completion is
+client's stream; an upstream that ignores ``stream`` and answers with a whole reply is
 read as one. A stream that does not finish (cut, stalled, malformed, or the client left)
 still costs its step and its tokens. Tokens the upstream did not report (a stream cut before
-its usage chunk, or an upstream that ignores ``stream_options.include_usage``) are estimated,
+its usage event, or an upstream that does not send usage in a stream) are estimated,
 and every estimate is counted.
 """
 
