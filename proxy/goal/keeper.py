@@ -13,11 +13,22 @@ drive a goal, and shadow mode leaves traffic untouched, so it has no goal mode e
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from proxy.exchange import Echo, Note, Reply, ReturnCalls, ToolCall
-from proxy.goal.model import GOAL_FIELD, Goal, apply_call, continuation_prompt, goal_calls, load_goal, over_limit
+from proxy.goal.model import (
+    GOAL_FIELD,
+    GOAL_TOOL,
+    Goal,
+    apply_call,
+    continuation_prompt,
+    goal_calls,
+    goal_tool,
+    load_goal,
+    over_limit,
+)
 from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 from proxy.request import AgentRequest, RequestNotes
@@ -90,6 +101,16 @@ class GoalKeeper:
             self._save(request, goal, delta, notes, "started")
         notes.goal = goal.status
         return GoalRun(goal, offered=goal.active)
+
+    @staticmethod
+    def offered(request: AgentRequest, run: GoalRun | None, payload: Mapping[str, Any]) -> Mapping[str, Any]:
+        """What goes upstream: ``payload`` with the goal tool offered while the goal is active."""
+        return request.adapter.with_tool(payload, goal_tool()) if run is not None and run.offered else payload
+
+    @staticmethod
+    def without_goal_calls(request: AgentRequest, body: dict[str, Any]) -> dict[str, Any]:
+        """A reply body as the agent sees it: its own tool calls only, never the goal tool's."""
+        return request.adapter.without_calls(body, GOAL_TOOL)
 
     def decide(
         self,

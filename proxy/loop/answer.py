@@ -19,7 +19,7 @@ from proxy.request import SSE, AgentRequest, Outcome
 from proxy.streaming.client import ClientStream
 from proxy.upstream.client import UpstreamReply
 
-__all__ = ["Answer", "Failed", "Passed", "Tried", "Unusable", "Written", "delivered_reply", "render"]
+__all__ = ["Answer", "Failed", "Passed", "Tried", "Unusable", "Written", "client_stream", "delivered_reply", "render"]
 
 
 @dataclass(slots=True)
@@ -77,6 +77,19 @@ def delivered_reply(request: AgentRequest, answer: Answer) -> Reply | None:
         body = ending_for(request, answer.body, text_started=False) if answer.shaped else answer.body
         return request.adapter.parse_reply(request.adapter.encode(body))
     return None
+
+
+def client_stream(
+    request: AgentRequest, headers: Callable[[], list[tuple[bytes, bytes]]], keepalive: float
+) -> ClientStream | None:
+    """Where a streaming request's answer goes as it may (None: the answer goes whole, or a
+    caller outside the server has nowhere to stream to); ``headers``: the reply's own, when it
+    starts."""
+    if not request.stream or request.respond is None:
+        return None
+    return ClientStream(
+        request.respond, headers, include_usage=request.include_usage(), keepalive=keepalive, adapter=request.adapter
+    )
 
 
 async def render(

@@ -10,7 +10,7 @@ from typing import Any
 from proxy.exchange import Reply, Turn
 from proxy.goal.keeper import GoalRun
 from proxy.guards.base import GuardContext
-from proxy.judge.client import JudgeTarget
+from proxy.judge.client import JudgeTarget, judge_target
 from proxy.loop.continuity import Continuity
 from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import Limit, SessionDelta, SessionState
@@ -49,6 +49,12 @@ class InFlight:
         self.payload = self.request.payload
         self.allowed = self.request.policy.max_attempts
         self.continuity = Continuity(self.request, self.state, self.delta)
+
+    def begin_attempts(self) -> None:
+        """Before the first attempt: the session's records spliced into what goes upstream, and
+        where this request's judge calls go (resolved once)."""
+        self.payload = self.continuity.splice(self.payload)
+        self.judge = judge_target(self.request)
 
     @property
     def enforce(self) -> bool:

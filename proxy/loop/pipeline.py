@@ -22,11 +22,9 @@ from proxy.books.pricing import PriceTable
 from proxy.errors import ProxyError
 from proxy.exchange import Channel, Reply, Turn
 from proxy.goal.keeper import GoalKeeper, GoalRun, GoalStrip
-from proxy.goal.model import GOAL_TOOL, goal_tool
 from proxy.guards.base import RequestGuard, ResponseGuard
 from proxy.guards.fingerprint import remember_calls
-from proxy.judge.client import judge_target
-from proxy.loop.answer import Answer, Failed, Passed, Tried, Unusable, Written, render
+from proxy.loop.answer import Answer, Failed, Passed, Tried, Unusable, Written, client_stream, render
 from proxy.loop.attempts import Attempts
 from proxy.loop.continuity import Chaining, Resumed, resume
 from proxy.loop.finalize import Endings, replayed_ending
@@ -36,8 +34,7 @@ from proxy.loop.step_log import StepLog, chat_attributes, response_headers, usag
 from proxy.observe.metrics import Metrics
 from proxy.observe.tracing import Tracing
 from proxy.request import AgentRequest, Outcome, RequestNotes
-from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore
-from proxy.streaming.client import ClientStream
+from proxy.session.base import FIELDS, SessionDelta, SessionStore
 from proxy.upstream.client import UpstreamClient
 from proxy.verdict import (
     PASS,
@@ -109,7 +106,11 @@ class Pipeline:
             self._steps.tool_results(request)
             check_request_cap(request, enforce, self._prices)
             state, delta = await self._ledger.open(request, limits, notes)
-            client = self._client_stream(request, state, delta, notes)
+            client = client_stream(
+                request,
+                lambda: response_headers(request, delta.applied_to(state), notes, self._clock()),
+                self._keepalive,
+            )
             flight = InFlight(request=request, state=state, delta=delta, notes=notes, limits=limits, client=client)
             try:
                 ending = await self._ended(flight, await self._run(flight))
@@ -138,10 +139,8 @@ class Pipeline:
         if ending is not None:
             return ending
         flight.goal = self._goals.open(request, state, delta, notes)
-        if flight.goal is not None and flight.goal.offered:
-            flight.payload = request.adapter.with_tool(flight.payload, goal_tool())
-        flight.payload = flight.continuity.splice(flight.payload)
-        flight.judge = judge_target(request)
+        flight.payload = self._goals.offered(request, flight.goal, flight.payload)
+        flight.begin_attempts()
         attempt = 0
         while True:
             attempt += 1
@@ -350,7 +349,7 @@ class Pipeline:
         what the upstream saw (``whole_reply``: the reply whole, the calls the proxy answered)."""
         request, streamed = flight.request, tried.streamed
         whole = streamed() if streamed is not None else request.adapter.reply_body(tried.upstream.response.content)
-        return Written(request.adapter.without_calls(whole, GOAL_TOOL), upstream_saw=whole_reply)
+        return Written(GoalKeeper.without_goal_calls(request, whole), upstream_saw=whole_reply)
 
     async def _render(self, flight: InFlight, ending: Answer) -> Outcome:
         return await render(flight.request, flight.client, ending, lambda: self._headers(flight))
@@ -358,19 +357,6 @@ class Pipeline:
     def _headers(self, flight: InFlight) -> list[tuple[bytes, bytes]]:
         after = flight.delta.applied_to(flight.state)
         return response_headers(flight.request, after, flight.notes, self._clock())
-
-    def _client_stream(
-        self, request: AgentRequest, state: SessionState, delta: SessionDelta, notes: RequestNotes
-    ) -> ClientStream | None:
-        if not request.stream or request.respond is None:
-            return None
-        return ClientStream(
-            request.respond,
-            lambda: response_headers(request, delta.applied_to(state), notes, self._clock()),
-            include_usage=request.include_usage(),
-            keepalive=self._keepalive,
-            adapter=request.adapter,
-        )
 
 
 def _refused(limit: str) -> Finalize:
