@@ -23,10 +23,11 @@ def agent_request(
     tenant: str = "t",
     **extra: Any,
 ) -> AgentRequest:
-    """A chat-completions request of ``tenant``, named ``session`` (None: derived from the
-    conversation), parsed as the chat route parses it."""
+    """A request of ``tenant``, named ``session`` (None: derived from the conversation), parsed
+    as its route parses it: chat completions' unless ``adapter`` names another format."""
     payload = TASK if payload is None else payload
-    conversation = parse_conversation(payload)
+    adapter = extra.get("adapter")
+    conversation = parse_conversation(payload) if adapter is None else adapter.parse_request(payload)
     extra.setdefault("stream", conversation.stream)
     extra.setdefault("url", URL)
     return AgentRequest(
