@@ -70,6 +70,10 @@ def test_a_guard_without_holds_holds_everything_until_the_end():
     assert held_channels([SilentGuard()], partial("Lots of text already"), context()) == Channel.ALL
 
 
+def test_the_guard_protocol_declares_holds_and_by_default_holds_every_channel():
+    assert ResponseGuard.holds(SilentGuard(), partial("Some text"), context()) == Channel.ALL
+
+
 def test_empty_reply_holds_whitespace_until_real_text():
     guard = EmptyReplyGuard()
 
