@@ -1,8 +1,9 @@
 """The normalized exchange: what guards may read, whatever the wire format.
 
-A wire format in :mod:`proxy.wire` (its codec) turns a request and its reply into these
-types, and renders back what the proxy adds (the turns of a nudge). Nothing here knows a
-wire format: the request's own JSON stays with its format, so unknown fields survive.
+A wire format in :mod:`proxy.wire` (its codec) turns each format's request and reply (Chat
+Completions, the Responses API, Anthropic Messages) into these types, and renders back what the
+proxy adds (the turns of a nudge). Nothing here knows a wire format: the request's own JSON stays
+with its format, so unknown fields survive.
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
-    """Prompt tokens served from the provider's cache (``prompt_tokens_details.cached_tokens``)."""
+    """Prompt tokens served from the provider's cache (chat's ``prompt_tokens_details``, Responses'
+    ``input_tokens_details``, Messages' ``cache_read_input_tokens``)."""
     cache_write_tokens: int = 0
     """Prompt tokens written to the provider's cache (Anthropic's ``cache_creation_input_tokens``),
     which cost more than the others."""
@@ -121,12 +123,14 @@ class Usage:
 
 
 _CUT_SHORT = frozenset(("length", "content_filter", "max_tokens", "refusal", "model_context_window_exceeded"))
-"""Finish reasons that cut a reply short: chat completions' and Anthropic Messages' names."""
+"""Finish reasons that cut a reply short: chat completions' and Anthropic Messages' names (a
+Responses adapter maps an incomplete response's reason onto them)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """The assistant's answer (first choice), normalized."""
+    """The model's answer, normalized: chat's first choice, a response's output items, a
+    Messages message."""
 
     content: str | None
     reasoning: str | None
@@ -135,7 +139,8 @@ class Reply:
     usage: Usage
     model: str | None = None
     refusal: str | None = None
-    """The model declined (OpenAI's ``message.refusal``): an answer the client handles, not silence."""
+    """The model declined (chat's ``message.refusal``, a Responses refusal part, Messages'
+    ``stop_reason: refusal``): an answer the client handles, not silence."""
     other_output: bool = False
     """Output the guards do not read (``audio``, a legacy ``function_call``): not silence either."""
     source: Any = field(default=None, compare=False, repr=False)
@@ -189,7 +194,8 @@ class Message:
     call_id: str | None = None
     """For a tool result: the id of the call it answers."""
     reasoning: str = ""
-    """The reasoning an assistant turn carries back (``reasoning_content``), if the client resends it."""
+    """The reasoning an assistant turn carries back (chat's ``reasoning_content``, Responses'
+    reasoning items, Messages' thinking blocks), if the client resends it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +260,7 @@ class Conversation:
 
     def calls_by_id(self) -> dict[str, ToolCall]:
         """Every tool call the history's assistant turns made, by call id."""
-        return {call.id: call for message in self.messages for call in message.tool_calls}
+        return {tool_call.id: tool_call for message in self.messages for tool_call in message.tool_calls}
 
     def tool_results(self) -> list[Message]:
         """Tool results in order: ``tool`` turns, and the user turns of clients that flatten

@@ -7,8 +7,6 @@ from typing import Any
 
 from litestar.types import Send
 
-from proxy.books.budgets import estimate_tokens
-from proxy.books.pricing import PriceTable
 from proxy.exchange import Conversation
 from proxy.policy.models import Policy
 from proxy.session.base import WindowLimit
@@ -50,24 +48,12 @@ class AgentRequest:
     store_failure: str | None = None
     """Why a store call made for this request before the pipeline (its chain's lookup) failed:
     the pipeline then asks the store nothing more, as after its own first failure."""
-    _worst_tokens: int | None = field(default=None, init=False, repr=False, compare=False)
+    worst_tokens: int | None = field(default=None, init=False, repr=False, compare=False)
+    """Its worst case in tokens, once :func:`proxy.books.budgets.worst_tokens` worked it out."""
 
     def include_usage(self) -> bool:
         """A streaming client asked for the usage event (its format says how)."""
         return self.wire.stream.include_usage(self.payload)
-
-    def worst_tokens(self) -> int:
-        """The call's worst case in tokens (:func:`~proxy.books.budgets.estimate_tokens`), once per
-        request however many budgets reserve it (the session's, the tenant's day)."""
-        if self._worst_tokens is None:
-            self._worst_tokens = estimate_tokens(self.conversation, len(self.body), self.policy)
-        return self._worst_tokens
-
-    def worst_cost_micros(self, prices: PriceTable) -> int:
-        """The call's worst case in micro-dollars: its worst tokens at the dearer of the model's
-        prompt and completion prices (0 for a model the table does not price)."""
-        price = prices.price(self.conversation.model)
-        return 0 if price is None else round(self.worst_tokens() * max(price.prompt, price.completion))
 
     def log_fields(self) -> dict[str, object]:
         """The fields every log line about this request starts with."""

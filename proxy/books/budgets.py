@@ -11,16 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from proxy.books.pricing import MICROS, Price, PriceTable
 from proxy.errors import InvalidRequest
 from proxy.exchange import Conversation
 from proxy.policy.models import Policy
+from proxy.request import AgentRequest
 from proxy.session.base import FIELDS, Limit, SessionDelta, SessionState, WindowLimit
-
-if TYPE_CHECKING:
-    from proxy.request import AgentRequest
 
 __all__ = [
     "TENANT_DAY_TTL_SECS",
@@ -37,6 +34,8 @@ __all__ = [
     "tenant_day_key",
     "tenant_day_limits",
     "tenant_day_settlement",
+    "worst_cost_micros",
+    "worst_tokens",
 ]
 
 
@@ -86,20 +85,20 @@ def remaining(state: SessionState, policy: Policy, now: float) -> Remaining:
     )
 
 
-def check_request_cap(call: AgentRequest, enforce: bool, prices: PriceTable) -> None:
+def check_request_cap(request: AgentRequest, enforce: bool, prices: PriceTable) -> None:
     """A 400 for a request that no budget could ever admit (its output limit alone is over):
     the session's budgets (enforced only) and the API key's daily caps."""
-    budgets = call.policy.budgets
+    budgets = request.policy.budgets
     session_tokens, session_cost = (budgets.max_tokens, budgets.max_cost_usd) if enforce else (None, None)
-    caps = (session_tokens, session_cost, call.daily_tokens, call.daily_cost_usd)
+    caps = (session_tokens, session_cost, request.daily_tokens, request.daily_cost_usd)
     if caps == (None, None, None, None):
         return  # no cap at all: the common case
-    costs = {"API key's daily cost cap": call.daily_cost_usd, "session's cost budget": session_cost}
+    costs = {"API key's daily cost cap": request.daily_cost_usd, "session's cost budget": session_cost}
     check_output_cap(
-        call.conversation,
-        {"API key's daily token cap": call.daily_tokens, "session's token budget": session_tokens},
+        request.conversation,
+        {"API key's daily token cap": request.daily_tokens, "session's token budget": session_tokens},
         costs,
-        prices.price(call.conversation.model) if any(v is not None for v in costs.values()) else None,
+        prices.price(request.conversation.model) if any(v is not None for v in costs.values()) else None,
     )
 
 
@@ -145,6 +144,21 @@ def estimate_tokens(conversation: Conversation, body_size: int, policy: Policy) 
     return body_size // 4 + (asked[1] if asked is not None else policy.budgets.reserve_tokens)
 
 
+def worst_tokens(request: AgentRequest) -> int:
+    """The request's worst case in tokens (:func:`estimate_tokens`), worked out once per request
+    however many budgets reserve it (the session's, the tenant's day)."""
+    if request.worst_tokens is None:
+        request.worst_tokens = estimate_tokens(request.conversation, len(request.body), request.policy)
+    return request.worst_tokens
+
+
+def worst_cost_micros(request: AgentRequest, prices: PriceTable) -> int:
+    """The request's worst case in micro-dollars: its worst tokens at the dearer of the model's
+    prompt and completion prices (0 for a model the table does not price)."""
+    price = prices.price(request.conversation.model)
+    return 0 if price is None else round(worst_tokens(request) * max(price.prompt, price.completion))
+
+
 def ending_tokens(body_size: int, policy: Policy, *, local: bool = False) -> int:
     """The worst case of a budget ending after a call of ``body_size`` bytes: the summary call
     resends about that prompt, its output capped at ``finalize.max_tokens``. Nothing when the
@@ -155,7 +169,7 @@ def ending_tokens(body_size: int, policy: Policy, *, local: bool = False) -> int
     return body_size // 4 + (finalize.max_tokens or policy.budgets.reserve_tokens)
 
 
-def session_limits(call: AgentRequest, prices: PriceTable, *, fresh: bool = False) -> list[Limit]:
+def session_limits(request: AgentRequest, prices: PriceTable, *, fresh: bool = False) -> list[Limit]:
     """The reservations one call makes: its step, and its worst case against the session's
     token and cost budgets. A ``fresh`` session (its state starts empty, nothing to exceed)
     reserves nothing unless it has token or cost budgets to check: no round trip for it.
@@ -164,7 +178,7 @@ def session_limits(call: AgentRequest, prices: PriceTable, *, fresh: bool = Fals
     room for an ending after it (one step; the summary call's tokens and cost). The call that
     does not is refused, and so becomes the ending, within the budget: a client whose own
     cap equals ``max_steps`` never receives a tool call it cannot answer."""
-    policy = call.policy
+    policy = request.policy
     budgets = policy.budgets
     limits = [Limit("budget_steps", (FIELDS.STEPS,), FIELDS.RESERVED_STEPS, 1, policy.max_steps - 1)]
     if budgets.max_tokens is not None:
@@ -173,20 +187,20 @@ def session_limits(call: AgentRequest, prices: PriceTable, *, fresh: bool = Fals
                 "budget_tokens",
                 (FIELDS.TOKENS_IN, FIELDS.TOKENS_OUT),
                 FIELDS.RESERVED_TOKENS,
-                call.worst_tokens(),
-                budgets.max_tokens - ending_tokens(len(call.body), policy),
+                worst_tokens(request),
+                budgets.max_tokens - ending_tokens(len(request.body), policy),
             )
         )
     if budgets.max_cost_usd is not None:
-        price = prices.price(call.conversation.model)
+        price = prices.price(request.conversation.model)
         rate = 0 if price is None else max(price.prompt, price.completion)
-        ending = ending_tokens(len(call.body), policy, local=budgets.hard_cost_cap)
+        ending = ending_tokens(len(request.body), policy, local=budgets.hard_cost_cap)
         limits.append(
             Limit(
                 "budget_cost",
                 (FIELDS.COST_MICROS,),
                 FIELDS.RESERVED_COST,
-                call.worst_cost_micros(prices),
+                worst_cost_micros(request, prices),
                 round(budgets.max_cost_usd * MICROS) - round(ending * rate),
             )
         )
@@ -213,12 +227,12 @@ def tenant_day_key(tenant: str) -> str:
     return f"lw:{{{tenant}}}:daily"
 
 
-def tenant_day_limits(call: AgentRequest, prices: PriceTable) -> list[WindowLimit]:
+def tenant_day_limits(request: AgentRequest, prices: PriceTable) -> list[WindowLimit]:
     """The tenant's daily caps this call must fit in, each reserving the call's worst case."""
-    if call.daily_tokens is None and call.daily_cost_usd is None:
+    if request.daily_tokens is None and request.daily_cost_usd is None:
         return []
-    worst_cost = call.worst_cost_micros(prices) if call.daily_cost_usd is not None else 0
-    return day_limits(call.daily_tokens, call.daily_cost_usd, call.worst_tokens(), worst_cost)
+    worst_cost = worst_cost_micros(request, prices) if request.daily_cost_usd is not None else 0
+    return day_limits(request.daily_tokens, request.daily_cost_usd, worst_tokens(request), worst_cost)
 
 
 def day_limits(

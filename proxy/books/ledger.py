@@ -70,14 +70,14 @@ class Ledger:
         self._ending_wait = ending_wait_secs
 
     async def open(
-        self, call: AgentRequest, limits: Sequence[Limit], notes: RequestNotes
+        self, request: AgentRequest, limits: Sequence[Limit], notes: RequestNotes
     ) -> tuple[SessionState, SessionDelta]:
         """Load the session (reserving this call's budget share in the same round trip)."""
-        fresh = call.session.fresh
+        fresh = request.session.fresh
         try:
-            if call.store_failure is not None:  # its chain's lookup failed: one timeout per request
-                raise StoreUnavailable(call.store_failure)
-            if fresh and call.session.derived:
+            if request.store_failure is not None:  # its chain's lookup failed: one timeout per request
+                raise StoreUnavailable(request.store_failure)
+            if fresh and request.session.derived:
                 # A derived run's first request: its session is named by the reply it will
                 # deliver (see proxy.session.identity), so nothing is read or reserved in the
                 # store yet; its one call is admitted against an empty session.
@@ -87,9 +87,9 @@ class Ledger:
             elif limits:
                 with self._timed("admit"):
                     admission = await self._store.admit(
-                        call.session.key,
+                        request.session.key,
                         limits,
-                        call.policy.session_ttl_secs,
+                        request.policy.session_ttl_secs,
                         replace=fresh,
                         claim=self._claim(notes),
                     )
@@ -103,18 +103,18 @@ class Ledger:
                     state = SessionState()
                 else:
                     with self._timed("load"):
-                        state = await self._store.load(call.session.key)
+                        state = await self._store.load(request.session.key)
                 reserved = []
         except StoreUnavailable as exc:
-            self._store_failed(call, "load", exc)
-            if call.policy.state_fail_mode == "closed":
+            self._store_failed(request, "load", exc)
+            if request.policy.state_fail_mode == "closed":
                 raise _unavailable() from None
             notes.degraded = True
             state, reserved = SessionState(), []
         else:
             self._book_losses()
-            if await self._lost_unseen(call, state, notes.started):
-                await self._refuse_lost(call, reserved, notes)
+            if await self._lost_unseen(request, state, notes.started):
+                await self._refuse_lost(request, reserved, notes)
         delta = SessionDelta(replace=fresh)
         for limit in reserved:
             delta.incr(limit.reserved, -limit.amount)  # settled with the real usage at commit
@@ -122,7 +122,7 @@ class Ledger:
         delta.incr(FIELDS.TURNS)
         delta.default(FIELDS.FIRST_SEEN, int(notes.started))
         delta.assign(FIELDS.LAST_SEEN, int(notes.started))
-        idle = call.policy.budgets.idle_gap_secs
+        idle = request.policy.budgets.idle_gap_secs
         delta.incr(FIELDS.ACTIVE_MS, active_ms(state, notes.started, idle) - state.counter(FIELDS.ACTIVE_MS))
         delta.assign(FIELDS.LAST_SEEN_MS, now_ms)
         return state, delta
@@ -131,7 +131,7 @@ class Ledger:
     def _claim(notes: RequestNotes) -> Claim:
         return Claim(int(notes.started * 1000), ENDING_LEASE_MS)
 
-    async def claim_ending(self, call: AgentRequest, notes: RequestNotes) -> SessionState | None:
+    async def claim_ending(self, request: AgentRequest, notes: RequestNotes) -> SessionState | None:
         """Ask for the right to produce the session's ending (once per request: a refused
         admission has already asked). Returns the state the claim saw, None if not asked here.
 
@@ -145,16 +145,16 @@ class Ledger:
         try:
             with self._timed("claim"):
                 seen = await self._store.claim_ending(
-                    call.session.key, self._claim(notes), call.policy.session_ttl_secs
+                    request.session.key, self._claim(notes), request.policy.session_ttl_secs
                 )
         except StoreUnavailable as exc:
-            self._store_failed(call, "claim", exc)
+            self._store_failed(request, "claim", exc)
             notes.claim = True
             return None
         notes.claim = seen.claimed
         return seen.state
 
-    async def await_ending(self, call: AgentRequest, notes: RequestNotes, seen: SessionState) -> SessionState:
+    async def await_ending(self, request: AgentRequest, notes: RequestNotes, seen: SessionState) -> SessionState:
         """Another request holds the ending's claim: wait (a little, polling) for the ending it
         stores, so parallel requests end alike. When the claim is given back or lapses with no
         ending stored, this request tries to take it (``notes.claim`` then says it did). After
@@ -166,15 +166,15 @@ class Ledger:
             pause = min(pause * 2, 0.5)
             try:
                 with self._timed("load"):
-                    seen = await self._store.load(call.session.key)
+                    seen = await self._store.load(request.session.key)
                 if seen.ending or seen.counter(FIELDS.ENDING_CLAIM) > int(self._clock() * 1000):
                     continue
                 with self._timed("claim"):
                     taken = await self._store.claim_ending(
-                        call.session.key, self._claim(notes), call.policy.session_ttl_secs
+                        request.session.key, self._claim(notes), request.policy.session_ttl_secs
                     )
             except StoreUnavailable as exc:
-                self._store_failed(call, "claim", exc)
+                self._store_failed(request, "claim", exc)
                 break
             seen = taken.state
             if taken.claimed:
@@ -183,7 +183,7 @@ class Ledger:
         return seen
 
     async def reserve(
-        self, call: AgentRequest, delta: SessionDelta, notes: RequestNotes, limits: Sequence[Limit]
+        self, request: AgentRequest, delta: SessionDelta, notes: RequestNotes, limits: Sequence[Limit]
     ) -> str | None:
         """Before another upstream call of this request (a nudge, a goal turn): reserve its
         step (and tokens, cost) as the admission did, so parallel requests cannot overshoot
@@ -195,10 +195,14 @@ class Ledger:
         try:
             with self._timed("admit"):
                 admission = await self._store.admit(
-                    call.session.key, limits, call.policy.session_ttl_secs, replace=False, claim=self._claim(notes)
+                    request.session.key,
+                    limits,
+                    request.policy.session_ttl_secs,
+                    replace=False,
+                    claim=self._claim(notes),
                 )
         except StoreUnavailable as exc:
-            self._store_failed(call, "admit", exc)
+            self._store_failed(request, "admit", exc)
             notes.degraded = True
             return None
         if admission.refused:
@@ -208,28 +212,28 @@ class Ledger:
             delta.incr(limit.reserved, -limit.amount)  # settled with the real usage at commit
         return None
 
-    async def settle(self, call: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
+    async def settle(self, request: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
         """Commit a request that reached a model (or ended the session); release one that did not."""
-        await (self.commit if reached_model(delta) else self.release)(call, delta, notes)
+        await (self.commit if reached_model(delta) else self.release)(request, delta, notes)
 
-    def charge_cancelled(self, call: AgentRequest, delta: SessionDelta, prompt_bytes: int, attempt: int) -> None:
+    def charge_cancelled(self, request: AgentRequest, delta: SessionDelta, prompt_bytes: int, attempt: int) -> None:
         """A call cut off before its reply still took a step and its prompt: counted as an
         estimate (4 bytes a token), as an unfinished stream is."""
         delta.incr(FIELDS.STEPS)
-        self.charge(call, delta, Usage(prompt_bytes // 4, 0), None, kind="agent" if attempt == 1 else "nudge")
+        self.charge(request, delta, Usage(prompt_bytes // 4, 0), None, kind="agent" if attempt == 1 else "nudge")
         log_event(
             "call_unfinished",
-            {**call.log_fields(), "usage_estimated": True},
+            {**request.log_fields(), "usage_estimated": True},
         )
 
-    async def release(self, call: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
+    async def release(self, request: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
         """Settle a request that reached no model: give back what it reserved, record nothing
         else (no turn, no session created for a call the upstream refused)."""
         released = SessionDelta()
         for name, by in delta.increments.items():
             if name.startswith(FIELDS.RESERVED_PREFIX) and by < 0:
                 released.incr(name, by)
-        await self.commit(call, released, notes, touch=False)
+        await self.commit(request, released, notes, touch=False)
 
     def _book_losses(self) -> None:
         """Count the data losses the store found since the last look (the store logs each)."""
@@ -238,7 +242,7 @@ class Ledger:
             self._metrics.state_resets.inc(losses - self._losses)
             self._losses = losses
 
-    async def _lost_unseen(self, call: AgentRequest, state: SessionState, now: float) -> bool:
+    async def _lost_unseen(self, request: AgentRequest, state: SessionState, now: float) -> bool:
         """A fail-closed session that the store has forgotten, and no client was told yet.
 
         After the store lost its data (see :meth:`SessionStore.lost_at`), a request that
@@ -246,22 +250,22 @@ class Ledger:
         record of its session cannot be told apart from one whose budgets were wiped; one that
         continues nothing is provably new. The window is the session TTL: any session older
         than the loss would have expired anyway. A run's opening (not loaded) is read here."""
-        if call.policy.state_fail_mode != "closed" or not call.conversation.continues:
+        if request.policy.state_fail_mode != "closed" or not request.conversation.continues:
             return False
-        if call.session.fresh and call.session.derived:  # read for its mark, and to notice a loss
+        if request.session.fresh and request.session.derived:  # read for its mark, and to notice a loss
             try:
                 with self._timed("load"):
-                    state = await self._store.load(call.session.key)
+                    state = await self._store.load(request.session.key)
             except StoreUnavailable as exc:
-                self._store_failed(call, "load", exc)
+                self._store_failed(request, "load", exc)
                 raise _unavailable() from None
             self._book_losses()
-        lost = self._store.lost_at(call.session.key)
-        if lost is None or now - lost > call.policy.session_ttl_secs:
+        lost = self._store.lost_at(request.session.key)
+        if lost is None or now - lost > request.policy.session_ttl_secs:
             return False
         return FIELDS.TURNS not in state.values and FIELDS.STATE_LOST not in state.values
 
-    async def _refuse_lost(self, call: AgentRequest, reserved: Sequence[Limit], notes: RequestNotes) -> None:
+    async def _refuse_lost(self, request: AgentRequest, reserved: Sequence[Limit], notes: RequestNotes) -> None:
         """Tell the client once, and record that it was told: its next call starts the
         session's books afresh, knowingly. Reservations made by this call are given back."""
         mark = SessionDelta()
@@ -271,10 +275,10 @@ class Ledger:
         if notes.claim:
             mark.assign(FIELDS.ENDING_CLAIM, 0)
         with contextlib.suppress(StoreUnavailable):
-            await self._store.commit(call.session.key, mark, call.policy.session_ttl_secs)
+            await self._store.commit(request.session.key, mark, request.policy.session_ttl_secs)
         log_event(
             "state_lost_refused",
-            call.log_fields(),
+            request.log_fields(),
             logging.WARNING,
         )
         raise ServiceUnavailable(
@@ -285,7 +289,7 @@ class Ledger:
             headers={"x-should-retry": "false"},
         )
 
-    async def admit_tenant(self, call: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
+    async def admit_tenant(self, request: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
         """The tenant's rolling-day caps: a call that does not fit gets a 429 with Retry-After.
 
         Not when the session's load already failed (fail-open): a frozen store costs one
@@ -293,32 +297,32 @@ class Ledger:
         """
         if notes.degraded:
             return
-        limits = tenant_day_limits(call, self._prices)
+        limits = tenant_day_limits(request, self._prices)
         if not limits:
             return
         try:
-            admission = await self._store.admit_window(tenant_day_key(call.tenant), limits, notes.started)
+            admission = await self._store.admit_window(tenant_day_key(request.tenant), limits, notes.started)
         except StoreUnavailable as exc:
-            self._store_failed(call, "admit_tenant", exc)
-            if call.policy.state_fail_mode == "closed":
+            self._store_failed(request, "admit_tenant", exc)
+            if request.policy.state_fail_mode == "closed":
                 raise ServiceUnavailable("Tenant budget state is unavailable; try again shortly.") from None
             notes.degraded = True
             return
         if admission.refused is not None:
-            raise day_refusal(self._metrics, call.tenant, call.policy.name, admission)
+            raise day_refusal(self._metrics, request.tenant, request.policy.name, admission)
         notes.daily = limits
 
-    def charge_guard(self, call: AgentRequest, delta: SessionDelta, verdict: Verdict | None) -> None:
+    def charge_guard(self, request: AgentRequest, delta: SessionDelta, verdict: Verdict | None) -> None:
         """Tokens a guard spent deciding (the judge) count in the session, metered apart."""
         spent = getattr(verdict, "spent", None)
         if spent is not None and spent.total:
-            self.charge(call, delta, spent, call.policy.judge.model or call.conversation.model, kind="judge")
+            self.charge(request, delta, spent, request.policy.judge.model or request.conversation.model, kind="judge")
 
     def charge(
-        self, call: AgentRequest, delta: SessionDelta, usage: Usage, model: str | None, kind: str = "agent"
+        self, request: AgentRequest, delta: SessionDelta, usage: Usage, model: str | None, kind: str = "agent"
     ) -> None:
         """Count a call's tokens and cost (an unpriced model is counted, not guessed)."""
-        tenant, policy, tokens = call.tenant, call.policy.name, self._metrics.tokens
+        tenant, policy, tokens = request.tenant, request.policy.name, self._metrics.tokens
         if usage.prompt_tokens:
             self._metrics.of(tokens, tenant, policy, kind, "prompt").inc(usage.prompt_tokens)
             delta.incr(FIELDS.TOKENS_IN, usage.prompt_tokens)
@@ -327,7 +331,7 @@ class Ledger:
             delta.incr(FIELDS.TOKENS_OUT, usage.completion_tokens)
         if not usage.total:
             return
-        cost = self._prices.cost_micros(model or call.conversation.model, usage)
+        cost = self._prices.cost_micros(model or request.conversation.model, usage)
         if cost is None:
             delta.incr(FIELDS.UNPRICED)
             self._metrics.of(self._metrics.unpriced_calls, tenant, policy).inc()
@@ -335,7 +339,9 @@ class Ledger:
             delta.incr(FIELDS.COST_MICROS, cost)
             self._metrics.of(self._metrics.cost, tenant, policy).inc(cost / MICROS)
 
-    async def commit(self, call: AgentRequest, delta: SessionDelta, notes: RequestNotes, *, touch: bool = True) -> None:
+    async def commit(
+        self, request: AgentRequest, delta: SessionDelta, notes: RequestNotes, *, touch: bool = True
+    ) -> None:
         """Write what the request did, once. ``touch``: it counts as activity (not a release)."""
         notes.committed = True
         if notes.claim:
@@ -355,62 +361,62 @@ class Ledger:
             delta.assign(FIELDS.LAST_SEEN_MS, int(ended * 1000))
         writes = []
         if delta:
-            writes.append((call.session.key, delta, call.policy.session_ttl_secs, True))
+            writes.append((request.session.key, delta, request.policy.session_ttl_secs, True))
         if notes.daily:
             # Unordered: no admission of the tenant waits for it. Like every command it runs
             # in the connection's order; only while it is being resent (a NOSCRIPT, a broken
             # connection) can an admission miss it, and then miss no more than this request
             # used beyond what it reserved: the tenant's day is a rolling cap, not a ledger.
             settlement = tenant_day_settlement(delta, notes.started, notes.daily)
-            writes.append((tenant_day_key(call.tenant), settlement, TENANT_DAY_TTL_SECS, False))
+            writes.append((tenant_day_key(request.tenant), settlement, TENANT_DAY_TTL_SECS, False))
         if self._store.in_process:
-            await self._write(call, writes, notes)
+            await self._write(request, writes, notes)
             return
-        if call.policy.state_fail_mode == "open":
+        if request.policy.state_fail_mode == "open":
             # Sent now, confirmed after the reply has gone: the reply does not wait for the
             # store's answer. A commit that then fails is counted and logged like any other;
             # the client can no longer be told (``closed`` waits, and tells it).
-            writes = [write for write in writes if not self._sent(call, *write)]
+            writes = [write for write in writes if not self._sent(request, *write)]
             if not writes:
                 return
         # A request is cancelled when its client leaves (streamed or not), and a write already
         # under way must still land whole, the session's and the tenant's day: shielded, unless
         # the store writes without suspending (then no cancellation can land in between).
-        await asyncio.shield(self._write(call, writes, notes))
+        await asyncio.shield(self._write(request, writes, notes))
 
-    async def _write(self, call: AgentRequest, writes: Sequence[_Write], notes: RequestNotes) -> None:
+    async def _write(self, request: AgentRequest, writes: Sequence[_Write], notes: RequestNotes) -> None:
         try:
             for key, delta, ttl_seconds, _ in writes:
                 with self._timed("commit"):
                     await self._store.commit(key, delta, ttl_seconds)
             self._book_losses()
         except StoreUnavailable as exc:
-            self._store_failed(call, "commit", exc)
+            self._store_failed(request, "commit", exc)
             notes.degraded = True
 
-    def _sent(self, call: AgentRequest, key: str, delta: SessionDelta, ttl_seconds: int, ordered: bool) -> bool:
+    def _sent(self, request: AgentRequest, key: str, delta: SessionDelta, ttl_seconds: int, ordered: bool) -> bool:
         """Send one commit without waiting for its answer (see :meth:`SessionStore.start_commit`);
         False when the store cannot."""
         started = self._store.start_commit(key, delta, ttl_seconds, ordered=ordered)
         if started is None:
             return False
-        started.add_done_callback(functools.partial(self._confirmed, call, time.perf_counter()))
+        started.add_done_callback(functools.partial(self._confirmed, request, time.perf_counter()))
         return True
 
-    def _confirmed(self, call: AgentRequest, began: float, outcome: asyncio.Future[None]) -> None:
+    def _confirmed(self, request: AgentRequest, began: float, outcome: asyncio.Future[None]) -> None:
         """A sent commit's answer: booked as an awaited commit's would be."""
         self._metrics.of(self._metrics.state_latency, "commit").observe(time.perf_counter() - began)
         error = outcome.exception() if not outcome.cancelled() else StoreUnavailable("commit abandoned")
         if isinstance(error, StoreUnavailable):
-            self._store_failed(call, "commit", error)
+            self._store_failed(request, "commit", error)
         elif error is None:
             self._book_losses()
 
-    def _store_failed(self, call: AgentRequest, operation: str, exc: StoreUnavailable) -> None:
+    def _store_failed(self, request: AgentRequest, operation: str, exc: StoreUnavailable) -> None:
         """Every store failure is counted and logged alike; what follows is the caller's (the policy's fail mode)."""
-        self._metrics.state_errors.labels(operation, call.policy.state_fail_mode).inc()
+        self._metrics.state_errors.labels(operation, request.policy.state_fail_mode).inc()
         log_event(
-            "state_store_error", {**call.log_fields(), "operation": operation, "error": str(exc)}, logging.WARNING
+            "state_store_error", {**request.log_fields(), "operation": operation, "error": str(exc)}, logging.WARNING
         )
 
     @contextmanager

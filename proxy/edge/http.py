@@ -11,41 +11,21 @@ from collections.abc import Iterable, Sequence
 from litestar.types import HTTPScope, Receive, Send
 
 from proxy.errors import PayloadTooLarge, ProxyError
+from proxy.upstream.headers import HOP_BY_HOP
 
 __all__ = [
-    "HOP_BY_HOP",
     "client_headers",
     "header",
     "header_text",
     "read_body",
-    "reply_headers",
     "send_error",
     "send_reply",
     "upstream_request_headers",
 ]
 
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
 # Never copied client → upstream: hop-by-hop, framing the server recomputes, credentials
 # the proxy decides itself, and the proxy's own control headers.
 _NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "authorization", "expect"}
-# Never copied upstream → client: hop-by-hop, framing the ASGI server recomputes, and cookies:
-# the provider sets them on the operator's account, which every tenant's client would share.
-_NOT_RETURNED = frozenset(
-    name.encode() for name in HOP_BY_HOP | {"content-length", "date", "server", "set-cookie", "set-cookie2"}
-)
 _OWN_PREFIX = "x-loopwarden-"
 _JSON = [(b"content-type", b"application/json")]
 
@@ -111,15 +91,6 @@ def upstream_request_headers(
     if identity_encoding:
         out.append(("accept-encoding", "identity"))
     return out
-
-
-def reply_headers(
-    raw: Iterable[tuple[bytes, bytes]], own: Iterable[tuple[bytes, bytes]] = ()
-) -> list[tuple[bytes, bytes]]:
-    """Upstream response headers for the client: end-to-end ones only (no cookies), plus the proxy's own."""
-    kept = [(k, v) for k, v in raw if (low := k.lower()) not in _NOT_RETURNED and not low.startswith(b"x-loopwarden-")]
-    kept.extend(own)
-    return kept
 
 
 async def read_body(receive: Receive, limit: int, declared_length: str | None) -> bytes:

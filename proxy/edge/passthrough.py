@@ -18,13 +18,14 @@ from litestar.types import HTTPScope, Receive, Send
 
 from proxy.books.tenant_day import TenantDay
 from proxy.edge.client_watch import ResponseTracker, unless_client_leaves
-from proxy.edge.http import client_headers, header, read_body, reply_headers, send_reply, upstream_request_headers
+from proxy.edge.http import client_headers, header, read_body, send_reply, upstream_request_headers
 from proxy.edge.tenants import API_KEY_HEADERS, Credentials, Tenant
 from proxy.errors import UpstreamDisconnected
 from proxy.observe.metrics import Metrics
 from proxy.policy.models import Policy
 from proxy.settings import Settings
 from proxy.upstream.client import UpstreamClient, UpstreamReply
+from proxy.upstream.headers import reply_headers
 from proxy.upstream.paths import (
     CLAUDE_TELEMETRY,
     is_api_root,
@@ -104,7 +105,7 @@ class Passthrough:
             # a client that hangs up meanwhile cancels it, as it does a body being relayed.
             sending = self._upstream.send(method, url, headers, body, stream=True, bounded=False)
             reply = await unless_client_leaves(sending, receive, facts, tracker)
-            await self._relay(reply, tracker, receive, facts, headers, wire, tap)
+            await self._copy_reply(reply, tracker, receive, facts, headers, wire, tap)
         finally:
             if limits:
                 usage, model = tap.usage() if tap is not None else (None, None)
@@ -120,7 +121,7 @@ class Passthrough:
         setting = self._settings.forward_telemetry
         return setting == "on" or (setting == "auto" and is_api_root(tenant.upstream_url))
 
-    async def _relay(
+    async def _copy_reply(
         self,
         reply: UpstreamReply,
         tracker: ResponseTracker,

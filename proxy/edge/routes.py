@@ -1,8 +1,9 @@
 """Thin route handlers: authenticate, read, forward, answer.
 
-``/v1/chat/completions`` and the ``/v1/*`` pass-through are raw ASGI handlers: they sit on
-every model call, and litestar's request parsing and response rendering would cost more
-than everything else the proxy does. Everything else is ordinary litestar.
+The guarded model routes (``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages``; each
+route's wire format parses and renders its bodies) and the ``/v1/*`` pass-through are raw ASGI
+handlers: they sit on every model call, and litestar's request parsing and response rendering
+would cost more than everything else the proxy does. Everything else is ordinary litestar.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from litestar.types import HTTPScope, Receive, Scope, Send
 
 from proxy.books.tenant_day import TenantDay
 from proxy.edge.client_watch import ResponseTracker, unless_client_leaves
-from proxy.edge.http import ClientDisconnected, header, read_body, reply_headers, send_error, send_reply
+from proxy.edge.http import ClientDisconnected, header, read_body, send_error, send_reply
 from proxy.edge.passthrough import Passthrough, passthrough_wire, upstream_headers
 from proxy.edge.request_schemas import compile_request_schemas
 from proxy.edge.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
@@ -31,7 +32,6 @@ from proxy.errors import (
     PermissionDenied,
     ProxyError,
 )
-from proxy.loop.continuity import resolve_chain
 from proxy.loop.pipeline import Pipeline
 from proxy.observe.logs import log_event, logger
 from proxy.observe.metrics import Metrics
@@ -43,6 +43,7 @@ from proxy.schemas.compiled import SchemaCache, SchemaLimits
 from proxy.session.identity import identify
 from proxy.settings import Settings
 from proxy.upstream.client import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
+from proxy.upstream.headers import reply_headers
 from proxy.upstream.paths import passthrough_route, passthrough_url
 from proxy.upstream.relayed_errors import credential_values, relayed_error, secret_forms
 from proxy.wire.base import WireFormat
@@ -134,7 +135,7 @@ class ProxyRoutes:
             wire.codec.declared_schemas(payload), wire.codec.parse_request(payload), self._schemas, len(body)
         )
         hint = wire.codec.session_hint(payload, lambda name: header(scope, name))
-        point = await resolve_chain(self._pipeline.store, wire.chains, credentials.namespace, payload)
+        point = await self._pipeline.resume(wire.chains, credentials.namespace, payload)
         hint = hint or point.session
         if point.rewritten is not None:
             payload, body = point.rewritten, wire.codec.encode(point.rewritten)
@@ -147,7 +148,7 @@ class ProxyRoutes:
                 {"session": session.id, "derived": session.derived, "fresh": session.fresh, "policy": policy.name},
                 logging.DEBUG,
             )
-        call = AgentRequest(
+        request = AgentRequest(
             tenant=credentials.tenant.name,
             policy=policy,
             session=session,
@@ -165,18 +166,18 @@ class ProxyRoutes:
             namespace=credentials.namespace,
             store_failure=point.store_failure,
         )
-        if call.stream:
-            call.respond = send
+        if request.stream:
+            request.respond = send
         facts: dict[str, object] = {
-            "tenant": call.tenant,
+            "tenant": request.tenant,
             "policy": policy.name,
             "session": session.id,
-            "stream": call.stream,
+            "stream": request.stream,
         }
         # Streamed or not, a client that hangs up cancels the upstream call (and any nudge or
         # judge call that would follow); the pipeline still commits what was used.
-        outcome = await unless_client_leaves(self._pipeline.run(call), receive, facts, tracker)
-        await self._deliver(outcome, send, facts, call.headers, wire)
+        outcome = await unless_client_leaves(self._pipeline.run(request), receive, facts, tracker)
+        await self._deliver(outcome, send, facts, request.headers, wire)
         return facts
 
     def policy_for(self, tenant: Tenant, requested: str | None) -> Policy:

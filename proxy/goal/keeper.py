@@ -2,7 +2,8 @@
 
 Goal mode is a participant of the guard loop: for each reply it returns a decision the loop
 applies like a verdict (:class:`GoalTurn`: continue with these turns; :class:`GoalStrip`: the
-reply without the goal tool's calls; None: nothing to do).
+reply without the goal tool's calls; None: nothing to do). What goal mode keeps over one
+request is one value, a :class:`GoalRun`, which the keeper opens and updates.
 
 Every change of the goal is written to the session delta (committed with the request), counted
 in ``loopwarden_goal_events_total`` and logged. Sub-agents (``X-Agent-Id``) never start or
@@ -12,18 +13,29 @@ drive a goal, and shadow mode leaves traffic untouched, so it has no goal mode e
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from proxy.exchange import Echo, Note, Reply, ReturnCalls, ToolCall
-from proxy.goal.model import GOAL_FIELD, Goal, apply_call, continuation_prompt, goal_calls, load_goal, over_limit
+from proxy.goal.model import (
+    GOAL_FIELD,
+    GOAL_TOOL,
+    Goal,
+    apply_call,
+    continuation_prompt,
+    goal_calls,
+    goal_tool,
+    load_goal,
+    over_limit,
+)
 from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import FIELDS, SessionDelta, SessionState
 from proxy.verdict import Nudge
 
-__all__ = ["GoalDecision", "GoalKeeper", "GoalStrip", "GoalTurn"]
+__all__ = ["GoalDecision", "GoalKeeper", "GoalRun", "GoalStrip", "GoalTurn"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,20 +61,36 @@ class GoalStrip:
 GoalDecision = GoalTurn | GoalStrip | None
 
 
+@dataclass(slots=True)
+class GoalRun:
+    """Goal mode over one request: the goal as it stands, and what this request did with it."""
+
+    goal: Goal
+    offered: bool = False
+    """The goal tool is offered to the upstream in this request (any reply may call it)."""
+    tool_rounds: int = 0
+    """Replies that called only the goal tool, answered by the proxy (``max_tool_rounds``)."""
+    stripped: tuple[Reply, dict[str, str]] | None = None
+    """The last reply whose goal tool calls the agent does not see, whole, and their results."""
+
+
 class GoalKeeper:
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
 
-    def open(self, call: AgentRequest, state: SessionState, delta: SessionDelta, notes: RequestNotes) -> Goal | None:
-        """The session's goal, started now if this request sets one; None outside goal mode."""
-        settings = call.policy.goal
-        if not settings.enabled or call.session.sub_agent or call.policy.mode != "enforce":
+    def open(
+        self, request: AgentRequest, state: SessionState, delta: SessionDelta, notes: RequestNotes
+    ) -> GoalRun | None:
+        """The session's goal, started now if this request sets one, its tool offered while it
+        is active; None outside goal mode."""
+        settings = request.policy.goal
+        if not settings.enabled or request.session.sub_agent or request.policy.mode != "enforce":
             return None
         goal = load_goal(state.values.get(GOAL_FIELD))
         if goal is None:
-            objective, criteria = call.goal, call.goal_criteria
+            objective, criteria = request.goal, request.goal_criteria
             if objective is None:
-                first = call.conversation.first_text("user") or ""
+                first = request.conversation.first_text("user") or ""
                 if first.startswith(settings.command):
                     objective = first[len(settings.command) :].strip() or None
             if objective is None:
@@ -70,25 +98,52 @@ class GoalKeeper:
             active_ms = delta.applied_to(state).counter(FIELDS.ACTIVE_MS)
             goal = Goal(objective[:4_000], criteria[:4_000] if criteria else None, started_active_ms=active_ms)
             goal = goal.with_event("started", objective, notes.started)
-            self._save(call, goal, delta, notes, "started")
+            self._save(request, goal, delta, notes, "started")
         notes.goal = goal.status
-        return goal
+        return GoalRun(goal, offered=goal.active)
+
+    @staticmethod
+    def offered(request: AgentRequest, run: GoalRun | None, payload: Mapping[str, Any]) -> Mapping[str, Any]:
+        """What goes upstream: ``payload`` with the goal tool offered while the goal is active."""
+        return request.wire.codec.with_tool(payload, goal_tool()) if run is not None and run.offered else payload
+
+    @staticmethod
+    def without_goal_calls(request: AgentRequest, body: dict[str, Any]) -> dict[str, Any]:
+        """A reply body as the agent sees it: its own tool calls only, never the goal tool's."""
+        return request.wire.codec.without_calls(body, GOAL_TOOL)
 
     def decide(
         self,
-        call: AgentRequest,
+        request: AgentRequest,
+        run: GoalRun,
+        reply: Reply,
+        delta: SessionDelta,
+        state: SessionState,
+        notes: RequestNotes,
+    ) -> GoalDecision:
+        """What the loop does about ``reply``; ``run`` holds the goal after it."""
+        run.stripped = None
+        rounds_left = run.tool_rounds < request.policy.goal.max_tool_rounds
+        run.goal, decision = self._decision(request, run.goal, reply, delta, state, notes, rounds_left)
+        if isinstance(decision, GoalStrip):
+            run.stripped = (reply, decision.answered)
+        elif decision is not None and decision.tool_round:
+            run.tool_rounds += 1
+        return decision
+
+    def _decision(
+        self,
+        request: AgentRequest,
         goal: Goal,
         reply: Reply,
         delta: SessionDelta,
         state: SessionState,
         notes: RequestNotes,
-        *,
         tool_rounds_left: bool,
     ) -> tuple[Goal, GoalDecision]:
-        """The goal after ``reply``, and what the loop does about it."""
         own, theirs = goal_calls(reply.tool_calls)
         if own:
-            goal, results = self.absorb(call, goal, own, delta, notes)
+            goal, results = self.absorb(request, goal, own, delta, notes)
             if not theirs and tool_rounds_left:
                 # Only the proxy's own tool was called: answer it and let the model go on.
                 answered = Nudge("goal_tool", f"goal {goal.status}", (ReturnCalls(reply, results),))
@@ -97,14 +152,14 @@ class GoalKeeper:
         if goal.active and reply.has_text and not reply.tool_calls:
             # A continuation is the goal's turn, bounded by the goal's own turn and time
             # limits (and the session's budgets), not by the request's nudge attempts.
-            goal, prompt = self.next_turn(call, goal, delta, state, notes)
+            goal, prompt = self.next_turn(request, goal, delta, state, notes)
             if prompt is not None:
                 continued = Nudge("goal_continue", f"goal turn {goal.turns}", (Echo(reply), Note(prompt)))
                 return goal, GoalTurn(continued, tool_round=False)
         return goal, None
 
     def absorb(
-        self, call: AgentRequest, goal: Goal, calls: Sequence[ToolCall], delta: SessionDelta, notes: RequestNotes
+        self, request: AgentRequest, goal: Goal, calls: Sequence[ToolCall], delta: SessionDelta, notes: RequestNotes
     ) -> tuple[Goal, dict[str, str]]:
         """Answer the model's goal tool calls: the goal after them, and each call's result."""
         results: dict[str, str] = {}
@@ -112,34 +167,34 @@ class GoalKeeper:
             update = apply_call(goal, each, notes.started)
             goal = update.goal
             results[each.id] = update.result
-            self._save(call, goal, delta, notes, update.event)
+            self._save(request, goal, delta, notes, update.event)
         return goal, results
 
     def next_turn(
-        self, call: AgentRequest, goal: Goal, delta: SessionDelta, state: SessionState, notes: RequestNotes
+        self, request: AgentRequest, goal: Goal, delta: SessionDelta, state: SessionState, notes: RequestNotes
     ) -> tuple[Goal, str | None]:
         """A text-only reply while the goal is active: the continuation prompt, or None when a
         limit is reached (the goal becomes ``limit_reached`` and the reply passes)."""
-        settings = call.policy.goal
+        settings = request.policy.goal
         active_ms = delta.applied_to(state).counter(FIELDS.ACTIVE_MS)
         reason = over_limit(goal, active_ms, settings.max_turns, settings.max_active_minutes)
         if reason is not None:
             goal = goal.with_event("limit_reached", reason, notes.started, status="limit_reached", reason=reason)
-            self._save(call, goal, delta, notes, "limit_reached")
+            self._save(request, goal, delta, notes, "limit_reached")
             return goal, None
         prompt = continuation_prompt(goal, active_ms, settings.max_turns, settings.max_active_minutes)
         goal = goal.with_event("continued", f"turn {goal.turns + 1}", notes.started, turns=goal.turns + 1)
-        self._save(call, goal, delta, notes, "continued")
+        self._save(request, goal, delta, notes, "continued")
         return goal, prompt
 
-    def _save(self, call: AgentRequest, goal: Goal, delta: SessionDelta, notes: RequestNotes, event: str) -> None:
+    def _save(self, request: AgentRequest, goal: Goal, delta: SessionDelta, notes: RequestNotes, event: str) -> None:
         delta.assign(GOAL_FIELD, goal.dumps())
         notes.goal = goal.status
-        self._metrics.goal_events.labels(call.tenant, call.policy.name, event).inc()
+        self._metrics.goal_events.labels(request.tenant, request.policy.name, event).inc()
         log_event(
             "goal",
             {
-                **call.log_fields(),
+                **request.log_fields(),
                 "change": event,
                 "status": goal.status,
                 "turns": goal.turns,

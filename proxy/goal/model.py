@@ -139,9 +139,9 @@ class GoalUpdate:
     """What happened, for metrics and logs (``invalid_call`` when nothing changed)."""
 
 
-def apply_call(goal: Goal, call: ToolCall, now: float) -> GoalUpdate:
+def apply_call(goal: Goal, tool_call: ToolCall, now: float) -> GoalUpdate:
     """One ``loopwarden_goal`` call: the goal after it, or a validation error for the model."""
-    arguments, problem = call.parsed_arguments()
+    arguments, problem = tool_call.parsed_arguments()
     if problem is not None:
         return _invalid(goal, problem)
     if not isinstance(arguments, dict):

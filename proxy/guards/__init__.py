@@ -6,7 +6,7 @@ from proxy.guards.empty_reply import EmptyReplyGuard
 from proxy.guards.no_progress import NoProgressGuard
 from proxy.guards.output_contract import OutputContractGuard
 from proxy.guards.permissions import PermissionGuard
-from proxy.guards.premature_stop import JudgeGuard
+from proxy.guards.premature_stop import PrematureStopGuard
 from proxy.guards.reasoning_only import ReasoningOnlyGuard
 from proxy.guards.stalled_progress import StalledProgressGuard
 from proxy.guards.tool_args import ToolArgsGuard
@@ -18,10 +18,10 @@ __all__ = [
     "BudgetGuard",
     "EmptyReplyGuard",
     "GuardContext",
-    "JudgeGuard",
     "NoProgressGuard",
     "OutputContractGuard",
     "PermissionGuard",
+    "PrematureStopGuard",
     "ReasoningOnlyGuard",
     "RequestGuard",
     "ResponseGuard",
@@ -54,5 +54,5 @@ def default_response_guards(judge: Judge | None = None) -> list[ResponseGuard]:
         OutputContractGuard(),
     ]
     if judge is not None:
-        guards.append(JudgeGuard(judge))
+        guards.append(PrematureStopGuard(judge))
     return guards

@@ -2,7 +2,9 @@
 
 A guard never calls upstream, never mutates the request or the state, and never raises
 to signal a decision. Request guards run before the upstream call; response guards run on
-each reply, in order, and the first verdict that is not a Pass wins.
+each reply, in order, and the first verdict that is not a Pass wins. While a reply streams,
+a response guard also says which channels it may still object to (:meth:`ResponseGuard.holds`,
+used by :mod:`proxy.streaming.holdback`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from proxy.exchange import Conversation, Reply
+from proxy.exchange import Channel, Conversation, PartialReply, Reply
 from proxy.judge.client import JudgeTarget
 from proxy.policy.models import Policy
 from proxy.schemas.compiled import CompiledSchema, compiled
@@ -69,3 +71,11 @@ class ResponseGuard(Protocol):
     def check_reply(self, reply: Reply, context: GuardContext) -> ReplyVerdict | Awaitable[ReplyVerdict]:
         """A verdict, or (for guards with an injected client, like the judge) an awaitable one."""
         ...
+
+    def holds(self, partial: PartialReply, context: GuardContext) -> int:
+        """The streaming half of the contract: the channels (:class:`~proxy.exchange.Channel`)
+        this guard may still object to, given what of the reply has arrived so far; a channel
+        no guard holds flows to the client, and never stops again. By default every channel,
+        until the reply is complete: a guard that subclasses this protocol and says nothing
+        is correct on streams, and fast once it says what it needs."""
+        return Channel.ALL

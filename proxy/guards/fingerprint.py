@@ -62,8 +62,8 @@ def remember_calls(delta: SessionDelta, calls: Sequence[ToolCall], keep: int) ->
     Counting what the proxy *delivered* (not the history the client resends) works for
     clients that flatten or re-serialize tool calls.
     """
-    for call in calls:
-        mark = fingerprint(call.name, call.arguments)
+    for tool_call in calls:
+        mark = fingerprint(tool_call.name, tool_call.arguments)
         delta.incr(CALL_COUNT_PREFIX + mark)
         delta.append(CALL_SEQUENCE, mark, keep)
 

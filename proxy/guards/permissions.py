@@ -41,19 +41,19 @@ class PermissionGuard:
         settings = context.policy.permissions
         if not reply.tool_calls or (not settings.rules and settings.default == "allow"):
             return PASS
-        decisions: list[Decision] = [decide(call, settings) for call in reply.tool_calls]
+        decisions: list[Decision] = [decide(tool_call, settings) for tool_call in reply.tool_calls]
         seen = tuple(PermissionCheck(d.rule, d.action) for d in decisions if d.rule != "default" or d.action != "allow")
         refused = [(c, d) for c, d in zip(reply.tool_calls, decisions, strict=True) if d.action != "allow"]
         if not refused:
             return Pass(seen=seen) if seen else PASS
-        call, decision = refused[0]
+        tool_call, decision = refused[0]
         if (
             any(d.action == "deny_session" for _, d in refused)
             or context.retries.get("permission_denied", 0) >= settings.max_denials
         ):
             ending = next((d for _, d in refused if d.action == "deny_session"), decision)
             return Finalize(
-                "permission", f"the model asked for {call.name}, which rule {ending.rule} forbids", seen=seen
+                "permission", f"the model asked for {tool_call.name}, which rule {ending.rule} forbids", seen=seen
             )
         results = {}
         for each, verdict in zip(reply.tool_calls, decisions, strict=True):
@@ -65,7 +65,7 @@ class PermissionGuard:
             )
         return Nudge(
             kind="permission_denied",
-            reason=f"{call.name} refused by rule {decision.rule}",
+            reason=f"{tool_call.name} refused by rule {decision.rule}",
             turns=(ReturnCalls(reply, results),),
             seen=seen,
         )

@@ -24,7 +24,7 @@ from proxy.schemas.compiled import answer_errors
 from proxy.session.base import FIELDS
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass, ReplyVerdict
 
-__all__ = ["JudgeGuard"]
+__all__ = ["PrematureStopGuard"]
 
 STRIKE = "judge_continue"
 _SKIPPED = Pass(seen=(JudgeCall("skipped"),))
@@ -35,10 +35,10 @@ def _answer(reply: Reply, completion_tools: tuple[str, ...]) -> tuple[str | None
     if not reply.tool_calls:
         return (reply.content or "") if reply.has_text else None, None
     if len(reply.tool_calls) == 1 and reply.tool_calls[0].name in completion_tools:
-        call = reply.tool_calls[0]
-        arguments, _ = call.parsed_arguments()
+        tool_call = reply.tool_calls[0]
+        arguments, _ = tool_call.parsed_arguments()
         answer = arguments.get("answer") if isinstance(arguments, dict) else None
-        return (answer if isinstance(answer, str) else call.arguments), call.id
+        return (answer if isinstance(answer, str) else tool_call.arguments), tool_call.id
     return None, None
 
 
@@ -74,7 +74,9 @@ def _preamble(reply: Reply, context: GuardContext, exhausted: bool) -> ReplyVerd
     return Nudge("judge_continue", f"judge: {reason}", _continue_turns(reply, None, text), STRIKE)
 
 
-class JudgeGuard:
+class PrematureStopGuard:
+    """Asks whether a final answer after tool use is really the end (see the module's docstring)."""
+
     def __init__(self, judge: Judge) -> None:
         self._judge = judge
 

@@ -63,7 +63,7 @@ _SPACE = re.compile(r"\s+")
 class Step:
     """One tool result and the call it answers (None: no call could be paired with it)."""
 
-    call: ToolCall | None
+    tool_call: ToolCall | None
     result: str
 
 
@@ -81,7 +81,7 @@ def latest_steps(conversation: Conversation) -> Iterator[Step]:
         if message.role != "assistant" or not pending:
             return
         calls = message.tool_calls or flattened_calls(message.text)
-        by_id = {call.id: call for call in calls}
+        by_id = {tool_call.id: tool_call for tool_call in calls}
         for result in pending:
             if result.role == "tool":
                 yield Step(by_id.get(str(result.call_id)), result.text)
@@ -108,10 +108,10 @@ def _values(arguments: Any) -> list[str]:
     return found
 
 
-def masked(result: str, call: ToolCall) -> str:
+def masked(result: str, tool_call: ToolCall) -> str:
     """The result with the call's own argument values blanked out (longest first, any case),
     whitespace collapsed: what it says apart from what the model passed in."""
-    arguments, _ = call.parsed_arguments()
+    arguments, _ = tool_call.parsed_arguments()
     text = result[:_MAX_RESULT_CHARS]
     for value in sorted(set(_values(arguments)), key=len, reverse=True):
         text = re.sub(re.escape(value), "\u2026", text, flags=re.IGNORECASE)
@@ -125,26 +125,26 @@ def stalled_run(steps: Iterable[Step], needed: int) -> list[Step]:
     run: list[Step] = []
     tool, first = "", ""
     for step in steps:
-        call = step.call
-        if call is None:
+        tool_call = step.tool_call
+        if tool_call is None:
             break
-        shown = masked(step.result, call)
+        shown = masked(step.result, tool_call)
         if not run:
-            tool, first = call.name, shown
-        elif call.name != tool or shown != first:
+            tool, first = tool_call.name, shown
+        elif tool_call.name != tool or shown != first:
             break
         run.append(step)
     if len(run) < needed or len({_SPACE.sub(" ", s.result).strip() for s in run}) == 1:
         return []
-    return run if len({s.call.arguments for s in run if s.call is not None}) > 1 else []
+    return run if len({s.tool_call.arguments for s in run if s.tool_call is not None}) > 1 else []
 
 
 def _transcript(steps: Sequence[Step]) -> str:
     """The newest steps of a run, oldest first, one line each, for the judge."""
     lines = []
     for step in reversed(steps[:_JUDGED_STEPS]):
-        call = step.call
-        name, arguments = (call.name, call.arguments) if call is not None else ("a tool", "")
+        tool_call = step.tool_call
+        name, arguments = (tool_call.name, tool_call.arguments) if tool_call is not None else ("a tool", "")
         result = _SPACE.sub(" ", step.result).strip()
         lines.append(f"{name}({arguments[:_CLIP]}) -> {result[:_CLIP]}")
     return "\n".join(lines)
@@ -167,8 +167,8 @@ class StalledProgressGuard:
             return PASS  # nudged once in this request already
         needed = settings.stalled_results
         steps = stalled_run(latest_steps(context.conversation), needed)
-        tool = steps[0].call.name if steps and steps[0].call is not None else None
-        if tool is None or all(call.name != tool for call in reply.tool_calls):
+        tool = steps[0].tool_call.name if steps and steps[0].tool_call is not None else None
+        if tool is None or all(tool_call.name != tool for tool_call in reply.tool_calls):
             return Pass(clear_strikes=(STRIKE,)) if context.state.strikes(STRIKE) else PASS
         run = len(steps)
         if run % needed:
@@ -222,5 +222,5 @@ class StalledProgressGuard:
     ) -> Nudge:
         """The calls handed back unexecuted, each answered with the note."""
         note = context.policy.nudges.stalled_progress.format(count=run, tool=tool, reason=why)
-        turns = (ReturnCalls(reply, {call.id: note for call in reply.tool_calls}),)
+        turns = (ReturnCalls(reply, {tool_call.id: note for tool_call in reply.tool_calls}),)
         return Nudge(NUDGE_KIND, reason, turns, strike, spent, seen=seen)

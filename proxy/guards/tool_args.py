@@ -28,26 +28,26 @@ __all__ = ["ToolArgsGuard", "argument_errors"]
 _NOT_RUN = "Not executed: another call in this reply had invalid arguments. Send all the calls again."
 
 
-def argument_errors(call: ToolCall, offered: Mapping[str, CompiledSchema | None]) -> list[str]:
+def argument_errors(tool_call: ToolCall, offered: Mapping[str, CompiledSchema | None]) -> list[str]:
     """Everything wrong with one call, one line each; empty when the call is fine. A custom
     tool's input is free text under the provider's own grammar: nothing to check."""
-    if call.kind != "function":
+    if tool_call.kind != "function":
         return []
-    if call.name not in offered:
+    if tool_call.name not in offered:
         names = ", ".join(sorted(offered)) or "none"
-        return [f"tool {call.name!r} does not exist (available: {names})"]
-    arguments, problem = call.parsed_arguments()
+        return [f"tool {tool_call.name!r} does not exist (available: {names})"]
+    arguments, problem = tool_call.parsed_arguments()
     if problem is not None:
         return [problem]
-    schema = offered[call.name]
+    schema = offered[tool_call.name]
     return schema.errors(arguments) if schema is not None else []
 
 
 def _slow(reply: Reply, offered: Mapping[str, CompiledSchema | None]) -> bool:
     """Checking these calls may take a while (a schema with patterns, long arguments)."""
-    for call in reply.tool_calls:
-        schema = offered.get(call.name)
-        if schema is not None and schema.off_loop(len(call.arguments)):
+    for tool_call in reply.tool_calls:
+        schema = offered.get(tool_call.name)
+        if schema is not None and schema.off_loop(len(tool_call.arguments)):
             return True
     return False
 
@@ -70,13 +70,13 @@ class ToolArgsGuard:
         self, reply: Reply, context: GuardContext, offered: Mapping[str, CompiledSchema | None]
     ) -> ReplyVerdict:
         settings = context.policy.tool_args
-        problems = {call.id: argument_errors(call, offered) for call in reply.tool_calls}
+        problems = {tool_call.id: argument_errors(tool_call, offered) for tool_call in reply.tool_calls}
         if not any(problems.values()):
             return PASS
         if context.retries.get("tool_args_retry", 0) >= settings.max_retries:
             if settings.after_max_retries == "pass":
                 return Pass(flags=("tool_args_invalid",))
-            first = next(call for call in reply.tool_calls if problems[call.id])
+            first = next(tool_call for tool_call in reply.tool_calls if problems[tool_call.id])
             detail = f"the model kept calling {first.name} with invalid arguments: {problems[first.id][0]}"
             return Finalize("invalid_tool_args", detail)
         results = {

@@ -83,15 +83,15 @@ class Repetition:
         return 2 if self.calls >= self.block_at else 1 if self.calls >= self.warn_at else 0
 
 
-def _describe(call: ToolCall) -> str:
-    arguments = canonical_arguments(call.arguments)
+def _describe(tool_call: ToolCall) -> str:
+    arguments = canonical_arguments(tool_call.arguments)
     if len(arguments) > _SHOWN_ARGS:
         arguments = arguments[: _SHOWN_ARGS - 1] + "…"
-    return f"{call.name}({arguments})"
+    return f"{tool_call.name}({arguments})"
 
 
-def _what(call: ToolCall, period: int) -> str:
-    return _describe(call) if not period else f"a cycle of {period} calls ending with {_describe(call)}"
+def _what(tool_call: ToolCall, period: int) -> str:
+    return _describe(tool_call) if not period else f"a cycle of {period} calls ending with {_describe(tool_call)}"
 
 
 class ToolLoopGuard:
@@ -107,19 +107,19 @@ class ToolLoopGuard:
         in_reply: Counter[str] = Counter()
         worst: tuple[Repetition, ToolCall] | None = None
         new: list[str] = []
-        for call in reply.tool_calls:
-            mark = fingerprint(call.name, call.arguments)
+        for tool_call in reply.tool_calls:
+            mark = fingerprint(tool_call.name, tool_call.arguments)
             in_reply[mark] += 1
             new.append(mark)
             repeated = Repetition.of(context.state.counter(CALL_COUNT_PREFIX + mark) + in_reply[mark], 0, settings)
             cycles = cycle_runs([*sequence, *new], settings.max_period)
             for found in (repeated, *(Repetition.of(calls, period, settings) for calls, period in cycles)):
                 if worst is None or (found.level, found.calls) > (worst[0].level, worst[0].calls):
-                    worst = (found, call)
+                    worst = (found, tool_call)
         if worst is None or not worst[0].level:
             return PASS
-        found, call = worst
-        what = _what(call, found.period)
+        found, tool_call = worst
+        what = _what(tool_call, found.period)
         often = f"({found.calls} calls)" if found.period else f"{found.calls} times"
         if found.level == 2:
             return Finalize(reason="loop", detail=f"the model repeated {what} {often}")
@@ -142,16 +142,16 @@ class ToolLoopGuard:
         in_cycle = set(sequence[-cycle.period :]) if cycle is not None and cycle.level else set()
         notes: dict[str, str] = {}
         for message in trailing:
-            call = calls.get(str(message.call_id))
-            if call is None:
+            tool_call = calls.get(str(message.call_id))
+            if tool_call is None:
                 continue
-            mark = fingerprint(call.name, call.arguments)
+            mark = fingerprint(tool_call.name, tool_call.arguments)
             count = context.state.counter(CALL_COUNT_PREFIX + mark)
             if count >= settings.warn_at:
-                notes[call.id] = context.policy.nudges.loop_warning.format(call=_describe(call), count=count)
+                notes[tool_call.id] = context.policy.nudges.loop_warning.format(call=_describe(tool_call), count=count)
             elif cycle is not None and mark in in_cycle:
-                what = _what(call, cycle.period)
-                notes[call.id] = context.policy.nudges.loop_warning.format(call=what, count=cycle.calls)
+                what = _what(tool_call, cycle.period)
+                notes[tool_call.id] = context.policy.nudges.loop_warning.format(call=what, count=cycle.calls)
         if not notes:
             return PASS
         return Amend(kind="loop_warning_result", reason=f"{len(notes)} repeated call result(s)", tool_notes=notes)

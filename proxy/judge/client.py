@@ -225,21 +225,23 @@ class JudgeTarget:
     """Whose verdicts these are (the tenant): a remembered verdict is never reused across scopes."""
 
 
-def judge_target(call: AgentRequest) -> JudgeTarget | None:
+def judge_target(request: AgentRequest) -> JudgeTarget | None:
     """Where this request's judge calls go, resolved once per request: the policy's own
     endpoint, or the agent's upstream with the agent's key (None: the judge is off, or its
     key's variable is unset)."""
-    settings = call.policy.judge
+    settings = request.policy.judge
     if not settings.use_llm_judge:
         return None
-    url = call.wire.judge.url(settings.base_url) if settings.base_url else call.url
-    headers: Sequence[tuple[str, str]] = call.headers
+    url = request.wire.judge.url(settings.base_url) if settings.base_url else request.url
+    headers: Sequence[tuple[str, str]] = request.headers
     if settings.api_key_env:
         key = os.environ.get(settings.api_key_env)
         if not key:
             return None
-        headers = call.wire.judge.headers(key)
-    return JudgeTarget(url, headers, settings.model or call.conversation.model, call.wire.judge, scope=call.tenant)
+        headers = request.wire.judge.headers(key)
+    return JudgeTarget(
+        url, headers, settings.model or request.conversation.model, request.wire.judge, scope=request.tenant
+    )
 
 
 @dataclass(frozen=True, slots=True)

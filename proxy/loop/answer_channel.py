@@ -3,7 +3,7 @@
 A client that takes its answer only from a tool cannot read a text ending: smolagents fails
 to parse one (its runs end only through ``final_answer``), pydantic-ai's structured output
 retries until it gives up (it answers through ``final_result``). So an ending goes to the
-request's answer tool when it has one: the tool it forces (``tool_choice``), else a completion
+request's answer tool when it has one: the tool it forces (its ``tool_choice``), else a completion
 tool it offers (the policy's ``completion_tools``, smolagents' ``final_answer``, pydantic-ai's
 ``final_result*``). A free-text tool gets the summary in its one string field; a structured
 one gets a real call the model was forced to make (see :mod:`proxy.loop.finalize`), or the refusal
@@ -119,24 +119,24 @@ def ending_text(reply: Reply) -> str:
     return reply.content or ""
 
 
-def answer_channel(call: AgentRequest) -> AnswerTool | None:
+def answer_channel(request: AgentRequest) -> AnswerTool | None:
     """This request's answer tool (None: text, or a refusal for a JSON-mode request)."""
-    if call.wire.codec.wants_structured_output(call.payload):
+    if request.wire.codec.wants_structured_output(request.payload):
         return None
-    return answer_tool(call.conversation, call.policy.judge.completion_tools)
+    return answer_tool(request.conversation, request.policy.judge.completion_tools)
 
 
-def ending_for(call: AgentRequest, body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:
+def ending_for(request: AgentRequest, body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:
     """An ending (made for this request or stored by an earlier one) in this request's channel:
     a call to its answer tool, a refusal for a JSON answer, else text. Once text of the
     answer streamed to the client, the ending follows it as text."""
-    wire = call.wire
+    wire = request.wire
     if text_started:
-        return wire.codec.shaped(call.payload, body, text_started=True)
-    tool = answer_channel(call)
+        return wire.codec.shaped(request.payload, body, text_started=True)
+    tool = answer_channel(request)
     reply = wire.codec.parse_reply(wire.codec.encode(body))
     if reply is None:
-        return wire.codec.shaped(call.payload, body, text_started=False)
+        return wire.codec.shaped(request.payload, body, text_started=False)
     calls = reply.tool_calls
     if tool is not None and len(calls) == 1 and calls[0].name == tool.name:
         return body  # already a call to this request's answer tool
@@ -144,7 +144,7 @@ def ending_for(call: AgentRequest, body: dict[str, Any], *, text_started: bool) 
     if tool is None:
         if calls:  # a call to a tool this request does not answer through: its words, as text
             body = wire.codec.ending(text, model=reply.model, usage=reply.usage)
-        return wire.codec.shaped(call.payload, body, text_started=False)
+        return wire.codec.shaped(request.payload, body, text_started=False)
     if tool.free_text:
         answer = ToolCall(_call_id(text), tool.name, tool.arguments(text))
         return wire.codec.render_reply(Reply(None, None, (answer,), "tool_calls", reply.usage, model=reply.model))

@@ -2,10 +2,10 @@
 
 The upstream is always asked for usage, so streamed tokens are metered (a client that did
 not ask never sees the usage chunk). The reply is read through the guards' holds into the
-client's stream; an upstream that ignores ``stream`` and answers with a whole completion is
+client's stream; an upstream that ignores ``stream`` and answers with a whole reply is
 read as one. A stream that does not finish (cut, stalled, malformed, or the client left)
 still costs its step and its tokens. Tokens the upstream did not report (a stream cut before
-its usage chunk, or an upstream that ignores ``stream_options.include_usage``) are estimated,
+its usage event, or an upstream that does not send usage in a stream) are estimated,
 and every estimate is counted.
 """
 
@@ -45,23 +45,28 @@ class Attempts:
         self._guards = tuple(guards)
 
     async def whole(
-        self, call: AgentRequest, payload: Mapping[str, Any], extra: Sequence[Turn], delta: SessionDelta, attempt: int
+        self,
+        request: AgentRequest,
+        payload: Mapping[str, Any],
+        extra: Sequence[Turn],
+        delta: SessionDelta,
+        attempt: int,
     ) -> tuple[UpstreamReply, Reply | None]:
         """(upstream reply, the reply or None) of a call not streamed: the request as it came when
         nothing was added. A call the client's leaving cancels still took its step and prompt."""
-        unchanged = payload is call.payload and not extra
-        body = call.body if unchanged else call.wire.codec.render_request(payload, extra)
+        unchanged = payload is request.payload and not extra
+        body = request.body if unchanged else request.wire.codec.render_request(payload, extra)
         try:
-            upstream = await self._upstream.send("POST", call.url, call.headers, body)
+            upstream = await self._upstream.send("POST", request.url, request.headers, body)
         except asyncio.CancelledError:  # the client left: the call was made all the same
-            self._ledger.charge_cancelled(call, delta, len(body), attempt)
+            self._ledger.charge_cancelled(request, delta, len(body), attempt)
             raise
         ok = upstream.response.status_code == 200
-        return upstream, call.wire.codec.parse_reply(upstream.response.content) if ok else None
+        return upstream, request.wire.codec.parse_reply(upstream.response.content) if ok else None
 
     async def attempt(
         self,
-        call: AgentRequest,
+        request: AgentRequest,
         payload: Mapping[str, Any],
         extra: Sequence[Turn],
         client: ClientStream,
@@ -71,9 +76,11 @@ class Attempts:
     ) -> tuple[UpstreamReply, Reply | None, StreamAssembler | None]:
         """(upstream reply, the reply or None, its assembler if it streamed). ``hold``: channels
         held besides what the guards hold (goal mode's text)."""
-        body = call.wire.stream.render_request(call.body, payload, extra, payload is call.payload and not extra)
+        body = request.wire.stream.render_request(
+            request.body, payload, extra, payload is request.payload and not extra
+        )
         await client.flush()  # text an earlier attempt let through goes out before the next wait
-        reply = await self._upstream.send("POST", call.url, call.headers, body, stream=True)
+        reply = await self._upstream.send("POST", request.url, request.headers, body, stream=True)
         response = reply.response
         if response.status_code != 200 or not _is_event_stream(response.headers.raw):
             try:
@@ -81,8 +88,8 @@ class Attempts:
             finally:
                 await response.aclose()
             ok = response.status_code == 200
-            return reply, call.wire.codec.parse_reply(response.content) if ok else None, None
-        if call.policy.mode == "enforce":
+            return reply, request.wire.codec.parse_reply(response.content) if ok else None, None
+        if request.policy.mode == "enforce":
             guards = self._guards
 
             def held(partial: StreamAssembler) -> int:
@@ -92,47 +99,47 @@ class Attempts:
             def held(partial: StreamAssembler) -> int:
                 return Channel.NONE  # shadow mode changes nothing, on streams too
 
-        assembler = call.wire.stream.assembler()
+        assembler = request.wire.stream.assembler()
         client.new_attempt()
         try:
             failure = await read_streamed_reply(
-                response, assembler, client, held, lambda: secret_forms(credential_values(call.headers))
+                response, assembler, client, held, lambda: secret_forms(credential_values(request.headers))
             )
         except asyncio.CancelledError:
-            self._charge_unfinished(call, delta, assembler, len(body), "client_disconnected")
+            self._charge_unfinished(request, delta, assembler, len(body), "client_disconnected")
             raise
         finally:
             await response.aclose()
         if failure is not None:
-            self._charge_unfinished(call, delta, assembler, len(body), failure.code or "upstream_error")
+            self._charge_unfinished(request, delta, assembler, len(body), failure.code or "upstream_error")
             raise failure
         parsed = assembler.reply()
         if assembler.usage is None:  # complete, but no usage chunk: not free
-            parsed = dataclasses.replace(parsed, usage=self._estimate(call, assembler, len(body), "no_usage_chunk"))
+            parsed = dataclasses.replace(parsed, usage=self._estimate(request, assembler, len(body), "no_usage_chunk"))
         return reply, parsed, assembler
 
     def _charge_unfinished(
-        self, call: AgentRequest, delta: SessionDelta, assembler: StreamAssembler, prompt_bytes: int, reason: str
+        self, request: AgentRequest, delta: SessionDelta, assembler: StreamAssembler, prompt_bytes: int, reason: str
     ) -> None:
         """A stream that did not complete still cost tokens: count what the upstream reported,
         or an estimate (4 bytes a token), and the step."""
-        usage = assembler.usage or self._estimate(call, assembler, prompt_bytes, "unfinished")
+        usage = assembler.usage or self._estimate(request, assembler, prompt_bytes, "unfinished")
         delta.incr(FIELDS.STEPS)
-        self._ledger.charge(call, delta, usage, assembler.model, kind="agent")
-        self._metrics.of(self._metrics.stream_failures, call.tenant, call.policy.name, reason).inc()
+        self._ledger.charge(request, delta, usage, assembler.model, kind="agent")
+        self._metrics.of(self._metrics.stream_failures, request.tenant, request.policy.name, reason).inc()
         log_event(
             "stream_unfinished",
             {
-                **call.log_fields(),
+                **request.log_fields(),
                 "reason": reason,
                 "usage_estimated": assembler.usage is None,
             },
         )
 
-    def _estimate(self, call: AgentRequest, assembler: StreamAssembler, prompt_bytes: int, reason: str) -> Usage:
+    def _estimate(self, request: AgentRequest, assembler: StreamAssembler, prompt_bytes: int, reason: str) -> Usage:
         """The tokens of a stream the upstream reported none for: its prompt and what it produced,
         about 4 bytes a token (counted by ``reason``, so a dashboard shows how much is guessed)."""
-        self._metrics.of(self._metrics.usage_estimated, call.tenant, call.policy.name, reason).inc()
+        self._metrics.of(self._metrics.usage_estimated, request.tenant, request.policy.name, reason).inc()
         return Usage(prompt_bytes // 4, assembler.produced_chars // 4 + 1)
 
 

@@ -7,7 +7,13 @@ prefix. On Responses, a continuation names a stored response (``previous_respons
 so every response id the proxy returns is remembered with its session
 (:mod:`proxy.session.chains`). The format's :class:`~proxy.wire.base.Transcript` and
 :class:`~proxy.wire.base.Chains` say what applies (None: that format has none; chat has
-neither); the pipeline calls these at fixed points of a request.
+neither).
+
+Per request, one :class:`Continuity` at three points of the pipeline: before the loop (the
+session's records spliced into what goes upstream), at an ending (the transcript its summary
+extends), and after (the turns and reply ids recorded into the commit, the ids remembered once
+it landed). Before any of them, at the edge, :func:`resolve_chain` resolves a continuation to
+its session, since the session's identity depends on it.
 """
 
 from __future__ import annotations
@@ -21,21 +27,14 @@ import msgspec
 
 from proxy.errors import InvalidRequest
 from proxy.exchange import Reply, Turn
+from proxy.loop.answer import Answer, Passed, Written, delivered_reply
 from proxy.observe.logs import log_event
 from proxy.request import AgentRequest
 from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore, StoreUnavailable
 from proxy.session.chains import MAX_REFERENCES, Chained, chained_session, remember_responses, unrecorded_chain
+from proxy.session.identity import named_run, turn_digest
 
-__all__ = [
-    "MAX_RECORDED_BYTES",
-    "ChainPoint",
-    "Links",
-    "chain_links",
-    "record_turns",
-    "remember_links",
-    "resolve_chain",
-    "summary_payload",
-]
+__all__ = ["MAX_RECORDED_BYTES", "ChainPoint", "Chaining", "Continuity", "Links", "resolve_chain"]
 
 Links = list[tuple[str, str | None, str | None]]
 """(id, upstream id to continue from instead, the proxy's own body) per reply id: see
@@ -50,60 +49,6 @@ at a new position on every request grows the state (and every later load) withou
 _decode = msgspec.json.decode
 _TASK_CHARS = 4000
 """How much of a run's task is kept for its continuations (the judge reads less)."""
-
-
-def summary_payload(
-    call: AgentRequest, state: SessionState, amended: Mapping[str, Any] | None, payload: Mapping[str, Any]
-) -> Mapping[str, Any]:
-    """The request an ending's summary call extends: the transcript as the upstream knows it
-    (the session's records spliced in), else the client's own. ``amended``: the payload
-    before splicing, once the attempts began (None: the request ended before them)."""
-    if amended is None:
-        transcript = call.wire.transcript
-        return call.payload if transcript is None else transcript.spliced(call.payload, state.values)
-    return payload if payload is not amended else call.payload
-
-
-def record_turns(
-    call: AgentRequest,
-    amended: Mapping[str, Any],
-    extra: Sequence[Turn],
-    reply: Reply,
-    delta: SessionDelta,
-    state: SessionState,
-    answered: Mapping[str, str] | None = None,
-) -> None:
-    """What the upstream saw that the client will not send back (turns the proxy added, tool
-    results it amended, the calls of ``reply`` it ``answered`` itself and took out of the
-    client's copy) into the session, to be spliced into its later requests; nothing once
-    the session's state would pass :data:`MAX_RECORDED_BYTES` (counted, logged)."""
-    transcript = call.wire.transcript
-    if transcript is None or (not extra and amended is call.payload and not answered):
-        return
-    records = transcript.recorded(call.payload, amended, extra, reply, answered)
-    held = sum(len(name) + len(value) for name, value in state.values.items())
-    adding = sum(len(name) + len(value) for name, value in records.items())
-    if records and held + adding > MAX_RECORDED_BYTES:
-        log_event(
-            "transcript_not_recorded",
-            {"tenant": call.tenant, "session": call.session.id, "held": held, "adding": adding},
-            logging.WARNING,
-        )
-        return
-    for name, value in records.items():
-        delta.assign(name, value)
-
-
-def chain_links(
-    call: AgentRequest, replies: Sequence[Reply], answer: Reply | Mapping[str, Any] | None, delta: SessionDelta
-) -> Links:
-    """The reply ids of this request a later one may continue from; the run's task is kept in
-    the session then, for the judge of continuations that carry no task."""
-    chains = call.wire.chains
-    links = [] if chains is None else chains.links(call.payload, replies, answer)
-    if links and (task := call.conversation.first_text("user")):
-        delta.default(FIELDS.TASK, task[:_TASK_CHARS])
-    return links
 
 
 class Chaining(Protocol):
@@ -169,7 +114,81 @@ async def resolve_chain(
     return ChainPoint(session, rewritten if rewritten != payload else None)
 
 
-async def remember_links(store: SessionStore, call: AgentRequest, links: Links) -> None:
-    """Remember ``links`` under the session (after its commit, before the client can continue)."""
-    if links:
-        await remember_responses(store, call.namespace, links, call.session.id, call.policy.session_ttl_secs)
+class Continuity:
+    """One request's continuity: what the session holds that its client does not resend, put
+    back before the loop, extended by an ending's summary, recorded after."""
+
+    __slots__ = ("_amended", "_delta", "_links", "_request", "_state")
+
+    def __init__(self, request: AgentRequest, state: SessionState, delta: SessionDelta) -> None:
+        self._request = request
+        self._state = state
+        self._delta = delta
+        self._amended: Mapping[str, Any] | None = None
+        self._links: Links = []
+
+    def splice(self, payload: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Before the loop: ``payload`` (the client's, as the guards amended it) with the
+        session's records put back, as the upstream is to see it."""
+        self._amended = payload
+        transcript = self._request.wire.transcript
+        return payload if transcript is None else transcript.spliced(payload, self._state.values)
+
+    def summary_payload(self, sent: Mapping[str, Any]) -> Mapping[str, Any]:
+        """At an ending: the request its summary call extends, the transcript as the upstream
+        knows it (``sent``: what went upstream last), else the client's own."""
+        request = self._request
+        if self._amended is None:  # the request ended before its attempts
+            transcript = request.wire.transcript
+            return request.payload if transcript is None else transcript.spliced(request.payload, self._state.values)
+        return sent if sent is not self._amended else request.payload
+
+    def record(self, ending: Answer, extra: Sequence[Turn], replies: Sequence[Reply]) -> None:
+        """After the loop, before the commit: what the upstream saw of this request that the
+        client will not send back (turns the proxy added, tool results it amended, calls it
+        answered itself), the run a derived session goes on in (named by its first reply), and
+        the reply ids a later request may continue from."""
+        request = self._request
+        if isinstance(ending, Passed):
+            self._record_turns(extra, ending.tried.reply, None)
+        elif isinstance(ending, Written) and ending.upstream_saw is not None:
+            self._record_turns(extra, *ending.upstream_saw)
+        if request.session.fresh and request.session.derived and (first := delivered_reply(request, ending)):
+            request.session = named_run(request.session, turn_digest(first.content, first.tool_calls))
+        answer = ending.body if isinstance(ending, Written) else _passed_reply(ending)
+        chains = request.wire.chains
+        self._links = [] if chains is None else chains.links(request.payload, replies, answer)
+        if self._links and (task := request.conversation.first_text("user")):
+            self._delta.default(FIELDS.TASK, task[:_TASK_CHARS])  # for the judge of continuations
+
+    async def remember(self, store: SessionStore) -> None:
+        """After the commit, before the client can continue from one: the recorded reply ids,
+        each with the session it continues."""
+        request = self._request
+        if self._links:
+            await remember_responses(
+                store, request.namespace, self._links, request.session.id, request.policy.session_ttl_secs
+            )
+
+    def _record_turns(self, extra: Sequence[Turn], reply: Reply, answered: Mapping[str, str] | None) -> None:
+        """Into the session, to be spliced into its later requests; nothing once its state would
+        pass :data:`MAX_RECORDED_BYTES` (counted, logged)."""
+        request, amended, transcript = self._request, self._amended, self._request.wire.transcript
+        if transcript is None or amended is None or (not extra and amended is request.payload and not answered):
+            return
+        records = transcript.recorded(request.payload, amended, extra, reply, answered)
+        held = sum(len(name) + len(value) for name, value in self._state.values.items())
+        adding = sum(len(name) + len(value) for name, value in records.items())
+        if records and held + adding > MAX_RECORDED_BYTES:
+            log_event(
+                "transcript_not_recorded",
+                {"tenant": request.tenant, "session": request.session.id, "held": held, "adding": adding},
+                logging.WARNING,
+            )
+            return
+        for name, value in records.items():
+            self._delta.assign(name, value)
+
+
+def _passed_reply(ending: Answer) -> Reply | None:
+    return ending.tried.reply if isinstance(ending, Passed) else None

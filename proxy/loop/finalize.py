@@ -75,8 +75,8 @@ def local_summary(conversation: Conversation, detail: str) -> str:
     """A summary from the transcript alone, for when the model cannot give one."""
     found: list[str] = []
     names: dict[str, str] = {}
-    for call in conversation.calls_by_id().values():
-        names[call.id] = call.name or "tool"
+    for tool_call in conversation.calls_by_id().values():
+        names[tool_call.id] = tool_call.name or "tool"
     for message in conversation.tool_results():  # ``Observation:`` turns too
         if message.text.strip():
             found.append(f"{names.get(str(message.call_id), 'a tool')} returned: {_clip(message.text)}")
@@ -168,27 +168,27 @@ class Finalizer:
         spent = Usage()
         if reply is not None and reply.response.status_code == 200:
             parsed = codec.parse_reply(reply.response.content)
-            call = next((c for c in parsed.tool_calls if c.name == answer.name), None) if parsed else None
-            if parsed is not None and call is not None and await _satisfies(call, answer, conversation):
+            tool_call = next((c for c in parsed.tool_calls if c.name == answer.name), None) if parsed else None
+            if parsed is not None and tool_call is not None and await _satisfies(tool_call, answer, conversation):
                 model = parsed.model or conversation.model
-                ending = Reply(None, None, (call,), "tool_calls", parsed.usage, model=model)
+                ending = Reply(None, None, (tool_call,), "tool_calls", parsed.usage, model=model)
                 return Ending(codec.render_reply(ending), "upstream", parsed.usage, upstream_called=True)
             spent = parsed.usage if parsed is not None else spent  # the unusable call is paid for all the same
         summary = local_summary(conversation, verdict.detail)
         return Ending(codec.ending(summary, model=conversation.model), "local", spent, upstream_called=True)
 
 
-async def _satisfies(call: ToolCall, answer: AnswerTool, conversation: Conversation) -> bool:
+async def _satisfies(tool_call: ToolCall, answer: AnswerTool, conversation: Conversation) -> bool:
     """The call's arguments are JSON that satisfies the answer tool's schema (the one compiled
     at the edge, when it was)."""
-    arguments, problem = call.parsed_arguments()
+    arguments, problem = tool_call.parsed_arguments()
     if problem is not None:
         return False
     prepared = conversation.tool_schemas
     schema = prepared.get(answer.name) if prepared is not None else compiled(answer.parameters)
     if schema is None:  # declares none (anything goes), or does not compile (nothing can satisfy it)
         return not answer.parameters
-    if schema.off_loop(len(call.arguments)):
+    if schema.off_loop(len(tool_call.arguments)):
         return not await asyncio.to_thread(schema.errors, arguments)
     return not schema.errors(arguments)
 
@@ -202,7 +202,7 @@ class Endings:
 
     async def make(
         self,
-        call: AgentRequest,
+        request: AgentRequest,
         verdict: Finalize,
         state: SessionState,
         delta: SessionDelta,
@@ -213,39 +213,39 @@ class Endings:
         """The ending this request answers with (written to ``delta`` when it makes it; the
         caller commits). Counted, traced and logged with its reason. ``payload``: the request as
         it went upstream, when that is not the client's own (spliced, amended)."""
-        seen = await self._ledger.claim_ending(call, notes)
+        seen = await self._ledger.claim_ending(request, notes)
         if not notes.claim:  # another request of this session makes (or made) the ending
-            seen = await self._ledger.await_ending(call, notes, seen or state)
+            seen = await self._ledger.await_ending(request, notes, seen or state)
             if not notes.claim:
-                return self._shared(call, verdict, seen, notes)
-        local_only = verdict.reason == "budget_cost" and call.policy.budgets.hard_cost_cap
+                return self._shared(request, verdict, seen, notes)
+        local_only = verdict.reason == "budget_cost" and request.policy.budgets.hard_cost_cap
         ending = await self._finalizer.end(
             verdict,
-            call.policy,
-            call.wire.codec,
-            call.payload if payload is None else payload,
+            request.policy,
+            request.wire.codec,
+            request.payload if payload is None else payload,
             extra,
-            call.conversation,
-            call.url,
-            call.headers,
+            request.conversation,
+            request.url,
+            request.headers,
             local_only=local_only,
             cap_output=verdict.reason.startswith("budget_"),
-            answer=answer_channel(call),
+            answer=answer_channel(request),
         )
         if ending.upstream_called:
             delta.incr(FIELDS.STEPS)
-            self._ledger.charge(call, delta, ending.usage, ending.body.get("model"), kind="finalize")
-            self._metrics.upstream_calls.labels(call.tenant, call.policy.name, "finalize").inc()
+            self._ledger.charge(request, delta, ending.usage, ending.body.get("model"), kind="finalize")
+            self._metrics.upstream_calls.labels(request.tenant, request.policy.name, "finalize").inc()
         delta.assign(FIELDS.TERMINATION, verdict.reason)
-        delta.assign(FIELDS.ENDING, call.wire.codec.encode(ending.body).decode())
-        delta.assign(FIELDS.ENDING_WIRE, call.wire.name)
+        delta.assign(FIELDS.ENDING, request.wire.codec.encode(ending.body).decode())
+        delta.assign(FIELDS.ENDING_WIRE, request.wire.name)
         notes.terminated = verdict.reason
-        self._metrics.terminations.labels(call.tenant, call.policy.name, verdict.reason).inc()
+        self._metrics.terminations.labels(request.tenant, request.policy.name, verdict.reason).inc()
         self._tracing.event("loopwarden.termination", {"reason": verdict.reason, "summary_via": ending.via})
         log_event(
             "termination",
             {
-                **call.log_fields(),
+                **request.log_fields(),
                 "reason": verdict.reason,
                 "summary_via": ending.via,
                 **({"cause": verdict.cause} if verdict.cause else {}),
@@ -253,26 +253,28 @@ class Endings:
         )
         return ending.body
 
-    def _shared(self, call: AgentRequest, verdict: Finalize, seen: SessionState, notes: RequestNotes) -> dict[str, Any]:
+    def _shared(
+        self, request: AgentRequest, verdict: Finalize, seen: SessionState, notes: RequestNotes
+    ) -> dict[str, Any]:
         """The session is ending and another request claimed the ending: answer without an
         upstream call, with the stored ending when there is one, else (it was not made in
         time) a summary of this request's own transcript, built here. This request stores
         no ending: the claimer does, and later calls replay that one."""
         if seen.termination and seen.ending:
             notes.terminated = seen.termination
-            body = replayed_ending(call.wire, seen)
+            body = replayed_ending(request.wire, seen)
             answer = "stored"
         else:
             notes.terminated = verdict.reason
-            body = call.wire.codec.ending(
-                local_summary(call.conversation, verdict.detail), model=call.conversation.model
+            body = request.wire.codec.ending(
+                local_summary(request.conversation, verdict.detail), model=request.conversation.model
             )
             answer = "local"
-        self._metrics.of(self._metrics.endings_shared, call.tenant, call.policy.name, answer).inc()
+        self._metrics.of(self._metrics.endings_shared, request.tenant, request.policy.name, answer).inc()
         log_event(
             "ending_shared",
             {
-                **call.log_fields(),
+                **request.log_fields(),
                 "reason": notes.terminated,
                 "answer": answer,
             },

@@ -14,20 +14,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from proxy.books.budgets import check_request_cap, session_limits
 from proxy.books.ledger import ENDING_WAIT_SECS, Ledger
 from proxy.books.pricing import PriceTable
 from proxy.errors import ProxyError
 from proxy.exchange import Channel, Reply, Turn
-from proxy.goal.keeper import GoalKeeper, GoalStrip
-from proxy.goal.model import GOAL_TOOL, Goal, goal_tool
+from proxy.goal.keeper import GoalKeeper, GoalRun, GoalStrip
 from proxy.guards.base import RequestGuard, ResponseGuard
 from proxy.guards.fingerprint import remember_calls
-from proxy.judge.client import judge_target
-from proxy.loop.answer import Answer, Failed, Relayed, Tried, Unusable, Written, delivered_reply, render
+from proxy.loop.answer import Answer, Failed, Passed, Tried, Unusable, Written, client_stream, render
 from proxy.loop.attempts import Attempts
-from proxy.loop.continuity import chain_links, record_turns, remember_links, summary_payload
+from proxy.loop.continuity import Chaining, ChainPoint, resolve_chain
 from proxy.loop.finalize import Endings, replayed_ending
 from proxy.loop.inflight import InFlight
 from proxy.loop.recording import Step, StepRecorder
@@ -35,9 +34,7 @@ from proxy.loop.step_log import StepLog, chat_attributes, response_headers, usag
 from proxy.observe.metrics import Metrics
 from proxy.observe.tracing import Tracing
 from proxy.request import AgentRequest, Outcome, RequestNotes
-from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore
-from proxy.session.identity import named_run, turn_digest
-from proxy.streaming.client import ClientStream
+from proxy.session.base import FIELDS, SessionDelta, SessionStore
 from proxy.upstream.client import UpstreamClient
 from proxy.verdict import (
     PASS,
@@ -89,141 +86,148 @@ class Pipeline:
         self._steps = StepLog(metrics, self._tracing, log_contents=log_contents, recorder=recorder)
         self._attempts = Attempts(upstream, self._ledger, metrics, self._response_guards)
 
-    @property
-    def store(self) -> SessionStore:
-        """Where session state lives (the routes resolve stored response chains there)."""
-        return self._store
+    async def resume(self, chains: Chaining | None, namespace: str, payload: dict[str, Any]) -> ChainPoint:
+        """Where a request that continues a stored response goes on, asked by the edge before
+        the session is known (the session's identity depends on it)."""
+        return await resolve_chain(self._store, chains, namespace, payload)
 
-    async def run(self, call: AgentRequest) -> Outcome:
+    async def run(self, request: AgentRequest) -> Outcome:
         """One agent request. Whatever happens, what it reserved and spent is committed once."""
         notes = RequestNotes(started=self._clock())
-        enforce = call.policy.mode == "enforce"
-        limits = session_limits(call, self._prices, fresh=call.session.fresh) if enforce else []
+        enforce = request.policy.mode == "enforce"
+        limits = session_limits(request, self._prices, fresh=request.session.fresh) if enforce else []
         attributes: dict[str, str | int | float | bool] = {
             "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.conversation.id": call.session.id,
-            "loopwarden.tenant": call.tenant,
-            "loopwarden.policy": call.policy.name,
+            "gen_ai.conversation.id": request.session.id,
+            "loopwarden.tenant": request.tenant,
+            "loopwarden.policy": request.policy.name,
         }
         with self._tracing.span("invoke_agent", attributes) as span:
-            self._steps.tool_results(call)
-            check_request_cap(call, enforce, self._prices)
-            state, delta = await self._ledger.open(call, limits, notes)
-            client = self._client_stream(call, state, delta, notes)
-            request = InFlight(
-                call, state, delta, notes, limits, client, enforce, call.payload, None, call.policy.max_attempts
+            self._steps.tool_results(request)
+            check_request_cap(request, enforce, self._prices)
+            state, delta = await self._ledger.open(request, limits, notes)
+            client = client_stream(
+                request,
+                lambda: response_headers(request, delta.applied_to(state), notes, self._clock()),
+                self._keepalive,
             )
+            flight = InFlight(request=request, state=state, delta=delta, notes=notes, limits=limits, client=client)
             try:
-                ending = await self._run(request)
-                if isinstance(ending, Finalize):
-                    sent = summary_payload(call, state, request.amended, request.payload)
-                    made = await self._endings.make(call, ending, state, delta, notes, request.extra, sent)
-                    ending = Written(made, True)
-                elif isinstance(ending, Relayed) and request.amended is not None:
-                    record_turns(call, request.amended, request.extra, ending.tried.reply, delta, state)
-                if call.session.fresh and call.session.derived and (first := delivered_reply(call, ending)):
-                    call.session = named_run(call.session, turn_digest(first.content, first.tool_calls))
-                answer = ending.body if isinstance(ending, Written) else _relayed(ending)
-                links = chain_links(call, request.replies, answer, delta)
-                if isinstance(ending, Unusable):  # one the upstream refused (400, 401, ...) reached no model
-                    await self._ledger.settle(call, delta, notes)
-                else:
-                    await self._ledger.commit(call, delta, notes)
-                if not notes.degraded:  # after a store failure, this request asks the store nothing more
-                    await remember_links(self._store, call, links)  # before the client can continue from one
-                outcome = await self._render(request, ending)
+                ending = await self._ended(flight, await self._run(flight))
+                await self._commit(flight, ending)
+                outcome = await self._render(flight, ending)
             finally:
                 if client is not None:
                     client.close()
                 if not notes.committed:
                     # Shielded: a streamed request is cancelled when its client leaves, and
                     # what it reserved and spent must still be written.
-                    await asyncio.shield(self._ledger.settle(call, delta, notes))
+                    await asyncio.shield(self._ledger.settle(request, delta, notes))
             self._tracing.annotate(span, {"loopwarden.terminated": notes.terminated or ""})
             return outcome
 
-    async def _run(self, request: InFlight) -> _Ending:
+    async def _run(self, flight: InFlight) -> _Ending:
         """The loop: request guards, then attempts until a reply passes or the request ends."""
-        call, state, delta, notes = request.call, request.state, request.delta, request.notes
-        if state.termination and state.ending and request.enforce:
+        request, state, delta, notes = flight.request, flight.state, flight.delta, flight.notes
+        if state.termination and state.ending and flight.enforce:
             notes.terminated = state.termination
-            return Written(replayed_ending(call.wire, state), shaped=True)
+            return Written(replayed_ending(request.wire, state), shaped=True)
         if notes.refused:
             return _refused(notes.refused)
-        await self._ledger.admit_tenant(call, delta, notes)
-        ending = self._ask_request_guards(request)
+        await self._ledger.admit_tenant(request, delta, notes)
+        ending = self._ask_request_guards(flight)
         if ending is not None:
             return ending
-        request.goal = self._goals.open(call, state, delta, notes)
-        if request.goal is not None and request.goal.active:
-            request.payload = call.wire.codec.with_tool(request.payload, goal_tool())
-            request.goal_offered = True
-        request.amended = request.payload
-        if call.wire.transcript is not None:
-            request.payload = call.wire.transcript.spliced(request.payload, state.values)
-        request.judge = judge_target(call)
+        flight.goal = self._goals.open(request, state, delta, notes)
+        flight.payload = self._goals.offered(request, flight.goal, flight.payload)
+        flight.begin_attempts()
         attempt = 0
         while True:
             attempt += 1
-            tried = await self._attempt(request, attempt)
+            tried = await self._attempt(flight, attempt)
             if not isinstance(tried, Tried):
                 return tried
-            turn = self._goal_turn(request, request.goal, attempt, tried) if request.goal is not None else None
+            turn = self._goal_turn(flight, flight.goal, attempt, tried) if flight.goal is not None else None
             if turn is not None:
-                ending = await self._continue(request, turn.turns)
+                ending = await self._continue(flight, turn.turns)
                 if ending is None:
                     continue
                 self._strike(ending.strike, delta)
                 return ending
-            verdict = await self._decide(request, attempt, tried)
+            verdict = await self._decide(flight, attempt, tried)
             if verdict is None:
-                return self._stripped(request, tried) if request.stripped else Relayed(tried)
+                stripped = flight.goal.stripped if flight.goal is not None else None
+                return Passed(tried) if stripped is None else self._stripped(flight, tried, stripped)
             if isinstance(verdict, Rewrite):
-                self._steps.intervention(call, verdict.kind, verdict.reason, notes, attempt)
-                return Written(call.wire.codec.render_reply(verdict.reply))
+                self._steps.intervention(request, verdict.kind, verdict.reason, notes, attempt)
+                return Written(request.wire.codec.render_reply(verdict.reply))
             self._strike(verdict.strike, delta)
             if isinstance(verdict, Finalize):
                 return verdict
-            if attempt >= request.allowed:
+            if attempt >= flight.allowed:
                 return Finalize(verdict.exhausted, f"the model kept failing: {verdict.reason}")
-            self._steps.intervention(call, verdict.kind, verdict.reason, notes, attempt)
-            request.retries[verdict.kind] += 1
-            ending = await self._continue(request, verdict.turns)
+            self._steps.intervention(request, verdict.kind, verdict.reason, notes, attempt)
+            flight.retries[verdict.kind] += 1
+            ending = await self._continue(flight, verdict.turns)
             if ending is not None:
                 return ending
 
+    async def _ended(self, flight: InFlight, ending: _Ending) -> Answer:
+        """The answer: a Finalize made into its ending (a summary call that extends the
+        transcript as the upstream knows it, else one built locally); any other as it is."""
+        if not isinstance(ending, Finalize):
+            return ending
+        sent = flight.continuity.summary_payload(flight.payload)
+        made = await self._endings.make(
+            flight.request, ending, flight.state, flight.delta, flight.notes, flight.extra, sent
+        )
+        return Written(made, True)
+
+    async def _commit(self, flight: InFlight, ending: Answer) -> None:
+        """The request's books, once: what continuity records goes into the commit (settled
+        only, for a reply the upstream refused: 400, 401, ... reached no model), and what it
+        remembers follows it, before the client can continue from one."""
+        request, delta, notes = flight.request, flight.delta, flight.notes
+        flight.continuity.record(ending, flight.extra, flight.replies)
+        if isinstance(ending, Unusable):
+            await self._ledger.settle(request, delta, notes)
+        else:
+            await self._ledger.commit(request, delta, notes)
+        if not notes.degraded:  # after a store failure, this request asks the store nothing more
+            await flight.continuity.remember(self._store)
+
     # -- the loop's steps -----------------------------------------------------------
 
-    def _ask_request_guards(self, request: InFlight) -> Finalize | None:
+    def _ask_request_guards(self, flight: InFlight) -> Finalize | None:
         """The request guards, before the first attempt: amend, nudge, or end (None: go on)."""
-        call, delta, notes = request.call, request.delta, request.notes
-        context = request.context(request.state)
+        request, delta, notes = flight.request, flight.delta, flight.notes
+        context = flight.context(flight.state)
         for asked in (guard.check_request(context) for guard in self._request_guards):
             if isinstance(asked, Pass):
-                self._apply(asked, call, delta, notes)
-            elif not request.enforce:
-                self._shadow(asked, call, delta, notes)
+                self._apply(asked, request, delta, notes)
+            elif not flight.enforce:
+                self._shadow(asked, request, delta, notes)
             elif isinstance(asked, Amend):
-                self._steps.intervention(call, asked.kind, asked.reason, notes, 0)
-                request.payload = call.wire.codec.amended(request.payload, asked.tool_notes, asked.drop_tools)
+                self._steps.intervention(request, asked.kind, asked.reason, notes, 0)
+                flight.payload = request.wire.codec.amended(flight.payload, asked.tool_notes, asked.drop_tools)
             elif isinstance(asked, Nudge):
                 self._strike(asked.strike, delta)
-                self._steps.intervention(call, asked.kind, asked.reason, notes, 0)
-                request.extra.extend(asked.turns)
+                self._steps.intervention(request, asked.kind, asked.reason, notes, 0)
+                flight.extra.extend(asked.turns)
             else:
                 self._strike(asked.strike, delta)
                 return asked
         return None
 
-    async def _attempt(self, request: InFlight, attempt: int) -> Tried | Unusable | Failed:
+    async def _attempt(self, flight: InFlight, attempt: int) -> Tried | Unusable | Failed:
         """One upstream call, streamed or not, charged to the session."""
-        call, delta, client = request.call, request.delta, request.client
+        request, delta, client = flight.request, flight.delta, flight.client
         sent = time.perf_counter()
         with self._tracing.span(
-            f"chat {call.conversation.model or ''}".strip(), chat_attributes(call, attempt)
+            f"chat {request.conversation.model or ''}".strip(), chat_attributes(request, attempt)
         ) as span:
             if client is None:
-                upstream, reply = await self._attempts.whole(call, request.payload, request.extra, delta, attempt)
+                upstream, reply = await self._attempts.whole(request, flight.payload, flight.extra, delta, attempt)
                 assembled = None
             else:
                 # What the guards hold back mid-stream, judged on the session as loaded (this
@@ -232,11 +236,11 @@ class Pipeline:
                 # to the goal tool, a text-only turn to continue) or be stripped of the goal's
                 # calls: held whole, its thinking too, so the client gets only what it is meant
                 # to see, once.
-                hold = Channel.ALL if request.goal_offered else Channel.NONE
-                holding = request.context(request.state)
+                hold = Channel.ALL if flight.goal is not None and flight.goal.offered else Channel.NONE
+                holding = flight.context(flight.state)
                 try:
                     upstream, reply, assembled = await self._attempts.attempt(
-                        call, request.payload, request.extra, client, holding, delta, hold
+                        request, flight.payload, flight.extra, client, holding, delta, hold
                     )
                 except ProxyError as error:
                     if not client.started:
@@ -245,46 +249,40 @@ class Pipeline:
             ok = upstream.response.status_code == 200
             if reply is not None:
                 self._tracing.annotate(span, usage_attributes(reply))
-                request.replies.append(reply)
+                flight.replies.append(reply)
         latency = time.perf_counter() - sent
         purpose = "agent" if attempt == 1 else "nudge"
-        self._metrics.of(self._metrics.upstream_calls, call.tenant, call.policy.name, purpose).inc()
+        self._metrics.of(self._metrics.upstream_calls, request.tenant, request.policy.name, purpose).inc()
         if ok:
             delta.incr(FIELDS.STEPS)
         if not ok or reply is None:
             return Unusable(upstream)
-        self._ledger.charge(call, delta, reply.usage, reply.model, kind=purpose)
+        self._ledger.charge(request, delta, reply.usage, reply.model, kind=purpose)
         return Tried(upstream, reply, assembled.completion if assembled is not None else None, latency)
 
-    def _goal_turn(self, request: InFlight, goal: Goal, attempt: int, tried: Tried) -> Nudge | None:
+    def _goal_turn(self, flight: InFlight, goal: GoalRun, attempt: int, tried: Tried) -> Nudge | None:
         """Goal mode's decision on the reply, applied: the turns to continue with, or None (a
         reply stripped of the goal tool's calls goes on to the guards)."""
-        call, state, delta, notes = request.call, request.state, request.delta, request.notes
-        rounds_left, request.stripped = request.goal_rounds < call.policy.goal.max_tool_rounds, None
-        request.goal, decision = self._goals.decide(
-            call, goal, tried.reply, delta, state, notes, tool_rounds_left=rounds_left
-        )
+        request, state, delta, notes = flight.request, flight.state, flight.delta, flight.notes
+        decision = self._goals.decide(request, goal, tried.reply, delta, state, notes)
         if decision is None:
             return None
         if isinstance(decision, GoalStrip):
-            request.stripped = (tried.reply, decision.answered)
             tried.reply = decision.reply
             return None
         nudge = decision.nudge
-        if decision.tool_round:
-            request.goal_rounds += 1
-        else:
-            self._steps.intervention(call, nudge.kind, nudge.reason, notes, attempt)
-        request.allowed += 1
-        context = request.context(delta.applied_to(state))
-        self._steps.step(Step(call, context, attempt, tried.reply, nudge, tried.latency, notes))
+        if not decision.tool_round:
+            self._steps.intervention(request, nudge.kind, nudge.reason, notes, attempt)
+        flight.allowed += 1
+        context = flight.context(delta.applied_to(state))
+        self._steps.step(Step(request, context, attempt, tried.reply, nudge, tried.latency, notes))
         return nudge
 
-    async def _decide(self, request: InFlight, attempt: int, tried: Tried) -> Nudge | Rewrite | Finalize | None:
+    async def _decide(self, flight: InFlight, attempt: int, tried: Tried) -> Nudge | Rewrite | Finalize | None:
         """The response guards on a reply, in order: enforced, the first that is not a Pass
         wins (returned); in shadow mode every guard decides and nothing is acted on."""
-        call, delta, notes, enforce = request.call, request.delta, request.notes, request.enforce
-        context = request.context(delta.applied_to(request.state))
+        request, delta, notes, enforce = flight.request, flight.delta, flight.notes, flight.enforce
+        context = flight.context(delta.applied_to(flight.state))
         verdicts: list[ReplyVerdict] = []
         for guard in self._response_guards:
             given = guard.check_reply(tried.reply, context)
@@ -295,49 +293,49 @@ class Pipeline:
                 break
         for decided in verdicts:
             if decided is not PASS:  # the common verdict: nothing spent, nothing seen
-                self._ledger.charge_guard(call, delta, decided)
-                self._steps.observed(call, decided)
+                self._ledger.charge_guard(request, delta, decided)
+                self._steps.observed(request, decided)
         last = verdicts[-1] if verdicts else None
         decision = None if not enforce or last is None or isinstance(last, Pass) else last
         if enforce:
-            self._steps.step(Step(call, context, attempt, tried.reply, decision, tried.latency, notes))
+            self._steps.step(Step(request, context, attempt, tried.reply, decision, tried.latency, notes))
         if decision is not None:
             return decision
         for decided in verdicts:
             if isinstance(decided, Pass):
-                self._apply(decided, call, delta, notes)
+                self._apply(decided, request, delta, notes)
             else:
-                self._shadow(decided, call, delta, notes)
-        remember_calls(delta, tried.reply.tool_calls, call.policy.loop.history)
+                self._shadow(decided, request, delta, notes)
+        remember_calls(delta, tried.reply.tool_calls, request.policy.loop.history)
         if not enforce:
-            self._steps.step(Step(call, context, attempt, tried.reply, None, tried.latency, notes))
+            self._steps.step(Step(request, context, attempt, tried.reply, None, tried.latency, notes))
         return None
 
-    async def _continue(self, request: InFlight, turns: Sequence[Turn]) -> Finalize | None:
+    async def _continue(self, flight: InFlight, turns: Sequence[Turn]) -> Finalize | None:
         """Append ``turns`` for another upstream call; the ending instead, if a request guard
         would end the session now (e.g. steps) or the call's reservation does not fit."""
-        request.extra.extend(turns)
-        call, state, delta, notes = request.call, request.state, request.delta, request.notes
-        context = request.context(delta.applied_to(state), retries=False)
+        flight.extra.extend(turns)
+        request, state, delta, notes = flight.request, flight.state, flight.delta, flight.notes
+        context = flight.context(delta.applied_to(state), retries=False)
         for guard in self._request_guards:
             verdict = guard.check_request(context)
             if isinstance(verdict, Finalize):
                 return verdict
-        refused = await self._ledger.reserve(call, delta, notes, request.limits)
+        refused = await self._ledger.reserve(request, delta, notes, flight.limits)
         return _refused(refused) if refused else None
 
-    def _apply(self, verdict: Pass, call: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
+    def _apply(self, verdict: Pass, request: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
         """The bookkeeping of a reply that reaches the agent."""
         for strike in verdict.clear_strikes:
             delta.assign(FIELDS.STRIKE_PREFIX + strike, 0)
         for flag in verdict.flags:
-            self._steps.flag(call, flag, notes)
+            self._steps.flag(request, flag, notes)
 
-    def _shadow(self, verdict: Verdict, call: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
+    def _shadow(self, verdict: Verdict, request: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
         """Shadow mode: count and log the decision, keep strikes as enforce would, change nothing."""
         if isinstance(verdict, Nudge | Finalize):
             self._strike(verdict.strike, delta)
-        self._steps.shadow(call, verdict_name(verdict), verdict_reason(verdict), notes)
+        self._steps.shadow(request, verdict_name(verdict), verdict_reason(verdict), notes)
 
     @staticmethod
     def _strike(strike: str | None, delta: SessionDelta) -> None:
@@ -347,39 +345,19 @@ class Pipeline:
     # -- rendering ------------------------------------------------------------------
 
     @staticmethod
-    def _stripped(request: InFlight, tried: Tried) -> Written:
+    def _stripped(flight: InFlight, tried: Tried, whole_reply: tuple[Reply, dict[str, str]]) -> Written:
         """The agent sees its own tool calls only, never the goal tool's; the session records
-        what the upstream saw (the reply whole, the turns before it) for its later requests."""
-        call, streamed = request.call, tried.streamed
-        if request.stripped is not None and request.amended is not None:
-            whole_reply, answered = request.stripped
-            record_turns(call, request.amended, request.extra, whole_reply, request.delta, request.state, answered)
-        whole = streamed() if streamed is not None else call.wire.codec.decode(tried.upstream.response.content)
-        return Written(call.wire.codec.without_calls(whole, GOAL_TOOL))
+        what the upstream saw (``whole_reply``: the reply whole, the calls the proxy answered)."""
+        request, streamed = flight.request, tried.streamed
+        whole = streamed() if streamed is not None else request.wire.codec.decode(tried.upstream.response.content)
+        return Written(GoalKeeper.without_goal_calls(request, whole), upstream_saw=whole_reply)
 
-    async def _render(self, request: InFlight, ending: Answer) -> Outcome:
-        return await render(request.call, request.client, ending, lambda: self._headers(request))
+    async def _render(self, flight: InFlight, ending: Answer) -> Outcome:
+        return await render(flight.request, flight.client, ending, lambda: self._headers(flight))
 
-    def _headers(self, request: InFlight) -> list[tuple[bytes, bytes]]:
-        after = request.delta.applied_to(request.state)
-        return response_headers(request.call, after, request.notes, self._clock())
-
-    def _client_stream(
-        self, call: AgentRequest, state: SessionState, delta: SessionDelta, notes: RequestNotes
-    ) -> ClientStream | None:
-        if not call.stream or call.respond is None:
-            return None
-        return ClientStream(
-            call.respond,
-            lambda: response_headers(call, delta.applied_to(state), notes, self._clock()),
-            include_usage=call.include_usage(),
-            keepalive=self._keepalive,
-            stream=call.wire.stream,
-        )
-
-
-def _relayed(ending: Answer) -> Reply | None:
-    return ending.tried.reply if isinstance(ending, Relayed) else None
+    def _headers(self, flight: InFlight) -> list[tuple[bytes, bytes]]:
+        after = flight.delta.applied_to(flight.state)
+        return response_headers(flight.request, after, flight.notes, self._clock())
 
 
 def _refused(limit: str) -> Finalize:

@@ -44,7 +44,7 @@ class Step:
     """One upstream step of the guard loop: what was asked, answered and decided. (Not frozen:
     one is built per upstream call, and a frozen dataclass pays a setattr call per field.)"""
 
-    call: AgentRequest
+    request: AgentRequest
     context: GuardContext
     """The guards' view when they decided (the session as it stood, with this step counted)."""
     attempt: int
@@ -91,21 +91,21 @@ def reply_record(reply: Reply) -> dict[str, Any]:
 
 def step_record(step: Step) -> dict[str, Any]:
     """One step as a JSON-ready dict, keys redacted from everything a model or an agent wrote."""
-    call, context, attempt, verdict, notes = step.call, step.context, step.attempt, step.verdict, step.notes
+    request, context, attempt, verdict, notes = step.request, step.context, step.attempt, step.verdict, step.notes
     record: dict[str, Any] = {
         "v": FORMAT_VERSION,
         "ts": notes.started,
-        "tenant": call.tenant,
-        "policy": call.policy.name,
-        "mode": call.policy.mode,
-        "session": call.session.id,
-        "wire": call.wire.name,
+        "tenant": request.tenant,
+        "policy": request.policy.name,
+        "mode": request.policy.mode,
+        "session": request.session.id,
+        "wire": request.wire.name,
         # Attempts of one agent request share its notes object: their ids group them.
         "request_id": f"{id(notes):x}-{notes.started:.6f}",
         "turn": context.state.turns,
         "step": context.state.steps,
         "attempt": attempt,
-        "stream": call.stream,
+        "stream": request.stream,
         "verdict": verdict_name(verdict),
         "reason": redact(verdict_reason(verdict)),
         "shadow": list(notes.shadow),
@@ -113,9 +113,9 @@ def step_record(step: Step) -> dict[str, Any]:
         "reply": redacted(reply_record(step.reply)),
     }
     if attempt == 1:
-        record["request"] = redacted(call.payload)
+        record["request"] = redacted(request.payload)
     if isinstance(verdict, Nudge):
-        record["messages"] = redacted(call.wire.codec.rendered_turns(verdict.turns))
+        record["messages"] = redacted(request.wire.codec.rendered_turns(verdict.turns))
     return record
 
 
@@ -143,8 +143,8 @@ class Recorder:
         self.written = 0
 
     def record(self, step: Step) -> None:
-        call = step.call
-        settings = call.policy.recording
+        request = step.request
+        settings = request.policy.recording
         if not settings.enabled:
             return
         if settings.redis_stream is not None and self._redis_url is None:

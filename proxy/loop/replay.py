@@ -283,18 +283,18 @@ async def _replay_request(
     pipeline: Pipeline,
     scripted: _ScriptedUpstream,
     capture: _Capture,
-    request: RecordedRequest,
+    recorded: RecordedRequest,
     policy: Policy,
     session: str,
     result: ReplayResult,
 ) -> None:
-    wire = format_named(request.steps[0].get("wire"))
+    wire = format_named(recorded.steps[0].get("wire"))
     if wire is None:  # read_records refused records of a format this build does not speak
-        raise ValueError(f"recorded in a wire format this build does not speak: {request.steps[0]['wire']}")
-    payload = {k: v for k, v in request.payload.items() if k not in ("stream", "stream_options")}
+        raise ValueError(f"recorded in a wire format this build does not speak: {recorded.steps[0]['wire']}")
+    payload = {k: v for k, v in recorded.payload.items() if k not in ("stream", "stream_options")}
     conversation = wire.codec.parse_request(payload)
-    tenant = str(request.steps[0].get("tenant", "replay"))
-    call = AgentRequest(
+    tenant = str(recorded.steps[0].get("tenant", "replay"))
+    request = AgentRequest(
         tenant=tenant,
         policy=policy,
         session=SessionRef(session, session_key(tenant, session), derived=False, fresh=False),
@@ -306,26 +306,26 @@ async def _replay_request(
         stream=False,
         wire=wire,
     )
-    scripted.load(request.steps, wire.codec)
+    scripted.load(recorded.steps, wire.codec)
     capture.steps.clear()
-    outcome = await pipeline.run(call)
+    outcome = await pipeline.run(request)
     terminated = _header(outcome.headers, b"x-loopwarden-terminated")
-    for index in range(max(len(request.steps), len(capture.steps))):
-        step = ReplayStep(request.turn, index + 1, None, None)
-        if index < len(request.steps):
-            step.recorded, step.recorded_detail, step.shadowed = _recorded(request.steps[index])
+    for index in range(max(len(recorded.steps), len(capture.steps))):
+        step = ReplayStep(recorded.turn, index + 1, None, None)
+        if index < len(recorded.steps):
+            step.recorded, step.recorded_detail, step.shadowed = _recorded(recorded.steps[index])
         if index < len(capture.steps):
             verdict = capture.steps[index][1]
             step.replayed, step.replayed_detail = verdict_name(verdict), verdict_reason(verdict)
             step.assumed = index < len(scripted.assumed) and scripted.assumed[index]
         result.steps.append(step)
     if terminated is not None:
-        result.ending, result.ended_at = terminated, request.turn
-        if not any(isinstance(v, Finalize) for _, v in capture.steps):  # a request guard or a budget ended it
+        result.ending, result.ended_at = terminated, recorded.turn
+        if not any(isinstance(v, Finalize) for _, v in capture.steps):  # a recorded guard or a budget ended it
             when = "between attempts" if capture.steps else "before any model call"
             result.steps.append(
                 ReplayStep(
-                    request.turn, None, None, f"finalize_{terminated}", replayed_detail=f"request guards, {when}"
+                    recorded.turn, None, None, f"finalize_{terminated}", replayed_detail=f"recorded guards, {when}"
                 )
             )
 

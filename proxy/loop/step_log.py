@@ -32,12 +32,12 @@ class StepLog:
         self._log_contents = log_contents
         self._recorder = recorder
 
-    def tool_results(self, call: AgentRequest) -> None:
+    def tool_results(self, request: AgentRequest) -> None:
         """The tools the agent ran since its last turn, as ``execute_tool`` spans."""
         if not self._tracing.enabled:
             return
-        calls = call.conversation.calls_by_id()
-        for message in call.conversation.trailing_tool_results():
+        calls = request.conversation.calls_by_id()
+        for message in request.conversation.trailing_tool_results():
             called = calls.get(str(message.call_id))
             name = called.name if called else "unknown"
             attributes: dict[str, str | int | float | bool] = {
@@ -55,10 +55,10 @@ class StepLog:
             self._recorder.record(step)
         if not logger.isEnabledFor(logging.INFO):
             return
-        call, reply = step.call, step.reply
-        trailing = call.conversation.trailing_tool_results()
+        request, reply = step.request, step.reply
+        trailing = request.conversation.trailing_tool_results()
         fields: dict[str, object] = {
-            **call.log_fields(),
+            **request.log_fields(),
             "step": step.context.state.steps,
             "attempt": step.attempt,
             "model": reply.model,
@@ -76,51 +76,51 @@ class StepLog:
             fields["new_messages"] = [redact(m.text) for m in trailing]
         log_event("step", fields)
 
-    def observed(self, call: AgentRequest, verdict: Verdict | None) -> None:
+    def observed(self, request: AgentRequest, verdict: Verdict | None) -> None:
         """Count what a guard saw on the way to its verdict (guards write no metrics)."""
         for seen in getattr(verdict, "seen", ()):
-            policy, metrics = call.policy.name, self._metrics
+            policy, metrics = request.policy.name, self._metrics
             if isinstance(seen, PermissionCheck):
                 metrics.permission_decisions.labels(policy, seen.rule, seen.action).inc()
             elif isinstance(seen, JudgeCall):
                 if seen.latency is not None:
                     metrics.judge_latency.labels(policy).observe(seen.latency)
-                    metrics.of(metrics.upstream_calls, call.tenant, policy, "judge").inc()
+                    metrics.of(metrics.upstream_calls, request.tenant, policy, "judge").inc()
                 metrics.judge_verdicts.labels(policy, seen.verdict).inc()
                 if seen.error is not None:
                     metrics.judge_errors.labels(policy, seen.error).inc()
 
-    def intervention(self, call: AgentRequest, kind: str, reason: str, notes: RequestNotes, attempt: int) -> None:
+    def intervention(self, request: AgentRequest, kind: str, reason: str, notes: RequestNotes, attempt: int) -> None:
         notes.interventions.append(kind)
-        self._decision(self._metrics.interventions, "intervention", call, kind, reason, attempt=attempt)
+        self._decision(self._metrics.interventions, "intervention", request, kind, reason, attempt=attempt)
 
-    def shadow(self, call: AgentRequest, kind: str, reason: str, notes: RequestNotes) -> None:
+    def shadow(self, request: AgentRequest, kind: str, reason: str, notes: RequestNotes) -> None:
         notes.shadow.append(kind)
-        self._decision(self._metrics.shadow_decisions, "shadow_decision", call, kind, reason)
+        self._decision(self._metrics.shadow_decisions, "shadow_decision", request, kind, reason)
 
-    def flag(self, call: AgentRequest, flag: str, notes: RequestNotes) -> None:
+    def flag(self, request: AgentRequest, flag: str, notes: RequestNotes) -> None:
         notes.flags.append(flag)
-        self._decision(self._metrics.flags, "flag", call, flag, "passed despite a problem")
+        self._decision(self._metrics.flags, "flag", request, flag, "passed despite a problem")
 
     def _decision(
-        self, counter: Counter, event: str, call: AgentRequest, kind: str, reason: str, **extra: object
+        self, counter: Counter, event: str, request: AgentRequest, kind: str, reason: str, **extra: object
     ) -> None:
         """One decision: a metric sample (bounded labels) and a log line (with the session)."""
-        self._metrics.of(counter, call.tenant, call.policy.name, kind).inc()
-        log_event(event, {**call.log_fields(), "kind": kind, "reason": reason, **extra})
+        self._metrics.of(counter, request.tenant, request.policy.name, kind).inc()
+        log_event(event, {**request.log_fields(), "kind": kind, "reason": reason, **extra})
         self._tracing.event(f"loopwarden.{event}", {"kind": kind, "reason": reason})
 
 
 def response_headers(
-    call: AgentRequest, after: SessionState, notes: RequestNotes, now: float
+    request: AgentRequest, after: SessionState, notes: RequestNotes, now: float
 ) -> list[tuple[bytes, bytes]]:
     """The ``X-LoopWarden-*`` headers: the session after this request, and what happened on it."""
     headers = [
-        (b"x-loopwarden-session", call.session.id.encode()),
-        (b"x-loopwarden-policy", call.policy.name.encode()),
+        (b"x-loopwarden-session", request.session.id.encode()),
+        (b"x-loopwarden-policy", request.policy.name.encode()),
         (b"x-loopwarden-step", str(after.steps).encode()),
         (b"x-loopwarden-interventions", (",".join(notes.interventions) or "none").encode()),
-        (b"x-loopwarden-budget-remaining", remaining(after, call.policy, now).header().encode()),
+        (b"x-loopwarden-budget-remaining", remaining(after, request.policy, now).header().encode()),
     ]
     if notes.terminated:
         headers.append((b"x-loopwarden-terminated", notes.terminated.encode()))
@@ -135,11 +135,11 @@ def response_headers(
     return headers
 
 
-def chat_attributes(call: AgentRequest, attempt: int) -> dict[str, str | int]:
+def chat_attributes(request: AgentRequest, attempt: int) -> dict[str, str | int]:
     """An upstream attempt's span attributes (GenAI conventions)."""
     return {
         "gen_ai.operation.name": "chat",
-        "gen_ai.request.model": call.conversation.model or "",
+        "gen_ai.request.model": request.conversation.model or "",
         "loopwarden.attempt": attempt,
     }
 

@@ -154,7 +154,7 @@ def _condition_holds(condition: ArgumentCondition, arguments: Any, undecided: bo
         return undecided
 
 
-def decide(call: ToolCall, settings: PermissionSettings) -> Decision:
+def decide(tool_call: ToolCall, settings: PermissionSettings) -> Decision:
     """The first rule matching the call, else the default.
 
     Arguments that cannot be read unambiguously (not JSON, a key given twice) never satisfy
@@ -164,12 +164,12 @@ def decide(call: ToolCall, settings: PermissionSettings) -> Decision:
     fields: conditions on it cannot hold.
     """
     for rule in settings.rules:
-        if not fnmatch.fnmatchcase(call.name, rule.tool):
+        if not fnmatch.fnmatchcase(tool_call.name, rule.tool):
             continue
         if rule.when:
-            if call.kind != "function":
+            if tool_call.kind != "function":
                 continue
-            arguments, problem = call.parsed_arguments()
+            arguments, problem = tool_call.parsed_arguments()
             if problem is not None:
                 if rule.action == "allow":
                     continue

@@ -122,5 +122,5 @@ def turn_digest(text: str | None, calls: Sequence[ToolCall]) -> str:
     """What identifies an assistant turn as a client sends it back: its calls' ids and names
     (clients re-serialize arguments and drop or keep the text beside calls as they like), else
     its text, canonicalized."""
-    identity = "\x1e".join(f"{call.id}\x1f{call.name}" for call in calls) if calls else _canonical(text)
+    identity = "\x1e".join(f"{tool_call.id}\x1f{tool_call.name}" for tool_call in calls) if calls else _canonical(text)
     return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:32]

@@ -1,11 +1,10 @@
 """Redis session store: one hash per session, one round trip to load, one script to commit.
 
-Keys look like ``lw:{tenant:session}``; the braces are a Redis Cluster hash tag, so every
-key a session may grow (it is one hash today) lands on one slot and the commit script stays
-atomic on a cluster. The commit applies increments with HINCRBY inside a Lua script, so
-there is no read-modify-write in Python and concurrent requests lose no update; every
-commit refreshes the TTL, so no key lives forever. A script the server does not know
-(after a ``SCRIPT FLUSH`` or a restart: NOSCRIPT) is loaded again, invisibly.
+Keys look like ``lw:{tenant:session}``; the braces are a Redis Cluster hash tag, so every key a session may grow (it
+is one hash today) lands on one slot and the commit script stays atomic on a cluster. The commit applies increments
+with HINCRBY inside a Lua script, so there is no read-modify-write in Python and concurrent requests lose no update;
+every commit refreshes the TTL, so no key lives forever. A script the server does not know (after a ``SCRIPT FLUSH``
+or a restart: NOSCRIPT) is loaded again, invisibly.
 
 On a single server reached by a plain ``redis://`` URL the scripts run over one pipelined
 connection of the store's own (:mod:`proxy.session.resp`): redis-py's asyncio client costs

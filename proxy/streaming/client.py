@@ -28,9 +28,9 @@ from typing import Any
 
 from litestar.types import Send
 
-from proxy.edge.http import reply_headers
 from proxy.errors import ProxyError
 from proxy.exchange import Channel
+from proxy.upstream.headers import reply_headers
 from proxy.wire.base import StreamCodec, StreamRelay
 
 __all__ = ["ClientStream"]

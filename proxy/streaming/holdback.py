@@ -3,21 +3,18 @@
 A guard decides on the whole reply, but a streamed reply reaches the client piece by
 piece. So while a reply streams, each guard says which channels (text, reasoning, tool
 calls; :class:`~proxy.exchange.Channel`) it may still object to, given what has
-arrived so far. A channel flows to the client once no guard holds it, and never stops
-again. A guard without a ``holds`` method holds everything until the reply is complete:
-a new guard is correct on streams with no streaming code, and fast once it says what it
-needs.
+arrived so far (:meth:`~proxy.guards.base.ResponseGuard.holds`). A channel flows to the
+client once no guard holds it, and never stops again. A guard that does not say holds
+everything until the reply is complete (the protocol's default): a new guard is correct on
+streams with no streaming code, and fast once it says what it needs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from proxy.exchange import Channel, PartialReply
-
-if TYPE_CHECKING:  # the guards import this module's neighbours; keep the import one-way
-    from proxy.guards.base import GuardContext, ResponseGuard
+from proxy.guards.base import GuardContext, ResponseGuard
 
 __all__ = ["held_channels"]
 
@@ -26,8 +23,7 @@ def held_channels(guards: Sequence[ResponseGuard], partial: PartialReply, contex
     """Every channel some guard still holds."""
     held = Channel.NONE
     for guard in guards:
-        holds = getattr(guard, "holds", None)
-        held |= Channel.ALL if holds is None else holds(partial, context)
+        held |= guard.holds(partial, context)
         if held == Channel.ALL:
             break
     return held

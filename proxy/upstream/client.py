@@ -199,7 +199,7 @@ class UpstreamClient:
                 paced += delay
 
     def _url(self, url: str | httpx.URL) -> httpx.URL:
-        """Parse each distinct upstream URL once; chat completions reuse a handful of them. A
+        """Parse each distinct upstream URL once; model calls reuse a handful of them. A
         long one (a client's query string rides along on model calls) is parsed and let go: a
         thousand distinct 60 kB queries would otherwise pin over 100 MB."""
         if isinstance(url, httpx.URL):

@@ -27,7 +27,8 @@ def agent_request(
     """A chat-completions request of ``tenant``, named ``session`` (None: derived from the
     conversation), parsed as the chat route parses it (``wire=`` another format to speak it upstream)."""
     payload = TASK if payload is None else payload
-    conversation = parse_conversation(payload)
+    adapter = extra.get("adapter")
+    conversation = parse_conversation(payload) if adapter is None else adapter.parse_request(payload)
     extra.setdefault("stream", conversation.stream)
     extra.setdefault("url", URL)
     extra.setdefault("wire", CHAT_COMPLETIONS)

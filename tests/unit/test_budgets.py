@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.books.budgets import active_ms, estimate_tokens, remaining, session_limits
+from proxy.books.budgets import (
+    active_ms,
+    estimate_tokens,
+    remaining,
+    session_limits,
+    worst_cost_micros,
+    worst_tokens,
+)
 from proxy.books.pricing import Price, PriceTable, PricingError, load_pricing
 from proxy.exchange import Usage
 from proxy.policy.models import Policy
 from proxy.session.base import SessionState
 from proxy.wire.chat.parse import parse_conversation
-from tests.support.agent_request import agent_request
+from tests.support.agent_request import TASK, agent_request
 
 PRICES = PriceTable(
     {
@@ -179,3 +186,30 @@ def test_a_call_is_admitted_only_with_room_left_for_the_ending(policy, expected)
     limits = session_limits(call, prices)
 
     assert [(limit.name, limit.amount, limit.limit) for limit in limits] == expected
+
+
+ONE_MODEL = PriceTable({"m": Price(prompt=2.0, completion=8.0)})
+
+
+def test_the_worst_case_in_tokens_is_the_prompt_bytes_over_four_plus_the_output_cap():
+    call = agent_request({**TASK, "max_tokens": 100})
+
+    assert worst_tokens(call) == len(call.body) // 4 + 100
+
+
+def test_the_worst_case_in_tokens_reserves_the_policys_share_without_an_output_cap():
+    call = agent_request(TASK, Policy.model_validate({"budgets": {"reserve_tokens": 300}}))
+
+    assert worst_tokens(call) == len(call.body) // 4 + 300
+
+
+def test_the_worst_case_cost_prices_every_token_at_the_dearer_price():
+    call = agent_request({**TASK, "max_tokens": 100})
+
+    assert worst_cost_micros(call, ONE_MODEL) == round(worst_tokens(call) * 8.0)
+
+
+def test_the_worst_case_cost_of_an_unpriced_model_is_zero():
+    call = agent_request({**TASK, "model": "unknown", "max_tokens": 100})
+
+    assert worst_cost_micros(call, ONE_MODEL) == 0

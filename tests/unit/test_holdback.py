@@ -7,14 +7,14 @@ import dataclasses
 from proxy.exchange import Channel, Reply
 from proxy.guards import (
     EmptyReplyGuard,
-    JudgeGuard,
     NoProgressGuard,
     OutputContractGuard,
+    PrematureStopGuard,
     ReasoningOnlyGuard,
     ToolArgsGuard,
     ToolLoopGuard,
 )
-from proxy.guards.base import GuardContext
+from proxy.guards.base import GuardContext, ResponseGuard
 from proxy.judge.client import Judge, JudgeTarget
 from proxy.policy.models import Policy
 from proxy.session.base import SessionState
@@ -58,7 +58,7 @@ def partial(content: str = "", reasoning: str = "", call: bool = False) -> ChatA
     return assembler
 
 
-class SilentGuard:
+class SilentGuard(ResponseGuard):
     """A guard written without streaming in mind."""
 
     name = "silent"
@@ -69,6 +69,10 @@ class SilentGuard:
 
 def test_a_guard_without_holds_holds_everything_until_the_end():
     assert held_channels([SilentGuard()], partial("Lots of text already"), context()) == Channel.ALL
+
+
+def test_the_guard_protocol_declares_holds_and_by_default_holds_every_channel():
+    assert ResponseGuard.holds(SilentGuard(), partial("Some text"), context()) == Channel.ALL
 
 
 def test_empty_reply_holds_whitespace_until_real_text():
@@ -112,19 +116,19 @@ def test_a_structured_answer_is_held_whole():
 
 
 def test_judge_holds_a_short_answer_after_tool_use():
-    guard = JudgeGuard(Judge(None))  # type: ignore[arg-type]
+    guard = PrematureStopGuard(Judge(None))  # type: ignore[arg-type]
 
     assert guard.holds(partial("Done."), context(AFTER_TOOLS)) & Channel.TEXT
 
 
 def test_judge_releases_text_past_the_skip_threshold():
-    guard = JudgeGuard(Judge(None))  # type: ignore[arg-type]
+    guard = PrematureStopGuard(Judge(None))  # type: ignore[arg-type]
 
     assert not guard.holds(partial("x" * 256), context(AFTER_TOOLS)) & Channel.TEXT
 
 
 def test_judge_holds_nothing_before_any_tool_use():
-    guard = JudgeGuard(Judge(None))  # type: ignore[arg-type]
+    guard = PrematureStopGuard(Judge(None))  # type: ignore[arg-type]
 
     assert guard.holds(partial("Done."), context(TASK)) == Channel.NONE
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.edge.http import header_text, read_body, reply_headers, upstream_request_headers
+from proxy.edge.http import header_text, read_body, upstream_request_headers
 from proxy.errors import PayloadTooLarge
+from proxy.upstream.headers import reply_headers
 
 
 def test_upstream_headers_drop_hop_by_hop_credentials_and_own_headers():

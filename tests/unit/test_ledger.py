@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from proxy.books.budgets import session_limits
+from proxy.books.budgets import session_limits, worst_cost_micros, worst_tokens
 from proxy.books.ledger import Ledger
 from proxy.books.pricing import Price, PriceTable
 from proxy.errors import RateLimited, ServiceUnavailable
@@ -88,9 +88,9 @@ async def test_opening_reserves_the_calls_step_in_the_store(store):
 @pytest.mark.parametrize(
     ("budgets", "field", "worst"),
     [
-        pytest.param({"max_tokens": 100_000}, "reserved_tokens", lambda call: call.worst_tokens(), id="tokens"),
+        pytest.param({"max_tokens": 100_000}, "reserved_tokens", lambda call: worst_tokens(call), id="tokens"),
         pytest.param(
-            {"max_cost_usd": 1.0}, "reserved_cost_micros", lambda call: call.worst_cost_micros(PRICES), id="cost"
+            {"max_cost_usd": 1.0}, "reserved_cost_micros", lambda call: worst_cost_micros(call, PRICES), id="cost"
         ),
     ],
 )
@@ -284,7 +284,7 @@ async def admitted(ledger: Ledger, call) -> bool:
 async def test_calls_that_do_not_fit_the_tenants_day_are_refused_with_a_retry_after(store):
     ledger = books(store)
     probe = request()
-    first, second, third = (request(tenant=probe.tenant, daily_tokens=2 * probe.worst_tokens()) for _ in range(3))
+    first, second, third = (request(tenant=probe.tenant, daily_tokens=2 * worst_tokens(probe)) for _ in range(3))
 
     assert [await admitted(ledger, first), await admitted(ledger, second)] == [True, True]
     with pytest.raises(RateLimited) as refused:
@@ -296,7 +296,7 @@ async def test_calls_that_do_not_fit_the_tenants_day_are_refused_with_a_retry_af
 async def test_the_tenants_day_books_what_a_call_really_used(store, used, fits):
     ledger = books(store)
     probe = request()
-    cap = probe.worst_tokens() + 50
+    cap = worst_tokens(probe) + 50
     call = request(tenant=probe.tenant, daily_tokens=cap)
     _, delta, notes = await opened(ledger, call)
     await ledger.admit_tenant(call, delta, notes)

@@ -11,6 +11,7 @@ import pytest
 from proxy.books.pricing import Price, PriceTable
 from proxy.errors import RateLimited
 from proxy.exchange import Reply
+from proxy.guards.base import ResponseGuard
 from proxy.loop.build import build_pipeline
 from proxy.loop.pipeline import Pipeline
 from proxy.observe.metrics import Metrics
@@ -438,7 +439,7 @@ async def test_an_output_limit_that_alone_costs_more_than_the_cost_budget_is_a_4
     assert (await store.load(call().session.key)).is_new
 
 
-class _Redacting:
+class _Redacting(ResponseGuard):
     """A reply guard that replaces every text reply with a neutral one of its own."""
 
     def check_reply(self, reply, context):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from proxy.exchange import Conversation, Echo, Message, Note, ToolCall
-from proxy.guards import GuardContext, JudgeGuard
+from proxy.guards import GuardContext, PrematureStopGuard
 from proxy.judge.client import JudgeOutcome, JudgeRequest, JudgeTarget
 from proxy.policy.models import Policy
 from proxy.session.base import SessionState
@@ -50,7 +50,7 @@ async def test_a_commentary_preamble_is_continued_without_asking_the_judge():
     judge = DoneJudge()
     preamble = _reply(message("I'll run the tests next.", phase="commentary"))
 
-    verdict = await JudgeGuard(judge).check_reply(preamble, _context())  # type: ignore[arg-type]
+    verdict = await PrematureStopGuard(judge).check_reply(preamble, _context())  # type: ignore[arg-type]
 
     assert isinstance(verdict, Nudge)
     assert judge.asked == []
@@ -62,7 +62,7 @@ async def test_a_commentary_preamble_is_continued_without_asking_the_judge():
 async def test_a_preamble_after_the_last_continuation_ends_the_session():
     preamble = _reply(message("Next I will look at it.", phase="commentary"))
 
-    verdict = await JudgeGuard(DoneJudge()).check_reply(preamble, _context(strikes=2))  # type: ignore[arg-type]
+    verdict = await PrematureStopGuard(DoneJudge()).check_reply(preamble, _context(strikes=2))  # type: ignore[arg-type]
 
     assert isinstance(verdict, Finalize)
 
@@ -70,7 +70,7 @@ async def test_a_preamble_after_the_last_continuation_ends_the_session():
 async def test_a_final_answer_is_judged_as_usual():
     judge = DoneJudge()
 
-    verdict = await JudgeGuard(judge).check_reply(_reply(message("Fixed.", phase="final_answer")), _context())  # type: ignore[arg-type]
+    verdict = await PrematureStopGuard(judge).check_reply(_reply(message("Fixed.", phase="final_answer")), _context())  # type: ignore[arg-type]
 
     assert isinstance(verdict, Pass)
     assert len(judge.asked) == 1

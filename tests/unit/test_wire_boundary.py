@@ -3,13 +3,13 @@ wire format. A new format is a new adapter under ``proxy/wire/``, not a change t
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import pkgutil
 
 import pytest
 
 import proxy.guards
+from tests.support.imports import import_statements
 
 NEUTRAL = [
     "proxy.loop.continuity",
@@ -30,18 +30,12 @@ def neutral_modules() -> list[str]:
 
 
 def imported_modules(source: str, module: str, is_package: bool = False) -> set[str]:
-    """Every module an import statement of ``source`` names, relative ones resolved against
-    ``module``; ``from a import b`` names both ``a`` and ``a.b`` (b may be a module)."""
-    package = module if is_package else module.rpartition(".")[0]
+    """Every module an import statement of ``source`` names; ``from a import b`` names both
+    ``a`` and ``a.b`` (b may be a module)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level else ""
-            base = base or node.module or ""
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
+    for base, names in import_statements(source, module, is_package):
+        found.add(base)
+        found.update(f"{base}.{name}" for name in names)
     return found
 
 

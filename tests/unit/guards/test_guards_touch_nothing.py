@@ -17,6 +17,6 @@ def test_the_guards_are_built_without_metrics():
     names = [type(g).__name__ for g in default_response_guards(judge)]  # type: ignore[arg-type]
 
     assert "PermissionGuard" in [type(g).__name__ for g in default_request_guards()]
-    assert names[-1] == "JudgeGuard"
+    assert names[-1] == "PrematureStopGuard"
     assert "PermissionGuard" in names
     assert not any(isinstance(v, Metrics) for g in default_response_guards() for v in vars(g).values())

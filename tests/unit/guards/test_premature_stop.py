@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.exchange import Echo, Message, Note, ReturnCalls, ToolCall, Usage
-from proxy.guards import JudgeGuard
+from proxy.guards import PrematureStopGuard
 from proxy.judge.client import JudgeOutcome, JudgeRequest, JudgeTarget
 from proxy.policy.models import Policy
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass
@@ -167,7 +167,7 @@ async def test_premature_stop(outcome, given, continues, policy, expected, asked
     judge = FakeJudge(outcome)
     state = session({"judge_continue": continues})
 
-    verdict = await JudgeGuard(judge).check_reply(given, context(policy, state, USED_TOOLS, judge=TARGET))  # type: ignore[arg-type]
+    verdict = await PrematureStopGuard(judge).check_reply(given, context(policy, state, USED_TOOLS, judge=TARGET))  # type: ignore[arg-type]
 
     assert verdict == expected
     assert len(judge.asked) == (1 if asked else 0)
@@ -176,7 +176,7 @@ async def test_premature_stop(outcome, given, continues, policy, expected, asked
 async def test_the_judge_is_asked_about_the_task_and_the_answer_under_the_policys_settings():
     judge = FakeJudge(DONE)
 
-    await JudgeGuard(judge).check_reply(ANSWER, context(POLICY, talk=USED_TOOLS, judge=TARGET))  # type: ignore[arg-type]
+    await PrematureStopGuard(judge).check_reply(ANSWER, context(POLICY, talk=USED_TOOLS, judge=TARGET))  # type: ignore[arg-type]
 
     assert judge.asked == [JudgeRequest(TASK, "Done.", TARGET, 10.0, False, 300.0)]
 
@@ -192,7 +192,7 @@ async def test_the_judge_is_asked_about_the_task_and_the_answer_under_the_policy
 async def test_a_completion_tool_call_is_judged_on(arguments, answer):
     judge = FakeJudge(DONE)
 
-    await JudgeGuard(judge).check_reply(  # type: ignore[arg-type]
+    await PrematureStopGuard(judge).check_reply(  # type: ignore[arg-type]
         reply(None, ToolCall("f1", "final_answer", arguments)), context(POLICY, talk=USED_TOOLS, judge=TARGET)
     )
 
@@ -202,7 +202,7 @@ async def test_a_completion_tool_call_is_judged_on(arguments, answer):
 async def test_an_answer_before_any_tool_use_is_not_judged():
     judge = FakeJudge(NOT_DONE)
 
-    verdict = await JudgeGuard(judge).check_reply(ANSWER, context(POLICY, talk=NO_TOOLS, judge=TARGET))  # type: ignore[arg-type]
+    verdict = await PrematureStopGuard(judge).check_reply(ANSWER, context(POLICY, talk=NO_TOOLS, judge=TARGET))  # type: ignore[arg-type]
 
     assert (verdict, judge.asked) == (PASS, [])
 
@@ -211,7 +211,7 @@ async def test_tool_calls_delivered_earlier_in_the_session_count_as_tool_use():
     judge = FakeJudge(NOT_DONE)
     state = session(fp_seq="abc")
 
-    verdict = await JudgeGuard(judge).check_reply(ANSWER, context(POLICY, state, NO_TOOLS, judge=TARGET))  # type: ignore[arg-type]
+    verdict = await PrematureStopGuard(judge).check_reply(ANSWER, context(POLICY, state, NO_TOOLS, judge=TARGET))  # type: ignore[arg-type]
 
     assert verdict == continued("judge: tests not run.", NOT_DONE_TEXT, NOT_DONE_SEEN)
 
@@ -220,7 +220,7 @@ async def test_a_judge_input_too_large_is_skipped_without_asking():
     judge = FakeJudge(NOT_DONE)
     talk = conversation(Message("user", "t" * 16_000), *USED_TOOLS.messages[1:])
 
-    verdict = await JudgeGuard(judge).check_reply(ANSWER, context(POLICY, talk=talk, judge=TARGET))  # type: ignore[arg-type]
+    verdict = await PrematureStopGuard(judge).check_reply(ANSWER, context(POLICY, talk=talk, judge=TARGET))  # type: ignore[arg-type]
 
     assert (verdict, judge.asked) == (SKIPPED, [])
 
@@ -251,7 +251,8 @@ async def test_a_schema_valid_answer(policy, expected, asked):
     judge = FakeJudge(NOT_DONE)
     talk = conversation(*USED_TOOLS.messages, output_schema=SCHEMA)
 
-    verdict = await JudgeGuard(judge).check_reply(reply('{"fixed": true}'), context(policy, talk=talk, judge=TARGET))  # type: ignore[arg-type]
+    guard = PrematureStopGuard(judge)  # type: ignore[arg-type]
+    verdict = await guard.check_reply(reply('{"fixed": true}'), context(policy, talk=talk, judge=TARGET))
 
     assert (verdict, len(judge.asked)) == (expected, asked)
 
@@ -286,7 +287,7 @@ async def test_without_the_judge(policy, talk, continues, reachable, expected):
     judge = FakeJudge(NOT_DONE)
     state = session({"judge_continue": continues})
 
-    verdict = await JudgeGuard(judge).check_reply(  # type: ignore[arg-type]
+    verdict = await PrematureStopGuard(judge).check_reply(  # type: ignore[arg-type]
         ANSWER, context(policy, state, talk, judge=TARGET if reachable else None)
     )
 

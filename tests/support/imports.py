@@ -1,0 +1,21 @@
+"""The import statements of a module's source, read with ``ast`` (never by importing it), for
+the tests that hold the package's shape: the wire boundary and the layers."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from collections.abc import Iterator
+
+
+def import_statements(source: str, module: str, is_package: bool = False) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """Each import of ``source`` as (the module it names, the names it takes from it): ``import
+    a.b`` is ``("a.b", ())``, ``from .x import y`` is ``(<x resolved against module>, ("y",))``.
+    Every statement counts: inside functions and under ``TYPE_CHECKING`` too."""
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, ()) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level else ""
+            yield base or node.module or "", tuple(alias.name for alias in node.names)
