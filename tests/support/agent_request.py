@@ -10,7 +10,6 @@ from proxy.policy.models import Policy
 from proxy.request import AgentRequest
 from proxy.session.identity import identify
 from proxy.wire.chat.format import CHAT_COMPLETIONS
-from proxy.wire.chat.parse import parse_conversation
 
 TASK = {"model": "m", "messages": [{"role": "user", "content": "Do the task."}]}
 URL = "http://up/v1/chat/completions"
@@ -24,14 +23,13 @@ def agent_request(
     tenant: str = "t",
     **extra: Any,
 ) -> AgentRequest:
-    """A chat-completions request of ``tenant``, named ``session`` (None: derived from the
-    conversation), parsed as the chat route parses it (``wire=`` another format to speak it upstream)."""
+    """A request of ``tenant``, named ``session`` (None: derived from the conversation), parsed
+    as its route parses it: chat completions' unless ``wire`` names another format."""
     payload = TASK if payload is None else payload
-    adapter = extra.get("adapter")
-    conversation = parse_conversation(payload) if adapter is None else adapter.parse_request(payload)
+    wire = extra.setdefault("wire", CHAT_COMPLETIONS)
+    conversation = wire.codec.parse_request(payload)
     extra.setdefault("stream", conversation.stream)
     extra.setdefault("url", URL)
-    extra.setdefault("wire", CHAT_COMPLETIONS)
     return AgentRequest(
         tenant=tenant,
         policy=policy or Policy(),

@@ -7,19 +7,19 @@ import json
 from typing import Any
 
 import httpx
-from proxy.wire.messages.adapter import MESSAGES
-from proxy.wire.responses.adapter import RESPONSES
 
 from proxy.exchange import Note, Reply, ReturnCalls
 from proxy.loop.answer import Passed, Tried, Unusable, Written
-from proxy.loop.continuity import Continuity, resume
+from proxy.loop.continuity import Continuity, resolve_chain
 from proxy.request import AgentRequest
 from proxy.session.base import FIELDS, SessionDelta, SessionState
 from proxy.session.chains import Chained, chained_session
 from proxy.session.memory import MemoryStore
 from proxy.upstream.client import UpstreamReply
-from proxy.wire.base import WireAdapter
+from proxy.wire.base import WireFormat
+from proxy.wire.messages.format import MESSAGES
 from proxy.wire.messages.parse import parse_reply
+from proxy.wire.responses.format import RESPONSES
 from tests.support.agent_request import agent_request
 from tests.support.fake_responses import message, response
 
@@ -38,8 +38,8 @@ def messages_reply(*blocks: dict[str, Any]) -> Reply:
 NUDGE = [ReturnCalls(messages_reply(THOUGHT, CALL), {"toolu_1": "q is required"})]
 
 
-def request_of(adapter: WireAdapter, payload: dict[str, Any], session: str | None = "s1") -> AgentRequest:
-    return agent_request(payload, session=session, adapter=adapter, stream=False)
+def request_of(wire: WireFormat, payload: dict[str, Any], session: str | None = "s1") -> AgentRequest:
+    return agent_request(payload, session=session, wire=wire, stream=False)
 
 
 def passed(reply: Reply) -> Passed:
@@ -48,7 +48,7 @@ def passed(reply: Reply) -> Passed:
 
 def recorded_session() -> dict[str, str]:
     """The records a nudged Messages request leaves in its session."""
-    return MESSAGES.recorded(CLIENT, CLIENT, NUDGE, messages_reply({**THOUGHT, "signature": "sig-2"}, FIXED))
+    return MESSAGES.transcript.recorded(CLIENT, CLIENT, NUDGE, messages_reply({**THOUGHT, "signature": "sig-2"}, FIXED))
 
 
 def later_request() -> dict[str, Any]:
@@ -72,7 +72,7 @@ def test_an_ending_before_the_attempts_extends_the_clients_request_with_the_reco
 
     summarized = continuity.summary_payload(payload)
 
-    assert summarized == MESSAGES.spliced(payload, recorded_session())
+    assert summarized == MESSAGES.transcript.spliced(payload, recorded_session())
 
 
 def test_an_ending_after_the_attempts_extends_what_went_upstream():
@@ -99,7 +99,7 @@ def test_a_passed_reply_after_the_proxys_own_turns_records_what_the_upstream_saw
 
     continuity.record(passed(reply), [*NUDGE, Note("Fix it.")], [reply])
 
-    assert delta.assignments == MESSAGES.recorded(CLIENT, CLIENT, [*NUDGE, Note("Fix it.")], reply)
+    assert delta.assignments == MESSAGES.transcript.recorded(CLIENT, CLIENT, [*NUDGE, Note("Fix it.")], reply)
     assert delta.assignments
 
 
@@ -131,7 +131,7 @@ def test_a_reply_without_the_goal_tools_calls_is_recorded_whole_with_their_resul
 
     continuity.record(Written({}, upstream_saw=(whole, {"toolu_goal": "Active."})), [], [])
 
-    assert delta.assignments == MESSAGES.recorded(CLIENT, CLIENT, [], whole, {"toolu_goal": "Active."})
+    assert delta.assignments == MESSAGES.transcript.recorded(CLIENT, CLIENT, [], whole, {"toolu_goal": "Active."})
 
 
 def test_a_derived_session_goes_on_in_the_run_its_first_reply_names():
@@ -158,7 +158,7 @@ def test_a_reply_that_reached_no_model_names_no_run():
 async def test_the_reply_ids_are_remembered_with_their_session_after_the_commit():
     store = MemoryStore()
     payload = {"model": "m", "input": "Find it."}
-    reply = RESPONSES.parse_reply(json.dumps(response(message("Found it."))).encode())
+    reply = RESPONSES.codec.parse_reply(json.dumps(response(message("Found it."))).encode())
     assert reply is not None
     request = request_of(RESPONSES, payload)
     delta = SessionDelta()
@@ -173,13 +173,13 @@ async def test_the_reply_ids_are_remembered_with_their_session_after_the_commit(
 
 async def test_a_continuation_resumes_in_the_session_its_chain_point_was_recorded_in():
     store = MemoryStore()
-    reply = RESPONSES.parse_reply(json.dumps(response(message("Found it."))).encode())
+    reply = RESPONSES.codec.parse_reply(json.dumps(response(message("Found it."))).encode())
     assert reply is not None
     continuity = Continuity(request_of(RESPONSES, {"model": "m", "input": "Find it."}), SessionState(), SessionDelta())
     continuity.record(passed(reply), [], [reply])
     await continuity.remember(store)
     payload = {"model": "m", "input": "And then?", "previous_response_id": reply.source["id"]}
 
-    resumed = await resume(store, RESPONSES, "", payload, b"{}")
+    point = await resolve_chain(store, RESPONSES.chains, "", payload)
 
-    assert (resumed.session, resumed.payload, resumed.body) == ("s1", payload, b"{}")
+    assert (point.session, point.rewritten, point.store_failure) == ("s1", None, None)

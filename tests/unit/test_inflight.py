@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 
-from proxy.wire.messages.adapter import MESSAGES
-
 from proxy.exchange import Note
 from proxy.loop.inflight import InFlight
 from proxy.policy.models import Policy
 from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import SessionDelta, SessionState
+from proxy.wire.messages.format import MESSAGES
 from proxy.wire.messages.parse import parse_reply
 from tests.support.agent_request import TASK, agent_request
 
@@ -45,14 +44,14 @@ def test_the_attempts_begin_with_the_sessions_records_spliced_in():
     reply = parse_reply(json.dumps({"type": "message", "content": [call], "stop_reason": "tool_use"}).encode())
     assert reply is not None
     opening = {"model": "m", "messages": [{"role": "user", "content": "Go."}]}
-    records = MESSAGES.recorded(opening, opening, [Note("Use the search tool.")], reply)
+    records = MESSAGES.transcript.recorded(opening, opening, [Note("Use the search tool.")], reply)
     result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}
     later = {**opening, "messages": [*opening["messages"], {"role": "assistant", "content": [call]}, result]}
-    flight = in_flight(agent_request(later, adapter=MESSAGES), SessionState(records))
+    flight = in_flight(agent_request(later, wire=MESSAGES), SessionState(records))
 
     flight.begin_attempts()
 
-    assert flight.payload == MESSAGES.spliced(later, records) != later
+    assert flight.payload == MESSAGES.transcript.spliced(later, records) != later
 
 
 def test_the_judge_has_no_target_before_the_attempts_begin_and_the_agents_upstream_after():

@@ -63,8 +63,8 @@ def test_a_neutral_module_imports_nothing_from_the_wire_package(module):
 @pytest.mark.parametrize(
     "source",
     [
-        "from proxy.wire.chat.adapter import calls_returned",
-        "import proxy.wire.chat.adapter as chat",
+        "from proxy.wire.chat.format import calls_returned",
+        "import proxy.wire.chat.format as chat",
         "from proxy.wire import base",
         "from proxy import wire",
         "from ..wire.chat_stream import ReplyAssembler",
