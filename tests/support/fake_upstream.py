@@ -8,6 +8,7 @@ plain chat completion, so tests only script what matters to them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 import threading
@@ -357,12 +358,23 @@ class FakeUpstream:
     async def _serve(self, request: web.Request, payload: Any, reply: Any, *, judging: bool) -> web.StreamResponse:
         """A reply of the format's own kinds (for chat: an ``Sse`` stream)."""
         assert isinstance(reply, Sse), f"the chat fake cannot serve {reply!r}"
-        frames = [f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n".encode() for e in reply.events]
-        cut = reply.cut_after if reply.cut_after is not None and reply.cut_after < len(frames) else None
-        if reply.done and cut is None:
-            frames.append(b"data: [DONE]\n\n")
+
+        def frames() -> Iterator[bytes]:  # lazily: a long stream is never held whole
+            for event in reply.events:
+                yield f"data: {event if isinstance(event, str) else json.dumps(event)}\n\n".encode()
+            if reply.done:
+                yield b"data: [DONE]\n\n"
+
+        cut = None
+        if reply.cut_after is not None:  # a cut stream is short: counted whole
+            events = list(reply.events)
+            if reply.cut_after < len(events):
+                cut = reply.cut_after
+            reply = dataclasses.replace(reply, events=events, done=reply.done and cut is None)
         headers = {"Content-Type": "text/event-stream", **reply.headers}
-        return await self._stream(request, frames, status=reply.status, headers=headers, delay=reply.delay, cut=cut)
+        return await self._stream(
+            request, frames(), status=reply.status, headers=headers, delay=reply.delay, cut=cut
+        )
 
     async def _hold(self, request: web.Request, seconds: float) -> bool:
         """Wait ``seconds`` before answering; True (and noted in ``hangups``) when the proxy
@@ -378,7 +390,7 @@ class FakeUpstream:
     async def _stream(
         self,
         request: web.Request,
-        frames: list[bytes],
+        frames: Iterable[bytes],
         *,
         status: int = 200,
         headers: dict[str, str] | None = None,

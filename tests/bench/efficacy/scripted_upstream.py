@@ -158,7 +158,7 @@ class ScriptedUpstream(FakeUpstream):
 
     async def _answer(self, request: web.Request, reply: Json | Sse) -> web.StreamResponse:
         if isinstance(reply, Sse):
-            return await self._stream(request, reply)
+            return await self._serve(request, None, reply, judging=False)
         raw = json.dumps(reply.body).encode()
         return web.Response(
             body=raw, status=reply.status, headers={"Content-Type": "application/json", **reply.headers}
