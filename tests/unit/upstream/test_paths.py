@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.errors import InvalidRequest
-from proxy.upstream.paths import passthrough_url, telemetry_url
+from proxy.upstream.paths import passthrough_route, passthrough_url, telemetry_url
 
 AZURE = "https://example.openai.azure.com/openai/deployments/x"
 
@@ -74,3 +74,20 @@ def test_the_joined_url_keeps_the_base_host_and_path(raw_path):
 )
 def test_claude_codes_telemetry_goes_to_the_upstreams_host_at_its_one_path(base, query, expected):
     assert str(telemetry_url(base, query)) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw_path", "label"),
+    [
+        (b"/v1/responses/resp_123", "passthrough:responses"),
+        (b"/v1/responses/resp_123/input_items?limit=2", "passthrough:responses"),
+        (b"/v1/messages/count_tokens", "passthrough:messages"),
+        (b"/v1/models", "passthrough:models"),
+        (b"/v1/a-path-a-client-made-up/1", "passthrough"),
+        (b"/v2/models", "passthrough"),
+        (b"/api/event_logging/batch", "passthrough:telemetry"),
+    ],
+    ids=["stored-response", "input-items", "count-tokens", "models", "unknown-family", "not-v1", "claude-telemetry"],
+)
+def test_pass_through_requests_are_counted_by_api_family_from_a_fixed_set(raw_path, label):
+    assert passthrough_route(raw_path) == label

@@ -6,7 +6,6 @@ import pytest
 
 from proxy.edge.client_watch import ResponseTracker
 from proxy.observe.timing import begin
-from proxy.upstream.paths import passthrough_route
 
 
 async def _send_all(messages):
@@ -55,20 +54,3 @@ async def test_every_reply_carries_the_overhead_header():
     _, sent = await _send_all([_start(b"application/json")])
 
     assert any(name == b"x-loopwarden-overhead-ms" for name, _ in sent[0]["headers"])
-
-
-@pytest.mark.parametrize(
-    ("raw_path", "label"),
-    [
-        (b"/v1/responses/resp_123", "passthrough:responses"),
-        (b"/v1/responses/resp_123/input_items?limit=2", "passthrough:responses"),
-        (b"/v1/messages/count_tokens", "passthrough:messages"),
-        (b"/v1/models", "passthrough:models"),
-        (b"/v1/a-path-a-client-made-up/1", "passthrough"),
-        (b"/v2/models", "passthrough"),
-        (b"/api/event_logging/batch", "passthrough:telemetry"),
-    ],
-    ids=["stored-response", "input-items", "count-tokens", "models", "unknown-family", "not-v1", "claude-telemetry"],
-)
-def test_pass_through_requests_are_counted_by_api_family_from_a_fixed_set(raw_path, label):
-    assert passthrough_route(raw_path) == label

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
@@ -16,6 +17,7 @@ from proxy.loop.pipeline import Pipeline
 from proxy.observe.metrics import Metrics
 from proxy.policy.models import Policy
 from proxy.request import AgentRequest
+from proxy.session.base import SessionDelta
 from proxy.session.identity import identify
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
@@ -456,3 +458,53 @@ async def test_a_rewrite_reaches_the_agent_in_its_wire_format():
     assert body["object"] == "chat.completion"
     assert body["choices"][0]["message"] == {"role": "assistant", "content": "[redacted]"}
     assert header(outcome, "x-loopwarden-interventions") == "redacted"
+
+
+# -- a request cancelled because its client left still writes what it used, whole -------------
+
+
+class SlowCommits(MemoryStore):
+    """Commits that take a while (a Redis round trip), saying when one has begun."""
+
+    in_process = False  # its commits suspend, as a remote store's do
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writing = asyncio.Event()
+
+    async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int):
+        self.writing.set()
+        await asyncio.sleep(0.05)
+        return await super().commit(key, delta, ttl_seconds)
+
+
+def completion(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, content=msgspec.json.encode(chat_completion("Done properly.")))
+
+
+async def test_a_request_cancelled_while_it_commits_still_writes_its_usage():
+    store = SlowCommits()
+    upstream = UpstreamClient(Settings(upstream="http://up/v1"), httpx.MockTransport(completion))
+    pipeline = build_pipeline(upstream, store, Metrics())
+    conversation = parse_conversation(PAYLOAD)
+    call = AgentRequest(
+        tenant="t",
+        policy=Policy(),
+        session=identify("t", conversation, "s1", None),
+        payload=PAYLOAD,
+        body=msgspec.json.encode(PAYLOAD),
+        conversation=conversation,
+        url="http://up/v1/chat/completions",
+        headers=[],
+        stream=False,
+    )
+
+    running = asyncio.ensure_future(pipeline.run(call))
+    await store.writing.wait()
+    running.cancel()  # the client left just as the reply was being booked
+    await asyncio.gather(running, return_exceptions=True)
+    await asyncio.sleep(0.1)
+
+    state = await MemoryStore.load(store, call.session.key)
+    assert state.steps == 1
+    assert state.counter("tokens_in") == 11

@@ -37,7 +37,7 @@ def test_a_remembered_child_is_the_same_series_as_labels():
     assert metrics.upstream_calls.labels("acme", "default", "agent")._value.get() == 2
 
 
-README = (Path(__file__).parents[2] / "README.md").read_text()
+README = (Path(__file__).parents[3] / "README.md").read_text()
 _DOCUMENTED = re.compile(r"`(loopwarden_[a-z_]+)(?:\{([a-z_,]*)\})?`")
 
 

@@ -92,3 +92,20 @@ async def test_read_body_refuses_chunked_body_once_over_limit():
 )
 def test_header_values_are_read_as_utf8_text(raw, text):
     assert header_text(raw) == text
+
+
+CLIENT = [("x-api-key", "lw-proxy-key"), ("anthropic-version", "2023-06-01"), ("anthropic-beta", "a,b")]
+
+
+def test_the_tenants_key_replaces_the_callers_x_api_key():
+    headers = upstream_request_headers(CLIENT, "Bearer sk-ant-tenant", key_header="x-api-key")
+
+    assert [v for k, v in headers if k == "x-api-key"] == ["sk-ant-tenant"]
+    assert not any(k == "authorization" for k, _ in headers)
+    assert ("anthropic-beta", "a,b") in headers
+
+
+def test_without_a_key_header_the_key_goes_in_authorization_as_before():
+    headers = upstream_request_headers([("authorization", "Bearer lw")], "Bearer sk-x")
+
+    assert headers == [("authorization", "Bearer sk-x")]

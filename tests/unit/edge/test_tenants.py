@@ -7,6 +7,7 @@ import tracemalloc
 import pytest
 
 from proxy.edge.tenants import (
+    Tenant,
     TenantDirectory,
     TenantsFileError,
     caller_namespace,
@@ -206,3 +207,12 @@ def test_callers_with_distinct_huge_keys_are_told_apart_without_keeping_their_ke
     assert len(namespaces) == 200
     assert held < 2_000_000  # 200 cached 60 kB keys would hold 12 MB
     assert directory.authenticate("Bearer sk-1", None).namespace == caller_namespace("default", "Bearer sk-1")
+
+
+def test_x_api_key_is_accepted_as_a_tenants_proxy_key():
+    tenant = Tenant("team", "http://up", "Bearer sk", False, ("default",), "default")
+    directory = TenantDirectory({hash_key("lw-team"): tenant})
+
+    credentials = directory.authenticate(None, None, api_key="lw-team")
+
+    assert credentials.tenant.name == "team"
