@@ -1,6 +1,7 @@
 """The guarded model routes, over real HTTP, for every wire format: a body that is no JSON object,
 a wrong method and a policy that does not exist are refused in the format's own error shape; the
-client's query string goes upstream with the format's path."""
+client's query string goes upstream with the format's path. A proxy per test, stopped after it:
+none is left running beside the rest of the unit suite."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ from typing import Any
 
 import httpx
 import pytest
-
-pytestmark = pytest.mark.shared_proxy
 
 ROUTES = [
     pytest.param("/chat/completions", id="chat"),

@@ -45,6 +45,8 @@ ADMIT_CASES = [
 
 @pytest.mark.parametrize(("values", "limits", "refused", "after"), ADMIT_CASES)
 def test_admission_reserves_every_amount_or_names_the_first_limit_that_does_not_fit(values, limits, refused, after):
+    values = dict(values)  # the table is shared with test_scripts.py
+
     assert admit_in_place(values, limits) == refused
     assert values == after
 
@@ -63,6 +65,8 @@ CLAIM_CASES = [
 
 @pytest.mark.parametrize(("values", "granted", "lease"), CLAIM_CASES)
 def test_the_endings_claim_is_granted_only_without_an_ending_or_a_live_claim(values, granted, lease):
+    values = dict(values)
+
     assert claim_in_place(values, CLAIM) is granted
     assert values[FIELDS.ENDING_CLAIM] == lease
 
@@ -119,6 +123,8 @@ WINDOW_CASES = [
 def test_a_rolling_window_drops_expired_buckets_then_reserves_or_says_when_to_retry(
     values, refused, retry_after, after
 ):
+    values = dict(values)
+
     assert admit_window_in_place(values, [DAY], NOW) == (refused, retry_after)
     assert values == after
 
