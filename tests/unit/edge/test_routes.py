@@ -1,14 +1,28 @@
 """The guarded model routes, over real HTTP, for every wire format: a body that is no JSON object,
 a wrong method and a policy that does not exist are refused in the format's own error shape; the
-client's query string goes upstream with the format's path. A proxy per test, stopped after it:
-none is left running beside the rest of the unit suite."""
+client's query string goes upstream with the format's path. A proxy per test, stopped after it,
+the collector's settings put back."""
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def _collector_as_it_was() -> Iterator[None]:
+    """A started proxy tunes the process's cyclic collector for serving (a higher threshold, its
+    startup frozen); the unit suite's other tests (test_transport's memory measurement) expect
+    the interpreter's own."""
+    before = gc.get_threshold()
+    yield
+    gc.set_threshold(*before)
+    gc.unfreeze()
+
 
 ROUTES = [
     pytest.param("/chat/completions", id="chat"),
