@@ -67,10 +67,10 @@ def test_a_neutral_module_imports_nothing_from_the_wire_package(module):
         "import proxy.wire.chat.format as chat",
         "from proxy.wire import base",
         "from proxy import wire",
-        "from ..wire.chat_stream import ReplyAssembler",
+        "from ..wire.chat_stream import ChatAssembler",
         "from .. import wire",
-        "def later():\n    from proxy.wire.base import WireAdapter",
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from proxy.wire.base import WireAdapter",
+        "def later():\n    from proxy.wire.base import WireFormat",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from proxy.wire.base import WireFormat",
     ],
 )
 def test_every_spelling_of_a_wire_import_is_caught(source):

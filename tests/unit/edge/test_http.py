@@ -1,0 +1,114 @@
+"""Header filtering and bounded body reads."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.edge.http import header_text, read_body, upstream_request_headers
+from proxy.errors import PayloadTooLarge
+from proxy.upstream.headers import reply_headers
+
+
+def test_upstream_headers_drop_hop_by_hop_credentials_and_own_headers():
+    headers = [
+        ("Host", "proxy"),
+        ("Content-Length", "10"),
+        ("Connection", "close, X-Hop"),
+        ("X-Hop", "1"),
+        ("Authorization", "Bearer lw-proxy-key"),
+        ("X-LoopWarden-Key", "lw-proxy-key"),
+        ("X-LoopWarden-Session", "s1"),
+        ("Transfer-Encoding", "chunked"),
+        ("Content-Type", "application/json"),
+        ("OpenAI-Organization", "org-1"),
+    ]
+
+    out = upstream_request_headers(headers, "Bearer sk-provider")
+
+    assert out == [
+        ("Content-Type", "application/json"),
+        ("OpenAI-Organization", "org-1"),
+        ("authorization", "Bearer sk-provider"),
+    ]
+
+
+def test_identity_encoding_replaces_accept_encoding():
+    out = upstream_request_headers([("Accept-Encoding", "gzip, br")], None, identity_encoding=True)
+
+    assert out == [("accept-encoding", "identity")]
+
+
+def test_reply_headers_keep_end_to_end_drop_cookies_and_add_own():
+    raw = [
+        (b"Content-Type", b"application/json"),
+        (b"Content-Length", b"12"),
+        (b"Transfer-Encoding", b"chunked"),
+        (b"Connection", b"keep-alive"),
+        (b"X-LoopWarden-Spoofed", b"1"),
+        (b"x-request-id", b"r1"),
+        (b"Set-Cookie", b"session=operator; Path=/"),
+        (b"set-cookie2", b"legacy=operator"),
+    ]
+
+    out = reply_headers(raw, [(b"x-loopwarden-upstream-attempts", b"1")])
+
+    assert out == [
+        (b"Content-Type", b"application/json"),
+        (b"x-request-id", b"r1"),
+        (b"x-loopwarden-upstream-attempts", b"1"),
+    ]
+
+
+def _receiver(*chunks: bytes):
+    messages = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
+
+    async def receive():
+        return messages.pop(0)
+
+    return receive
+
+
+async def test_read_body_joins_chunks():
+    assert await read_body(_receiver(b"ab", b"cd", b""), 10, None) == b"abcd"
+
+
+async def test_read_body_refuses_declared_length_over_limit_before_reading():
+    async def receive():
+        raise AssertionError("must not read")
+
+    with pytest.raises(PayloadTooLarge):
+        await read_body(receive, 10, "11")
+
+
+async def test_read_body_refuses_chunked_body_once_over_limit():
+    with pytest.raises(PayloadTooLarge):
+        await read_body(_receiver(b"123456", b"789012", b"never read"), 10, None)
+
+
+@pytest.mark.parametrize(
+    ("raw", "text"),
+    [
+        (b"plain-id", "plain-id"),
+        ("séance ☕".encode(), "séance ☕"),
+        (b"caf\xe9", "café"),  # not UTF-8: read as latin-1, never an error
+    ],
+)
+def test_header_values_are_read_as_utf8_text(raw, text):
+    assert header_text(raw) == text
+
+
+CLIENT = [("x-api-key", "lw-proxy-key"), ("anthropic-version", "2023-06-01"), ("anthropic-beta", "a,b")]
+
+
+def test_the_tenants_key_replaces_the_callers_x_api_key():
+    headers = upstream_request_headers(CLIENT, "Bearer sk-ant-tenant", key_header="x-api-key")
+
+    assert [v for k, v in headers if k == "x-api-key"] == ["sk-ant-tenant"]
+    assert not any(k == "authorization" for k, _ in headers)
+    assert ("anthropic-beta", "a,b") in headers
+
+
+def test_without_a_key_header_the_key_goes_in_authorization_as_before():
+    headers = upstream_request_headers([("authorization", "Bearer lw")], "Bearer sk-x")
+
+    assert headers == [("authorization", "Bearer sk-x")]
