@@ -24,6 +24,7 @@ from proxy.settings import Settings
 from proxy.upstream.client import UpstreamClient
 from proxy.verdict import Finalize
 from proxy.wire.chat.format import CHAT_COMPLETIONS
+from proxy.wire.registry import format_named
 from tests.support.agent_request import agent_request
 from tests.support.fake_upstream import chat_completion
 
@@ -238,7 +239,7 @@ def test_a_long_task_is_clipped_in_what_is_missing():
 def endings(upstream: Upstream, store: MemoryStore, metrics: Metrics | None = None) -> Endings:
     prices = PriceTable({"m": Price(prompt=2.0, completion=8.0)})
     ledger = Ledger(store, metrics or Metrics(), prices, lambda: T0, ending_wait_secs=0.2)
-    return Endings(upstream.client(), ledger, metrics or Metrics(), Tracing())
+    return Endings(upstream.client(), ledger, metrics or Metrics(), Tracing(), format_named)
 
 
 def ended_session():

@@ -26,6 +26,7 @@ from proxy.upstream.client import UpstreamClient
 from proxy.verdict import Pass, Rewrite
 from proxy.wire.chat.format import CHAT_COMPLETIONS
 from proxy.wire.chat.parse import parse_conversation
+from proxy.wire.registry import format_named
 from tests.support.fake_upstream import chat_completion
 from tests.support.waiting import PATIENCE_SECS
 
@@ -59,6 +60,7 @@ def make(
         upstream,
         store,
         Metrics(),
+        formats=format_named,
         clock=clock or (lambda: 1_800_000_000.0),
         prices=prices,
         ending_wait_secs=ending_wait_secs,
@@ -453,7 +455,9 @@ class _Redacting(ResponseGuard):
 async def test_a_rewrite_reaches_the_agent_in_its_wire_format():
     script = Script(GOOD)
     upstream = UpstreamClient(Settings(upstream="http://up/v1", retry_attempts=1), httpx.MockTransport(script))
-    pipeline = Pipeline(upstream, MemoryStore(), Metrics(), [], [_Redacting()], clock=lambda: 1_800_000_000.0)
+    pipeline = Pipeline(
+        upstream, MemoryStore(), Metrics(), [], [_Redacting()], format_named, clock=lambda: 1_800_000_000.0
+    )
     _, _, call = make(Script())
 
     outcome = await pipeline.run(call())
@@ -489,7 +493,7 @@ def completion(request: httpx.Request) -> httpx.Response:
 async def test_a_request_cancelled_while_it_commits_still_writes_its_usage():
     store = SlowCommits()
     upstream = UpstreamClient(Settings(upstream="http://up/v1"), httpx.MockTransport(completion))
-    pipeline = build_pipeline(upstream, store, Metrics())
+    pipeline = build_pipeline(upstream, store, Metrics(), formats=format_named)
     conversation = parse_conversation(PAYLOAD)
     request = AgentRequest(
         tenant="t",

@@ -21,6 +21,7 @@ from proxy.settings import Settings
 from proxy.upstream.client import UpstreamClient
 from proxy.wire.chat.format import CHAT_COMPLETIONS
 from proxy.wire.chat.parse import parse_conversation
+from proxy.wire.registry import format_named
 from tests.support.fake_upstream import chat_completion, tool_call
 
 PAYLOAD = {
@@ -47,6 +48,7 @@ async def test_spans_follow_the_genai_conventions_and_carry_decisions():
         upstream,
         MemoryStore(),
         Metrics(),
+        formats=format_named,
         tracing=Tracing(provider.get_tracer("test")),
     )
     conversation = parse_conversation(PAYLOAD)
