@@ -83,8 +83,8 @@ class Format:
     """How a client speaks one wire format; one subclass per format."""
 
     name: str
-    adapter: str
-    """The name of the proxy's adapter for the format (as recordings name it)."""
+    wire_name: str
+    """The name of the proxy's format (as recordings name it)."""
     own_id: str
     """The prefix of ids the proxy makes for replies of its own (endings)."""
     calls_stop: str

@@ -31,7 +31,7 @@ __all__ = ["FORMATS", "TASK", "Answer", "Format", "Sent", "Tool", "fake", "proxy
 
 class Chat(Format):
     name = "chat"
-    adapter = "chat.completions"
+    wire_name = "chat.completions"
     own_id = "chatcmpl-lw"
     calls_stop = "tool_calls"
     text_stop = "stop"
@@ -102,7 +102,7 @@ def _assembled(chunks: Iterable[Any]) -> tuple[str, dict[str, Any], str]:
 
 class Responses(Format):
     name = "responses"
-    adapter = "responses"
+    wire_name = "responses"
     own_id = "resp_lw"
     calls_stop = "completed"
     text_stop = "completed"
@@ -150,7 +150,7 @@ class Responses(Format):
 
 class Messages(Format):
     name = "messages"
-    adapter = "messages"
+    wire_name = "messages"
     own_id = "msg_lw"
     calls_stop = "tool_use"
     text_stop = "end_turn"

@@ -52,7 +52,7 @@ async def test_spans_follow_the_genai_conventions_and_carry_decisions():
         tracing=Tracing(provider.get_tracer("test")),
     )
     conversation = parse_conversation(PAYLOAD)
-    call = AgentRequest(
+    request = AgentRequest(
         "t",
         Policy(),
         identify("t", conversation, "s1", None),
@@ -65,7 +65,7 @@ async def test_spans_follow_the_genai_conventions_and_carry_decisions():
         CHAT_COMPLETIONS,
     )
 
-    await pipeline.run(call)
+    await pipeline.run(request)
 
     spans = {span.name: span for span in exporter.get_finished_spans()}
     agent = spans["invoke_agent"]
