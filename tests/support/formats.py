@@ -12,6 +12,7 @@ over chat, responses and messages; ``fake``; ``proxy``) are imported by
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
@@ -109,6 +110,13 @@ class Responses(Format):
     none_choice = "none"
     request: ClassVar[dict[str, Any]] = {"model": "m", "store": False}
     history_key: ClassVar[str] = "input"
+    client_ids: ClassVar[list[tuple[dict[str, str], dict[str, Any], str]]] = [
+        *Format.client_ids,
+        ({"session_id": "codex-conv-1"}, {}, "codex-conv-1"),
+        ({"conversation_id": "codex-conv-2"}, {}, "codex-conv-2"),
+        ({}, {"client_metadata": {"session_id": "codex-conv-3"}, "prompt_cache_key": "k"}, "codex-conv-3"),
+        ({"X-Session-Id": "explicit", "session_id": "codex-conv-4"}, {"prompt_cache_key": "k"}, "explicit"),
+    ]
 
     def forced(self, name: str) -> dict[str, Any]:
         return {"type": "function", "name": name}
@@ -157,6 +165,12 @@ class Messages(Format):
     key: ClassVar[dict[str, str]] = {"x-api-key": "sk-ant"}
     none_choice: ClassVar[dict[str, str]] = {"type": "none"}
     request: ClassVar[dict[str, Any]] = {"model": "claude-fake", "max_tokens": 1000}
+    client_ids: ClassVar[list[tuple[dict[str, str], dict[str, Any], str]]] = [
+        *Format.client_ids,
+        ({}, {"metadata": {"user_id": "user_abc_session_42"}}, "user_abc_session_42"),
+        ({}, {"metadata": {"user_id": json.dumps({"device_id": "d", "session_id": "0fe37a73-3e74"})}}, "0fe37a73-3e74"),
+        ({"X-Session-Id": "mine"}, {"metadata": {"user_id": "user_abc_session_42"}}, "mine"),
+    ]
 
     def forced(self, name: str) -> dict[str, Any]:
         return {"type": "tool", "name": name}

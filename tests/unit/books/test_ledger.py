@@ -31,24 +31,6 @@ PRICES = PriceTable({"m": Price(prompt=2.0, completion=8.0)})
 STEPS = Policy(max_steps=3)
 
 
-@pytest.fixture(params=["memory", "redis"])
-async def store(request, redis_url):
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    store = RedisStore.from_url(redis_url)
-    yield store
-    await store.aclose()
-
-
-@pytest.fixture
-async def down():
-    """A Redis store whose server is not there."""
-    store = RedisStore.from_url("redis://127.0.0.1:1/0", timeout=0.2)
-    yield store
-    await store.aclose()
-
-
 def books(store, metrics: Metrics | None = None, wait: float = 1.0) -> Ledger:
     """The ledger, its clock two seconds after each request started."""
     return Ledger(store, metrics or Metrics(), PRICES, lambda: T0 + 2, wait)

@@ -14,31 +14,11 @@ from proxy.errors import RateLimited, ServiceUnavailable
 from proxy.exchange import Usage
 from proxy.observe.metrics import Metrics
 from proxy.policy.models import Policy
-from proxy.session.memory import MemoryStore
-from proxy.session.redis import RedisStore
 
 T0 = 1_800_000_000.0
 PRICES = PriceTable({"m": Price(prompt=2.0, completion=8.0)})
 OPEN = Policy(state_fail_mode="open")
 CLOSED = Policy(state_fail_mode="closed")
-
-
-@pytest.fixture(params=["memory", "redis"])
-async def store(request, redis_url):
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    store = RedisStore.from_url(redis_url)
-    yield store
-    await store.aclose()
-
-
-@pytest.fixture
-async def down():
-    """A Redis store whose server is not there."""
-    store = RedisStore.from_url("redis://127.0.0.1:1/0", timeout=0.2)
-    yield store
-    await store.aclose()
 
 
 def tenant() -> str:
