@@ -163,13 +163,16 @@ def redis_url(_redis_server: str) -> str:
 @pytest.fixture
 def write_tenants(tmp_path, monkeypatch):
     """Write a tenants file, ``write_tenants({name: proxy_key, ...})`` → its path (a string):
-    each tenant's upstream key is ``PROVIDER_KEY``, set here to ``provider_key``."""
+    each tenant's upstream key is ``PROVIDER_KEY``, set here to ``provider_key``; ``fields``
+    adds a tenant's further fields (see :func:`tests.support.tenants.tenants_yaml`)."""
     from tests.support.tenants import PROVIDER_KEY, tenants_yaml
 
-    def write(keys: Mapping[str, str], provider_key: str = PROVIDER_KEY) -> str:
+    def write(
+        keys: Mapping[str, str], provider_key: str = PROVIDER_KEY, fields: Mapping[str, str] | None = None
+    ) -> str:
         monkeypatch.setenv("PROVIDER_KEY", provider_key)
         path = tmp_path / "tenants.yaml"
-        path.write_text(tenants_yaml(keys))
+        path.write_text(tenants_yaml(keys, fields))
         return str(path)
 
     return write

@@ -11,9 +11,12 @@ PROVIDER_KEY = "sk-provider-" + "9" * 20
 """What the tests put in ``PROVIDER_KEY``: the tenants' own provider key."""
 
 
-def tenants_yaml(keys: Mapping[str, str]) -> str:
-    """A tenants file with one tenant per name in ``keys`` (name: proxy key)."""
+def tenants_yaml(keys: Mapping[str, str], fields: Mapping[str, str] | None = None) -> str:
+    """A tenants file with one tenant per name in ``keys`` (name: proxy key); ``fields``: a
+    tenant's further fields by its name, YAML lines (``"daily_tokens: 1000"``)."""
+    more = fields or {}
     return "tenants:\n" + "".join(
         f"  - name: {name}\n    key_sha256: ['{hash_key(key)}']\n    upstream: {{api_key_env: PROVIDER_KEY}}\n"
+        + "".join(f"    {line}\n" for line in more.get(name, "").splitlines())
         for name, key in keys.items()
     )
