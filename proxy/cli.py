@@ -159,7 +159,7 @@ def _replay_policy(name: str, directory: Path) -> Policy:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from proxy.loop.replay import format_result, read_records, read_stream, replay_session, sessions_of
+    from proxy.edge.replay import format_result, read_records, read_stream, replay_session, sessions_of
 
     try:
         policy = _replay_policy(args.policy, args.policies_dir or _default_policies_dir())

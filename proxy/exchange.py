@@ -123,8 +123,8 @@ class Usage:
 
 
 _CUT_SHORT = frozenset(("length", "content_filter", "max_tokens", "refusal", "model_context_window_exceeded"))
-"""Finish reasons that cut a reply short: chat completions' and Anthropic Messages' names (a
-Responses adapter maps an incomplete response's reason onto them)."""
+"""Finish reasons that cut a reply short: chat completions' and Anthropic Messages' names (the
+Responses format maps an incomplete response's reason onto them)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -158,6 +158,24 @@ def redis_url(_redis_server: str) -> str:
     """URL of the real Redis the tests run against, never skipped: a private server of the
     test run's own, or ``LOOPWARDEN_TEST_REDIS_URL`` (the keys written there removed at the end)."""
     return _redis_server
+
+
+@pytest.fixture
+def write_tenants(tmp_path, monkeypatch):
+    """Write a tenants file, ``write_tenants({name: proxy_key, ...})`` → its path (a string):
+    each tenant's upstream key is ``PROVIDER_KEY``, set here to ``provider_key``; ``fields``
+    adds a tenant's further fields (see :func:`tests.support.tenants.tenants_yaml`)."""
+    from tests.support.tenants import PROVIDER_KEY, tenants_yaml
+
+    def write(
+        keys: Mapping[str, str], provider_key: str = PROVIDER_KEY, fields: Mapping[str, str] | None = None
+    ) -> str:
+        monkeypatch.setenv("PROVIDER_KEY", provider_key)
+        path = tmp_path / "tenants.yaml"
+        path.write_text(tenants_yaml(keys, fields))
+        return str(path)
+
+    return write
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from proxy.session.redis import RedisStore
 from proxy.settings import Settings
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.paths import CLAUDE_TELEMETRY
-from proxy.wire.registry import FORMATS, passthrough_format
+from proxy.wire.registry import FORMATS, format_named, passthrough_format
 
 __all__ = ["YOUNG_GC_THRESHOLD", "build_store", "create_app", "load_tenant_directory"]
 
@@ -186,6 +186,7 @@ def create_app(
         client,
         state_store,
         series,
+        formats=format_named,
         prices=prices,
         log_contents=settings.log_contents,
         tracing=tracing or Tracing.from_endpoint(settings.otel_endpoint),

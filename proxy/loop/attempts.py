@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proxy.books.ledger import Ledger
 from proxy.exchange import Channel, Reply, Turn, Usage
@@ -28,7 +28,9 @@ from proxy.streaming.holdback import held_channels
 from proxy.streaming.reader import read_streamed_reply
 from proxy.upstream.client import UpstreamClient, UpstreamReply
 from proxy.upstream.relayed_errors import credential_values, secret_forms
-from proxy.wire.base import StreamAssembler
+
+if TYPE_CHECKING:
+    from proxy.wire.base import StreamAssembler
 
 __all__ = ["Attempts"]
 

@@ -10,6 +10,7 @@ from proxy.books.ledger import ENDING_WAIT_SECS
 from proxy.books.pricing import PriceTable
 from proxy.guards import default_request_guards, default_response_guards
 from proxy.judge.client import Judge
+from proxy.loop.finalize import FormatLookup
 from proxy.loop.pipeline import Pipeline
 from proxy.loop.recording import StepRecorder
 from proxy.observe.metrics import Metrics
@@ -25,6 +26,7 @@ def build_pipeline(
     store: SessionStore,
     metrics: Metrics,
     *,
+    formats: FormatLookup,
     clock: Callable[[], float] = time.time,
     prices: PriceTable | None = None,
     log_contents: bool = False,
@@ -33,13 +35,16 @@ def build_pipeline(
     keepalive_secs: float = 15.0,
     ending_wait_secs: float = ENDING_WAIT_SECS,
 ) -> Pipeline:
-    """The pipeline with every guard, the judge asking through ``upstream``'s client."""
+    """The pipeline with every guard, the judge asking through ``upstream``'s client.
+    ``formats``: the registry's lookup (``format_named``), handed in by the edge so the loop
+    never imports a wire format (a stored ending of another format is read through it)."""
     return Pipeline(
         upstream,
         store,
         metrics,
         default_request_guards(),
         default_response_guards(Judge(upstream)),
+        formats,
         clock=clock,
         prices=prices,
         log_contents=log_contents,

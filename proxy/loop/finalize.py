@@ -17,9 +17,9 @@ otherwise the local summary, which reaches such a request in the refusal form.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proxy.books.ledger import Ledger
 from proxy.errors import ProxyError
@@ -34,10 +34,11 @@ from proxy.schemas.compiled import compiled
 from proxy.session.base import FIELDS, SessionDelta, SessionState
 from proxy.upstream.client import UpstreamClient
 from proxy.verdict import Finalize
-from proxy.wire.base import Codec, WireFormat
-from proxy.wire.registry import format_named
 
-__all__ = ["Ending", "Endings", "Finalizer", "local_summary", "replayed_ending"]
+if TYPE_CHECKING:
+    from proxy.wire.base import Codec, WireFormat
+
+__all__ = ["Ending", "Endings", "Finalizer", "FormatLookup", "local_summary", "replayed_ending"]
 
 _CLIP = 300
 
@@ -56,15 +57,21 @@ def _clip(text: str, limit: int = _CLIP) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def replayed_ending(wire: WireFormat, state: SessionState) -> dict[str, Any]:
+FormatLookup = Callable[[str], "WireFormat | None"]
+"""The format of a name (None: one this build does not speak), given by the edge that knows
+the registry: the loop reads formats through the request's ``wire`` and this seam only."""
+
+
+def replayed_ending(wire: WireFormat, state: SessionState, formats: FormatLookup) -> dict[str, Any]:
     """The session's stored ending as a body of ``wire``'s format. One session may be
     reached over several routes (one ``X-Session-Id``): an ending stored by another format is
-    read by that format and rendered anew, never sent in the wrong API's shape."""
+    read by that format (found through ``formats``) and rendered anew, never sent in the wrong
+    API's shape."""
     raw = state.ending or ""
     stored_in = state.values.get(FIELDS.ENDING_WIRE)
     if not stored_in or stored_in == wire.name:
         return wire.codec.decode(raw)
-    source = format_named(stored_in)
+    source = formats(stored_in)
     reply = source.codec.parse_reply(raw.encode()) if source is not None else None
     if reply is None:
         return wire.codec.ending("The session has ended.", model=None)
@@ -194,11 +201,18 @@ async def _satisfies(tool_call: ToolCall, answer: AnswerTool, conversation: Conv
 
 
 class Endings:
-    def __init__(self, upstream: UpstreamClient, ledger: Ledger, metrics: Metrics, tracing: Tracing) -> None:
+    def __init__(
+        self, upstream: UpstreamClient, ledger: Ledger, metrics: Metrics, tracing: Tracing, formats: FormatLookup
+    ) -> None:
         self._finalizer = Finalizer(upstream)
+        self._formats = formats
         self._ledger = ledger
         self._metrics = metrics
         self._tracing = tracing
+
+    def stored(self, wire: WireFormat, state: SessionState) -> dict[str, Any]:
+        """The session's stored ending, in ``wire``'s format whichever format stored it."""
+        return replayed_ending(wire, state, self._formats)
 
     async def make(
         self,
@@ -262,7 +276,7 @@ class Endings:
         no ending: the claimer does, and later calls replay that one."""
         if seen.termination and seen.ending:
             notes.terminated = seen.termination
-            body = replayed_ending(request.wire, seen)
+            body = self.stored(request.wire, seen)
             answer = "stored"
         else:
             notes.terminated = verdict.reason

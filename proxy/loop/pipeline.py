@@ -27,7 +27,7 @@ from proxy.guards.fingerprint import remember_calls
 from proxy.loop.answer import Answer, Failed, Passed, Tried, Unusable, Written, client_stream, render
 from proxy.loop.attempts import Attempts
 from proxy.loop.continuity import Chaining, ChainPoint, resolve_chain
-from proxy.loop.finalize import Endings, replayed_ending
+from proxy.loop.finalize import Endings, FormatLookup
 from proxy.loop.inflight import InFlight
 from proxy.loop.recording import Step, StepRecorder
 from proxy.loop.step_log import StepLog, chat_attributes, response_headers, usage_attributes
@@ -63,6 +63,7 @@ class Pipeline:
         metrics: Metrics,
         request_guards: Sequence[RequestGuard],
         response_guards: Sequence[ResponseGuard],
+        formats: FormatLookup,
         clock: Callable[[], float] = time.time,
         prices: PriceTable | None = None,
         log_contents: bool = False,
@@ -81,7 +82,7 @@ class Pipeline:
         self._clock = clock
         self._prices = prices or PriceTable({})
         self._ledger = Ledger(store, metrics, self._prices, clock, ending_wait_secs)
-        self._endings = Endings(upstream, self._ledger, metrics, self._tracing)
+        self._endings = Endings(upstream, self._ledger, metrics, self._tracing, formats)
         self._goals = GoalKeeper(metrics)
         self._steps = StepLog(metrics, self._tracing, log_contents=log_contents, recorder=recorder)
         self._attempts = Attempts(upstream, self._ledger, metrics, self._response_guards)
@@ -131,7 +132,7 @@ class Pipeline:
         request, state, delta, notes = flight.request, flight.state, flight.delta, flight.notes
         if state.termination and state.ending and flight.enforce:
             notes.terminated = state.termination
-            return Written(replayed_ending(request.wire, state), shaped=True)
+            return Written(self._endings.stored(request.wire, state), shaped=True)
         if notes.refused:
             return _refused(notes.refused)
         await self._ledger.admit_tenant(request, delta, notes)

@@ -1,6 +1,8 @@
 """What every JSON wire format does alike, for its roles to build on: bodies decoded and
-encoded as JSON, an ending shaped as a refusal where the client asked for JSON, goal mode's
-tool offered beside the client's, and a judge at its own base URL plus the format's path."""
+encoded as JSON (a request's top-level overrides applied alike), a tool's declared schema and
+OpenAI's usage object read alike, the progress a typed-event stream assembler counts, an ending
+shaped as a refusal where the client asked for JSON, goal mode's tool offered beside the
+client's, and a judge at its own base URL plus the format's path."""
 
 from __future__ import annotations
 
@@ -10,9 +12,20 @@ from typing import Any, ClassVar, Protocol
 import msgspec
 
 from proxy.errors import ProxyError
-from proxy.exchange import Note, Tool, Turn
+from proxy.exchange import Note, Tool, Turn, Usage
 
-__all__ = ["JsonCodec", "JsonJudge", "bearer_headers", "decode_object", "encode", "openai_error_body"]
+__all__ = [
+    "AssemblyProgress",
+    "JsonCodec",
+    "JsonJudge",
+    "bearer_headers",
+    "declare_schema",
+    "decode_object",
+    "encode",
+    "encode_overridden",
+    "openai_error_body",
+    "openai_usage",
+]
 
 _decode = msgspec.json.decode
 encode = msgspec.json.Encoder().encode
@@ -27,6 +40,69 @@ def decode_object(raw: str | bytes) -> dict[str, Any]:
 def openai_error_body(error: ProxyError) -> bytes:
     """OpenAI's error shape (``{"error": {…}}``), which the proxy's errors render by default."""
     return error.body()
+
+
+def encode_overridden(rendered: dict[str, Any], overrides: Mapping[str, Any]) -> bytes:
+    """A request body with top-level ``overrides`` applied (None removes the field), encoded:
+    how every format's ``render_request`` finishes."""
+    for name, value in overrides.items():
+        if value is None:
+            rendered.pop(name, None)
+        else:
+            rendered[name] = value
+    return encode(rendered)
+
+
+def declare_schema(declared: list[tuple[str, str, Mapping[str, Any]]], param: str, name: str, schema: Any) -> None:
+    """Add a tool's schema to ``declared`` as (the param naming it in an error, tool name,
+    schema), when it is one: an empty or missing schema declares nothing to check."""
+    if isinstance(schema, dict) and schema:
+        declared.append((param, name, schema))
+
+
+def openai_usage(raw: Any, prompt: str, completion: str, details: str) -> Usage:
+    """An OpenAI ``usage`` object (chat completions' and the Responses API's, under their own
+    field names): its prompt and completion tokens, and the cached part of the prompt."""
+    if not isinstance(raw, dict):
+        return Usage()
+    prompt_tokens = raw.get(prompt)
+    completion_tokens = raw.get(completion)
+    cached_in = raw.get(details)
+    cached = cached_in.get("cached_tokens") if isinstance(cached_in, dict) else None
+    return Usage(
+        prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else 0,
+        completion_tokens=completion_tokens if isinstance(completion_tokens, int) else 0,
+        cached_tokens=cached if isinstance(cached, int) else 0,
+    )
+
+
+class AssemblyProgress:
+    """What a stream assembler of typed events counts as they arrive (the Responses API's and
+    Messages'), for the holdback to read mid-stream: the answer's text so far and its length,
+    every character produced (reasoning and call arguments too), and which channels have
+    content yet. The assembler adds to the counts; the text is joined once per read."""
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._joined: str | None = None
+        self.text_length = 0
+        self.produced_chars = 0
+        self.has_text = False
+        self.has_reasoning = False
+        self.has_tool_calls = False
+
+    def _answer_text(self, part: str) -> None:
+        """``part`` of the answer's text arrived (not yet counted in ``produced_chars``)."""
+        self._text.append(part)
+        self._joined = None
+        self.text_length += len(part)
+        self.has_text = self.has_text or (bool(part) and not part.isspace())
+
+    @property
+    def content(self) -> str:
+        if self._joined is None:
+            self._joined = "".join(self._text)
+        return self._joined
 
 
 def bearer_headers(key: str) -> list[tuple[str, str]]:

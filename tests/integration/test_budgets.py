@@ -8,7 +8,6 @@ import httpx
 import openai
 import pytest
 
-from proxy.edge.tenants import hash_key
 from tests.integration.test_loop_guards import answer, calling, fresh_results, run_agent, sdk
 from tests.support.assertions import assert_openai_error
 from tests.support.fake_upstream import Json, Sse, chat_completion, stream_chunks
@@ -23,22 +22,10 @@ def costly(total: int, text: str = "Part of the answer."):
 
 
 @pytest.fixture
-def tenants(make_proxy, upstream, tmp_path, monkeypatch):
-    monkeypatch.setenv("PROVIDER_KEY", "sk-provider")
-    path = tmp_path / "tenants.yaml"
-    path.write_text(
-        f"""
-tenants:
-  - name: capped
-    key_sha256: ["{hash_key("lw-capped")}"]
-    upstream: {{api_key_env: PROVIDER_KEY}}
-    daily_tokens: 1000
-  - name: other
-    key_sha256: ["{hash_key("lw-other")}"]
-    upstream: {{api_key_env: PROVIDER_KEY}}
-"""
-    )
-    return make_proxy(tenants_file=str(path))
+def tenants(make_proxy, upstream, write_tenants):
+    keys = {"capped": "lw-capped", "other": "lw-other"}
+    path = write_tenants(keys, provider_key="sk-provider", fields={"capped": "daily_tokens: 1000"})
+    return make_proxy(tenants_file=path)
 
 
 def post(proxy, key, session, **extra):

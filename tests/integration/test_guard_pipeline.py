@@ -6,7 +6,6 @@ import httpx
 import openai
 import pytest
 
-from proxy.edge.tenants import hash_key
 from tests.support.fake_upstream import Json, chat_completion, tool_call
 
 SYSTEM = {"role": "system", "content": "You are a research agent."}
@@ -162,23 +161,11 @@ def test_delete_resets_an_ended_session(proxy, upstream):
 
 
 @pytest.fixture
-def two_tenants(make_proxy, upstream, tmp_path, monkeypatch, write_policies):
-    monkeypatch.setenv("PROVIDER_KEY", "sk-shared")
-    tenants = tmp_path / "tenants.yaml"
-    tenants.write_text(
-        f"""
-tenants:
-  - name: alpha
-    key_sha256: ["{hash_key("lw-alpha")}"]
-    upstream: {{api_key_env: PROVIDER_KEY}}
-    policies: [default, strict]
-  - name: beta
-    key_sha256: ["{hash_key("lw-beta")}"]
-    upstream: {{api_key_env: PROVIDER_KEY}}
-"""
-    )
+def two_tenants(make_proxy, upstream, write_tenants, write_policies):
+    keys = {"alpha": "lw-alpha", "beta": "lw-beta"}
+    tenants = write_tenants(keys, provider_key="sk-shared", fields={"alpha": "policies: [default, strict]"})
     policies = write_policies(default="", strict="empty_response_max_strikes: 1\n")
-    return make_proxy(tenants_file=str(tenants), policies_dir=str(policies))
+    return make_proxy(tenants_file=tenants, policies_dir=str(policies))
 
 
 def test_a_tenant_may_choose_an_allowed_policy_per_request(two_tenants, upstream):

@@ -9,7 +9,6 @@ import anthropic
 import httpx
 import pytest
 
-from proxy.edge.tenants import hash_key
 from tests.support.fake_messages import (
     Events,
     check_stream,
@@ -108,18 +107,9 @@ def test_the_sdk_reads_a_stream_replaced_by_an_ending(make_proxy, anthropic_upst
 
 
 @pytest.fixture
-def tenant_proxy(make_proxy, anthropic_upstream, tmp_path, monkeypatch):
-    monkeypatch.setenv("ANTHROPIC_KEY", "sk-ant-tenant")
-    path = tmp_path / "tenants.yaml"
-    path.write_text(
-        f"""
-tenants:
-  - name: team
-    key_sha256: ["{hash_key("lw-team")}"]
-    upstream: {{api_key_env: ANTHROPIC_KEY}}
-"""
-    )
-    return make_proxy(upstream=anthropic_upstream.url, tenants_file=str(path))
+def tenant_proxy(make_proxy, anthropic_upstream, write_tenants):
+    path = write_tenants({"team": "lw-team"}, provider_key="sk-ant-tenant")
+    return make_proxy(upstream=anthropic_upstream.url, tenants_file=path)
 
 
 @pytest.mark.parametrize("header", ["x-api-key", "authorization"])

@@ -16,14 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.agent_clis import agent_cli
-from tests.support.fake_responses import (
-    function_call,
-    message,
-    reasoning,
-    response,
-    text_response,
-    verdict,
-)
+from tests.support.fake_responses import function_call, message, reasoning, response, text_response, verdict
 from tests.support.responses_fixtures import fake, proxy, responses_server  # noqa: F401 (fixtures)
 
 CODEX = agent_cli("codex", "LOOPWARDEN_CODEX")

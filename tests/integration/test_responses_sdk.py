@@ -10,14 +10,7 @@ import httpx
 import pydantic
 import pytest
 
-from tests.support.fake_responses import (
-    function_call,
-    message,
-    reasoning,
-    response,
-    text_response,
-    verdict,
-)
+from tests.support.fake_responses import function_call, message, reasoning, response, text_response, verdict
 from tests.support.responses_clients import checked_sdk, create, run_agent
 from tests.support.responses_events import validate_stream
 from tests.support.responses_fixtures import fake, proxy, responses_server  # noqa: F401 (fixtures)

@@ -103,25 +103,6 @@ def test_a_chained_call_handed_back_is_answered_on_the_chain(proxy, fake):
     assert fake.rejections == []
 
 
-@pytest.mark.parametrize(
-    ("headers", "body", "expected"),
-    [
-        ({"session_id": "codex-conv-1"}, {}, "codex-conv-1"),
-        ({"conversation_id": "codex-conv-2"}, {}, "codex-conv-2"),
-        ({}, {"client_metadata": {"session_id": "codex-conv-3"}, "prompt_cache_key": "k"}, "codex-conv-3"),
-        ({"X-Session-Id": "explicit", "session_id": "codex-conv-4"}, {"prompt_cache_key": "k"}, "explicit"),
-    ],
-)
-def test_the_ids_a_client_already_sends_name_its_session(proxy, fake, headers, body, expected):
-    client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
-
-    raw = client.responses.with_raw_response.create(
-        model="m", input="Hi", store=False, extra_headers=headers, extra_body=body
-    )
-
-    assert raw.headers["x-loopwarden-session"] == expected
-
-
 def test_a_chain_point_nobody_recorded_starts_a_session_of_its_own(proxy, fake):
     fake.script(text_response("Stored elsewhere."), text_response("Continued."))
     elsewhere = fake.url.removesuffix("/v1")

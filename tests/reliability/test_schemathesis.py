@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from proxy.edge.tenants import hash_key
+from tests.support.tenants import PROVIDER_KEY, tenants_yaml
 from tests.support.waiting import PATIENCE_SECS
 
 KEY = "lw-schemathesis-" + "7" * 20
@@ -47,12 +47,10 @@ def described_proxy(_upstream_server, tmp_path_factory):
     from tests.support.proxy_server import start_proxy
 
     tenants = tmp_path_factory.mktemp("schemathesis") / "tenants.yaml"
-    tenants.write_text(
-        f"tenants:\n  - name: acme\n    key_sha256: ['{hash_key(KEY)}']\n    upstream: {{api_key_env: PROVIDER_KEY}}\n"
-    )
+    tenants.write_text(tenants_yaml({"acme": KEY}))
     _upstream_server.reset()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PROVIDER_KEY", "sk-provider-" + "9" * 20)
+        patch.setenv("PROVIDER_KEY", PROVIDER_KEY)
         running = start_proxy(upstream=_upstream_server.url, tenants_file=str(tenants), log_level="error")
     yield running
     running.stop()

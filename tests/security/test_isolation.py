@@ -7,7 +7,6 @@ import secrets
 import httpx
 import pytest
 
-from proxy.edge.tenants import hash_key
 from proxy.observe.logs import JsonFormatter
 from tests.support.assertions import assert_openai_error
 from tests.support.fake_upstream import Json, chat_completion
@@ -18,17 +17,8 @@ MESSAGES = [{"role": "user", "content": "task"}]
 
 
 @pytest.fixture
-def tenants_proxy(make_proxy, tmp_path, monkeypatch):
-    monkeypatch.setenv("PROVIDER_KEY", "sk-provider-" + "9" * 20)
-    path = tmp_path / "tenants.yaml"
-    path.write_text(
-        "tenants:\n"
-        + "".join(
-            f"  - name: {name}\n    key_sha256: ['{hash_key(key)}']\n    upstream: {{api_key_env: PROVIDER_KEY}}\n"
-            for name, key in KEYS.items()
-        )
-    )
-    return make_proxy(tenants_file=str(path))
+def tenants_proxy(make_proxy, write_tenants):
+    return make_proxy(tenants_file=write_tenants(KEYS))
 
 
 def call(proxy, tenant: str, session: str) -> httpx.Response:

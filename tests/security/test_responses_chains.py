@@ -8,44 +8,20 @@ import json
 import httpx
 import pytest
 
-from proxy.edge.tenants import hash_key
 from proxy.session.chains import MAX_REFERENCES
 from tests.support.assertions import assert_openai_error
-from tests.support.fake_responses import FakeResponses, message, response, text_response
+from tests.support.fake_responses import message, response, text_response
 
 KEYS = {"alpha": "lw-alpha-" + "1" * 24, "beta": "lw-beta-" + "2" * 24}
 REQUEST = {"model": "m", "instructions": "You research."}
 
 
-@pytest.fixture(scope="module")
-def _responses_server():
-    server = FakeResponses().start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture
-def fake(_responses_server):
-    _responses_server.reset()
-    yield _responses_server
-    _responses_server.reset()
-
-
-@pytest.fixture
-def tenants_proxy(make_proxy, fake, tmp_path, monkeypatch, write_policies, redis_url):
-    monkeypatch.setenv("PROVIDER_KEY", "sk-provider-" + "9" * 20)
-    path = tmp_path / "tenants.yaml"
-    path.write_text(
-        "tenants:\n"
-        + "".join(
-            f"  - name: {name}\n    key_sha256: ['{hash_key(key)}']\n    upstream: {{api_key_env: PROVIDER_KEY}}\n"
-            for name, key in KEYS.items()
-        )
-    )
+def tenants_proxy(make_proxy, fake, write_tenants, write_policies, redis_url):
     policy = "empty_response_max_strikes: 1\nfinalize: {use_upstream: false}\n"
     return make_proxy(
         upstream=fake.url,
-        tenants_file=str(path),
+        tenants_file=write_tenants(KEYS),
         policies_dir=str(write_policies(default=policy)),
         redis_url=redis_url,
     )

@@ -9,28 +9,12 @@ from __future__ import annotations
 import json
 
 import httpx
-import pytest
 
-from proxy.edge.tenants import hash_key
 from tests.support.fake_messages import said, text
-from tests.support.fake_responses import FakeResponses, message, response, text_response
+from tests.support.fake_responses import message, response, text_response
 
 POLICY = "empty_response_max_strikes: 1\nfinalize: {use_upstream: false}\n"
 KEY = {"Authorization": "Bearer sk-one-tenant-key-" + "0" * 12}
-
-
-@pytest.fixture(scope="module")
-def _responses_server():
-    server = FakeResponses().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def fake(_responses_server):
-    _responses_server.reset()
-    yield _responses_server
-    _responses_server.reset()
 
 
 def test_two_runs_with_one_prompt_cache_key_never_share_an_ending(make_proxy, fake, write_policies):
@@ -68,20 +52,12 @@ def test_two_runs_of_one_end_user_id_never_share_an_ending(make_proxy, anthropic
 
 
 def test_one_client_session_id_in_two_tenants_is_two_sessions(
-    make_proxy, anthropic_upstream, write_policies, tmp_path, monkeypatch
+    make_proxy, anthropic_upstream, write_policies, write_tenants
 ):
-    monkeypatch.setenv("PROVIDER_KEY", "sk-ant-provider-" + "7" * 20)
     keys = {"alpha": "lw-alpha-" + "1" * 24, "beta": "lw-beta-" + "2" * 24}
-    tenants = tmp_path / "tenants.yaml"
-    tenants.write_text(
-        "tenants:\n"
-        + "".join(
-            f"  - name: {name}\n    key_sha256: ['{hash_key(key)}']\n    upstream: {{api_key_env: PROVIDER_KEY}}\n"
-            for name, key in keys.items()
-        )
-    )
+    tenants = write_tenants(keys, provider_key="sk-ant-provider-" + "7" * 20)
     policies = write_policies(default=POLICY)
-    proxy = make_proxy(upstream=anthropic_upstream.url, tenants_file=str(tenants), policies_dir=str(policies))
+    proxy = make_proxy(upstream=anthropic_upstream.url, tenants_file=tenants, policies_dir=str(policies))
     anthropic_upstream.script(said(text("")), said(text("Beta's answer.")))
     claude_code = json.dumps({"device_id": "d", "account_uuid": "", "session_id": "0fe37a73-3e74"})
 

@@ -206,6 +206,12 @@ def stream_events(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return events
 
 
+def events_of(*blocks: dict[str, Any], stop_reason: str | None = None) -> list[dict[str, Any]]:
+    """The events of a streamed message of ``blocks`` (a one-turn request for model ``m``)."""
+    payload = {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
+    return [data for _, data in stream_events(message_body(said(*blocks, stop_reason=stop_reason), payload))]
+
+
 def sse_bytes(events: list[tuple[str, Any]]) -> bytes:
     """Events framed as the API frames them (``event:`` name, then ``data:``)."""
     return b"".join(

@@ -372,9 +372,7 @@ class FakeUpstream:
                 cut = reply.cut_after
             reply = dataclasses.replace(reply, events=events, done=reply.done and cut is None)
         headers = {"Content-Type": "text/event-stream", **reply.headers}
-        return await self._stream(
-            request, frames(), status=reply.status, headers=headers, delay=reply.delay, cut=cut
-        )
+        return await self._stream(request, frames(), status=reply.status, headers=headers, delay=reply.delay, cut=cut)
 
     async def _hold(self, request: web.Request, seconds: float) -> bool:
         """Wait ``seconds`` before answering; True (and noted in ``hangups``) when the proxy

@@ -83,8 +83,8 @@ class Format:
     """How a client speaks one wire format; one subclass per format."""
 
     name: str
-    adapter: str
-    """The name of the proxy's adapter for the format (as recordings name it)."""
+    wire_name: str
+    """The name of the proxy's format (as recordings name it)."""
     own_id: str
     """The prefix of ids the proxy makes for replies of its own (endings)."""
     calls_stop: str
@@ -104,6 +104,13 @@ class Format:
 
     request: ClassVar[dict[str, Any]]
     """What every request of the format's client carries (model, token limit, storage)."""
+    client_ids: ClassVar[list[tuple[dict[str, str], dict[str, Any], str]]] = [
+        ({"X-Session-Id": "explicit"}, {}, "explicit"),
+        ({"X-Session-Id": "lead", "X-Agent-Id": "researcher"}, {}, "lead@researcher"),
+    ]
+    """The ids a client of the format already sends, each as (headers, request fields, the
+    session they name): ``X-Session-Id`` (and a sub-agent's ``X-Agent-Id``) in every format,
+    then the ids the format's own clients send."""
     history_key: ClassVar[str] = "messages"
     """The field the conversation goes in."""
 
@@ -116,9 +123,13 @@ class Format:
         tool_choice: str | None = None,
         stream: bool = False,
         headers: Mapping[str, str] | None = None,
+        fields: Mapping[str, Any] | None = None,
     ) -> Answer:
-        """One agent request; ``tool_choice`` is "none" or the name of a forced tool."""
+        """One agent request; ``tool_choice`` is "none" or the name of a forced tool; ``fields``
+        go in the body beside what the SDK writes (as ``extra_body``)."""
         request = {**self.request, self.history_key: history or self.task()}
+        if fields:
+            request["extra_body"] = dict(fields)
         if tools:
             request["tools"] = [self._tool(tool) for tool in tools]
         if tool_choice is not None:

@@ -12,6 +12,7 @@ over chat, responses and messages; ``fake``; ``proxy``) are imported by
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
@@ -31,7 +32,7 @@ __all__ = ["FORMATS", "TASK", "Answer", "Format", "Sent", "Tool", "fake", "proxy
 
 class Chat(Format):
     name = "chat"
-    adapter = "chat.completions"
+    wire_name = "chat.completions"
     own_id = "chatcmpl-lw"
     calls_stop = "tool_calls"
     text_stop = "stop"
@@ -102,13 +103,20 @@ def _assembled(chunks: Iterable[Any]) -> tuple[str, dict[str, Any], str]:
 
 class Responses(Format):
     name = "responses"
-    adapter = "responses"
+    wire_name = "responses"
     own_id = "resp_lw"
     calls_stop = "completed"
     text_stop = "completed"
     none_choice = "none"
     request: ClassVar[dict[str, Any]] = {"model": "m", "store": False}
     history_key: ClassVar[str] = "input"
+    client_ids: ClassVar[list[tuple[dict[str, str], dict[str, Any], str]]] = [
+        *Format.client_ids,
+        ({"session_id": "codex-conv-1"}, {}, "codex-conv-1"),
+        ({"conversation_id": "codex-conv-2"}, {}, "codex-conv-2"),
+        ({}, {"client_metadata": {"session_id": "codex-conv-3"}, "prompt_cache_key": "k"}, "codex-conv-3"),
+        ({"X-Session-Id": "explicit", "session_id": "codex-conv-4"}, {"prompt_cache_key": "k"}, "explicit"),
+    ]
 
     def forced(self, name: str) -> dict[str, Any]:
         return {"type": "function", "name": name}
@@ -150,13 +158,19 @@ class Responses(Format):
 
 class Messages(Format):
     name = "messages"
-    adapter = "messages"
+    wire_name = "messages"
     own_id = "msg_lw"
     calls_stop = "tool_use"
     text_stop = "end_turn"
     key: ClassVar[dict[str, str]] = {"x-api-key": "sk-ant"}
     none_choice: ClassVar[dict[str, str]] = {"type": "none"}
     request: ClassVar[dict[str, Any]] = {"model": "claude-fake", "max_tokens": 1000}
+    client_ids: ClassVar[list[tuple[dict[str, str], dict[str, Any], str]]] = [
+        *Format.client_ids,
+        ({}, {"metadata": {"user_id": "user_abc_session_42"}}, "user_abc_session_42"),
+        ({}, {"metadata": {"user_id": json.dumps({"device_id": "d", "session_id": "0fe37a73-3e74"})}}, "0fe37a73-3e74"),
+        ({"X-Session-Id": "mine"}, {"metadata": {"user_id": "user_abc_session_42"}}, "mine"),
+    ]
 
     def forced(self, name: str) -> dict[str, Any]:
         return {"type": "tool", "name": name}

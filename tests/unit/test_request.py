@@ -28,6 +28,6 @@ def test_a_streaming_client_gets_the_usage_event_only_when_it_asked_for_it(strea
 
 
 def test_log_fields_name_the_tenant_policy_and_session():
-    call = agent_request(TASK, Policy(name="strict"), session="run-7", tenant="acme")
+    request = agent_request(TASK, Policy(name="strict"), session="run-7", tenant="acme")
 
-    assert call.log_fields() == {"tenant": "acme", "policy": "strict", "session": "run-7"}
+    assert request.log_fields() == {"tenant": "acme", "policy": "strict", "session": "run-7"}

@@ -1,5 +1,7 @@
 """The wire boundary: guards, the exchange types, the pipeline and the ledger never import a
-wire format. A new format is a new adapter under ``proxy/wire/``, not a change to them."""
+wire format, and no module of the loop does at run time (it reads formats through the request's
+``wire`` and the role contracts, named under ``TYPE_CHECKING`` for annotations). A new format is
+a new subpackage under ``proxy/wire/``, not a change to them."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import pkgutil
 import pytest
 
 import proxy.guards
+import proxy.loop
 from tests.support.imports import import_statements
 
 NEUTRAL = [
@@ -29,22 +32,28 @@ def neutral_modules() -> list[str]:
     return sorted(["proxy.guards", *guards, *NEUTRAL])
 
 
-def imported_modules(source: str, module: str, is_package: bool = False) -> set[str]:
+def loop_modules() -> list[str]:
+    """Every module of the loop package, found by walking it (a new module is covered)."""
+    return sorted(["proxy.loop", *(name for _, name, _ in pkgutil.walk_packages(proxy.loop.__path__, "proxy.loop."))])
+
+
+def imported_modules(source: str, module: str, is_package: bool = False, *, run_time_only: bool = False) -> set[str]:
     """Every module an import statement of ``source`` names; ``from a import b`` names both
     ``a`` and ``a.b`` (b may be a module)."""
     found: set[str] = set()
-    for base, names in import_statements(source, module, is_package):
+    for base, names in import_statements(source, module, is_package, run_time_only=run_time_only):
         found.add(base)
         found.update(f"{base}.{name}" for name in names)
     return found
 
 
-def wire_imports(module: str) -> list[str]:
+def wire_imports(module: str, *, run_time_only: bool = False) -> list[str]:
     spec = importlib.util.find_spec(module)
     assert spec is not None, module
     assert spec.origin is not None, module
     with open(spec.origin, encoding="utf-8") as source:
-        names = imported_modules(source.read(), module, spec.submodule_search_locations is not None)
+        text = source.read()
+    names = imported_modules(text, module, spec.submodule_search_locations is not None, run_time_only=run_time_only)
     return sorted(name for name in names if name == WIRE or name.startswith(WIRE + "."))
 
 
@@ -58,6 +67,24 @@ def test_the_walk_covers_every_guard_module():
 @pytest.mark.parametrize("module", neutral_modules())
 def test_a_neutral_module_imports_nothing_from_the_wire_package(module):
     assert wire_imports(module) == []
+
+
+def test_the_walk_covers_every_loop_module():
+    assert {"proxy.loop.pipeline", "proxy.loop.finalize", "proxy.loop.attempts", "proxy.loop.build"} <= set(
+        loop_modules()
+    )
+
+
+@pytest.mark.parametrize("module", loop_modules())
+def test_a_loop_module_imports_nothing_from_the_wire_package_at_run_time(module):
+    assert wire_imports(module, run_time_only=True) == []
+
+
+def test_an_import_under_type_checking_is_left_out_of_the_run_time_imports_only():
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from proxy.wire.base import WireFormat"
+
+    assert WIRE + ".base" in imported_modules(source, "proxy.loop.example")
+    assert imported_modules(source, "proxy.loop.example", run_time_only=True) == {"typing", "typing.TYPE_CHECKING"}
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import msgspec
 
 from proxy.exchange import Conversation, Message, Reply, Tool, ToolCall
 from proxy.wire.chat.stream import parse_usage
+from proxy.wire.common import declare_schema
 
 __all__ = [
     "content_text",
@@ -159,15 +160,13 @@ def declared_schemas(payload: Mapping[str, Any]) -> list[tuple[str, str, Mapping
     for index, tool in enumerate(tools if isinstance(tools, list) else ()):
         function = tool.get("function") if isinstance(tool, dict) else None
         if isinstance(function, dict) and isinstance(function.get("name"), str):
-            parameters = function.get("parameters")
-            if isinstance(parameters, dict) and parameters:
-                declared.append((f"tools[{index}].function.parameters", function["name"], parameters))
+            declare_schema(
+                declared, f"tools[{index}].function.parameters", function["name"], function.get("parameters")
+            )
     functions = payload.get("functions")
     for index, function in enumerate(functions if isinstance(functions, list) else ()):
         if isinstance(function, dict) and isinstance(function.get("name"), str):
-            parameters = function.get("parameters")
-            if isinstance(parameters, dict) and parameters:
-                declared.append((f"functions[{index}].parameters", function["name"], parameters))
+            declare_schema(declared, f"functions[{index}].parameters", function["name"], function.get("parameters"))
     return declared
 
 

@@ -10,10 +10,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import msgspec
-
 from proxy.exchange import Echo, Note, Reply, Turn, Usage
 from proxy.wire.chat.stream import wire_call
+from proxy.wire.common import encode, encode_overridden
 
 __all__ = [
     "ANSWER_CONSTRAINTS",
@@ -33,8 +32,6 @@ __all__ = [
     "with_usage_requested",
     "without_calls",
 ]
-
-_encode = msgspec.json.Encoder().encode
 
 
 def calls_returned(reply: Reply, results: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
@@ -104,12 +101,7 @@ def render_request(payload: Mapping[str, Any], turns: Sequence[Turn], **override
     rendered = dict(payload)
     if turns:
         rendered["messages"] = [*payload.get("messages", []), *rendered_turns(turns)]
-    for name, value in overrides.items():
-        if value is None:
-            rendered.pop(name, None)
-        else:
-            rendered[name] = value
-    return _encode(rendered)
+    return encode_overridden(rendered, overrides)
 
 
 _WITH_USAGE = b',"stream_options":{"include_usage":true}}'
@@ -232,7 +224,7 @@ def completion_as_sse(body: Mapping[str, Any], *, include_usage: bool = False) -
     events.append(chunk({}, body["choices"][0].get("finish_reason") or "stop"))
     if include_usage:
         events.append({**base, "choices": [], "usage": body.get("usage")})
-    return b"".join(b"data: " + _encode(event) + b"\n\n" for event in events) + DONE
+    return b"".join(b"data: " + encode(event) + b"\n\n" for event in events) + DONE
 
 
 DONE = b"data: [DONE]\n\n"

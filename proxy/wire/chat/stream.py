@@ -13,23 +13,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from proxy.exchange import Channel, Reply, ToolCall, Usage
+from proxy.wire.common import openai_usage
 
 __all__ = ["ChatAssembler", "parse_usage", "split_chunk", "wire_call"]
 
 
 def parse_usage(raw: Any) -> Usage:
     """A ``usage`` object (from a completion or the last chunk of a stream)."""
-    if not isinstance(raw, dict):
-        return Usage()
-    prompt = raw.get("prompt_tokens")
-    completion_tokens = raw.get("completion_tokens")
-    details = raw.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return Usage(
-        prompt_tokens=prompt if isinstance(prompt, int) else 0,
-        completion_tokens=completion_tokens if isinstance(completion_tokens, int) else 0,
-        cached_tokens=cached if isinstance(cached, int) else 0,
-    )
+    return openai_usage(raw, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
 
 
 def wire_call(call: ToolCall) -> dict[str, Any]:

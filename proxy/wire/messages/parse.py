@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from proxy.exchange import Conversation, Message, Reply, Tool, ToolCall, Usage
+from proxy.wire.common import declare_schema
 
 __all__ = [
     "FAILED_PREFIX",
@@ -175,9 +176,7 @@ def declared_schemas(payload: Mapping[str, Any]) -> list[tuple[str, str, Mapping
     tools = payload.get("tools")
     for index, tool in enumerate(tools if isinstance(tools, list) else ()):
         if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-            schema = tool.get("input_schema")
-            if isinstance(schema, dict) and schema:
-                declared.append((f"tools[{index}].input_schema", tool["name"], schema))
+            declare_schema(declared, f"tools[{index}].input_schema", tool["name"], tool.get("input_schema"))
     return declared
 
 

@@ -15,6 +15,7 @@ import msgspec
 
 from proxy.errors import ProxyError
 from proxy.exchange import Note, Reply, ReturnCalls, Turn, Usage
+from proxy.wire.common import encode, encode_overridden
 
 __all__ = [
     "ERROR_TYPES",
@@ -33,7 +34,6 @@ __all__ = [
     "without_calls",
 ]
 
-_encode = msgspec.json.Encoder().encode
 
 ERROR_TYPES: dict[int, str] = {
     400: "invalid_request_error",
@@ -58,7 +58,7 @@ def error_body(error: ProxyError) -> bytes:
     """``{"type": "error", "error": {"type", "message"}}``, the type matching the status."""
     status = error.status
     kind = ERROR_TYPES.get(status) or ("api_error" if status >= 500 else "invalid_request_error")
-    return _encode({"type": "error", "error": {"type": kind, "message": error.message}})
+    return encode({"type": "error", "error": {"type": kind, "message": error.message}})
 
 
 def error_event(error: ProxyError) -> bytes:
@@ -122,12 +122,7 @@ def render_request(payload: Mapping[str, Any], turns: Sequence[Turn], **override
     if turns:
         messages = payload.get("messages")
         rendered["messages"] = [*(messages if isinstance(messages, list) else ()), *rendered_turns(turns)]
-    for name, value in overrides.items():
-        if value is None:
-            rendered.pop(name, None)
-        else:
-            rendered[name] = value
-    return _encode(rendered)
+    return encode_overridden(rendered, overrides)
 
 
 def summary_overrides(payload: Mapping[str, Any], cap: int | None, force: bool) -> dict[str, Any]:

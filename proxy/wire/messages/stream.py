@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from proxy.exchange import Channel, Reply, ToolCall, Usage
+from proxy.wire.common import AssemblyProgress
 from proxy.wire.messages.parse import parse_usage, reply_from_message
 
 __all__ = [
@@ -120,12 +121,13 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-class MessagesAssembler:
+class MessagesAssembler(AssemblyProgress):
     """Feed it the events of one streamed message; read the reply so far at any time."""
 
     end_name = "message_stop"
 
     def __init__(self) -> None:
+        super().__init__()
         self.complete = False
         """``message_stop`` arrived: the stream is complete."""
         self.model: str | None = None
@@ -134,13 +136,6 @@ class MessagesAssembler:
         self._usage: dict[str, Any] = {}
         self._delta: dict[str, Any] = {}
         self._blocks: dict[int, _Block] = {}
-        self._text: list[str] = []
-        self._joined: str | None = None
-        self.text_length = 0
-        self.produced_chars = 0
-        self.has_text = False
-        self.has_reasoning = False
-        self.has_tool_calls = False
 
     @staticmethod
     def ends(data: bytes) -> bool:
@@ -220,10 +215,7 @@ class MessagesAssembler:
         if not initial:
             block.parts.append(part)
         if block.start.get("type") == "text":
-            self._text.append(part)
-            self._joined = None
-            self.text_length += len(part)
-            self.has_text = self.has_text or (bool(part) and not part.isspace())
+            self._answer_text(part)
         self.produced_chars += len(part)
 
     def _merge_usage(self, usage: Any) -> None:
@@ -232,12 +224,6 @@ class MessagesAssembler:
             self.usage = parse_usage(self._usage)
 
     # -- reading --------------------------------------------------------------------
-
-    @property
-    def content(self) -> str:
-        if self._joined is None:
-            self._joined = "".join(self._text)
-        return self._joined
 
     def completion(self) -> dict[str, Any]:
         """The message a non-streamed call would have returned."""

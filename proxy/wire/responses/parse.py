@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from proxy.exchange import Conversation, Message, Reply, Tool, ToolCall, Usage
+from proxy.wire.common import declare_schema, openai_usage
 
 __all__ = [
     "CALL_ITEMS",
@@ -212,20 +213,13 @@ def declared_schemas(payload: Mapping[str, Any]) -> list[tuple[str, str, Mapping
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
             continue
         if tool.get("type") == "function":
-            _declare(declared, f"tools[{index}]", tool["name"], tool)
+            declare_schema(declared, f"tools[{index}].parameters", tool["name"], tool.get("parameters"))
         elif tool.get("type") == "namespace" and isinstance(tool.get("tools"), list):
             for inner_index, inner in enumerate(tool["tools"]):
                 if isinstance(inner, dict) and inner.get("type") == "function" and isinstance(inner.get("name"), str):
-                    _declare(declared, f"tools[{index}].tools[{inner_index}]", f"{tool['name']}.{inner['name']}", inner)
+                    param, name = f"tools[{index}].tools[{inner_index}].parameters", f"{tool['name']}.{inner['name']}"
+                    declare_schema(declared, param, name, inner.get("parameters"))
     return declared
-
-
-def _declare(
-    declared: list[tuple[str, str, Mapping[str, Any]]], param: str, name: str, tool: Mapping[str, Any]
-) -> None:
-    parameters = tool.get("parameters")
-    if isinstance(parameters, dict) and parameters:
-        declared.append((f"{param}.parameters", name, parameters))
 
 
 def requested_schema(payload: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -274,17 +268,7 @@ def session_hint(payload: Mapping[str, Any], header: Callable[[bytes], str | Non
 
 def parse_usage(raw: Any) -> Usage:
     """A response's ``usage`` (``input_tokens``, ``output_tokens``, cached input tokens)."""
-    if not isinstance(raw, dict):
-        return Usage()
-    prompt = raw.get("input_tokens")
-    completion = raw.get("output_tokens")
-    details = raw.get("input_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return Usage(
-        prompt_tokens=prompt if isinstance(prompt, int) else 0,
-        completion_tokens=completion if isinstance(completion, int) else 0,
-        cached_tokens=cached if isinstance(cached, int) else 0,
-    )
+    return openai_usage(raw, "input_tokens", "output_tokens", "input_tokens_details")
 
 
 def parse_reply(body: bytes) -> Reply | None:

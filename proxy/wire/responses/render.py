@@ -16,9 +16,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import msgspec
-
 from proxy.exchange import Echo, Note, Reply, ReturnCalls, Tool, Turn, Usage
+from proxy.wire.common import encode_overridden
 from proxy.wire.responses.parse import CALL_ITEMS, ENCRYPTED_REASONING, call_name
 
 __all__ = [
@@ -39,7 +38,6 @@ __all__ = [
     "without_calls",
 ]
 
-_encode = msgspec.json.Encoder().encode
 
 PROXY_ID_PREFIXES = ("resp_lw", "msg_lw", "rs_lw", "fc_lw", "ctc_lw")
 _OUTPUT_OF = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
@@ -147,12 +145,7 @@ def render_request(payload: Mapping[str, Any], turns: Sequence[Turn], **override
     rendered = dict(payload)
     if turns:
         rendered.update(_with_turns(payload, turns))
-    for name, value in overrides.items():
-        if value is None:
-            rendered.pop(name, None)
-        else:
-            rendered[name] = value
-    return _encode(rendered)
+    return encode_overridden(rendered, overrides)
 
 
 def summary_overrides(payload: Mapping[str, Any], cap: int | None, force: bool) -> dict[str, Any]:

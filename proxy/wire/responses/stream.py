@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from proxy.exchange import Channel, Reply, Usage
+from proxy.wire.common import AssemblyProgress
 from proxy.wire.responses.parse import CALL_ITEMS, OTHER_CALL_ITEMS, parse_usage, reply_from_response
 
 __all__ = [
@@ -85,12 +86,13 @@ class _Item:
         return item
 
 
-class ResponsesAssembler:
+class ResponsesAssembler(AssemblyProgress):
     """Feed it the events of one streamed response; read the reply so far at any time."""
 
     end_name = "response.completed"
 
     def __init__(self) -> None:
+        super().__init__()
         self.complete = False
         """A terminal event arrived: the stream is whole."""
         self.head: dict[str, Any] | None = None
@@ -100,13 +102,6 @@ class ResponsesAssembler:
         self.model: str | None = None
         self.usage: Usage | None = None
         self.items: dict[int, _Item] = {}
-        self._text: list[str] = []
-        self._joined: str | None = None
-        self.text_length = 0
-        self.produced_chars = 0
-        self.has_text = False
-        self.has_reasoning = False
-        self.has_tool_calls = False
         self._completion: dict[str, Any] | None = None
 
     @staticmethod
@@ -162,7 +157,7 @@ class ResponsesAssembler:
         if isinstance(delta, str) and delta:
             self.produced_chars += len(delta)
             if kind == "response.output_text.delta" or kind == "response.refusal.delta":
-                self._text_delta(delta)
+                self._answer_text(delta)
                 entry.parts.setdefault(_int(event.get("content_index")), []).append(delta)
             elif kind in ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"):
                 entry.pieces.append(delta)
@@ -170,12 +165,6 @@ class ResponsesAssembler:
                 entry.parts.setdefault(_int(event.get("summary_index", event.get("content_index"))), []).append(delta)
                 self.has_reasoning = self.has_reasoning or not delta.isspace()
         return entry.channel
-
-    def _text_delta(self, delta: str) -> None:
-        self._text.append(delta)
-        self._joined = None
-        self.text_length += len(delta)
-        self.has_text = self.has_text or not delta.isspace()
 
     def _opened(self, entry: _Item) -> None:
         kind = entry.item.get("type")
@@ -190,16 +179,10 @@ class ResponsesAssembler:
             for part in entry.item.get("content") or ():
                 text = part.get("text") if isinstance(part, dict) else None
                 if isinstance(text, str) and text:
-                    self._text_delta(text)
+                    self._answer_text(text)
                     self.produced_chars += len(text)
 
     # -- reading --------------------------------------------------------------------
-
-    @property
-    def content(self) -> str:
-        if self._joined is None:
-            self._joined = "".join(self._text)
-        return self._joined
 
     def output(self) -> list[dict[str, Any]]:
         """The output items so far, in index order."""

@@ -1,5 +1,5 @@
 """Endings in the answer channel (issue 22, item 1), in every wire format: when the agent offers an
-answer tool, the ending's summary arrives as a call of that tool, rendered by the format's adapter."""
+answer tool, the ending's summary arrives as a call of that tool, rendered by the format."""
 
 from __future__ import annotations
 

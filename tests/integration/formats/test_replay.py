@@ -34,7 +34,7 @@ def test_a_recorded_loop_replays_under_an_enforcing_policy(
     records = recorded_lines(path, 7)
 
     assert turns == 7
-    assert {record["wire"] for record in records} == {wire_format.adapter}
+    assert {record["wire"] for record in records} == {wire_format.wire_name}
     assert main(["replay", str(path), "--policy", "enforcing", "--policies-dir", str(directory)]) == 0
     out = capsys.readouterr().out
     assert "recorded with policy default, replayed with enforcing" in out

@@ -101,12 +101,12 @@ def test_estimate_is_prompt_bytes_over_four_plus_the_output_cap(payload, body_si
 )
 def test_a_call_is_admitted_only_with_room_left_for_the_ending(policy, expected):
     prices = PriceTable({"gpt-4o": Price(prompt=2.5, completion=10.0)})
-    call = agent_request(
+    request = agent_request(
         {"model": "gpt-4o", "max_tokens": 50, "messages": [{"role": "user", "content": "x" * 324}]}, policy
     )
-    assert len(call.body) == 400  # a prompt of about 100 tokens
+    assert len(request.body) == 400  # a prompt of about 100 tokens
 
-    limits = session_limits(call, prices)
+    limits = session_limits(request, prices)
 
     assert [(limit.name, limit.amount, limit.limit) for limit in limits] == expected
 
@@ -115,24 +115,24 @@ ONE_MODEL = PriceTable({"m": Price(prompt=2.0, completion=8.0)})
 
 
 def test_the_worst_case_in_tokens_is_the_prompt_bytes_over_four_plus_the_output_cap():
-    call = agent_request({**TASK, "max_tokens": 100})
+    request = agent_request({**TASK, "max_tokens": 100})
 
-    assert worst_tokens(call) == len(call.body) // 4 + 100
+    assert worst_tokens(request) == len(request.body) // 4 + 100
 
 
 def test_the_worst_case_in_tokens_reserves_the_policys_share_without_an_output_cap():
-    call = agent_request(TASK, Policy.model_validate({"budgets": {"reserve_tokens": 300}}))
+    request = agent_request(TASK, Policy.model_validate({"budgets": {"reserve_tokens": 300}}))
 
-    assert worst_tokens(call) == len(call.body) // 4 + 300
+    assert worst_tokens(request) == len(request.body) // 4 + 300
 
 
 def test_the_worst_case_cost_prices_every_token_at_the_dearer_price():
-    call = agent_request({**TASK, "max_tokens": 100})
+    request = agent_request({**TASK, "max_tokens": 100})
 
-    assert worst_cost_micros(call, ONE_MODEL) == round(worst_tokens(call) * 8.0)
+    assert worst_cost_micros(request, ONE_MODEL) == round(worst_tokens(request) * 8.0)
 
 
 def test_the_worst_case_cost_of_an_unpriced_model_is_zero():
-    call = agent_request({**TASK, "model": "unknown", "max_tokens": 100})
+    request = agent_request({**TASK, "model": "unknown", "max_tokens": 100})
 
-    assert worst_cost_micros(call, ONE_MODEL) == 0
+    assert worst_cost_micros(request, ONE_MODEL) == 0

@@ -6,7 +6,6 @@ import pytest
 
 from proxy.edge.http import header_text, read_body, upstream_request_headers
 from proxy.errors import PayloadTooLarge
-from proxy.upstream.headers import reply_headers
 
 
 def test_upstream_headers_drop_hop_by_hop_credentials_and_own_headers():
@@ -36,27 +35,6 @@ def test_identity_encoding_replaces_accept_encoding():
     out = upstream_request_headers([("Accept-Encoding", "gzip, br")], None, identity_encoding=True)
 
     assert out == [("accept-encoding", "identity")]
-
-
-def test_reply_headers_keep_end_to_end_drop_cookies_and_add_own():
-    raw = [
-        (b"Content-Type", b"application/json"),
-        (b"Content-Length", b"12"),
-        (b"Transfer-Encoding", b"chunked"),
-        (b"Connection", b"keep-alive"),
-        (b"X-LoopWarden-Spoofed", b"1"),
-        (b"x-request-id", b"r1"),
-        (b"Set-Cookie", b"session=operator; Path=/"),
-        (b"set-cookie2", b"legacy=operator"),
-    ]
-
-    out = reply_headers(raw, [(b"x-loopwarden-upstream-attempts", b"1")])
-
-    assert out == [
-        (b"Content-Type", b"application/json"),
-        (b"x-request-id", b"r1"),
-        (b"x-loopwarden-upstream-attempts", b"1"),
-    ]
 
 
 def _receiver(*chunks: bytes):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import msgspec
 import pytest
 
 from proxy.exchange import Echo, Reply, ReturnCalls, ToolCall, Usage
@@ -14,9 +13,7 @@ from proxy.observe.metrics import Metrics
 from proxy.policy.models import Policy
 from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import SessionDelta, SessionState
-from proxy.session.identity import identify
-from proxy.wire.chat.format import CHAT_COMPLETIONS
-from proxy.wire.chat.parse import parse_conversation
+from tests.support.agent_request import agent_request
 
 PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "Write the report."}]}
 POLICY = Policy.model_validate({"goal": {"enabled": True}})
@@ -26,19 +23,7 @@ THEIR_CALL = ToolCall("c1", "search", "{}")
 
 
 def request() -> AgentRequest:
-    conversation = parse_conversation(PAYLOAD)
-    return AgentRequest(
-        "t",
-        POLICY,
-        identify("t", conversation, "s1", None),
-        PAYLOAD,
-        msgspec.json.encode(PAYLOAD),
-        conversation,
-        "http://up/v1/chat/completions",
-        [],
-        False,
-        CHAT_COMPLETIONS,
-    )
+    return agent_request(PAYLOAD, POLICY)
 
 
 def notes() -> RequestNotes:

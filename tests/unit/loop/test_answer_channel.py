@@ -113,10 +113,10 @@ def message(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_free_text_answer_tool_gets_the_summary_in_one_call_with_a_stable_id():
-    call = asking(FINAL_ANSWER)
+    request = asking(FINAL_ANSWER)
 
-    first = ending_for(call, ENDING, text_started=False)
-    again = ending_for(call, ENDING, text_started=False)
+    first = ending_for(request, ENDING, text_started=False)
+    again = ending_for(request, ENDING, text_started=False)
 
     assert first["choices"][0]["finish_reason"] == "tool_calls"
     assert message(first)["content"] is None

@@ -24,6 +24,7 @@ from proxy.settings import Settings
 from proxy.upstream.client import UpstreamClient
 from proxy.verdict import Finalize
 from proxy.wire.chat.format import CHAT_COMPLETIONS
+from proxy.wire.registry import format_named
 from tests.support.agent_request import agent_request
 from tests.support.fake_upstream import chat_completion
 
@@ -81,9 +82,17 @@ def local(detail: str) -> dict[str, Any]:
 
 
 async def end(upstream: Upstream, policy: Policy | None = None, **options: bool):
-    call = agent_request(PAYLOAD, policy)
+    request = agent_request(PAYLOAD, policy)
     return await Finalizer(upstream.client()).end(
-        LOOP, call.policy, call.wire.codec, call.payload, [], call.conversation, call.url, call.headers, **options
+        LOOP,
+        request.policy,
+        request.wire.codec,
+        request.payload,
+        [],
+        request.conversation,
+        request.url,
+        request.headers,
+        **options,
     )
 
 
@@ -238,7 +247,7 @@ def test_a_long_task_is_clipped_in_what_is_missing():
 def endings(upstream: Upstream, store: MemoryStore, metrics: Metrics | None = None) -> Endings:
     prices = PriceTable({"m": Price(prompt=2.0, completion=8.0)})
     ledger = Ledger(store, metrics or Metrics(), prices, lambda: T0, ending_wait_secs=0.2)
-    return Endings(upstream.client(), ledger, metrics or Metrics(), Tracing())
+    return Endings(upstream.client(), ledger, metrics or Metrics(), Tracing(), format_named)
 
 
 def ended_session():
@@ -247,25 +256,25 @@ def ended_session():
 
 async def test_the_request_that_claims_the_ending_makes_it_and_stores_it():
     upstream, store, metrics = Upstream((200, chat_completion(SUMMARY, model="m"))), MemoryStore(), Metrics()
-    call, delta, notes = ended_session(), SessionDelta(), RequestNotes(started=T0)
+    request, delta, notes = ended_session(), SessionDelta(), RequestNotes(started=T0)
 
-    body = await endings(upstream, store, metrics).make(call, LOOP, SessionState(), delta, notes, [])
+    body = await endings(upstream, store, metrics).make(request, LOOP, SessionState(), delta, notes, [])
 
     assert content(body) == SUMMARY
     assert notes.terminated == "loop"
     assert delta.assignments["termination"] == "loop"
     assert json.loads(delta.assignments["ending"]) == body  # replayed to every later call
     assert (delta.increments["steps"], delta.increments["tokens_in"], delta.increments["tokens_out"]) == (1, 11, 7)
-    assert metrics.terminations.labels(call.tenant, "default", "loop")._value.get() == 1
+    assert metrics.terminations.labels(request.tenant, "default", "loop")._value.get() == 1
 
 
 async def test_a_hard_cost_cap_ending_is_built_here_without_a_call():
     upstream, store = Upstream(), MemoryStore()
-    call = agent_request(PAYLOAD, Policy(budgets={"max_cost_usd": 1.0, "hard_cost_cap": True}), session="cap")
+    request = agent_request(PAYLOAD, Policy(budgets={"max_cost_usd": 1.0, "hard_cost_cap": True}), session="cap")
     verdict = Finalize("budget_cost", "the session spent its budget of $1.00")
     delta = SessionDelta()
 
-    body = await endings(upstream, store).make(call, verdict, SessionState(), delta, RequestNotes(started=T0), [])
+    body = await endings(upstream, store).make(request, verdict, SessionState(), delta, RequestNotes(started=T0), [])
 
     assert without_identity(body) == local(verdict.detail)
     assert upstream.bodies == []
@@ -274,10 +283,10 @@ async def test_a_hard_cost_cap_ending_is_built_here_without_a_call():
 
 async def test_the_turns_this_request_added_go_into_the_summary_call():
     upstream = Upstream((200, chat_completion(SUMMARY)))
-    call = ended_session()
+    request = ended_session()
 
     await endings(upstream, MemoryStore()).make(
-        call, LOOP, SessionState(), SessionDelta(), RequestNotes(started=T0), [Note("Do not repeat yourself.")]
+        request, LOOP, SessionState(), SessionDelta(), RequestNotes(started=T0), [Note("Do not repeat yourself.")]
     )
 
     assert upstream.bodies[0]["messages"][-2] == {"role": "user", "content": "Do not repeat yourself."}
@@ -285,34 +294,34 @@ async def test_the_turns_this_request_added_go_into_the_summary_call():
 
 async def test_a_request_that_finds_the_ending_made_replays_the_stored_one():
     upstream, store, metrics = Upstream(), MemoryStore(), Metrics()
-    call = ended_session()
+    request = ended_session()
     stored = chat_completion("The ending the first request made.")
-    await store.claim_ending(call.session.key, Claim(int(T0 * 1000), 60_000), 3600)
+    await store.claim_ending(request.session.key, Claim(int(T0 * 1000), 60_000), 3600)
     made = SessionDelta()
     made.assign("termination", "budget_steps")
     made.assign("ending", json.dumps(stored))
-    await store.commit(call.session.key, made, 3600)
+    await store.commit(request.session.key, made, 3600)
     delta, notes = SessionDelta(), RequestNotes(started=T0)
 
-    body = await endings(upstream, store, metrics).make(call, LOOP, SessionState(), delta, notes, [])
+    body = await endings(upstream, store, metrics).make(request, LOOP, SessionState(), delta, notes, [])
 
     assert body == stored
     assert notes.terminated == "budget_steps"  # the session's reason, not this request's
     assert upstream.bodies == []
     assert "ending" not in delta.assignments
-    assert metrics.endings_shared.labels(call.tenant, "default", "stored")._value.get() == 1
+    assert metrics.endings_shared.labels(request.tenant, "default", "stored")._value.get() == 1
 
 
 async def test_a_request_whose_ending_another_is_still_making_answers_with_a_summary_built_here():
     upstream, store, metrics = Upstream(), MemoryStore(), Metrics()
-    call = ended_session()
-    await store.claim_ending(call.session.key, Claim(int(T0 * 1000), 60_000), 3600)  # a live claim, no ending yet
+    request = ended_session()
+    await store.claim_ending(request.session.key, Claim(int(T0 * 1000), 60_000), 3600)  # a live claim, no ending yet
     delta, notes = SessionDelta(), RequestNotes(started=T0)
 
-    body = await endings(upstream, store, metrics).make(call, LOOP, SessionState(), delta, notes, [])
+    body = await endings(upstream, store, metrics).make(request, LOOP, SessionState(), delta, notes, [])
 
     assert without_identity(body) == local(LOOP.detail)
     assert (notes.terminated, notes.claim) == ("loop", False)
     assert upstream.bodies == []
     assert "ending" not in delta.assignments
-    assert metrics.endings_shared.labels(call.tenant, "default", "local")._value.get() == 1
+    assert metrics.endings_shared.labels(request.tenant, "default", "local")._value.get() == 1

@@ -26,6 +26,7 @@ from proxy.upstream.client import UpstreamClient
 from proxy.verdict import Pass, Rewrite
 from proxy.wire.chat.format import CHAT_COMPLETIONS
 from proxy.wire.chat.parse import parse_conversation
+from proxy.wire.registry import format_named
 from tests.support.fake_upstream import chat_completion
 from tests.support.waiting import PATIENCE_SECS
 
@@ -59,6 +60,7 @@ def make(
         upstream,
         store,
         Metrics(),
+        formats=format_named,
         clock=clock or (lambda: 1_800_000_000.0),
         prices=prices,
         ending_wait_secs=ending_wait_secs,
@@ -66,7 +68,7 @@ def make(
     policy = policy or Policy()
     conversation = parse_conversation(PAYLOAD)
 
-    def call(payload=PAYLOAD, **extra):
+    def new_request(payload=PAYLOAD, **extra):
         return AgentRequest(
             tenant="t",
             policy=policy,
@@ -81,7 +83,7 @@ def make(
             **extra,
         )
 
-    return pipeline, store, call
+    return pipeline, store, new_request
 
 
 def header(outcome, name: str) -> str | None:
@@ -94,9 +96,9 @@ GOOD = (200, chat_completion("Done properly."))
 
 async def test_running_out_of_attempts_ends_with_the_strike_reason():
     script = Script(EMPTY, EMPTY, GOOD)
-    pipeline, _, call = make(script, Policy(max_attempts=2, empty_response_max_strikes=5))
+    pipeline, _, new_request = make(script, Policy(max_attempts=2, empty_response_max_strikes=5))
 
-    outcome = await pipeline.run(call())
+    outcome = await pipeline.run(new_request())
 
     assert header(outcome, "x-loopwarden-terminated") == "empty_response"
     assert len(script.bodies) == 3  # two attempts, then the summary call
@@ -106,18 +108,18 @@ async def test_running_out_of_attempts_on_other_corrections_ends_as_max_attempts
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     payload = {**PAYLOAD, "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": schema}}}
     script = Script((200, chat_completion('{"n": "x"}')), (200, chat_completion('{"n": "y"}')), GOOD)
-    pipeline, _, call = make(script, Policy(max_attempts=2))
+    pipeline, _, new_request = make(script, Policy(max_attempts=2))
 
-    outcome = await pipeline.run(call(payload))
+    outcome = await pipeline.run(new_request(payload))
 
     assert header(outcome, "x-loopwarden-terminated") == "max_attempts"
 
 
 async def test_nudges_accumulate_in_the_retried_request():
     script = Script(EMPTY, EMPTY, GOOD)
-    pipeline, _, call = make(script)
+    pipeline, _, new_request = make(script)
 
-    await pipeline.run(call())
+    await pipeline.run(new_request())
 
     assert [m["role"] for m in script.bodies[2]["messages"]] == ["user", "user", "user"]
     assert script.bodies[2]["messages"][1] == script.bodies[2]["messages"][2]
@@ -126,20 +128,20 @@ async def test_nudges_accumulate_in_the_retried_request():
 async def test_upstream_error_is_returned_unguarded_and_costs_no_step():
     error = {"error": {"message": "no", "type": "invalid_request_error", "param": None, "code": None}}
     script = Script((400, error))
-    pipeline, store, call = make(script)
+    pipeline, store, new_request = make(script)
 
-    outcome = await pipeline.run(call())
+    outcome = await pipeline.run(new_request())
 
     assert outcome.upstream is not None
     assert outcome.upstream.response.status_code == 400
-    assert (await store.load(call().session.key)).steps == 0
+    assert (await store.load(new_request().session.key)).steps == 0
 
 
 async def test_a_reply_that_is_not_a_chat_completion_passes_through():
     script = Script((200, b"not json at all"))
-    pipeline, _, call = make(script)
+    pipeline, _, new_request = make(script)
 
-    outcome = await pipeline.run(call())
+    outcome = await pipeline.run(new_request())
 
     assert outcome.upstream.response.content == b"not json at all"
     assert header(outcome, "x-loopwarden-interventions") == "none"
@@ -147,10 +149,10 @@ async def test_a_reply_that_is_not_a_chat_completion_passes_through():
 
 async def test_usage_and_steps_are_committed():
     script = Script(EMPTY, GOOD)
-    pipeline, store, call = make(script)
+    pipeline, store, new_request = make(script)
 
-    await pipeline.run(call())
-    state = await store.load(call().session.key)
+    await pipeline.run(new_request())
+    state = await store.load(new_request().session.key)
 
     assert (state.steps, state.turns) == (2, 1)
     assert (state.counter("tokens_in"), state.counter("tokens_out")) == (22, 14)
@@ -158,9 +160,9 @@ async def test_usage_and_steps_are_committed():
 
 async def test_shadow_mode_does_not_end_a_session_over_its_step_limit():
     script = Script(GOOD, GOOD, GOOD)
-    pipeline, _, call = make(script, Policy(mode="shadow", max_steps=1))
+    pipeline, _, new_request = make(script, Policy(mode="shadow", max_steps=1))
 
-    outcomes = [await pipeline.run(call()) for _ in range(3)]
+    outcomes = [await pipeline.run(new_request()) for _ in range(3)]
 
     assert [header(o, "x-loopwarden-terminated") for o in outcomes] == [None, None, None]
     assert header(outcomes[2], "x-loopwarden-shadow") == "finalize_budget_steps"
@@ -168,9 +170,9 @@ async def test_shadow_mode_does_not_end_a_session_over_its_step_limit():
 
 async def test_local_summary_when_policy_says_so():
     script = Script(EMPTY, EMPTY, EMPTY)
-    pipeline, _, call = make(script, Policy(finalize={"use_upstream": False}))
+    pipeline, _, new_request = make(script, Policy(finalize={"use_upstream": False}))
 
-    outcome = await pipeline.run(call())
+    outcome = await pipeline.run(new_request())
 
     assert len(script.bodies) == 3
     assert "What was found" in json.loads(outcome.body)["choices"][0]["message"]["content"]
@@ -179,9 +181,9 @@ async def test_local_summary_when_policy_says_so():
 @pytest.mark.parametrize("steps", [1, 2])
 async def test_step_limit_is_checked_before_each_nudge(steps):
     script = Script(EMPTY, EMPTY, EMPTY, GOOD)
-    pipeline, _, call = make(script, Policy(max_steps=steps))
+    pipeline, _, new_request = make(script, Policy(max_steps=steps))
 
-    outcome = await pipeline.run(call())
+    outcome = await pipeline.run(new_request())
 
     assert header(outcome, "x-loopwarden-terminated") == "budget_steps"
     assert len(script.bodies) == steps  # the summary call is the last step
@@ -209,10 +211,10 @@ def reply_using(prompt: int, completion: int, text: str = "Working on it.", mode
 async def test_token_budget_ends_the_session_gracefully():
     script = Script(reply_using(600, 400), reply_using(0, 0, "Summary of what was found."))
     policy = Policy(budgets={"max_tokens": 1000, "reserve_tokens": 50}, finalize={"max_tokens": 16})
-    pipeline, _, call = make(script, policy)
+    pipeline, _, new_request = make(script, policy)
 
-    first = await pipeline.run(call({**PAYLOAD, "max_tokens": 50}))
-    second = await pipeline.run(call({**PAYLOAD, "max_tokens": 50}))
+    first = await pipeline.run(new_request({**PAYLOAD, "max_tokens": 50}))
+    second = await pipeline.run(new_request({**PAYLOAD, "max_tokens": 50}))
 
     assert header(first, "x-loopwarden-budget-remaining") == "steps=49;tokens=0"
     assert header(second, "x-loopwarden-terminated") == "budget_tokens"
@@ -221,10 +223,10 @@ async def test_token_budget_ends_the_session_gracefully():
 
 async def test_a_call_that_would_not_fit_is_not_made():
     script = Script(reply_using(100, 100), reply_using(0, 0, "Summary."))
-    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 1000}, finalize={"max_tokens": 500}))
-    await pipeline.run(call({**PAYLOAD, "max_tokens": 100}))
+    pipeline, _, new_request = make(script, Policy(budgets={"max_tokens": 1000}, finalize={"max_tokens": 500}))
+    await pipeline.run(new_request({**PAYLOAD, "max_tokens": 100}))
 
-    outcome = await pipeline.run(call({**PAYLOAD, "max_tokens": 900}))  # 800 left, 900 + prompt needed
+    outcome = await pipeline.run(new_request({**PAYLOAD, "max_tokens": 900}))  # 800 left, 900 + prompt needed
 
     assert header(outcome, "x-loopwarden-terminated") == "budget_tokens"
     assert len(script.bodies) == 2  # the refused call never went upstream: only the summary did
@@ -233,35 +235,35 @@ async def test_a_call_that_would_not_fit_is_not_made():
 
 async def test_reservations_are_settled_whatever_the_outcome():
     script = Script(reply_using(10, 10))
-    pipeline, store, call = make(script, Policy(budgets={"max_tokens": 10_000}))
+    pipeline, store, new_request = make(script, Policy(budgets={"max_tokens": 10_000}))
 
-    await pipeline.run(call())
+    await pipeline.run(new_request())
 
-    assert (await store.load(call().session.key)).counter("reserved_tokens") == 0
+    assert (await store.load(new_request().session.key)).counter("reserved_tokens") == 0
 
 
 async def test_cost_budget_uses_the_price_table_and_a_hard_cap_summarizes_locally():
     prices = PriceTable({"gpt-4o": Price(prompt=2.5, completion=10.0)})
     policy = Policy(budgets={"max_cost_usd": 0.01, "hard_cost_cap": True})
     script = Script(reply_using(2000, 600))  # 2000*2.5 + 600*10 = 11,000 micro-dollars
-    pipeline, store, call = make(script, policy, prices=prices)
+    pipeline, store, new_request = make(script, policy, prices=prices)
     payload = {**PAYLOAD, "model": "gpt-4o", "max_tokens": 10}
 
-    await pipeline.run(call(payload))
-    ending = await pipeline.run(call(payload))
+    await pipeline.run(new_request(payload))
+    ending = await pipeline.run(new_request(payload))
 
-    assert (await store.load(call().session.key)).counter("cost_micros") == 11_000
+    assert (await store.load(new_request().session.key)).counter("cost_micros") == 11_000
     assert header(ending, "x-loopwarden-terminated") == "budget_cost"
     assert len(script.bodies) == 1  # the hard cap forbade even the summary call
     assert "What was found" in json.loads(ending.body)["choices"][0]["message"]["content"]
 
 
 async def test_unpriced_model_is_counted_as_unknown():
-    pipeline, store, call = make(Script(reply_using(10, 10, model="my-llama")), prices=PriceTable({}))
+    pipeline, store, new_request = make(Script(reply_using(10, 10, model="my-llama")), prices=PriceTable({}))
 
-    await pipeline.run(call())
+    await pipeline.run(new_request())
 
-    state = await store.load(call().session.key)
+    state = await store.load(new_request().session.key)
     assert (state.counter("unpriced_calls"), state.counter("cost_micros")) == (1, 0)
 
 
@@ -269,15 +271,15 @@ async def test_active_time_does_not_count_a_human_pause():
     clock = Clock()
     policy = Policy(budgets={"max_active_secs": 100, "idle_gap_secs": 120})
     script = Script(reply_using(1, 1), reply_using(1, 1), reply_using(1, 1), reply_using(0, 0, "Time is up."))
-    pipeline, _store, call = make(script, policy, clock=clock)
+    pipeline, _store, new_request = make(script, policy, clock=clock)
 
-    await pipeline.run(call())
+    await pipeline.run(new_request())
     clock.now += 20  # the agent thinks for 20 s: counted
-    await pipeline.run(call())
+    await pipeline.run(new_request())
     clock.now += 3600  # a human approves after an hour: not counted
-    third = await pipeline.run(call())
+    third = await pipeline.run(new_request())
     clock.now += 60  # 80 of 100 s used, and a step takes about 27 s: the next would not fit
-    fourth = await pipeline.run(call())
+    fourth = await pipeline.run(new_request())
 
     assert header(third, "x-loopwarden-budget-remaining") == "steps=47;seconds=80"
     assert header(fourth, "x-loopwarden-terminated") == "budget_time"
@@ -286,10 +288,10 @@ async def test_active_time_does_not_count_a_human_pause():
 async def test_low_budget_adds_a_converge_note_to_the_request():
     script = Script(reply_using(850, 0), reply_using(10, 10, "Final answer."))
     policy = Policy(budgets={"max_tokens": 1000, "reserve_tokens": 10}, finalize={"max_tokens": 16})
-    pipeline, _, call = make(script, policy)
-    await pipeline.run(call({**PAYLOAD, "max_tokens": 10}))
+    pipeline, _, new_request = make(script, policy)
+    await pipeline.run(new_request({**PAYLOAD, "max_tokens": 10}))
 
-    outcome = await pipeline.run(call({**PAYLOAD, "max_tokens": 10}))
+    outcome = await pipeline.run(new_request({**PAYLOAD, "max_tokens": 10}))
 
     assert header(outcome, "x-loopwarden-interventions") == "budget_note"
     note = script.bodies[1]["messages"][-1]
@@ -299,10 +301,10 @@ async def test_low_budget_adds_a_converge_note_to_the_request():
 
 async def test_a_budget_ending_caps_the_summary_call_even_without_a_client_limit():
     script = Script(reply_using(900, 100), reply_using(0, 0, "Summary."))
-    pipeline, _, call = make(script, Policy(budgets={"max_tokens": 2000, "reserve_tokens": 10}))
-    await pipeline.run(call())
+    pipeline, _, new_request = make(script, Policy(budgets={"max_tokens": 2000, "reserve_tokens": 10}))
+    await pipeline.run(new_request())
 
-    await pipeline.run(call())
+    await pipeline.run(new_request())
 
     assert script.bodies[-1]["max_tokens"] == Policy().finalize.max_tokens
 
@@ -310,15 +312,15 @@ async def test_a_budget_ending_caps_the_summary_call_even_without_a_client_limit
 async def test_tenant_cost_cap_refuses_with_a_retry_after_and_releases_the_session_reservation():
     prices = PriceTable({"gpt-4o": Price(prompt=2.5, completion=10.0)})
     script = Script(reply_using(2000, 600))  # 11,000 micro-dollars
-    pipeline, store, call = make(script, Policy(budgets={"max_tokens": 100_000}), prices=prices)
+    pipeline, store, new_request = make(script, Policy(budgets={"max_tokens": 100_000}), prices=prices)
     payload = {**PAYLOAD, "model": "gpt-4o", "max_tokens": 100}
 
-    await pipeline.run(call(payload, daily_cost_usd=0.012))
+    await pipeline.run(new_request(payload, daily_cost_usd=0.012))
     with pytest.raises(RateLimited) as refused:
-        await pipeline.run(call(payload, daily_cost_usd=0.012))
+        await pipeline.run(new_request(payload, daily_cost_usd=0.012))
 
     assert 0 < int(refused.value.headers["Retry-After"]) <= 86_400
-    assert (await store.load(call().session.key)).counter("reserved_tokens") == 0
+    assert (await store.load(new_request().session.key)).counter("reserved_tokens") == 0
     assert len(script.bodies) == 1
 
 
@@ -339,12 +341,12 @@ async def test_when_another_requests_ending_does_not_come_in_time_a_request_answ
     from proxy.session.base import Claim
 
     script = Script()
-    pipeline, store, call = make(script, Policy(max_steps=2), ending_wait_secs=0.2)
-    key = call().session.key
+    pipeline, store, new_request = make(script, Policy(max_steps=2), ending_wait_secs=0.2)
+    key = new_request().session.key
     await _ended_budget(store, key, 2)
     assert (await store.claim_ending(key, Claim(NOW_MS, 60_000), 3600)).claimed  # another request's claim
 
-    outcome = await pipeline.run(call())
+    outcome = await pipeline.run(new_request())
 
     assert script.bodies == []
     assert header(outcome, "x-loopwarden-terminated") == "budget_steps"
@@ -362,11 +364,11 @@ async def test_a_claimer_cancelled_mid_summary_gives_the_claim_back():
         await asyncio.sleep(30)
         return httpx.Response(200, json=chat_completion("never"))
 
-    pipeline, store, call = make(hang, Policy(max_steps=1))
-    key = call().session.key
+    pipeline, store, new_request = make(hang, Policy(max_steps=1))
+    key = new_request().session.key
     await _ended_budget(store, key, 1)
 
-    running = asyncio.create_task(pipeline.run(call()))
+    running = asyncio.create_task(pipeline.run(new_request()))
     await asyncio.wait_for(entered.wait(), PATIENCE_SECS)
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -390,15 +392,15 @@ async def test_a_request_waits_for_the_ending_another_request_is_making_and_answ
     from proxy.session.base import Claim, SessionDelta
 
     script = Script()
-    pipeline, store, call = make(script, Policy(max_steps=2))
-    key = call().session.key
+    pipeline, store, new_request = make(script, Policy(max_steps=2))
+    key = new_request().session.key
     await _ended_budget(store, key, 2)
     await store.claim_ending(key, Claim(NOW_MS, 60_000), 3600)
     stored = SessionDelta()
     stored.assign("termination", "budget_steps")
     stored.assign("ending", json.dumps(chat_completion("The ending the claimer made.")))
 
-    outcome, _ = await asyncio.gather(pipeline.run(call()), _later(0.1, store.commit(key, stored, 3600)))
+    outcome, _ = await asyncio.gather(pipeline.run(new_request()), _later(0.1, store.commit(key, stored, 3600)))
 
     assert script.bodies == []
     assert json.loads(outcome.body)["choices"][0]["message"]["content"] == "The ending the claimer made."
@@ -411,14 +413,14 @@ async def test_a_waiting_request_takes_a_claim_given_back_and_makes_the_ending_i
     from proxy.session.base import Claim, SessionDelta
 
     script = Script((200, chat_completion("Summary made by the second request.")))
-    pipeline, store, call = make(script, Policy(max_steps=2))
-    key = call().session.key
+    pipeline, store, new_request = make(script, Policy(max_steps=2))
+    key = new_request().session.key
     await _ended_budget(store, key, 2)
     await store.claim_ending(key, Claim(NOW_MS, 60_000), 3600)
     given_back = SessionDelta()
     given_back.assign("ending_claim", 0)
 
-    outcome, _ = await asyncio.gather(pipeline.run(call()), _later(0.1, store.commit(key, given_back, 3600)))
+    outcome, _ = await asyncio.gather(pipeline.run(new_request()), _later(0.1, store.commit(key, given_back, 3600)))
 
     assert len(script.bodies) == 1
     assert json.loads(outcome.body)["choices"][0]["message"]["content"] == "Summary made by the second request."
@@ -430,15 +432,15 @@ async def test_an_output_limit_that_alone_costs_more_than_the_cost_budget_is_a_4
 
     prices = PriceTable({"gpt-4o": Price(prompt=2.5, completion=10.0)})  # $0.01 buys 1,000 output tokens
     script = Script()
-    pipeline, store, call = make(script, Policy(budgets={"max_cost_usd": 0.01}), prices=prices)
+    pipeline, store, new_request = make(script, Policy(budgets={"max_cost_usd": 0.01}), prices=prices)
 
     with pytest.raises(InvalidRequest) as refused:
-        await pipeline.run(call({**PAYLOAD, "model": "gpt-4o", "max_completion_tokens": 2000}))
+        await pipeline.run(new_request({**PAYLOAD, "model": "gpt-4o", "max_completion_tokens": 2000}))
 
     assert refused.value.param == "max_completion_tokens"
     assert "at most 1000" in refused.value.message
     assert script.bodies == []
-    assert (await store.load(call().session.key)).is_new
+    assert (await store.load(new_request().session.key)).is_new
 
 
 class _Redacting(ResponseGuard):
@@ -453,10 +455,12 @@ class _Redacting(ResponseGuard):
 async def test_a_rewrite_reaches_the_agent_in_its_wire_format():
     script = Script(GOOD)
     upstream = UpstreamClient(Settings(upstream="http://up/v1", retry_attempts=1), httpx.MockTransport(script))
-    pipeline = Pipeline(upstream, MemoryStore(), Metrics(), [], [_Redacting()], clock=lambda: 1_800_000_000.0)
-    _, _, call = make(Script())
+    pipeline = Pipeline(
+        upstream, MemoryStore(), Metrics(), [], [_Redacting()], format_named, clock=lambda: 1_800_000_000.0
+    )
+    _, _, new_request = make(Script())
 
-    outcome = await pipeline.run(call())
+    outcome = await pipeline.run(new_request())
 
     body = json.loads(outcome.body)
     assert body["object"] == "chat.completion"
@@ -489,7 +493,7 @@ def completion(request: httpx.Request) -> httpx.Response:
 async def test_a_request_cancelled_while_it_commits_still_writes_its_usage():
     store = SlowCommits()
     upstream = UpstreamClient(Settings(upstream="http://up/v1"), httpx.MockTransport(completion))
-    pipeline = build_pipeline(upstream, store, Metrics())
+    pipeline = build_pipeline(upstream, store, Metrics(), formats=format_named)
     conversation = parse_conversation(PAYLOAD)
     request = AgentRequest(
         tenant="t",

@@ -22,7 +22,7 @@ PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "token sk-abcd
 REPLY = Reply("ok", None, (ToolCall("c1", "search", '{"q": "x"}'),), "tool_calls", Usage(10, 5))
 
 
-def chat_call(recording: RecordingSettings | None = None) -> AgentRequest:
+def chat_request(recording: RecordingSettings | None = None) -> AgentRequest:
     policy = Policy(recording=recording or RecordingSettings())
     conversation = parse_conversation(PAYLOAD)
     return AgentRequest(
@@ -39,9 +39,9 @@ def chat_call(recording: RecordingSettings | None = None) -> AgentRequest:
     )
 
 
-def record_once(recorder: Recorder, call: AgentRequest, attempt: int = 1) -> None:
-    context = GuardContext(call.policy, SessionState(), call.conversation)
-    recorder.record(Step(call, context, attempt, REPLY, None, 0.01, RequestNotes(started=1.0)))
+def record_once(recorder: Recorder, request: AgentRequest, attempt: int = 1) -> None:
+    context = GuardContext(request.policy, SessionState(), request.conversation)
+    recorder.record(Step(request, context, attempt, REPLY, None, 0.01, RequestNotes(started=1.0)))
 
 
 def test_verdict_names_follow_the_log_lines():
@@ -59,12 +59,12 @@ def test_redacted_masks_keys_at_any_depth():
 
 
 def test_a_record_holds_the_request_only_on_the_first_attempt():
-    call = chat_call()
-    context = GuardContext(call.policy, SessionState(), call.conversation)
+    request = chat_request()
+    context = GuardContext(request.policy, SessionState(), request.conversation)
     notes = RequestNotes(started=1.0)
 
-    first = step_record(Step(call, context, 1, REPLY, None, 0.0, notes))
-    second = step_record(Step(call, context, 2, REPLY, None, 0.0, notes))
+    first = step_record(Step(request, context, 1, REPLY, None, 0.0, notes))
+    second = step_record(Step(request, context, 2, REPLY, None, 0.0, notes))
 
     assert first["request"]["messages"][0]["content"] == "token [REDACTED] please"
     assert "request" not in second
@@ -75,7 +75,7 @@ def test_a_record_holds_the_request_only_on_the_first_attempt():
 async def test_a_policy_that_does_not_record_queues_nothing():
     recorder = Recorder()
 
-    record_once(recorder, chat_call())
+    record_once(recorder, chat_request())
 
     assert (recorder.written, recorder.dropped) == (0, 0)
     await recorder.aclose()
@@ -84,10 +84,10 @@ async def test_a_policy_that_does_not_record_queues_nothing():
 async def test_records_are_appended_to_the_jsonl_file(tmp_path):
     path = tmp_path / "deep" / "steps.jsonl"
     recorder = Recorder()
-    call = chat_call(RecordingSettings(enabled=True, jsonl_path=str(path)))
+    request = chat_request(RecordingSettings(enabled=True, jsonl_path=str(path)))
 
-    record_once(recorder, call)
-    record_once(recorder, call, attempt=2)
+    record_once(recorder, request)
+    record_once(recorder, request, attempt=2)
     await recorder.flush()
 
     assert [json.loads(line)["attempt"] for line in path.read_text().splitlines()] == [1, 2]
@@ -96,10 +96,10 @@ async def test_records_are_appended_to_the_jsonl_file(tmp_path):
 
 async def test_a_full_queue_drops_records_instead_of_waiting(tmp_path):
     recorder = Recorder(queue_size=1)
-    call = chat_call(RecordingSettings(enabled=True, jsonl_path=str(tmp_path / "s.jsonl")))
+    request = chat_request(RecordingSettings(enabled=True, jsonl_path=str(tmp_path / "s.jsonl")))
 
     for _ in range(3):
-        record_once(recorder, call)  # the writer has not run yet: one fits, two are dropped
+        record_once(recorder, request)  # the writer has not run yet: one fits, two are dropped
 
     assert recorder.dropped == 2
     await recorder.aclose()
@@ -107,8 +107,8 @@ async def test_a_full_queue_drops_records_instead_of_waiting(tmp_path):
 
 async def test_an_unwritable_target_drops_the_batch_and_keeps_recording(tmp_path):
     recorder = Recorder()
-    bad = chat_call(RecordingSettings(enabled=True, jsonl_path=str(tmp_path)))  # a directory
-    good = chat_call(RecordingSettings(enabled=True, jsonl_path=str(tmp_path / "ok.jsonl")))
+    bad = chat_request(RecordingSettings(enabled=True, jsonl_path=str(tmp_path)))  # a directory
+    good = chat_request(RecordingSettings(enabled=True, jsonl_path=str(tmp_path / "ok.jsonl")))
 
     record_once(recorder, bad)
     await recorder.flush()
@@ -122,7 +122,7 @@ async def test_an_unwritable_target_drops_the_batch_and_keeps_recording(tmp_path
 async def test_a_redis_stream_without_a_redis_url_is_dropped():
     recorder = Recorder(redis_url=None)
 
-    record_once(recorder, chat_call(RecordingSettings(enabled=True, redis_stream="steps")))
+    record_once(recorder, chat_request(RecordingSettings(enabled=True, redis_stream="steps")))
     await asyncio.sleep(0)
 
     assert recorder.dropped == 1
@@ -132,7 +132,7 @@ async def test_a_redis_stream_without_a_redis_url_is_dropped():
 async def test_an_unreachable_redis_drops_the_batch():
     recorder = Recorder(redis_url="redis://127.0.0.1:1/0", timeout=0.2)
 
-    record_once(recorder, chat_call(RecordingSettings(enabled=True, redis_stream="steps")))
+    record_once(recorder, chat_request(RecordingSettings(enabled=True, redis_stream="steps")))
     await recorder.flush()
 
     assert (recorder.dropped, recorder.written) == (1, 0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import httpx
-import msgspec
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -13,14 +12,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from proxy.loop.build import build_pipeline
 from proxy.observe.metrics import Metrics
 from proxy.observe.tracing import Tracing
-from proxy.policy.models import Policy
-from proxy.request import AgentRequest
-from proxy.session.identity import identify
 from proxy.session.memory import MemoryStore
 from proxy.settings import Settings
 from proxy.upstream.client import UpstreamClient
-from proxy.wire.chat.format import CHAT_COMPLETIONS
-from proxy.wire.chat.parse import parse_conversation
+from proxy.wire.registry import format_named
+from tests.support.agent_request import agent_request
 from tests.support.fake_upstream import chat_completion, tool_call
 
 PAYLOAD = {
@@ -47,23 +43,12 @@ async def test_spans_follow_the_genai_conventions_and_carry_decisions():
         upstream,
         MemoryStore(),
         Metrics(),
+        formats=format_named,
         tracing=Tracing(provider.get_tracer("test")),
     )
-    conversation = parse_conversation(PAYLOAD)
-    call = AgentRequest(
-        "t",
-        Policy(),
-        identify("t", conversation, "s1", None),
-        PAYLOAD,
-        msgspec.json.encode(PAYLOAD),
-        conversation,
-        "http://up/v1/chat/completions",
-        [],
-        False,
-        CHAT_COMPLETIONS,
-    )
+    request = agent_request(PAYLOAD)
 
-    await pipeline.run(call)
+    await pipeline.run(request)
 
     spans = {span.name: span for span in exporter.get_finished_spans()}
     agent = spans["invoke_agent"]

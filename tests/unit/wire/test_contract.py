@@ -221,12 +221,12 @@ def test_the_summary_call_asks_once_for_prose_or_the_answer_tool(wire, speaks, a
 def test_a_stored_ending_replays_as_it_was_stored(wire):
     body = wire.codec.ending("The run ended.", model="m")
 
-    assert replayed_ending(wire, stored(wire, body)) == body
+    assert replayed_ending(wire, stored(wire, body), format_named) == body
 
 
 @pytest.mark.parametrize("source", FORMATS, ids=lambda source: source.name)
 def test_an_ending_stored_by_any_format_replays_in_this_ones_shape(wire, source):
-    body = replayed_ending(wire, stored(source, source.codec.ending("The run ended.", model="m")))
+    body = replayed_ending(wire, stored(source, source.codec.ending("The run ended.", model="m")), format_named)
 
     assert wire.codec.parse_reply(wire.codec.encode(body)).content == "The run ended."
 

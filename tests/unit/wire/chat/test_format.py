@@ -1,4 +1,4 @@
-"""The chat-completions adapter: neutral turns in, chat completions out; its stream errors and judge dialect."""
+"""The chat-completions format: neutral turns in, chat completions out; its stream errors and judge dialect."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reading chat completions: what a request asks for and what a reply says, as tables (the adapter: test_adapter.py)."""
+"""Reading chat completions: what a request asks for and what a reply says, as tables (the format: test_format.py)."""
 
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ def test_an_incomplete_stream_is_cut_short():
     assert assembler.reply().cut_short
 
 
-def test_a_response_streamed_by_the_adapter_is_consistent_and_carries_it_whole():
+def test_a_response_streamed_by_the_format_is_consistent_and_carries_it_whole():
     body = response(reasoning("think", encrypted="gAAA-x"), message("Hi."), function_call("f", "{}"))
 
     parsed = validate_stream(RESPONSES.stream.streamed(body, include_usage=True))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from proxy.loop.replay import format_result, read_records, replay_session, sessions_of
+from proxy.edge.replay import format_result, read_records, replay_session, sessions_of
 from proxy.policy.models import Policy
 
 TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]

@@ -261,6 +261,7 @@ async def replay_session(
         upstream,
         MemoryStore(),
         metrics,
+        formats=format_named,
         clock=lambda: clock[0],
         recorder=capture,
     )

@@ -1,0 +1,87 @@
+"""Connections the server cannot be made to hold, at the protocol level: the guarded protocols
+serve a real socket in process. An upgrade asked with any method but ``GET`` is answered as
+HTTP and closed, a handshake the WebSocket library cannot parse gets a 400 and a close, and a
+request head that does not arrive in time closes the connection. The whole server's behaviour
+is in tests/reliability/test_held_connections.py."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from uvicorn.config import Config
+from uvicorn.server import ServerState
+
+from proxy.edge.connections import BAD_HANDSHAKE, GuardedHttpProtocol, guarded_websocket_protocol
+from tests.support.waiting import PATIENCE_SECS
+
+
+async def app(scope, receive, send) -> None:
+    """Answers every HTTP request 426, as the routes answer an upgrade they do not serve."""
+    await send({"type": "http.response.start", "status": 426, "headers": [(b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+@pytest.fixture
+async def port() -> AsyncIterator[int]:
+    """A port served by the guarded protocols, with a head deadline of a tenth of a second."""
+    config = Config(app, ws=guarded_websocket_protocol() or "none", log_level="critical", lifespan="off")
+    config.load()
+    protocol = GuardedHttpProtocol.with_header_timeout(0.1)
+    state = ServerState()
+    server = await asyncio.get_running_loop().create_server(
+        lambda: protocol(config=config, server_state=state, app_state={}), "127.0.0.1", 0
+    )
+    yield server.sockets[0].getsockname()[1]
+    server.close()
+    await server.wait_closed()
+
+
+async def until_closed(port: int, data: bytes) -> bytes:
+    """What the server answers ``data`` with, read until it closes the connection."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    try:
+        return await asyncio.wait_for(reader.read(-1), PATIENCE_SECS)
+    finally:
+        writer.close()
+
+
+def upgrade(method: str, extra: bytes = b"\r\n") -> bytes:
+    return (
+        f"{method} /v1/responses HTTP/1.1\r\nHost: proxy\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Version: 13\r\n"
+    ).encode() + extra
+
+
+@pytest.mark.parametrize("method", ["HEAD", "PUT", "OPTIONS"])
+async def test_an_upgrade_asked_with_another_method_than_get_is_answered_as_http_and_closed(port, method):
+    reply = await until_closed(port, upgrade(method))
+
+    assert reply.startswith(b"HTTP/1.1 426 ")
+
+
+async def test_a_handshake_the_library_cannot_parse_gets_a_400_and_a_close(port):
+    key = b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+    reply = await until_closed(port, upgrade("GET", key + b"Content-Length: 3\r\n\r\nabc"))  # a body: unparsable
+
+    assert reply == BAD_HANDSHAKE
+
+
+async def test_a_request_head_that_does_not_arrive_in_time_closes_the_connection(port):
+    assert await until_closed(port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\n") == b""
+
+
+def test_a_head_deadline_of_its_own_leaves_the_protocol_it_derives_from_alone():
+    quick = GuardedHttpProtocol.with_header_timeout(0.5)
+
+    assert quick.header_timeout == 0.5
+    assert GuardedHttpProtocol.header_timeout == 10.0
+    assert issubclass(quick, GuardedHttpProtocol)
+
+
+def test_the_400_for_a_bad_handshake_declares_its_body_length():
+    head, _, body = BAD_HANDSHAKE.partition(b"\r\n\r\n")
+
+    assert f"content-length: {len(body)}".encode() in head.split(b"\r\n")
