@@ -270,6 +270,12 @@ class SessionStore(Protocol):
         """Raise :class:`StoreUnavailable` when the store cannot serve."""
         ...
 
+    async def settled(self) -> None:
+        """Every commit sent without waiting (see :meth:`start_commit`) has landed or failed:
+        what a reader that must see them (a drain, a test of the books) waits for. Unordered
+        ones, such as a tenant's settlement, are otherwise only eventually visible."""
+        ...
+
     async def aclose(self) -> None: ...
 
 

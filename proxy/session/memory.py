@@ -222,6 +222,9 @@ class MemoryStore:
     async def ping(self) -> None:
         return None
 
+    async def settled(self) -> None:
+        return None  # every commit here completes before it returns
+
     async def aclose(self) -> None:
         self._groups.clear()
         self._expires.clear()

@@ -441,10 +441,13 @@ class RedisStore:
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"ping failed: {type(exc).__name__}") from exc
 
-    async def aclose(self) -> None:
-        """Close, once every commit started and not yet confirmed has landed or failed."""
+    async def settled(self) -> None:
         while self._unconfirmed:
             await asyncio.wait(list(self._unconfirmed))  # waits without cancelling them
+
+    async def aclose(self) -> None:
+        """Close, once every commit started and not yet confirmed has landed or failed."""
+        await self.settled()
         if self._lean is not None:
             await self._lean.aclose()
         await self._client.aclose()

@@ -285,6 +285,7 @@ async def test_the_tenants_day_books_what_a_call_really_used(store, used, fits):
     delta.incr("steps")
     ledger.charge(request, delta, Usage(used, 0), "m")
     await ledger.commit(request, delta, notes)
+    await store.settled()  # the tenant's settlement is sent unordered: no admission waits for it
 
     assert await admitted(ledger, new_request(tenant=request.tenant, daily_tokens=cap)) is fits
 
