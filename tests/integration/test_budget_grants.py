@@ -1,0 +1,192 @@
+"""Budget grants over real HTTP (``PATCH /v1/loopwarden/sessions/{id}``), on memory, Redis and
+Redis Cluster state, with two tenants: a budget's ending is lifted and the ended request served
+anew; only the session's own key or its tenant's admin key may grant, within the policy's ceiling."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from proxy.edge.tenants import hash_key
+from tests.integration.test_observability import sample
+from tests.support.assertions import assert_openai_error
+from tests.support.fake_upstream import Json, chat_completion
+
+MESSAGES = [{"role": "user", "content": "Summarize the quarterly report."}]
+POLICY = "max_steps: 3\nbudgets: {grant_ceiling: {steps: 4}}\n"
+ACME, ACME_ADMIN, OTHER, OTHER_ADMIN = "lw-acme", "lw-acme-admin", "lw-other", "lw-other-admin"
+
+
+def _tenants_file(tmp_path, monkeypatch) -> str:
+    monkeypatch.setenv("PROVIDER_KEY", "sk-provider")
+    path = tmp_path / "tenants.yaml"
+    path.write_text(
+        f"""
+tenants:
+  - name: acme
+    key_sha256: ["{hash_key(ACME)}"]
+    admin_key_sha256: "{hash_key(ACME_ADMIN)}"
+    upstream: {{api_key_env: PROVIDER_KEY}}
+  - name: other
+    key_sha256: ["{hash_key(OTHER)}"]
+    admin_key_sha256: "{hash_key(OTHER_ADMIN)}"
+    upstream: {{api_key_env: PROVIDER_KEY}}
+"""
+    )
+    return str(path)
+
+
+@pytest.fixture(params=["memory", "redis", "cluster"])
+def tenants(request, make_proxy, tmp_path, monkeypatch, write_policies):
+    """A proxy with two tenants, each with an admin key, on the state store of the param."""
+    state = {}
+    if request.param == "redis":
+        state = {"redis_url": request.getfixturevalue("redis_url")}
+    elif request.param == "cluster":
+        state = {"redis_url": request.getfixturevalue("redis_cluster").url, "redis_cluster": True}
+    return make_proxy(
+        tenants_file=_tenants_file(tmp_path, monkeypatch),
+        policies_dir=str(write_policies(default=POLICY)),
+        **state,
+    )
+
+
+def ask(proxy, session: str, key: str = ACME) -> httpx.Response:
+    return httpx.post(
+        f"{proxy.base_url}/chat/completions",
+        json={"model": "m", "messages": MESSAGES, "max_tokens": 100},
+        headers={"Authorization": f"Bearer {key}", "X-Session-Id": session},
+        timeout=30,
+    )
+
+
+def grant(proxy, session: str, body: object, key: str = ACME) -> httpx.Response:
+    return httpx.patch(
+        f"{proxy.base_url}/loopwarden/sessions/{session}",
+        json=body,
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=30,
+    )
+
+
+def end_by_steps(proxy, upstream, session: str) -> httpx.Response:
+    """Two steps, then the third call is the budget_steps ending (its summary the last step)."""
+    upstream.script(Json(chat_completion("Part one.")), Json(chat_completion("Part two.")))
+    upstream.script(Json(chat_completion("Summary: two parts read.")))
+    for _ in range(3):
+        ended = ask(proxy, session)
+    assert ended.headers["x-loopwarden-terminated"] == "budget_steps"
+    return ended
+
+
+def test_a_granted_budget_lifts_its_ending_and_the_ended_request_is_served_anew(tenants, upstream):
+    end_by_steps(tenants, upstream, "lifted")
+    assert ask(tenants, "lifted").headers["x-loopwarden-terminated"] == "budget_steps"  # the stored ending
+    called = len(upstream.requests)
+    upstream.script(Json(chat_completion("Part three.")))
+
+    granted = grant(tenants, "lifted", {"steps": 2})
+    served = ask(tenants, "lifted")
+
+    assert (granted.status_code, granted.json()["termination"]) == (200, None)
+    assert served.status_code == 200
+    assert "x-loopwarden-terminated" not in served.headers
+    assert served.json()["choices"][0]["message"]["content"] == "Part three."
+    assert len(upstream.requests) == called + 1
+
+
+def test_the_grant_answers_the_session_with_its_grants_and_budgets_left(tenants, upstream):
+    end_by_steps(tenants, upstream, "shown")
+
+    view = grant(tenants, "shown", {"steps": 3}).json()
+
+    assert (view["object"], view["steps"], view["budget_remaining"]) == ("loopwarden.session", 3, "steps=3")
+    assert view["grants"] == {"steps": {"granted": 3, "ceiling": 4, "left": 1}}
+
+
+def test_a_grant_to_a_running_session_raises_its_budget(tenants, upstream):
+    upstream.script(Json(chat_completion("Part one.")))
+    ask(tenants, "running")
+
+    view = grant(tenants, "running", {"steps": 4}).json()
+
+    assert (view["termination"], view["budget_remaining"]) == (None, "steps=6")
+
+
+def test_the_tenants_admin_key_may_grant_any_session_of_its_tenant(tenants, upstream):
+    end_by_steps(tenants, upstream, "by-admin")
+
+    granted = grant(tenants, "by-admin", {"steps": 1}, key=ACME_ADMIN)
+
+    assert (granted.status_code, granted.json()["termination"]) == (200, None)
+
+
+@pytest.mark.parametrize("key", [OTHER, OTHER_ADMIN], ids=["another-tenants-key", "another-tenants-admin-key"])
+def test_another_tenants_key_cannot_grant_and_learns_nothing(tenants, upstream, key):
+    end_by_steps(tenants, upstream, "private")
+
+    refused = grant(tenants, "private", {"steps": 1}, key=key)
+
+    assert_openai_error(refused, 404, "not_found")
+    assert ask(tenants, "private").headers["x-loopwarden-terminated"] == "budget_steps"  # still ended
+
+
+def test_a_grant_over_the_ceiling_is_a_409_saying_what_is_left_and_grants_nothing(tenants, upstream):
+    end_by_steps(tenants, upstream, "capped")
+    grant(tenants, "capped", {"steps": 3})
+
+    refused = grant(tenants, "capped", {"steps": 2})
+
+    assert_openai_error(refused, 409, "grant_over_ceiling")
+    assert "1 more may be granted" in refused.json()["error"]["message"]
+    assert refused.json()["error"]["param"] == "steps"
+    assert grant(tenants, "capped", {"steps": 1}).json()["grants"]["steps"]["left"] == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        pytest.param({"steps": 0}, "steps", id="zero"),
+        pytest.param({"turns": 1}, "turns", id="unknown-budget"),
+        pytest.param({"tokens": 100}, "tokens", id="a-budget-the-policy-does-not-set"),
+        pytest.param(["steps"], None, id="not-an-object"),
+    ],
+)
+def test_a_bad_grant_is_a_400_naming_the_field(tenants, upstream, body, param):
+    upstream.script(Json(chat_completion("Part one.")))
+    ask(tenants, "bad-body")
+
+    refused = grant(tenants, "bad-body", body)
+
+    assert_openai_error(refused, 400)
+    assert refused.json()["error"]["param"] == param
+
+
+def test_a_grant_to_a_session_that_does_not_exist_is_404(tenants):
+    assert_openai_error(grant(tenants, "never-seen", {"steps": 1}), 404, "not_found")
+
+
+def test_grants_are_counted_by_tenant_policy_and_budget(tenants, upstream):
+    end_by_steps(tenants, upstream, "counted")
+
+    grant(tenants, "counted", {"steps": 1})
+    grant(tenants, "counted", {"steps": 1}, key=ACME_ADMIN)
+
+    metrics = httpx.get(f"{tenants.metrics_url}/metrics").text
+    assert sample(metrics, "loopwarden_budget_grants_total", budget="steps", policy="default", tenant="acme") == 2.0
+
+
+def test_a_grant_while_the_store_is_down_is_a_503(
+    make_proxy, upstream, tmp_path, monkeypatch, write_policies, private_redis
+):
+    proxy = make_proxy(
+        tenants_file=_tenants_file(tmp_path, monkeypatch),
+        policies_dir=str(write_policies(default=POLICY)),
+        redis_url=private_redis.url,
+        redis_timeout=0.3,
+    )
+    upstream.script(Json(chat_completion("Part one.")))
+    ask(proxy, "down")
+    private_redis.freeze()
+
+    assert_openai_error(grant(proxy, "down", {"steps": 1}), 503, "service_unavailable")
