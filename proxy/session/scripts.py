@@ -202,13 +202,14 @@ return {epoch, '', '', redis.call('HGETALL', key)}
 )
 
 
-# A grant is a commit with a check before it: KEYS and ARGV[1] as COMMIT's; ARGV[2] = the grant
-# as JSON: [[[budget, granted field, amount, ceiling], ...], [reasons to lift], [ending fields]].
+# A grant is a commit with a check before it: KEYS and the arguments as COMMIT's, with one more
+# just before the epoch (ARGV[#ARGV - 1], so COMMIT may grow arguments of its own): the grant as
+# JSON, [[[budget, granted field, amount, ceiling], ...], [reasons to lift], [ending fields]].
 # Refused (nothing changed, no marker set): {epoch, HGETALL, budget over its ceiling, or '' when
 # there is no session}. Granted: an ending whose reason is lifted is cleared, then the delta is
 # committed exactly as COMMIT commits it (so whatever a commit writes, a grant writes too).
 _GRANT_CHECK = """
-local g = cjson.decode(ARGV[2])
+local g = cjson.decode(ARGV[#ARGV - 1])
 if redis.call('EXISTS', KEYS[1]) == 0 then return {epoch, {}, ''} end
 for _, grant in ipairs(g[1]) do
   local held = tonumber(redis.call('HGET', KEYS[1], grant[2]) or '0') or 0
@@ -223,3 +224,5 @@ for _, lifted in ipairs(g[2]) do
 end
 """
 GRANT = COMMIT.replace(DONE, _GRANT_CHECK + DONE, 1)
+if GRANT == COMMIT:  # a change to COMMIT moved its marker: the check must find its place again
+    raise RuntimeError("scripts.GRANT: COMMIT no longer sets its marker with DONE")
