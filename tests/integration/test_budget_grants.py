@@ -14,6 +14,7 @@ from tests.support.fake_upstream import Json, chat_completion
 
 MESSAGES = [{"role": "user", "content": "Summarize the quarterly report."}]
 POLICY = "max_steps: 3\nbudgets: {grant_ceiling: {steps: 4}}\n"
+TIGHT = "budgets: {max_tokens: 1000, grant_ceiling: {tokens: 2000, steps: 5}}\nfinalize: {max_tokens: 100}\n"
 ACME, ACME_ADMIN, OTHER, OTHER_ADMIN = "lw-acme", "lw-acme-admin", "lw-other", "lw-other-admin"
 
 
@@ -27,6 +28,7 @@ tenants:
     key_sha256: ["{hash_key(ACME)}"]
     admin_key_sha256: "{hash_key(ACME_ADMIN)}"
     upstream: {{api_key_env: PROVIDER_KEY}}
+    policies: [default, tight]
   - name: other
     key_sha256: ["{hash_key(OTHER)}"]
     admin_key_sha256: "{hash_key(OTHER_ADMIN)}"
@@ -46,27 +48,34 @@ def tenants(request, make_proxy, tmp_path, monkeypatch, write_policies):
         state = {"redis_url": request.getfixturevalue("redis_cluster").url, "redis_cluster": True}
     return make_proxy(
         tenants_file=_tenants_file(tmp_path, monkeypatch),
-        policies_dir=str(write_policies(default=POLICY)),
+        policies_dir=str(write_policies(default=POLICY, tight=TIGHT)),
         **state,
     )
 
 
-def ask(proxy, session: str, key: str = ACME) -> httpx.Response:
+def headers(key: str, policy: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}", **({"X-LoopWarden-Policy": policy} if policy else {})}
+
+
+def ask(proxy, session: str, key: str = ACME, policy: str | None = None) -> httpx.Response:
     return httpx.post(
         f"{proxy.base_url}/chat/completions",
         json={"model": "m", "messages": MESSAGES, "max_tokens": 100},
-        headers={"Authorization": f"Bearer {key}", "X-Session-Id": session},
+        headers={**headers(key, policy), "X-Session-Id": session},
         timeout=30,
     )
 
 
-def grant(proxy, session: str, body: object, key: str = ACME) -> httpx.Response:
+def grant(proxy, session: str, body: object, key: str = ACME, policy: str | None = None) -> httpx.Response:
     return httpx.patch(
-        f"{proxy.base_url}/loopwarden/sessions/{session}",
-        json=body,
-        headers={"Authorization": f"Bearer {key}"},
-        timeout=30,
+        f"{proxy.base_url}/loopwarden/sessions/{session}", json=body, headers=headers(key, policy), timeout=30
     )
+
+
+def costly(total: int, text: str) -> Json:
+    body = chat_completion(text)
+    body["usage"] = {"prompt_tokens": total // 2, "completion_tokens": total - total // 2, "total_tokens": total}
+    return Json(body)
 
 
 def end_by_steps(proxy, upstream, session: str) -> httpx.Response:
@@ -93,6 +102,31 @@ def test_a_granted_budget_lifts_its_ending_and_the_ended_request_is_served_anew(
     assert "x-loopwarden-terminated" not in served.headers
     assert served.json()["choices"][0]["message"]["content"] == "Part three."
     assert len(upstream.requests) == called + 1
+
+
+def test_a_token_grant_lifts_a_token_ending(tenants, upstream):
+    upstream.script(costly(400, "Part one."), costly(400, "Part two."), costly(115, "Summary: two parts read."))
+    ended = [ask(tenants, "tokens", policy="tight") for _ in range(3)][-1]
+    assert ended.headers["x-loopwarden-terminated"] == "budget_tokens"
+    upstream.script(costly(300, "Part three."))
+
+    granted = grant(tenants, "tokens", {"tokens": 1000}, policy="tight")
+    served = ask(tenants, "tokens", policy="tight")
+
+    assert granted.json()["grants"]["tokens"] == {"granted": 1000, "ceiling": 2000, "left": 1000}
+    assert "x-loopwarden-terminated" not in served.headers
+    assert served.json()["choices"][0]["message"]["content"] == "Part three."
+
+
+def test_a_grant_of_another_budget_leaves_the_ending_in_place(tenants, upstream):
+    upstream.script(costly(400, "Part one."), costly(400, "Part two."), costly(115, "Summary: two parts read."))
+    for _ in range(3):
+        ask(tenants, "other-budget", policy="tight")
+
+    granted = grant(tenants, "other-budget", {"steps": 1}, policy="tight")
+
+    assert (granted.status_code, granted.json()["termination"]) == (200, "budget_tokens")
+    assert ask(tenants, "other-budget", policy="tight").headers["x-loopwarden-terminated"] == "budget_tokens"
 
 
 def test_the_grant_answers_the_session_with_its_grants_and_budgets_left(tenants, upstream):
@@ -181,7 +215,7 @@ def test_a_grant_while_the_store_is_down_is_a_503(
 ):
     proxy = make_proxy(
         tenants_file=_tenants_file(tmp_path, monkeypatch),
-        policies_dir=str(write_policies(default=POLICY)),
+        policies_dir=str(write_policies(default=POLICY, tight=TIGHT)),
         redis_url=private_redis.url,
         redis_timeout=0.3,
     )
