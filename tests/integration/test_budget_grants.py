@@ -10,6 +10,7 @@ import pytest
 from proxy.edge.tenants import hash_key
 from tests.integration.test_observability import sample
 from tests.support.assertions import assert_openai_error
+from tests.support.fake_messages import said, text
 from tests.support.fake_upstream import Json, chat_completion
 
 MESSAGES = [{"role": "user", "content": "Summarize the quarterly report."}]
@@ -224,3 +225,30 @@ def test_a_grant_while_the_store_is_down_is_a_503(
     private_redis.freeze()
 
     assert_openai_error(grant(proxy, "down", {"steps": 1}), 503, "service_unavailable")
+
+
+def test_a_lifted_messages_session_is_served_anew_for_the_key_that_made_it(
+    make_proxy, anthropic_upstream, write_policies
+):
+    proxy = make_proxy(upstream=anthropic_upstream.url, policies_dir=str(write_policies(default=POLICY)))
+    parts = ("Part one.", "Part two.", "Summary: two parts read.", "Part three.")
+    anthropic_upstream.script(*(said(text(part)) for part in parts))
+    sent = {"model": "claude", "max_tokens": 100, "messages": MESSAGES}
+
+    def ask_messages(key: str) -> httpx.Response:
+        caller = {"x-api-key": key, "anthropic-version": "2023-06-01", "X-Session-Id": "claude-lifted"}
+        return httpx.post(f"{proxy.url}/v1/messages", json=sent, headers=caller, timeout=30)
+
+    ended = [ask_messages("sk-ant-owner") for _ in range(3)][-1]
+    someone_else = httpx.patch(
+        f"{proxy.base_url}/loopwarden/sessions/claude-lifted", json={"steps": 2}, headers={"x-api-key": "sk-ant-x"}
+    )
+    granted = httpx.patch(
+        f"{proxy.base_url}/loopwarden/sessions/claude-lifted", json={"steps": 2}, headers={"x-api-key": "sk-ant-owner"}
+    )
+    served = ask_messages("sk-ant-owner")
+
+    assert ended.headers["x-loopwarden-terminated"] == "budget_steps"
+    assert (someone_else.status_code, granted.status_code) == (404, 200)
+    assert "x-loopwarden-terminated" not in served.headers
+    assert served.json()["content"] == [text("Part three.")]
