@@ -19,7 +19,16 @@ from proxy.errors import GrantOverCeiling, InvalidRequest
 from proxy.policy.models import Policy
 from proxy.session.base import FIELDS, Grant, SessionDelta, SessionState
 
-__all__ = ["BUDGETS", "Budget", "grant_delta", "granted", "lifted_reasons", "over_ceiling", "parse_grants"]
+__all__ = [
+    "BUDGETS",
+    "MOST_PER_GRANT",
+    "Budget",
+    "grant_delta",
+    "granted",
+    "lifted_reasons",
+    "over_ceiling",
+    "parse_grants",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +52,17 @@ BUDGETS = (
     Budget("active_secs", FIELDS.GRANTED_ACTIVE_MS, 1000, "budget_time", False),
 )
 _BY_NAME = {budget.name: budget for budget in BUDGETS}
-_MOST = 10**12
+MOST_PER_GRANT = 10**12
 """The largest amount one grant may ask for, in API units: far over any ceiling, and small
 enough that every stored amount stays an exact integer (in Lua's doubles too)."""
 
 
 def _ceiling(policy: Policy, budget: Budget) -> int:
-    """The policy's ceiling for ``budget``, in stored units."""
+    """The policy's ceiling for ``budget``, in stored units: 0 for a budget the policy does not
+    set (nothing to raise), so the store refuses it after finding the session, as any grant
+    over its ceiling (a 404 for another's session comes first)."""
+    if not _policy_sets(policy, budget):
+        return 0
     return round(float(getattr(policy.budgets.grant_ceiling, budget.name)) * budget.scale)
 
 
@@ -71,11 +84,10 @@ def parse_grants(body: object, policy: Policy) -> list[Grant]:
         if budget is None:
             raise InvalidRequest(f"{name!r} is not a grantable budget (use {', '.join(_BY_NAME)}).", param=name)
         number = isinstance(value, int | float) and not isinstance(value, bool)
-        if not number or not 0 < value <= _MOST or (budget.whole and not isinstance(value, int)):
+        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())  # JSON's 1e3 too
+        if not number or not 0 < value <= MOST_PER_GRANT or (budget.whole and not whole):
             kind = "a positive whole number" if budget.whole else "a positive number"
-            raise InvalidRequest(f"{name} must be {kind}, at most {_MOST:.0e}.", param=name)
-        if not _policy_sets(policy, budget):
-            raise InvalidRequest(f"The policy {policy.name!r} sets no {name} budget to grant more of.", param=name)
+            raise InvalidRequest(f"{name} must be {kind}, at most {MOST_PER_GRANT:.0e}.", param=name)
         amount = round(value * budget.scale)
         grants.append(Grant(budget.name, budget.field, max(amount, 1), _ceiling(policy, budget)))
     return grants
@@ -119,7 +131,9 @@ def over_ceiling(refused: str, state: SessionState, policy: Policy) -> GrantOver
     budget = _BY_NAME[refused]
     ceiling = _ceiling(policy, budget)
     left = max(ceiling - state.counter(budget.field), 0) / budget.scale
-    if not ceiling:
+    if not _policy_sets(policy, budget):
+        message = f"The policy {policy.name!r} sets no {refused} budget to grant more of."
+    elif not ceiling:
         message = f"The policy {policy.name!r} allows no grants of {refused} (budgets.grant_ceiling.{refused})."
     else:
         shown = f"{left:g}" if budget.scale == 1 else f"{left:.6g}"

@@ -31,6 +31,8 @@ from litestar.openapi.spec import (
 from litestar.routes import BaseRoute
 from litestar.types import ControllerRouterHandler
 
+from proxy.books.grants import MOST_PER_GRANT
+
 __all__ = [
     "ANTHROPIC_ERROR_SCHEMA",
     "AUTHENTICATED",
@@ -111,7 +113,8 @@ _ERRORS = {
     403: "A policy the key may not use.",
     404: "Unknown route or session (another tenant's sessions are unknown too).",
     405: "Wrong method.",
-    409: "A budget grant over the policy's ceiling; the message says how much may still be granted.",
+    409: "A budget grant over the policy's ceiling, or of a budget it does not set; the message says how much may "
+    "still be granted.",
     413: "Body over the size limit.",
     429: "The tenant's rolling-day budget is used up (with Retry-After), or the upstream's 429.",
     500: "The upstream's own 500.",
@@ -123,7 +126,7 @@ _ERRORS = {
 
 def _grant_amount(integer: bool, what: str) -> Schema:
     kind = OpenAPIType.INTEGER if integer else OpenAPIType.NUMBER
-    return Schema(type=kind, exclusive_minimum=0, description=what)
+    return Schema(type=kind, exclusive_minimum=0, maximum=MOST_PER_GRANT, description=what)
 
 
 GRANT_BODY = Schema(

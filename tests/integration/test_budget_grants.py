@@ -156,6 +156,11 @@ def test_the_tenants_admin_key_may_grant_any_session_of_its_tenant(tenants, upst
     assert (granted.status_code, granted.json()["termination"]) == (200, None)
 
 
+def test_an_admin_key_calls_no_model(tenants, upstream):
+    assert_openai_error(ask(tenants, "as-admin", key=ACME_ADMIN), 401, "invalid_api_key")
+    assert upstream.requests == []
+
+
 @pytest.mark.parametrize("key", [OTHER, OTHER_ADMIN], ids=["another-tenants-key", "another-tenants-admin-key"])
 def test_another_tenants_key_cannot_grant_and_learns_nothing(tenants, upstream, key):
     end_by_steps(tenants, upstream, "private")
@@ -183,7 +188,6 @@ def test_a_grant_over_the_ceiling_is_a_409_saying_what_is_left_and_grants_nothin
     [
         pytest.param({"steps": 0}, "steps", id="zero"),
         pytest.param({"turns": 1}, "turns", id="unknown-budget"),
-        pytest.param({"tokens": 100}, "tokens", id="a-budget-the-policy-does-not-set"),
         pytest.param(["steps"], None, id="not-an-object"),
     ],
 )
@@ -195,6 +199,17 @@ def test_a_bad_grant_is_a_400_naming_the_field(tenants, upstream, body, param):
 
     assert_openai_error(refused, 400)
     assert refused.json()["error"]["param"] == param
+
+
+def test_a_budget_the_policy_does_not_set_is_a_409_after_the_session_is_found(tenants, upstream):
+    upstream.script(Json(chat_completion("Part one.")))
+    ask(tenants, "unset")
+
+    refused = grant(tenants, "unset", {"tokens": 100})
+
+    assert_openai_error(refused, 409, "grant_over_ceiling")
+    assert "sets no tokens budget" in refused.json()["error"]["message"]
+    assert_openai_error(grant(tenants, "unset", {"tokens": 100}, key=OTHER), 404, "not_found")
 
 
 def test_a_grant_to_a_session_that_does_not_exist_is_404(tenants):

@@ -24,6 +24,7 @@ POLICY = Policy.model_validate(
     [
         pytest.param({"steps": 5}, Grant("steps", FIELDS.GRANTED_STEPS, 5, 20), id="steps"),
         pytest.param({"tokens": 2000}, Grant("tokens", FIELDS.GRANTED_TOKENS, 2000, 10_000), id="tokens"),
+        pytest.param({"tokens": 2e3}, Grant("tokens", FIELDS.GRANTED_TOKENS, 2000, 10_000), id="a-whole-float"),
         pytest.param({"cost_usd": 0.25}, Grant("cost_usd", FIELDS.GRANTED_COST, 250_000, 1_500_000), id="micros"),
         pytest.param({"active_secs": 1.5}, Grant("active_secs", FIELDS.GRANTED_ACTIVE_MS, 1500, 600_000), id="ms"),
     ],
@@ -55,11 +56,14 @@ def test_a_bad_body_is_a_400_naming_the_field(body, param):
     assert raised.value.param == param
 
 
-def test_a_budget_the_policy_does_not_set_cannot_be_granted():
-    with pytest.raises(InvalidRequest) as raised:
-        parse_grants({"tokens": 100}, Policy())
+def test_a_budget_the_policy_does_not_set_has_no_room_to_grant():
+    unset = Policy.model_validate({"budgets": {"grant_ceiling": {"tokens": 1000}}})
 
-    assert (raised.value.param, "sets no tokens budget" in raised.value.message) == ("tokens", True)
+    (grant,) = parse_grants({"tokens": 100}, unset)
+    error = over_ceiling("tokens", SessionState(), unset)
+
+    assert grant.ceiling == 0
+    assert (error.status, "sets no tokens budget" in error.message) == (409, True)
 
 
 def test_each_grant_lifts_the_ending_of_its_own_budget():
