@@ -156,6 +156,18 @@ def test_the_tenants_admin_key_may_grant_any_session_of_its_tenant(tenants, upst
     assert (granted.status_code, granted.json()["termination"]) == (200, None)
 
 
+def test_the_tenants_admin_key_may_inspect_and_reset_its_tenants_sessions(tenants, upstream):
+    upstream.script(Json(chat_completion("Part one.")))
+    ask(tenants, "admin-reads")
+    url = f"{tenants.base_url}/loopwarden/sessions/admin-reads"
+
+    inspected = httpx.get(url, headers={"Authorization": f"Bearer {ACME_ADMIN}"})
+    reset = httpx.delete(url, headers={"X-LoopWarden-Key": ACME_ADMIN})
+
+    assert (inspected.status_code, inspected.json()["steps"]) == (200, 1)
+    assert (reset.status_code, reset.json()["deleted"]) == (200, True)
+
+
 def test_an_admin_key_calls_no_model(tenants, upstream):
     assert_openai_error(ask(tenants, "as-admin", key=ACME_ADMIN), 401, "invalid_api_key")
     assert upstream.requests == []
