@@ -14,6 +14,7 @@ upstream client's own retries carries their count and ``x-should-retry: false`` 
     ├── RouteNotFound               404 invalid_request_error / not_found
     ├── WebSocketRefused            426 invalid_request_error / websocket_not_supported
     ├── MethodNotAllowed            405 invalid_request_error / method_not_allowed
+    ├── GrantOverCeiling            409 invalid_request_error / grant_over_ceiling
     ├── PayloadTooLarge             413 invalid_request_error / payload_too_large
     ├── RateLimited                 429 rate_limit_error / tenant_budget_exceeded
     ├── ServiceUnavailable          503 server_error / service_unavailable
@@ -33,6 +34,7 @@ import msgspec
 
 __all__ = [
     "AuthenticationFailed",
+    "GrantOverCeiling",
     "InvalidRequest",
     "MalformedJSON",
     "MethodNotAllowed",
@@ -123,6 +125,14 @@ class MethodNotAllowed(ProxyError):
     status = 405
     type = "invalid_request_error"
     code = "method_not_allowed"
+
+
+class GrantOverCeiling(ProxyError):
+    """A budget grant the policy's ceiling does not allow; the message says what is left."""
+
+    status = 409
+    type = "invalid_request_error"
+    code = "grant_over_ceiling"
 
 
 class PayloadTooLarge(ProxyError):

@@ -72,16 +72,20 @@ def active_ms(state: SessionState, now: float, idle_gap_secs: float) -> int:
 
 
 def remaining(state: SessionState, policy: Policy, now: float) -> Remaining:
+    """What is left, the policy's budgets raised by what the sessions API granted the session."""
     budgets = policy.budgets
     return Remaining(
-        steps=policy.max_steps - state.steps,
-        tokens=None if budgets.max_tokens is None else budgets.max_tokens - tokens_used(state),
+        steps=policy.max_steps + state.counter(FIELDS.GRANTED_STEPS) - state.steps,
+        tokens=None
+        if budgets.max_tokens is None
+        else budgets.max_tokens + state.counter(FIELDS.GRANTED_TOKENS) - tokens_used(state),
         cost_usd=None
         if budgets.max_cost_usd is None
-        else budgets.max_cost_usd - state.counter(FIELDS.COST_MICROS) / MICROS,
+        else budgets.max_cost_usd + (state.counter(FIELDS.GRANTED_COST) - state.counter(FIELDS.COST_MICROS)) / MICROS,
         seconds=None
         if budgets.max_active_secs is None
-        else budgets.max_active_secs - active_ms(state, now, budgets.idle_gap_secs) / 1000,
+        else budgets.max_active_secs
+        + (state.counter(FIELDS.GRANTED_ACTIVE_MS) - active_ms(state, now, budgets.idle_gap_secs)) / 1000,
     )
 
 
@@ -177,10 +181,13 @@ def session_limits(request: AgentRequest, prices: PriceTable, *, fresh: bool = F
     The last of a budget is the ending's: a call is admitted only if its worst case leaves
     room for an ending after it (one step; the summary call's tokens and cost). The call that
     does not is refused, and so becomes the ending, within the budget: a client whose own
-    cap equals ``max_steps`` never receives a tool call it cannot answer."""
+    cap equals ``max_steps`` never receives a tool call it cannot answer. Each limit is raised
+    by what the session was granted, read in the admission's own atomic step."""
     policy = request.policy
     budgets = policy.budgets
-    limits = [Limit("budget_steps", (FIELDS.STEPS,), FIELDS.RESERVED_STEPS, 1, policy.max_steps - 1)]
+    limits = [
+        Limit("budget_steps", (FIELDS.STEPS,), FIELDS.RESERVED_STEPS, 1, policy.max_steps - 1, FIELDS.GRANTED_STEPS)
+    ]
     if budgets.max_tokens is not None:
         limits.append(
             Limit(
@@ -189,6 +196,7 @@ def session_limits(request: AgentRequest, prices: PriceTable, *, fresh: bool = F
                 FIELDS.RESERVED_TOKENS,
                 worst_tokens(request),
                 budgets.max_tokens - ending_tokens(len(request.body), policy),
+                FIELDS.GRANTED_TOKENS,
             )
         )
     if budgets.max_cost_usd is not None:
@@ -202,6 +210,7 @@ def session_limits(request: AgentRequest, prices: PriceTable, *, fresh: bool = F
                 FIELDS.RESERVED_COST,
                 worst_cost_micros(request, prices),
                 round(budgets.max_cost_usd * MICROS) - round(ending * rate),
+                FIELDS.GRANTED_COST,
             )
         )
     return [] if fresh and len(limits) == 1 else limits

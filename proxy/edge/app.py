@@ -266,7 +266,7 @@ def create_app(
             passthrough,
             healthz,
             readyz,
-            *session_routes(directory, state_store, routes.policy_for),
+            *session_routes(directory, state_store, routes.policy_for, series),
         ],
         exception_handlers={
             NotFoundException: _not_found,

@@ -17,14 +17,27 @@ from litestar import Litestar, Router
 from litestar.handlers import HTTPRouteHandler
 from litestar.openapi import OpenAPIConfig, ResponseSpec
 from litestar.openapi.plugins import JsonRenderPlugin
-from litestar.openapi.spec import Components, PathItem, SecurityRequirement, SecurityScheme
+from litestar.openapi.spec import (
+    Components,
+    OpenAPIMediaType,
+    OpenAPIType,
+    Operation,
+    PathItem,
+    RequestBody,
+    Schema,
+    SecurityRequirement,
+    SecurityScheme,
+)
 from litestar.routes import BaseRoute
 from litestar.types import ControllerRouterHandler
+
+from proxy.books.grants import MOST_PER_GRANT
 
 __all__ = [
     "ANTHROPIC_ERROR_SCHEMA",
     "AUTHENTICATED",
     "ERROR_SCHEMA",
+    "GrantOperation",
     "OpenAIError",
     "describe_raw_routes",
     "error_responses",
@@ -100,6 +113,8 @@ _ERRORS = {
     403: "A policy the key may not use.",
     404: "Unknown route or session (another tenant's sessions are unknown too).",
     405: "Wrong method.",
+    409: "A budget grant over the policy's ceiling, or of a budget it does not set; the message says how much may "
+    "still be granted.",
     413: "Body over the size limit.",
     429: "The tenant's rolling-day budget is used up (with Retry-After), or the upstream's 429.",
     500: "The upstream's own 500.",
@@ -107,6 +122,38 @@ _ERRORS = {
     503: "Upstream pool exhausted, session state unavailable under a fail-closed policy, or the upstream's 503.",
     504: "Upstream timeout or total deadline passed.",
 }
+
+
+def _grant_amount(integer: bool, what: str) -> Schema:
+    kind = OpenAPIType.INTEGER if integer else OpenAPIType.NUMBER
+    return Schema(type=kind, exclusive_minimum=0, maximum=MOST_PER_GRANT, description=what)
+
+
+GRANT_BODY = Schema(
+    type=OpenAPIType.OBJECT,
+    min_properties=1,
+    additional_properties=False,
+    description="More of the session's budgets, on top of its policy's; each within the policy's "
+    "budgets.grant_ceiling for that budget, counted over every grant the session received. A session that "
+    "budget ended (budget_steps, budget_tokens, budget_cost, budget_time) goes on with its next request.",
+    properties={
+        "steps": _grant_amount(True, "More model calls (max_steps)."),
+        "tokens": _grant_amount(True, "More prompt + completion tokens (budgets.max_tokens)."),
+        "cost_usd": _grant_amount(False, "More cost in USD (budgets.max_cost_usd)."),
+        "active_secs": _grant_amount(False, "More active time in seconds (budgets.max_active_secs)."),
+    },
+)
+
+
+@dataclass
+class GrantOperation(Operation):
+    """The budget grant's operation, its JSON body described (the handler reads it raw, to
+    answer a bad body in OpenAI's shape, naming the field)."""
+
+    def __post_init__(self) -> None:
+        self.request_body = RequestBody(
+            content={"application/json": OpenAPIMediaType(schema=GRANT_BODY)}, required=True
+        )
 
 
 class _DocumentRouter(Router):

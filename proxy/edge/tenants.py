@@ -104,6 +104,9 @@ class TenantSpec(BaseModel):
         description="Forward Claude Code's telemetry to the upstream host; unset: as --forward-telemetry says "
         "(by default only for a base URL that is the API's own /v1).",
     )
+    admin_key_sha256: str | None = Field(
+        None, description="SHA-256 hex digest of the tenant's admin key: the sessions API on all its sessions."
+    )
 
     @field_validator("passthrough")
     @classmethod
@@ -121,6 +124,11 @@ class TenantSpec(BaseModel):
             if len(value) != 64 or any(c not in "0123456789abcdef" for c in value.lower()):
                 raise ValueError("each key_sha256 entry must be 64 hex characters (sha256 of the key)")
         return [value.lower() for value in values]
+
+    @field_validator("admin_key_sha256")
+    @classmethod
+    def _hex_admin_digest(cls, value: str | None) -> str | None:
+        return None if value is None else cls._hex_digests([value])[0]
 
     @model_validator(mode="after")
     def _default_is_allowed(self) -> TenantSpec:
@@ -154,6 +162,8 @@ class Tenant:
     """The pass-through families this tenant may use; None: all of them."""
     forward_telemetry: bool | None = None
     """Forward Claude Code's telemetry upstream; None: as the process's setting says."""
+    admin_key_sha256: str | None = None
+    """The digest of the key that may use the sessions API on every session of this tenant."""
 
     def choose_policy(self, requested: str | None) -> str:
         """The policy for one request: the tenant's default unless it asked for an allowed one."""
@@ -224,6 +234,11 @@ class TenantDirectory:
 
     def __init__(self, tenants: Mapping[str, Tenant] | None, open_tenant: Tenant | None = None) -> None:
         self._by_digest = {digest: (digest, tenant) for digest, tenant in (tenants or {}).items()}
+        self._admins = {
+            tenant.admin_key_sha256: (tenant.admin_key_sha256, tenant)
+            for tenant in (tenants or {}).values()
+            if tenant.admin_key_sha256 is not None
+        }
         self._open = open_tenant
 
     @classmethod
@@ -245,6 +260,15 @@ class TenantDirectory:
         if self._open is not None:
             seen[self._open.name] = self._open
         return list(seen.values())
+
+    def admin(self, presented: str | None) -> Tenant | None:
+        """The tenant whose admin key was presented, or None; looked up by digest and confirmed
+        in constant time, as tenant keys are."""
+        if not presented or not self._admins:
+            return None
+        digest = hash_key(presented)
+        entry = self._admins.get(digest)
+        return entry[1] if entry is not None and hmac.compare_digest(entry[0], digest) else None
 
     def authenticate(
         self, authorization: str | None, proxy_key: str | None, *, identified: bool = False, api_key: str | None = None
@@ -339,11 +363,21 @@ def load_tenants(path: Path, default_upstream: str | None, environ: Mapping[str,
             daily_cost_usd=spec.daily_cost_usd,
             passthrough=None if spec.passthrough is None else frozenset(spec.passthrough),
             forward_telemetry=spec.forward_telemetry,
+            admin_key_sha256=spec.admin_key_sha256,
         )
         for digest in spec.key_sha256:
             if digest in by_digest:
                 raise TenantsFileError(f"{where}.key_sha256: key already belongs to {by_digest[digest].name}")
             by_digest[digest] = tenant
+    admins: set[str] = set()
+    for index, spec in enumerate(parsed.tenants):
+        admin = spec.admin_key_sha256
+        if admin is not None and (admin in by_digest or admin in admins):
+            raise TenantsFileError(
+                f"{path}: tenants[{index}] ({spec.name}).admin_key_sha256: the key is another key of the file"
+            )
+        if admin is not None:
+            admins.add(admin)
     return TenantDirectory(by_digest)
 
 

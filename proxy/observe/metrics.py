@@ -8,13 +8,26 @@ from __future__ import annotations
 import os
 from typing import TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+    multiprocess,
+)
 from prometheus_client.metrics import MetricWrapperBase
 
 __all__ = ["Metrics"]
 
 
 _Metric = TypeVar("_Metric", bound=MetricWrapperBase)
+
+# No ``*_created`` series: one more series per counter and histogram child, holding a start
+# time nobody graphs (rate() needs none), doubling what every scrape carries and stores.
+# prometheus_client decides it process-wide, at every scrape.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 _MAX_CHILDREN = 10_000
 
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -197,6 +210,13 @@ class Metrics:
             "Claude Code telemetry batches answered by the proxy instead of forwarded (the tenant does not "
             "allow forwarding; see forward_telemetry).",
             ["tenant"],
+            registry=self.registry,
+        )
+        self.budget_grants = Counter(
+            "loopwarden_budget_grants",
+            "Budget grants the sessions API made (PATCH /v1/loopwarden/sessions/{id}), by budget: steps, "
+            "tokens, cost_usd, active_secs.",
+            ["tenant", "policy", "budget"],
             registry=self.registry,
         )
         self.sessions_evicted = Counter(

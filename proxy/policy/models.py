@@ -19,6 +19,7 @@ __all__ = [
     "BudgetSettings",
     "FinalizeSettings",
     "GoalSettings",
+    "GrantCeiling",
     "JudgeSettings",
     "LoopSettings",
     "NoProgressSettings",
@@ -100,6 +101,18 @@ class NudgeTexts(BaseModel):
     )
 
 
+class GrantCeiling(BaseModel):
+    """The most the sessions API may grant one session on top of each budget, in total
+    (``PATCH /v1/loopwarden/sessions/{id}``); 0: no grants of that budget."""
+
+    model_config = _FROZEN
+
+    steps: int = Field(0, ge=0, description="Steps a session may be granted beyond max_steps.")
+    tokens: int = Field(0, ge=0, description="Tokens a session may be granted beyond max_tokens.")
+    cost_usd: float = Field(0.0, ge=0, description="USD a session may be granted beyond max_cost_usd.")
+    active_secs: float = Field(0.0, ge=0, description="Seconds a session may be granted beyond max_active_secs.")
+
+
 class BudgetSettings(BaseModel):
     """Per-session budgets beyond steps; unset means unlimited. Ending reasons: budget_*."""
 
@@ -121,6 +134,10 @@ class BudgetSettings(BaseModel):
     )
     hard_cost_cap: bool = Field(
         False, description="When the cost budget ends a session, build the summary locally (no last call)."
+    )
+    grant_ceiling: GrantCeiling = Field(
+        default_factory=GrantCeiling,
+        description="The most the sessions API may grant a session beyond each budget (absent or 0: no grants).",
     )
 
 

@@ -17,11 +17,14 @@ __all__ = [
     "FIELDS",
     "Admission",
     "Claim",
+    "Grant",
+    "GrantOutcome",
     "Limit",
     "SessionDelta",
     "SessionState",
     "SessionStore",
     "StoreUnavailable",
+    "TimelineEvent",
     "WindowLimit",
     "only_released",
 ]
@@ -57,6 +60,11 @@ class FIELDS:
     response and so carries only its new items: what the completion judge checks against."""
     STATE_LOST = "state_lost_at"
     """When the proxy told this session's client its state had been lost (fail-closed only)."""
+    GRANTED_STEPS = "granted_steps"
+    GRANTED_TOKENS = "granted_tokens"
+    GRANTED_COST = "granted_cost_micros"
+    GRANTED_ACTIVE_MS = "granted_active_ms"
+    """What the sessions API granted the session on top of its policy's budgets, in total."""
 
 
 class StoreUnavailable(Exception):
@@ -77,6 +85,29 @@ class Limit:
     reserved: str
     amount: int
     limit: int
+    granted: str = ""
+    """A field whose value is added to ``limit`` in the same atomic step ("": none): what the
+    sessions API granted the session, read next to the usage, so a grant and an admission
+    never race."""
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """Add ``amount`` to the field ``granted`` only if its total stays within ``ceiling``."""
+
+    budget: str
+    """The budget as the sessions API names it (``steps``, ``tokens``, ``cost_usd``, ``active_secs``)."""
+    granted: str
+    amount: int
+    ceiling: int
+
+
+@dataclass(frozen=True, slots=True)
+class GrantOutcome:
+    state: SessionState
+    """The session after the grant (as found, when refused); empty when there is no session."""
+    refused: str | None = None
+    """The budget of the first grant over its ceiling (nothing was granted), or None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +190,15 @@ class SessionState:
         return not self.values
 
 
+@dataclass(frozen=True, slots=True)
+class TimelineEvent:
+    """One entry of a session's timeline: what happened, when (epoch ms), and its details."""
+
+    kind: str
+    at_ms: int
+    fields: Mapping[str, str | int | float | bool | None]
+
+
 @dataclass(slots=True)
 class SessionDelta:
     """The changes one request makes: increments, assignments, first-time values."""
@@ -171,6 +211,12 @@ class SessionDelta:
     """Drop the stored state first: the request starts the session afresh."""
     appends: dict[str, tuple[list[str], int]] = field(default_factory=dict)
     """Bounded lists kept as comma-separated fields: name → (items to add, items to keep)."""
+    events: list[TimelineEvent] = field(default_factory=list)
+    """Timeline entries, committed atomically with the rest (by stores that keep a timeline)."""
+
+    def event(self, kind: str, at_ms: int, **fields: str | int | float | bool | None) -> None:
+        """Append one timeline entry to what this delta commits."""
+        self.events.append(TimelineEvent(kind, at_ms, fields))
 
     def incr(self, name: str, by: int = 1) -> None:
         self.increments[name] = self.increments.get(name, 0) + by
@@ -264,6 +310,14 @@ class SessionStore(Protocol):
 
     async def admit_window(self, key: str, limits: Sequence[WindowLimit], now: float) -> Admission:
         """Like :meth:`admit` over rolling windows of hourly buckets; drops expired buckets."""
+        ...
+
+    async def grant(
+        self, key: str, grants: Sequence[Grant], lift: Sequence[str], delta: SessionDelta, ttl_seconds: int
+    ) -> GrantOutcome:
+        """Atomically: refuse unless the session exists and every grant stays within its ceiling;
+        else clear a stored ending whose reason is in ``lift`` and commit ``delta`` (the grants'
+        increments, its timeline event) as :meth:`commit` does."""
         ...
 
     async def ping(self) -> None:

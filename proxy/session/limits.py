@@ -6,9 +6,19 @@ from __future__ import annotations
 import math
 from collections.abc import MutableMapping, Sequence
 
-from proxy.session.base import FIELDS, Claim, Limit, WindowLimit
+from proxy.session.base import FIELDS, Claim, Grant, Limit, WindowLimit
 
-__all__ = ["admit_in_place", "admit_window_in_place", "bucket_of", "claim_in_place"]
+__all__ = [
+    "ENDING_FIELDS",
+    "admit_in_place",
+    "admit_window_in_place",
+    "bucket_of",
+    "claim_in_place",
+    "grant_in_place",
+]
+
+ENDING_FIELDS = (FIELDS.TERMINATION, FIELDS.ENDING, FIELDS.ENDING_WIRE, FIELDS.ENDING_CLAIM)
+"""What a lifted ending clears: the next request is served anew instead of getting the ending."""
 
 
 def _int(values: MutableMapping[str, str], name: str) -> int:
@@ -22,7 +32,7 @@ def admit_in_place(values: MutableMapping[str, str], limits: Sequence[Limit]) ->
     """Reserve every amount, or return the name of the first limit that does not fit."""
     for limit in limits:
         used = _int(values, limit.reserved) + sum(_int(values, name) for name in limit.used)
-        if used + limit.amount > limit.limit:
+        if used + limit.amount > limit.limit + (_int(values, limit.granted) if limit.granted else 0):
             return limit.name
     for limit in limits:
         values[limit.reserved] = str(_int(values, limit.reserved) + limit.amount)
@@ -35,6 +45,19 @@ def claim_in_place(values: MutableMapping[str, str], claim: Claim) -> bool:
         return False
     values[FIELDS.ENDING_CLAIM] = str(claim.now_ms + claim.lease_ms)
     return True
+
+
+def grant_in_place(values: MutableMapping[str, str], grants: Sequence[Grant], lift: Sequence[str]) -> str | None:
+    """Check every grant against its ceiling (the budget of the first over it, nothing
+    changed), then clear an ending whose reason is in ``lift``; the grants' increments are
+    the caller's delta, committed next in the same step."""
+    for grant in grants:
+        if _int(values, grant.granted) + grant.amount > grant.ceiling:
+            return grant.budget
+    if values.get(FIELDS.TERMINATION) in lift:
+        for name in ENDING_FIELDS:
+            values.pop(name, None)
+    return None
 
 
 def bucket_of(now: float, bucket_secs: int) -> int:

@@ -30,8 +30,18 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from proxy.observe.logs import log_event
-from proxy.session.base import Admission, Claim, Limit, SessionDelta, SessionState, WindowLimit, only_released
-from proxy.session.limits import admit_in_place, admit_window_in_place, claim_in_place
+from proxy.session.base import (
+    Admission,
+    Claim,
+    Grant,
+    GrantOutcome,
+    Limit,
+    SessionDelta,
+    SessionState,
+    WindowLimit,
+    only_released,
+)
+from proxy.session.limits import admit_in_place, admit_window_in_place, claim_in_place, grant_in_place
 
 __all__ = ["DEFAULT_SESSIONS_PER_TENANT", "EXPIRY_STEPS_PER_WRITE", "MemoryStore", "tenant_of"]
 
@@ -213,6 +223,19 @@ class MemoryStore:
         ttl = max(limit.window_secs + limit.bucket_secs for limit in limits) if limits else 60
         self._put(key, values, ttl)
         return Admission(SessionState(dict(values)), refused, retry_after)
+
+    async def grant(
+        self, key: str, grants: Sequence[Grant], lift: Sequence[str], delta: SessionDelta, ttl_seconds: int
+    ) -> GrantOutcome:
+        live = self._live(key)
+        if not live:
+            return GrantOutcome(SessionState())
+        values = dict(live)
+        refused = grant_in_place(values, grants, lift)
+        if refused is not None:
+            return GrantOutcome(SessionState(values), refused)
+        self._put(key, values, ttl_seconds)
+        return GrantOutcome(await self.commit(key, delta, ttl_seconds))
 
     async def reset(self, key: str) -> bool:
         live = self._live(key) is not None

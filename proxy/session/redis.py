@@ -21,9 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
-import os
-import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -40,6 +37,8 @@ from proxy.session.base import (
     FIELDS,
     Admission,
     Claim,
+    Grant,
+    GrantOutcome,
     Limit,
     SessionDelta,
     SessionState,
@@ -47,8 +46,11 @@ from proxy.session.base import (
     WindowLimit,
 )
 from proxy.session.epochs import EpochWatch
+from proxy.session.epochs import fresh_epoch as _epoch
+from proxy.session.epochs import unique_token as _token
+from proxy.session.limits import ENDING_FIELDS
 from proxy.session.resp import LeanConnection, LeanScript, lean_url
-from proxy.session.scripts import ADMIT, ADMIT_WINDOW, CLAIM, COMMIT, LOAD
+from proxy.session.scripts import ADMIT, ADMIT_WINDOW, CLAIM, COMMIT, GRANT, LOAD
 
 __all__ = ["RedisStore"]
 
@@ -78,31 +80,6 @@ async def _once_more(command: Callable[[], Awaitable[Any]]) -> Any:
         except NoScriptError:
             continue
     return await command()
-
-
-class _Tokens:
-    """Tokens unique across calls, processes and restarts: a random prefix drawn once per
-    process (and again in a forked child), then a count. Every store call needs one or two;
-    drawing each from the OS costs a system call, a count costs nothing."""
-
-    def __init__(self) -> None:
-        self._redraw()
-        os.register_at_fork(after_in_child=self._redraw)
-
-    def _redraw(self) -> None:
-        self._prefix = secrets.token_hex(8)
-        self._count = itertools.count()
-
-    def __call__(self) -> str:
-        return f"{self._prefix}{next(self._count):x}"
-
-
-_token = _Tokens()
-
-
-def _epoch() -> str:
-    """A fresh epoch for a sentinel that has to be (re)created: never one seen before."""
-    return _token()
 
 
 def _op_key(key: str) -> str:
@@ -177,6 +154,7 @@ class RedisStore:
         self._admit = script(ADMIT)
         self._claim = script(CLAIM)
         self._admit_window = script(ADMIT_WINDOW)
+        self._grant = script(GRANT)
 
     @classmethod
     def from_url(
@@ -378,7 +356,7 @@ class RedisStore:
             claim.lease_ms if claim else 0,
             FIELDS.ENDING,
             FIELDS.ENDING_CLAIM,
-            [(limit.name, limit.reserved, limit.amount, limit.limit, limit.used) for limit in limits],
+            [(limit.name, limit.reserved, limit.amount, limit.limit, limit.used, limit.granted) for limit in limits],
         )
         args = (_json.encode(admission), _epoch())
         try:
@@ -428,6 +406,21 @@ class RedisStore:
             raise StoreUnavailable(f"admit failed: {type(exc).__name__}") from exc
         self._observe(key, epoch)
         return Admission(_state(flat), refused or None, float(retry_after) if retry_after else None)
+
+    async def grant(
+        self, key: str, grants: Sequence[Grant], lift: Sequence[str], delta: SessionDelta, ttl_seconds: int
+    ) -> GrantOutcome:
+        checks = ([(g.budget, g.granted, g.amount, g.ceiling) for g in grants], list(lift), ENDING_FIELDS)
+        args = (packed_delta(delta, ttl_seconds), _json.encode(checks), _epoch())
+        try:
+            keys = self._keys(key, _op_key(key))
+            answer = await self._run(lambda: self._grant(keys=keys, args=args), key)
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"grant failed: {type(exc).__name__}") from exc
+        self._observe(key, answer[0])
+        if len(answer) == 3:
+            return GrantOutcome(_state(answer[1]), answer[2] or None)
+        return GrantOutcome(_state(answer[1]))
 
     async def reset(self, key: str) -> bool:
         try:

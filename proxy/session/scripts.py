@@ -4,7 +4,18 @@ Kept apart from :mod:`proxy.session.redis` (which calls them) because they are a
 their own, in another language: one place to read what Redis does with a session's hash.
 """
 
-__all__ = ["ADMIT", "ADMIT_WINDOW", "CLAIM", "CLAIM_IF_FREE", "COMMIT", "DONE", "EPOCH", "LOAD", "ONCE"]
+__all__ = [
+    "ADMIT",
+    "ADMIT_WINDOW",
+    "CLAIM",
+    "CLAIM_IF_FREE",
+    "COMMIT",
+    "DONE",
+    "EPOCH",
+    "GRANT",
+    "LOAD",
+    "ONCE",
+]
 
 # Every script is idempotent: KEYS[2] is a short-lived marker for this operation (same hash
 # tag as the data, so the script stays on one Cluster node), set once it changed something.
@@ -97,6 +108,7 @@ local function num(field) return tonumber(redis.call('HGET', key, field) or '0')
 local taken = {}
 for _, l in ipairs(a[7]) do
   local name, reserved, amount, limit = l[1], l[2], l[3], l[4]
+  if l[6] and l[6] ~= '' then limit = limit + num(l[6]) end
   local used = num(reserved)
   for _, field in ipairs(l[5]) do used = used + num(field) end
   if used + amount > limit then
@@ -188,3 +200,29 @@ redis.call('EXPIRE', key, longest)
 return {epoch, '', '', redis.call('HGETALL', key)}
 """
 )
+
+
+# A grant is a commit with a check before it: KEYS and the arguments as COMMIT's, with one more
+# just before the epoch (ARGV[#ARGV - 1], so COMMIT may grow arguments of its own): the grant as
+# JSON, [[[budget, granted field, amount, ceiling], ...], [reasons to lift], [ending fields]].
+# Refused (nothing changed, no marker set): {epoch, HGETALL, budget over its ceiling, or '' when
+# there is no session}. Granted: an ending whose reason is lifted is cleared, then the delta is
+# committed exactly as COMMIT commits it (so whatever a commit writes, a grant writes too).
+_GRANT_CHECK = """
+local g = cjson.decode(ARGV[#ARGV - 1])
+if redis.call('EXISTS', KEYS[1]) == 0 then return {epoch, {}, ''} end
+for _, grant in ipairs(g[1]) do
+  local held = tonumber(redis.call('HGET', KEYS[1], grant[2]) or '0') or 0
+  if held + grant[3] > grant[4] then return {epoch, redis.call('HGETALL', KEYS[1]), grant[1]} end
+end
+local reason = redis.call('HGET', KEYS[1], g[3][1])
+for _, lifted in ipairs(g[2]) do
+  if reason == lifted then
+    for _, field in ipairs(g[3]) do redis.call('HDEL', KEYS[1], field) end
+    break
+  end
+end
+"""
+GRANT = COMMIT.replace(DONE, _GRANT_CHECK + DONE, 1)
+if GRANT == COMMIT:  # a change to COMMIT moved its marker: the check must find its place again
+    raise RuntimeError("scripts.GRANT: COMMIT no longer sets its marker with DONE")

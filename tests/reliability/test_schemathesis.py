@@ -92,7 +92,7 @@ def test_the_description_is_served_without_a_key_and_names_every_route(described
         "/v1/responses",
         "/v1/loopwarden/sessions/{session_id}",
     }
-    assert set(document["paths"]["/v1/loopwarden/sessions/{session_id}"]) == {"get", "delete"}
+    assert set(document["paths"]["/v1/loopwarden/sessions/{session_id}"]) == {"get", "delete", "patch"}
     chat = document["paths"]["/v1/chat/completions"]["post"]
     assert chat["requestBody"]["content"]["application/json"]["schema"]["required"] == ["model", "messages"]
     messages = document["paths"]["/v1/messages"]["post"]
@@ -114,8 +114,8 @@ def test_a_405_on_a_litestar_route_names_the_allowed_methods(described_proxy):
     assert response.json()["error"]["code"] == "method_not_allowed"
 
 
-def test_options_on_the_sessions_route_lists_both_methods(described_proxy):
+def test_options_on_the_sessions_route_lists_its_methods(described_proxy):
     response = httpx.options(f"{described_proxy.url}/v1/loopwarden/sessions/s1", headers=AUTH, timeout=5)
 
     assert response.status_code == 204
-    assert response.headers["allow"] == "DELETE, GET, OPTIONS"
+    assert response.headers["allow"] == "DELETE, GET, OPTIONS, PATCH"

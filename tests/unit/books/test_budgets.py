@@ -57,6 +57,29 @@ def test_remaining_reports_every_configured_budget():
     assert left.header() == "steps=6;tokens=600;cost=0.7500;seconds=60"
 
 
+def test_remaining_counts_what_the_session_was_granted():
+    granted = state(
+        steps=10, tokens_in=1000, cost_micros=1_000_000, active_ms=100_000,
+        granted_steps=4, granted_tokens=700, granted_cost_micros=500_000, granted_active_ms=60_000,
+    )  # fmt: skip
+
+    left = remaining(granted, POLICY, T0)
+
+    assert (left.steps, left.tokens, left.cost_usd, left.seconds) == (4, 700, 0.5, 60.0)
+
+
+def test_every_session_limit_is_raised_by_its_granted_field():
+    call = agent_request({"model": "m", "messages": [{"role": "user", "content": "x"}]}, POLICY)
+
+    limits = session_limits(call, PriceTable({"m": Price(prompt=1.0, completion=1.0)}))
+
+    assert [(limit.name, limit.granted) for limit in limits] == [
+        ("budget_steps", "granted_steps"),
+        ("budget_tokens", "granted_tokens"),
+        ("budget_cost", "granted_cost_micros"),
+    ]
+
+
 def test_remaining_leaves_out_unset_budgets():
     assert remaining(state(steps=1), Policy(), T0).header() == "steps=49"
 

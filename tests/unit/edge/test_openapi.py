@@ -7,6 +7,7 @@ import json
 import jsonschema
 import pytest
 
+from proxy.books.grants import BUDGETS
 from proxy.edge.app import create_app
 from proxy.edge.openapi import ANTHROPIC_ERROR_SCHEMA, CHAT_REQUEST, ERROR_SCHEMA
 from proxy.errors import ProxyError, RouteNotFound, ServiceUnavailable, UpstreamTimeout, error_body
@@ -71,3 +72,12 @@ def test_every_error_answer_in_the_document_has_its_apis_shape():
                 else:
                     expected = ANTHROPIC_ERROR_SCHEMA if path == "/v1/messages" else ERROR_SCHEMA
                     assert schema == expected, (path, method, status)
+
+
+def test_the_budget_grant_is_documented_with_every_grantable_budget_and_its_errors():
+    document = create_app(Settings(upstream="http://127.0.0.1:9/v1")).openapi_schema.to_schema()
+    operation = document["paths"]["/v1/loopwarden/sessions/{session_id}"]["patch"]
+
+    body = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert set(body["properties"]) == {budget.name for budget in BUDGETS}
+    assert {"400", "404", "409", "503"} <= set(operation["responses"])

@@ -42,6 +42,8 @@ def test_a_session_is_shown_with_its_id_kind_and_policy():
         pytest.param({FIELDS.TERMINATION: "budget_steps"}, "termination", "budget_steps", id="the-ending"),
         pytest.param({}, "termination", None, id="running"),
         pytest.param({FIELDS.STEPS: "4"}, "budget_remaining", "steps=6", id="budgets-left"),
+        pytest.param({FIELDS.STEPS: "4", FIELDS.GRANTED_STEPS: "2"}, "budget_remaining", "steps=8", id="granted"),
+        pytest.param({}, "grants", {}, id="no-grants-without-a-ceiling"),
     ],
 )
 def test_each_counter_is_shown_under_its_name(values, field, value):

@@ -243,3 +243,36 @@ def test_x_api_key_is_accepted_as_a_tenants_proxy_key():
     credentials = directory.authenticate(None, None, api_key="lw-team")
 
     assert credentials.tenant.name == "team"
+
+
+ADMIN = "lw-admin-1"
+WITH_ADMIN = GOOD + f'    admin_key_sha256: "{hash_key(ADMIN)}"\n'
+
+
+def test_a_tenants_admin_key_names_its_tenant(tmp_path):
+    directory = _load(tmp_path, WITH_ADMIN)
+
+    admin_of = directory.admin(ADMIN)
+
+    assert getattr(admin_of, "name", None) == "acme"
+
+
+@pytest.mark.parametrize("presented", [KEY, "lw-admin-2", "", None], ids=["tenant-key", "unknown", "empty", "none"])
+def test_no_other_key_is_an_admin_key(tmp_path, presented):
+    assert _load(tmp_path, WITH_ADMIN).admin(presented) is None
+
+
+def test_without_an_admin_key_no_key_is_an_admin_key(tmp_path):
+    assert _load(tmp_path, GOOD).admin(KEY) is None
+
+
+def test_an_admin_key_that_is_also_a_tenants_key_is_rejected(tmp_path):
+    text = GOOD + f'    admin_key_sha256: "{hash_key(KEY)}"\n'
+
+    with pytest.raises(TenantsFileError, match=r"tenants\[0\] \(acme\)\.admin_key_sha256"):
+        _load(tmp_path, text)
+
+
+def test_an_admin_key_that_is_not_a_digest_is_rejected(tmp_path):
+    with pytest.raises(TenantsFileError, match="admin_key_sha256"):
+        _load(tmp_path, GOOD + '    admin_key_sha256: "lw-admin-in-clear"\n')

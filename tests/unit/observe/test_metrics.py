@@ -64,3 +64,14 @@ def test_the_readme_documents_every_metric_with_its_exact_labels():
     assert {name: sorted(labels) for name, labels in documented.items()} == {
         name: sorted(labels) for name, labels in exposed.items()
     }
+
+
+def test_a_scrape_carries_no_created_series():
+    metrics = Metrics()
+    metrics.terminations.labels("acme", "default", "loop").inc()
+    metrics.overhead.labels("chat").observe(0.001)
+
+    scraped = metrics.exposition().decode()
+
+    assert "loopwarden_terminations_total{" in scraped
+    assert "_created" not in scraped

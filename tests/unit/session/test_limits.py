@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.session.base import FIELDS, Claim, Limit, WindowLimit
-from proxy.session.limits import admit_in_place, admit_window_in_place, bucket_of, claim_in_place
+from proxy.session.base import FIELDS, Claim, Grant, Limit, WindowLimit
+from proxy.session.limits import admit_in_place, admit_window_in_place, bucket_of, claim_in_place, grant_in_place
 
 STEPS = Limit("max_steps", ("steps",), "res_steps", 1, 10)
 TOKENS = Limit("max_tokens", ("tokens_in", "tokens_out"), "res_tokens", 500, 1000)
+GRANTED = Limit("max_steps", ("steps",), "res_steps", 1, 10, "granted_steps")
 
 
 ADMIT_CASES = [
@@ -40,6 +41,27 @@ ADMIT_CASES = [
     ),
     pytest.param({}, [STEPS, TOKENS], None, {"res_steps": "1", "res_tokens": "500"}, id="all-fitting-reserve-together"),
     pytest.param({"steps": "garbage"}, [STEPS], None, {"steps": "garbage", "res_steps": "1"}, id="unreadable-is-zero"),
+    pytest.param(
+        {"steps": "10", "granted_steps": "2"},
+        [GRANTED],
+        None,
+        {"steps": "10", "granted_steps": "2", "res_steps": "1"},
+        id="a-grant-raises-the-limit",
+    ),
+    pytest.param(
+        {"steps": "12", "granted_steps": "2"},
+        [GRANTED],
+        "max_steps",
+        {"steps": "12", "granted_steps": "2"},
+        id="a-spent-grant-refuses",
+    ),
+    pytest.param(
+        {"steps": "10", "granted_steps": "2"},
+        [STEPS],
+        "max_steps",
+        {"steps": "10", "granted_steps": "2"},
+        id="a-limit-without-its-grant-field-ignores-grants",
+    ),
 ]
 
 
@@ -69,6 +91,50 @@ def test_the_endings_claim_is_granted_only_without_an_ending_or_a_live_claim(val
 
     assert claim_in_place(values, CLAIM) is granted
     assert values[FIELDS.ENDING_CLAIM] == lease
+
+
+STEPS_GRANT = Grant("steps", "granted_steps", 5, 20)
+TOKENS_GRANT = Grant("tokens", "granted_tokens", 1000, 1000)
+ENDED = {FIELDS.TERMINATION: "budget_steps", FIELDS.ENDING: "{}", FIELDS.ENDING_WIRE: "chat", FIELDS.ENDING_CLAIM: "9"}
+
+GRANT_CASES = [
+    # stored values, grants asked, endings they lift, refused by, values afterwards (the grants'
+    # increments are the caller's delta, committed next in the same step)
+    pytest.param({"steps": "3"}, [STEPS_GRANT], ["budget_steps"], None, {"steps": "3"}, id="within-the-ceiling"),
+    pytest.param(
+        {"granted_steps": "15"}, [STEPS_GRANT], [], None, {"granted_steps": "15"}, id="up-to-the-ceiling-exactly"
+    ),
+    pytest.param(
+        {"granted_steps": "16"}, [STEPS_GRANT], [], "steps", {"granted_steps": "16"}, id="over-the-ceiling-refuses"
+    ),
+    pytest.param(
+        {**ENDED, "granted_tokens": "1"},
+        [STEPS_GRANT, TOKENS_GRANT],
+        ["budget_steps", "budget_tokens"],
+        "tokens",
+        {**ENDED, "granted_tokens": "1"},
+        id="one-over-its-ceiling-grants-nothing-and-lifts-nothing",
+    ),
+    pytest.param(
+        {**ENDED, "steps": "10"}, [STEPS_GRANT], ["budget_steps"], None, {"steps": "10"}, id="lifts-its-ending"
+    ),
+    pytest.param(
+        {**ENDED, FIELDS.TERMINATION: "loop"},
+        [STEPS_GRANT],
+        ["budget_steps"],
+        None,
+        {**ENDED, FIELDS.TERMINATION: "loop"},
+        id="another-ending-stays",
+    ),
+]
+
+
+@pytest.mark.parametrize(("values", "grants", "lift", "refused", "after"), GRANT_CASES)
+def test_a_grant_checks_every_ceiling_then_lifts_its_budgets_ending(values, grants, lift, refused, after):
+    values = dict(values)  # the table is shared with test_scripts.py
+
+    assert grant_in_place(values, grants, lift) == refused
+    assert values == after
 
 
 @pytest.mark.parametrize(

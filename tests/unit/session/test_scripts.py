@@ -12,11 +12,12 @@ import msgspec
 import pytest
 import redis
 
-from proxy.session.base import FIELDS, Claim, Limit, SessionDelta, SessionState, WindowLimit
+from proxy.session.base import FIELDS, Claim, Grant, Limit, SessionDelta, SessionState, WindowLimit
+from proxy.session.limits import ENDING_FIELDS
 from proxy.session.redis import packed_delta
-from proxy.session.scripts import ADMIT, ADMIT_WINDOW, CLAIM, COMMIT, LOAD
+from proxy.session.scripts import ADMIT, ADMIT_WINDOW, CLAIM, COMMIT, GRANT, LOAD
 from tests.unit.session.test_base import APPLIED
-from tests.unit.session.test_limits import ADMIT_CASES, CLAIM_CASES, DAY, NOW, WINDOW_CASES
+from tests.unit.session.test_limits import ADMIT_CASES, CLAIM_CASES, DAY, GRANT_CASES, NOW, STEPS_GRANT, WINDOW_CASES
 from tests.unit.session.test_limits import CLAIM as ASKED
 
 TTL_MS = 60_000
@@ -56,7 +57,7 @@ def session(redis_url: str) -> Iterator[Session]:
 
 def admission(limits: list[Limit], claim: Claim | None = None) -> bytes:
     claimed = (claim.now_ms, claim.lease_ms) if claim else (0, 0)
-    rows = [(limit.name, limit.reserved, limit.amount, limit.limit, limit.used) for limit in limits]
+    rows = [(limit.name, limit.reserved, limit.amount, limit.limit, limit.used, limit.granted) for limit in limits]
     return msgspec.json.encode((TTL_MS, 0, *claimed, FIELDS.ENDING, FIELDS.ENDING_CLAIM, rows))
 
 
@@ -129,6 +130,40 @@ def test_a_commit_run_again_under_its_marker_changes_nothing_twice(session):
     session.run(COMMIT, packed_delta(delta, 60), marker=marker)
 
     assert session.values() == {FIELDS.STEPS: "1"}
+
+
+def checks(grants: list[Grant], lift: list[str]) -> bytes:
+    return msgspec.json.encode(([(g.budget, g.granted, g.amount, g.ceiling) for g in grants], lift, ENDING_FIELDS))
+
+
+@pytest.mark.parametrize(("values", "grants", "lift", "refused", "after"), GRANT_CASES)
+def test_grant_checks_and_lifts_as_the_in_memory_rules_do(session, values, grants, lift, refused, after):
+    session.store(values)
+
+    answer = session.run(GRANT, packed_delta(SessionDelta(), 60), checks(grants, lift))
+
+    assert (answer[2] if len(answer) == 3 else None, session.values()) == (refused, after)
+
+
+def test_grant_to_no_session_creates_nothing(session):
+    delta = SessionDelta()
+    delta.incr(STEPS_GRANT.granted, STEPS_GRANT.amount)
+
+    answer = session.run(GRANT, packed_delta(delta, 60), checks([STEPS_GRANT], []))
+
+    assert (answer[1:], session.values()) == ([[], ""], {})
+
+
+def test_a_grant_run_again_is_applied_once(session):
+    session.store({FIELDS.STEPS: "3"})
+    delta = SessionDelta()
+    delta.incr(STEPS_GRANT.granted, STEPS_GRANT.amount)
+    marker = f"{session.key}:op:retried"
+
+    for _ in range(2):
+        session.run(GRANT, packed_delta(delta, 60), checks([STEPS_GRANT], []), marker=marker)
+
+    assert session.values() == {FIELDS.STEPS: "3", STEPS_GRANT.granted: "5"}
 
 
 def test_a_refused_admission_run_again_is_judged_afresh(session):

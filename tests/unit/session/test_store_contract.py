@@ -8,7 +8,7 @@ import uuid
 import pytest
 import redis.asyncio as redis
 
-from proxy.session.base import Claim, Limit, SessionDelta, SessionState, WindowLimit
+from proxy.session.base import Claim, Grant, Limit, SessionDelta, SessionState, WindowLimit
 from proxy.session.memory import MemoryStore
 from proxy.session.redis import RedisStore
 
@@ -439,3 +439,69 @@ async def test_redis_a_retried_admission_that_claimed_answers_the_same(redis_url
     for done in (key, key.replace("test:", "claim:")):
         await store._client.delete(done, f"{done}:op:fixed")
     await store.aclose()
+
+
+STEPS_GRANT = Grant("steps", "granted_steps", 5, 20)
+
+
+def _granting(grant: Grant) -> SessionDelta:
+    delta = SessionDelta()
+    delta.incr(grant.granted, grant.amount)
+    return delta
+
+
+async def test_a_grant_within_its_ceiling_is_added(store, key):
+    await store.commit(key, _delta(steps=10), 60)
+
+    outcome = await store.grant(key, [STEPS_GRANT], [], _granting(STEPS_GRANT), 60)
+
+    assert (outcome.refused, outcome.state.counter("granted_steps")) == (None, 5)
+    assert (await store.load(key)).counter("granted_steps") == 5
+
+
+async def test_a_grant_over_its_ceiling_changes_nothing(store, key):
+    await store.commit(key, _delta(steps=10, granted_steps=16), 60)
+
+    outcome = await store.grant(key, [STEPS_GRANT], [], _granting(STEPS_GRANT), 60)
+
+    assert (outcome.refused, (await store.load(key)).counter("granted_steps")) == ("steps", 16)
+
+
+async def test_a_grant_to_no_session_creates_none(store, key):
+    outcome = await store.grant(key, [STEPS_GRANT], [], _granting(STEPS_GRANT), 60)
+
+    assert (outcome.state.is_new, (await store.load(key)).is_new) == (True, True)
+
+
+async def test_a_grant_lifts_the_ending_of_its_budget(store, key):
+    ended = _delta(steps=10)
+    for name, value in (("termination", "budget_steps"), ("ending", "{}"), ("ending_wire", "chat")):
+        ended.assign(name, value)
+    await store.commit(key, ended, 60)
+
+    await store.grant(key, [STEPS_GRANT], ["budget_steps"], _granting(STEPS_GRANT), 60)
+
+    state = await store.load(key)
+    assert (state.termination, state.ending, state.steps) == (None, None, 10)
+
+
+async def test_a_grant_raises_the_limit_admission_checks(store, key):
+    limit = Limit("budget_steps", ("steps",), "reserved_steps", 1, 9, "granted_steps")
+    await store.commit(key, _delta(steps=9), 60)
+    refused = await store.admit(key, [limit], 60, replace=False)
+
+    await store.grant(key, [STEPS_GRANT], [], _granting(STEPS_GRANT), 60)
+    admitted = await store.admit(key, [limit], 60, replace=False)
+
+    assert (refused.refused, admitted.refused) == ("budget_steps", None)
+
+
+async def test_parallel_grants_never_pass_the_ceiling(store, key):
+    await store.commit(key, _delta(steps=1), 60)
+
+    outcomes = await asyncio.gather(
+        *(store.grant(key, [STEPS_GRANT], [], _granting(STEPS_GRANT), 60) for _ in range(10))
+    )
+
+    assert sum(1 for outcome in outcomes if outcome.refused is None) == 4
+    assert (await store.load(key)).counter("granted_steps") == 20
