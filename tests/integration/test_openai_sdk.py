@@ -138,6 +138,7 @@ def test_client_key_is_forwarded_without_tenants_file(proxy, upstream, stream):
     assert upstream.requests[0].header_values("authorization") == ["Bearer sk-my-provider-key"]
 
 
+@pytest.mark.timeout(300)  # its pace stretches with the machine's slowdown, and so does its length
 def test_stream_chunks_reach_the_client_before_the_upstream_finishes(proxy, upstream):
     pace = slowdown()  # words spaced by the machine's slowdown, so its load cannot bunch them
     upstream.script(Sse(stream_chunks("one two three four", pieces=4), delay=0.4 * pace))
