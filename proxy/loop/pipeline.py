@@ -81,7 +81,7 @@ class Pipeline:
         self._clock = clock
         self._prices = prices or PriceTable({})
         self._ledger = Ledger(store, metrics, self._prices, clock, ending_wait_secs)
-        self._endings = Endings(upstream, self._ledger, metrics, self._tracing)
+        self._endings = Endings(upstream, self._ledger, metrics, self._tracing, clock)
         self._goals = GoalKeeper(metrics)
         self._steps = StepLog(metrics, self._tracing, log_contents=log_contents, recorder=recorder)
         self._attempts = Attempts(upstream, self._ledger, metrics, self._response_guards)
@@ -165,7 +165,8 @@ class Pipeline:
             if isinstance(verdict, Finalize):
                 return verdict
             if attempt >= flight.allowed:
-                return Finalize(verdict.exhausted, f"the model kept failing: {verdict.reason}")
+                evidence = f"the model kept failing ({verdict.kind}) for all {attempt} attempts of one request"
+                return Finalize(verdict.exhausted, f"the model kept failing: {verdict.reason}", evidence=evidence)
             self._steps.intervention(request, verdict.kind, verdict.reason, notes, attempt)
             flight.retries[verdict.kind] += 1
             ending = await self._continue(flight, verdict.turns)
@@ -364,4 +365,5 @@ def _refused(limit: str) -> Finalize:
     """The ending of a call whose reservation did not fit: the call that would use the last of
     a budget (room for the ending kept) is the ending."""
     what = limit.removeprefix("budget_")
-    return Finalize(limit, f"a further call would use the last of the session's {what} budget")
+    detail = f"a further call would use the last of the session's {what} budget"
+    return Finalize(limit, detail, evidence=detail)

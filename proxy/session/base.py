@@ -22,6 +22,7 @@ __all__ = [
     "SessionState",
     "SessionStore",
     "StoreUnavailable",
+    "TimelineEvent",
     "WindowLimit",
     "only_released",
 ]
@@ -159,6 +160,16 @@ class SessionState:
         return not self.values
 
 
+@dataclass(frozen=True, slots=True)
+class TimelineEvent:
+    """One entry of a session's timeline (a run boundary, an ending, a step ...), written with
+    the commit that makes it; ``fields`` hold no key and no message contents."""
+
+    kind: str
+    at_ms: int
+    fields: Mapping[str, str | int | float | bool | None]
+
+
 @dataclass(slots=True)
 class SessionDelta:
     """The changes one request makes: increments, assignments, first-time values."""
@@ -171,6 +182,12 @@ class SessionDelta:
     """Drop the stored state first: the request starts the session afresh."""
     appends: dict[str, tuple[list[str], int]] = field(default_factory=dict)
     """Bounded lists kept as comma-separated fields: name → (items to add, items to keep)."""
+    events: list[TimelineEvent] = field(default_factory=list)
+    """Timeline entries committed with this delta (a store without a timeline ignores them)."""
+
+    def event(self, kind: str, at_ms: int, **fields: str | int | float | bool | None) -> None:
+        """Append one timeline entry to what this delta commits."""
+        self.events.append(TimelineEvent(kind, at_ms, fields))
 
     def incr(self, name: str, by: int = 1) -> None:
         self.increments[name] = self.increments.get(name, 0) + by
