@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FRAMEWORK_ANSWER_TOOLS",
+    "PROSE_FIELDS",
     "AnswerTool",
     "answer_channel",
     "answer_tool",
@@ -44,6 +45,10 @@ FRAMEWORK_ANSWER_TOOLS = ("final_answer", "final_result")
 """Answer tools the common frameworks offer whatever the policy says: smolagents'
 ``final_answer``, pydantic-ai's ``final_result`` (and ``final_result_<Type>`` for a union)."""
 _DEFAULT_FIELD = "answer"
+PROSE_FIELDS = frozenset(
+    {"answer", "summary", "notes", "note", "message", "explanation", "reason", "details", "comment", "text", "remarks"}
+)
+"""Fields of a structured answer that hold words for a person: where a notice may go."""
 _encode = msgspec.json.encode
 
 
@@ -111,16 +116,17 @@ def _text_schema(schema: Any) -> bool:
 
 
 def noticed_call(tool_call: ToolCall, answer: AnswerTool, notice: str, first: bool) -> ToolCall | None:
-    """A structured answer call with ``notice`` added to the first free-text string it fills
-    (first or last in it), where the schema leaves room; None when it has no such field (the
-    header and the timeline still carry the notice). The caller checks the schema again."""
+    """A structured answer call with ``notice`` added to the first prose field it fills (a
+    free-text string named like ``notes`` or ``summary``: never a value such as a city's name),
+    first or last in it; None when it has none (the header and the timeline still carry the
+    notice). The caller checks the schema again."""
     arguments, problem = tool_call.parsed_arguments()
     properties = answer.parameters.get("properties")
     if problem is not None or not isinstance(arguments, dict) or not isinstance(properties, dict):
         return None
     for name, schema in properties.items():
         value = arguments.get(name)
-        if not isinstance(value, str) or not _text_schema(schema):
+        if not isinstance(value, str) or name.lower() not in PROSE_FIELDS or not _text_schema(schema):
             continue
         joined = f"{notice}\n\n{value}" if first else f"{value}\n\n{notice}"
         limit = schema.get("maxLength")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from proxy.books.budgets import remaining
 from proxy.policy.models import Policy
-from proxy.session.base import SessionState
+from proxy.session.base import FIELDS, SessionState
 from proxy.verdict import Finalize
 
 __all__ = ["GRANT_ROUTE", "notice_for", "placed"]
@@ -26,8 +26,9 @@ _UNITS = {"budget_steps": "steps", "budget_tokens": "tokens", "budget_cost": "co
 def _budget_used(reason: str, state: SessionState, policy: Policy, now: float) -> str:
     """How much of the budget ``reason`` names was used, of how much."""
     budgets, left = policy.budgets, remaining(state, policy, now)
-    if reason == "budget_steps":
-        return f"{policy.max_steps - left.steps} of {policy.max_steps} steps used"
+    if reason == "budget_steps":  # the steps in flight count: the one that did not fit ends it
+        used = min(policy.max_steps - left.steps + state.counter(FIELDS.RESERVED_STEPS), policy.max_steps)
+        return f"{used} of {policy.max_steps} steps used or in flight"
     if reason == "budget_tokens" and budgets.max_tokens is not None and left.tokens is not None:
         return f"{budgets.max_tokens - left.tokens} of {budgets.max_tokens} tokens used"
     if reason == "budget_cost" and budgets.max_cost_usd is not None and left.cost_usd is not None:

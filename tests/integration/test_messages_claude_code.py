@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support.agent_clis import agent_cli
+from tests.support.assertions import summary_of
 from tests.support.fake_messages import judge_verdict, said, text, thinking, tool_use
 
 CLAUDE = agent_cli("claude", "LOOPWARDEN_CLAUDE")
@@ -113,6 +114,7 @@ def test_claude_code_repeating_a_call_is_ended_within_block_at(messages_proxy, a
     result = claude(messages_proxy, tmp_path, "Loop", "--allowedTools", "Bash")
 
     assert "Missing: nothing new" in result["result"]
+    assert "LoopWarden stopped this run (loop): Bash was called 5 times with the same arguments." in result["result"]
     summary_call = anthropic_upstream.requests[-1].json()
     runs = [
         b for m in summary_call["messages"] if m["role"] == "user" for b in m["content"] if b["type"] == "tool_result"
@@ -135,7 +137,7 @@ def test_claude_codes_session_ends_on_its_step_budget(make_proxy, anthropic_upst
 
     result = claude(proxy, tmp_path, "Count", "--allowedTools", "Bash")
 
-    assert result["result"] == "Found: 0 and 1. Missing: the rest. Next: continue later."
+    assert summary_of(result["result"]) == "Found: 0 and 1. Missing: the rest. Next: continue later."
     assert len(anthropic_upstream.requests) == 3  # max_steps, the summary call included
     assert anthropic_upstream.requests[-1].json()["tool_choice"] == {"type": "none"}
     assert anthropic_upstream.rejected == []

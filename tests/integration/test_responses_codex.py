@@ -86,8 +86,20 @@ def test_a_reasoning_only_model_is_ended_gracefully(proxy, fake, tmp_path):
     done = codex(proxy.base_url, tmp_path)
 
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "Found: nothing. Next: ask a person."
+    assert done.stdout.strip().endswith("Found: nothing. Next: ask a person.")
     assert fake.rejections == []
+
+
+def test_codex_prints_the_notice_of_why_loopwarden_stopped_the_run(proxy, fake, tmp_path):
+    fake.script(*[exec_call(f"c{n}") for n in range(7)], text_response("Lyon: 522,250."))
+
+    done = codex(proxy.base_url, tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert (
+        "LoopWarden stopped this run (loop): exec_command was called 5 times with the same arguments. "
+        "Send a new instruction to continue."
+    ) in done.stdout
 
 
 def test_a_command_repeated_forever_is_ended_within_block_at(proxy, fake, tmp_path):

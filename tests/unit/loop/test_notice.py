@@ -42,7 +42,11 @@ def test_a_guard_ending_without_evidence_still_names_its_reason():
     ("reason", "values", "policy", "used"),
     [
         pytest.param(
-            "budget_steps", {"steps": "9"}, {"max_steps": 10}, "steps budget is spent (9 of 10 steps used)", id="steps"
+            "budget_steps",
+            {"steps": "9"},
+            {"max_steps": 10},
+            "steps budget is spent (9 of 10 steps used or in flight)",
+            id="steps",
         ),
         pytest.param(
             "budget_tokens",
