@@ -37,6 +37,7 @@ from proxy.policy.models import Policy
 from proxy.request import AgentRequest, RequestNotes
 from proxy.schemas.compiled import compiled
 from proxy.session.base import FIELDS, SessionDelta, SessionState
+from proxy.session.runs import instruction_mark
 from proxy.upstream.client import UpstreamClient
 from proxy.verdict import Finalize
 from proxy.wire.base import Codec, WireFormat
@@ -268,6 +269,7 @@ class Endings:
         delta.assign(FIELDS.TERMINATION, verdict.reason)
         delta.assign(FIELDS.ENDING, request.wire.codec.encode(ending.body).decode())
         delta.assign(FIELDS.ENDING_WIRE, request.wire.name)
+        delta.assign(FIELDS.RUN_SAID, instruction_mark(request.conversation))
         notes.terminated = verdict.reason
         delta.event("ending", round(now * 1000), reason=verdict.reason, notice=notice, summary_via=ending.via)
         self._metrics.terminations.labels(request.tenant, request.policy.name, verdict.reason).inc()

@@ -56,6 +56,15 @@ class FIELDS:
     TASK = "task"
     """The run's task (its first user turn), kept for a request that continues a stored
     response and so carries only its new items: what the completion judge checks against."""
+    CALL_COUNT_PREFIX = "fp:"
+    """How often the run received each tool call (by fingerprint)."""
+    CALL_SEQUENCE = "fp_seq"
+    """The run's last tool calls in order (fingerprints), for cycles."""
+    RUN = "run"
+    """The run's number within the session (absent: the first)."""
+    RUN_STARTED_MS = "run_started_ms"
+    RUN_SAID = "run_said"
+    """The ended request's human instructions (:func:`proxy.session.runs.instruction_mark`)."""
     STATE_LOST = "state_lost_at"
     """When the proxy told this session's client its state had been lost (fail-closed only)."""
 
