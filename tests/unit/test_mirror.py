@@ -31,7 +31,6 @@ AWAITING_TESTS = {
     "wire/messages/format.py": "the format object; the wire contract suite runs over it",
     "wire/responses/format.py": "the format object; the wire contract suite runs over it",
     "wire/messages/relay.py": "its tests still sit in wire/messages/test_stream.py",
-    "wire/responses/chains.py": "its tests still sit in wire/responses/test_render.py and session/test_chains.py",
 }
 """Modules with logic whose tests come with the change rewriting them, which lands beside this one."""
 
