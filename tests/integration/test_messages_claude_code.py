@@ -123,6 +123,30 @@ def test_claude_code_repeating_a_call_is_ended_within_block_at(messages_proxy, a
     assert anthropic_upstream.rejected == []
 
 
+def test_claude_p_resume_with_a_new_question_after_an_ending_starts_a_new_run(
+    messages_proxy, anthropic_upstream, tmp_path
+):
+    same = {"command": "date +%s%N", "description": "The time"}
+    anthropic_upstream.script(*[said(thinking(f"Again {n}."), tool_use("Bash", same, f"toolu_{n}")) for n in range(12)])
+    anthropic_upstream.summary = said(text("Found: the time. Next: stop repeating."))
+    ended = claude(messages_proxy, tmp_path, "Loop", "--allowedTools", "Bash")
+    assert "LoopWarden stopped this run (loop)" in ended["result"]
+    anthropic_upstream.script(said(text("It is noon.")))
+    calls = len(anthropic_upstream.requests)
+
+    resumed = claude(
+        messages_proxy, tmp_path, "What time is it now?", "--allowedTools", "Bash", "--resume", ended["session_id"]
+    )
+
+    assert resumed["result"] == "It is noon."
+    assert "LoopWarden stopped this run" not in resumed["result"]
+    assert len(anthropic_upstream.requests) > calls
+    # A resumed Claude Code sends another system prompt and tool list, so the fake (like the API)
+    # refuses the old thinking blocks once and Claude Code resends without them: its own doing,
+    # the same without the proxy; the run's ending is not among the refusals.
+    assert all("signature" in refusal for refusal in anthropic_upstream.rejected)
+
+
 def test_claude_codes_session_ends_on_its_step_budget(make_proxy, anthropic_upstream, write_policies, tmp_path):
     proxy = make_proxy(upstream=anthropic_upstream.url, policies_dir=str(write_policies(default="max_steps: 3\n")))
     anthropic_upstream.script(
