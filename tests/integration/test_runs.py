@@ -1,6 +1,6 @@
 """Runs within a session over real HTTP: after an ending, a new human instruction starts a new
 run (its evidence afresh, the session's budgets carried on); a resend gets the stored ending; a
-fresh conversation under a known session id is a new run. Memory and Redis state."""
+fresh conversation under a known session id is a new run. Memory, Redis and Redis Cluster state."""
 
 from __future__ import annotations
 
@@ -21,8 +21,10 @@ TOOLS = [
 ]
 
 
-@pytest.fixture(params=["memory", "redis"])
-def store_settings(request, redis_url) -> dict[str, str]:
+@pytest.fixture(params=["memory", "redis", "cluster"])
+def store_settings(request, redis_url) -> dict[str, str | bool]:
+    if request.param == "cluster":
+        return {"redis_url": request.getfixturevalue("redis_cluster").url, "redis_cluster": True}
     return {"redis_url": redis_url} if request.param == "redis" else {}
 
 

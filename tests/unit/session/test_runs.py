@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from proxy.exchange import Conversation, Message, Tool, ToolCall
-from proxy.session.base import SessionState
+from proxy.session.base import Claim, SessionDelta, SessionState
 from proxy.session.runs import instruction_mark, run_reset, starts_new_run, without_run
+from tests.unit.session.test_store_contract import key, store  # noqa: F401 (fixtures: every store)
 
 TOOLS = (Tool("get_weather"),)
 ASK = Message("user", "What is the weather in Paris?")
@@ -127,3 +128,22 @@ def test_a_new_run_is_a_timeline_entry():
     (event,) = run_reset(STATE, 1_000, after="loop").events
 
     assert (event.kind, event.at_ms, dict(event.fields)) == ("run_started", 1_000, {"run": 3, "after": "loop"})
+
+
+async def test_a_new_runs_commit_frees_the_ending_for_the_new_run_on_every_store(store, key):  # noqa: F811
+    ended = SessionDelta()
+    for name, value in STATE.values.items():
+        ended.assign(name, value)
+    await store.commit(key, ended, 60)
+    loaded = await store.load(key)
+
+    after = await store.commit(key, run_reset(loaded, 1_000), 60)
+    claimed = await store.claim_ending(key, Claim(2_000, 60_000), 60)
+
+    assert claimed.claimed
+    assert (after.steps, after.counter("tokens_in"), after.termination, after.strikes("empty_response")) == (
+        6,
+        900,
+        None,
+        0,
+    )
