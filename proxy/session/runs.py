@@ -49,11 +49,12 @@ def _said(message: Message) -> str:
 
 
 def instruction_mark(conversation: Conversation) -> str:
-    """How many human instructions the conversation holds and a digest of the last one: what an
-    ending remembers, so that only a request adding one starts a new run."""
+    """How many turns and human instructions the conversation holds and a digest of the last
+    instruction: what an ending remembers, so that a resend of the ended conversation is told
+    apart from one adding an instruction, or from a fresh one asking the same again."""
     said = [text for message in _human_turns(conversation) if (text := _said(message))]
     last = hashlib.sha256(said[-1].encode("utf-8", "surrogatepass")).hexdigest()[:16] if said else ""
-    return f"{len(said)}:{last}"
+    return f"{len(conversation.messages)}:{len(said)}:{last}"
 
 
 def _human_turns(conversation: Conversation) -> list[Message]:

@@ -72,3 +72,33 @@ def test_a_new_question_continuing_an_ending_reaches_the_upstream_as_a_valid_req
     assert raw.parse().output_text == "Lyon has 522,250 inhabitants (INSEE)."
     sent = fake.agent_payloads[-1]["input"]
     assert [item.get("type") for item in sent[:-2]].count("function_call_output") >= 1
+
+
+def test_the_agents_sdk_running_one_task_three_times_under_one_session_id_is_never_warned(proxy, fake):
+    from tests.integration.test_responses_agents import run_agent as run_agents_sdk
+    from tests.integration.test_responses_agents import weather_call
+
+    fake.script(*[reply for n in range(3) for reply in (weather_call(f"c{n}"), text_response("Paris: 21 °C."))])
+    session = f"thrice-{uuid.uuid4().hex}"
+
+    runs = [run_agents_sdk(proxy.base_url, stream=False, session=session) for _ in range(3)]
+
+    assert [output for output, _ in runs] == ["Paris: 21 °C."] * 3
+    assert [run.tool_calls for _, run in runs] == [["Paris"]] * 3  # no warning took the third run's call
+    assert len(fake.requests) == 6
+
+
+def test_the_agents_sdk_asking_anew_after_an_ending_starts_a_new_run(proxy, fake):
+    from tests.integration.test_responses_agents import run_agent as run_agents_sdk
+    from tests.integration.test_responses_agents import weather_call
+
+    session = f"anew-{uuid.uuid4().hex}"
+    fake.script(*[weather_call(f"c{n}") for n in range(7)], text_response("Paris: 21 °C. I stopped."))
+    ended, _ = run_agents_sdk(proxy.base_url, stream=False, session=session)
+    assert ended.startswith("LoopWarden stopped this run (loop): get_weather was called")
+    fake.script(weather_call("d1"), text_response("Paris: 21 °C."))
+
+    output, _ = run_agents_sdk(proxy.base_url, stream=False, session=session)
+
+    assert output == "Paris: 21 °C."
+    assert fake.rejections == []

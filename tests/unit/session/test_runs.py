@@ -147,3 +147,9 @@ async def test_a_new_runs_commit_frees_the_ending_for_the_new_run_on_every_store
         None,
         0,
     )
+
+
+def test_the_ended_task_asked_afresh_after_a_longer_run_is_a_new_run():
+    opening = talk(Message("system", "You help."), ASK)
+
+    assert starts_new_run(ended_on(talk(*ENDED)), opening, derived=False) is True
