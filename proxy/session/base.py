@@ -202,6 +202,7 @@ class SessionDelta:
         self.increments[name] = self.increments.get(name, 0) + by
 
     def assign(self, name: str, value: str | int | float) -> None:
+        """Set ``name``; an empty value removes it (a counter then counts from 0 again)."""
         self.assignments[name] = str(value)
         self.increments.pop(name, None)
 
@@ -220,7 +221,10 @@ class SessionDelta:
         for name, value in self.defaults.items():
             values.setdefault(name, value)
         for name, value in self.assignments.items():
-            values[name] = value
+            if value:
+                values[name] = value
+            else:
+                values.pop(name, None)
         for name, by in self.increments.items():
             values[name] = str(_as_int(values.get(name)) + by)
         for name, (items, keep) in self.appends.items():

@@ -90,8 +90,8 @@ def without_run(state: SessionState) -> SessionState:
 
 
 def run_reset(state: SessionState, now_ms: int, **why: str | int | bool) -> SessionDelta:
-    """The commit that starts a new run: its evidence cleared (emptied fields read as absent),
-    its number and start recorded, a ``run_started`` timeline entry."""
+    """The commit that starts a new run: its evidence removed (an empty assignment removes a
+    field), its number and start recorded, a ``run_started`` timeline entry."""
     delta = SessionDelta()
     for name in state.values:
         if _run_scoped(name):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 import anthropic
+import httpx
 import openai
 import pytest
 
@@ -70,8 +71,9 @@ def test_a_resend_of_the_ended_conversation_gets_the_stored_ending(make_proxy, u
     assert len(upstream.requests) == 4  # no upstream call
 
 
-def test_a_new_run_starts_its_strikes_afresh(make_proxy, upstream, store_settings):
-    client = sdk(make_proxy(**store_settings), f"runs-{uuid.uuid4().hex}")
+def test_a_new_run_starts_its_strikes_afresh_and_carries_the_sessions_steps_on(make_proxy, upstream, store_settings):
+    proxy, session = make_proxy(**store_settings), f"runs-{uuid.uuid4().hex}"
+    client = sdk(proxy, session)
     history = ended_by_empty_replies(client, upstream)
     upstream.script(empty(), Json(chat_completion("Paris: 21 °C.")))  # one miss: a nudge, not the old run's third
 
@@ -81,6 +83,8 @@ def test_a_new_run_starts_its_strikes_afresh(make_proxy, upstream, store_setting
 
     assert "x-loopwarden-terminated" not in again.headers
     assert again.headers["x-loopwarden-interventions"] == "empty_nudge"
+    described = httpx.get(f"{proxy.base_url}/loopwarden/sessions/{session}", headers={"Authorization": "Bearer sk-p"})
+    assert (described.json()["steps"], described.json()["termination"]) == (6, None)  # 4 before, 2 in the new run
 
 
 def test_a_spent_budget_ends_the_new_run_at_once_naming_the_budget(make_proxy, upstream, write_policies):
@@ -124,7 +128,8 @@ def run_task(client: openai.OpenAI) -> list:
 
 
 def test_the_same_task_twice_under_one_session_id_is_two_runs_never_a_cycle(make_proxy, upstream, store_settings):
-    client = sdk(make_proxy(**store_settings), f"runs-{uuid.uuid4().hex}")
+    proxy, session = make_proxy(**store_settings), f"runs-{uuid.uuid4().hex}"
+    client = sdk(proxy, session)
     upstream.script(*two_tool_run(), *two_tool_run())
 
     run_task(client)
@@ -132,6 +137,9 @@ def test_the_same_task_twice_under_one_session_id_is_two_runs_never_a_cycle(make
 
     assert [raw.headers["x-loopwarden-interventions"] for raw in second] == ["none"] * 3
     assert len(upstream.requests) == 6
+    described = httpx.get(f"{proxy.base_url}/loopwarden/sessions/{session}", headers={"Authorization": "Bearer sk-p"})
+    # The second run's commits landed: its own calls counted once each, the session's steps carried on.
+    assert (sorted(described.json()["tool_call_fingerprints"].values()), described.json()["steps"]) == ([1, 1], 6)
 
 
 def test_claude_style_messages_start_a_new_run_after_an_ending(make_proxy, anthropic_upstream, store_settings):

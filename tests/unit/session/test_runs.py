@@ -153,3 +153,18 @@ def test_the_ended_task_asked_afresh_after_a_longer_run_is_a_new_run():
     opening = talk(Message("system", "You help."), ASK)
 
     assert starts_new_run(ended_on(talk(*ENDED)), opening, derived=False) is True
+
+
+async def test_a_counter_the_new_run_cleared_counts_again_from_zero_on_every_store(store, key):  # noqa: F811
+    ended = SessionDelta()
+    ended.assign("strike:empty_response", 2)
+    ended.assign("termination", "empty_response")
+    await store.commit(key, ended, 60)
+    await store.commit(key, run_reset(await store.load(key), 1_000), 60)
+    missed = SessionDelta()
+    missed.incr("strike:empty_response")
+
+    after = await store.commit(key, missed, 60)
+
+    assert after.strikes("empty_response") == 1
+    assert "termination" not in after.values
