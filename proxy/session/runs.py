@@ -74,11 +74,13 @@ def _ends_with_instruction(conversation: Conversation) -> bool:
 
 def starts_new_run(state: SessionState, conversation: Conversation, derived: bool) -> bool:
     """The request starts a new run of the session ``state`` shows (never the first run)."""
-    if state.is_new or derived:  # a derived session is named by its run already
+    if state.is_new:
         return False
     if state.termination:
         marked = state.values.get(FIELDS.RUN_SAID)
         return _ends_with_instruction(conversation) and instruction_mark(conversation) != marked
+    if derived:  # a fresh conversation names a session of its own already
+        return False
     fresh = not conversation.continues and bool(conversation.tools)  # a client's side call offers none
     return fresh and state.steps > 0
 

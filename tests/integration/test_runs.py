@@ -61,6 +61,19 @@ def test_a_new_instruction_after_an_ending_starts_a_new_run(make_proxy, upstream
     assert len(upstream.requests) == 5
 
 
+def test_without_a_session_id_a_new_instruction_after_an_ending_starts_a_new_run(make_proxy, upstream, store_settings):
+    client = openai.OpenAI(base_url=make_proxy(**store_settings).base_url, api_key="sk-p", max_retries=0)
+    history = ended_by_empty_replies(client, upstream)  # a derived session: the opening and the first reply
+    upstream.script(Json(chat_completion("Paris: 21 °C.")))
+
+    again = client.chat.completions.with_raw_response.create(
+        model="m", messages=[*history, {"role": "user", "content": "Try once more, please."}], tools=TOOLS
+    )
+
+    assert "x-loopwarden-terminated" not in again.headers
+    assert again.parse().choices[0].message.content == "Paris: 21 °C."
+
+
 def test_a_resend_of_the_ended_conversation_gets_the_stored_ending(make_proxy, upstream, store_settings):
     client = sdk(make_proxy(**store_settings), f"runs-{uuid.uuid4().hex}")
     ended_by_empty_replies(client, upstream)

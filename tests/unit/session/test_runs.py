@@ -88,8 +88,14 @@ def test_a_fresh_conversation_under_a_known_session_is_a_new_run(state, conversa
     assert starts_new_run(SessionState(state), conversation, derived=False) is new_run
 
 
-def test_a_derived_session_is_named_by_its_run_already():
-    assert starts_new_run(ended_on(talk(*ENDED)), talk(*ENDED, Message("user", "Lyon?")), derived=True) is False
+def test_a_derived_session_takes_a_new_instruction_after_its_ending_as_a_new_run():
+    assert starts_new_run(ended_on(talk(*ENDED)), talk(*ENDED, Message("user", "Lyon?")), derived=True) is True
+
+
+def test_a_fresh_conversation_names_a_derived_session_of_its_own():
+    assert (
+        starts_new_run(SessionState({"steps": "2"}), talk(Message("system", "You help."), ASK), derived=True) is False
+    )
 
 
 STATE = SessionState(
