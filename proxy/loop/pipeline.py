@@ -110,8 +110,6 @@ class Pipeline:
             state, delta = await self._ledger.open(request, limits, notes)
             if not notes.degraded and starts_new_run(state, request.conversation, request.session.derived):
                 state = await self._new_run(request, state, notes)
-            delta.default(FIELDS.RUN, 1)
-            delta.default(FIELDS.RUN_STARTED_MS, int(notes.started * 1000))
             client = client_stream(
                 request,
                 lambda: response_headers(request, delta.applied_to(state), notes, self._clock()),

@@ -61,7 +61,8 @@ class FIELDS:
     CALL_SEQUENCE = "fp_seq"
     """The run's last tool calls in order (fingerprints), for cycles."""
     RUN = "run"
-    """The run's number within the session (absent: the first)."""
+    """The run's number within the session (absent: the first, which began at ``first_seen``;
+    not written on every request, which would cost every commit two fields)."""
     RUN_STARTED_MS = "run_started_ms"
     RUN_SAID = "run_said"
     """The ended request's human instructions (:func:`proxy.session.runs.instruction_mark`)."""
