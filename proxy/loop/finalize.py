@@ -126,10 +126,10 @@ class Finalizer:
         ``notice``: what the ending tells the person, placed as ``policy.finalize.notice`` says.
         """
         model = conversation.model
-        first = policy.finalize.notice == "first"
+        placement = policy.finalize.notice
 
         def told(text: str) -> str:
-            return placed(text, notice, policy.finalize.notice)
+            return placed(text, notice, placement)
 
         if policy.finalize.use_upstream and not local_only:
             instruction = f"{policy.finalize.instruction} (The session is ending because {verdict.detail}.)"
@@ -139,7 +139,9 @@ class Finalizer:
                 body = codec.render_summary_request(
                     payload, extra, forced, policy.finalize.max_tokens, cap_output, answer_tool=answer.name
                 )
-                return await self._structured(verdict, codec, body, conversation, url, headers, answer, (notice, first))
+                return await self._structured(
+                    verdict, codec, body, conversation, url, headers, answer, notice, placement
+                )
             body = codec.render_summary_request(payload, extra, instruction, policy.finalize.max_tokens, cap_output)
             try:
                 reply = await self._upstream.send("POST", url, headers, body)
@@ -171,12 +173,12 @@ class Finalizer:
         url: str,
         headers: Sequence[tuple[str, str]],
         answer: AnswerTool,
-        notice: tuple[str | None, bool],
+        notice: str | None,
+        placement: str,
     ) -> Ending:
         """The forced call to a structured answer tool as the ending, when its arguments satisfy
         the tool's schema (with the notice in a free-text field, where one still satisfies it);
         else the local summary (a refusal, as this request takes it)."""
-        told, first = notice
         try:
             reply = await self._upstream.send("POST", url, headers, body)
         except ProxyError:
@@ -186,14 +188,14 @@ class Finalizer:
             parsed = codec.parse_reply(reply.response.content)
             tool_call = next((c for c in parsed.tool_calls if c.name == answer.name), None) if parsed else None
             if parsed is not None and tool_call is not None and await _satisfies(tool_call, answer, conversation):
-                noticed = noticed_call(tool_call, answer, told, first) if told else None
+                noticed = noticed_call(tool_call, answer, notice, placement == "first") if notice else None
                 if noticed is not None and await _satisfies(noticed, answer, conversation):
                     tool_call = noticed
                 model = parsed.model or conversation.model
                 ending = Reply(None, None, (tool_call,), "tool_calls", parsed.usage, model=model)
                 return Ending(codec.render_reply(ending), "upstream", parsed.usage, upstream_called=True)
             spent = parsed.usage if parsed is not None else spent  # the unusable call is paid for all the same
-        summary = placed(local_summary(conversation, verdict.detail), told, "first" if first else "last")
+        summary = placed(local_summary(conversation, verdict.detail), notice, placement)
         return Ending(codec.ending(summary, model=conversation.model), "local", spent, upstream_called=True)
 
 
