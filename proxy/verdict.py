@@ -16,7 +16,7 @@ type error, not a verdict silently ignored or a failure at run time.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from proxy.exchange import Reply, Turn, Usage
 
@@ -116,6 +116,9 @@ class Finalize:
     cause: str | None = None
     """What lies behind the reason, in one word for logs (a judge error's cause: ``missing_nonce``)."""
     seen: tuple[Observation, ...] = ()
+    evidence: str = field(default="", compare=False)
+    """The evidence in one line for the person reading the ending's notice: tool names and
+    counts only, never message contents (arguments, results, a judge's words)."""
 
 
 RequestVerdict = Pass | Amend | Nudge | Finalize

@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from proxy.exchange import ToolCall, parse_arguments
-from proxy.session.base import SessionDelta
+from proxy.session.base import FIELDS, SessionDelta
 
 __all__ = ["CALL_COUNT_PREFIX", "CALL_SEQUENCE", "canonical_arguments", "digest", "fingerprint", "remember_calls"]
 
-CALL_COUNT_PREFIX = "fp:"
+CALL_COUNT_PREFIX = FIELDS.CALL_COUNT_PREFIX
 """Session field per fingerprint: how many times the agent received that call."""
-CALL_SEQUENCE = "fp_seq"
+CALL_SEQUENCE = FIELDS.CALL_SEQUENCE
 """Session list field: the fingerprints of recent delivered calls, in order (for cycles)."""
 
 _SPACE = re.compile(r"\s+")

@@ -47,7 +47,11 @@ class OutputContractGuard:
         if context.retries.get("schema_retry", 0) >= settings.max_retries:
             if settings.after_max_retries == "pass":
                 return Pass(flags=("output_schema_invalid",))
-            return Finalize("invalid_output", f"the answer kept failing the required JSON schema: {errors[0]}")
+            return Finalize(
+                "invalid_output",
+                f"the answer kept failing the required JSON schema: {errors[0]}",
+                evidence=f"the answer failed the required JSON schema {settings.max_retries + 1} times",
+            )
         text = context.policy.nudges.output_contract.format(errors="\n".join(errors))
         return Nudge(
             kind="schema_retry",

@@ -52,9 +52,8 @@ class PermissionGuard:
             or context.retries.get("permission_denied", 0) >= settings.max_denials
         ):
             ending = next((d for _, d in refused if d.action == "deny_session"), decision)
-            return Finalize(
-                "permission", f"the model asked for {tool_call.name}, which rule {ending.rule} forbids", seen=seen
-            )
+            what = f"the model asked for {tool_call.name}, which rule {ending.rule} forbids"
+            return Finalize("permission", what, seen=seen, evidence=what)
         results = {}
         for each, verdict in zip(reply.tool_calls, decisions, strict=True):
             reason = verdict.message or "this call is not allowed here"

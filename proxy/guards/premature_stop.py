@@ -27,6 +27,7 @@ from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass, ReplyVerdict
 __all__ = ["PrematureStopGuard"]
 
 STRIKE = "judge_continue"
+_STOPPED_EARLY = "the model kept answering before the task was done, as often as the policy allows"
 _SKIPPED = Pass(seen=(JudgeCall("skipped"),))
 
 
@@ -69,7 +70,9 @@ def _preamble(reply: Reply, context: GuardContext, exhausted: bool) -> ReplyVerd
     so it is continued without asking the judge."""
     reason = "the reply only announced a next step (a preamble), it is no final answer"
     if exhausted:
-        return Finalize("incomplete", f"the model kept stopping before the task was done ({reason})")
+        return Finalize(
+            "incomplete", f"the model kept stopping before the task was done ({reason})", evidence=_STOPPED_EARLY
+        )
     text = context.policy.nudges.judge_not_done.format(reason=reason)
     return Nudge("judge_continue", f"judge: {reason}", _continue_turns(reply, None, text), STRIKE)
 
@@ -130,14 +133,17 @@ class PrematureStopGuard:
                 return Pass(spent=outcome.usage, seen=seen)
             if exhausted:
                 detail = f"the answer could not be checked ({outcome.reason})"
-                return Finalize("incomplete", detail, spent=outcome.usage, cause=outcome.error, seen=seen)
+                evidence = "the answer could not be checked by the completion judge"
+                return Finalize(
+                    "incomplete", detail, spent=outcome.usage, cause=outcome.error, seen=seen, evidence=evidence
+                )
             text = context.policy.nudges.judge_unavailable
             turns = _continue_turns(reply, call_id, text)
             return Nudge("judge_continue", outcome.reason, turns, STRIKE, outcome.usage, seen=seen)
         seen = (JudgeCall("remembered" if outcome.remembered else "not_done", latency),)
         if exhausted:
             detail = f"the model kept stopping before the task was done ({outcome.reason.rstrip('.')})"
-            return Finalize("incomplete", detail, spent=outcome.usage, seen=seen)
+            return Finalize("incomplete", detail, spent=outcome.usage, seen=seen, evidence=_STOPPED_EARLY)
         text = context.policy.nudges.judge_not_done.format(reason=outcome.reason.rstrip("."))
         return Nudge(
             "judge_continue",

@@ -204,7 +204,8 @@ class StalledProgressGuard:
         why = outcome.reason.rstrip(".")
         if strikes >= limit:
             detail = f"the model called {tool} {run} times with new arguments for the same result ({why})"
-            return Finalize("no_progress", detail, strike=STRIKE, spent=outcome.usage, seen=seen)
+            evidence = f"{tool} was called {run} times with new arguments and returned the same result each time"
+            return Finalize("no_progress", detail, strike=STRIKE, spent=outcome.usage, seen=seen, evidence=evidence)
         reason = f"judge: {why} (strike {strikes} of {limit})"
         return self._nudge(reply, context, tool, run, why, reason, outcome.usage, seen, strike=STRIKE)
 

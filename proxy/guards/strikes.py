@@ -35,7 +35,10 @@ def strike_verdict(
         return Pass(clear_strikes=(strike,)) if strikes else PASS
     if strikes + 1 >= max_strikes:
         return Finalize(
-            reason=reason or strike, detail=f"the model returned {strikes + 1} {miss} in a row", strike=strike
+            reason=reason or strike,
+            detail=f"the model returned {strikes + 1} {miss} in a row",
+            strike=strike,
+            evidence=f"the model returned {strikes + 1} {miss} in a row",
         )
     return Nudge(
         kind=nudge_kind,

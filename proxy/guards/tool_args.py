@@ -78,7 +78,8 @@ class ToolArgsGuard:
                 return Pass(flags=("tool_args_invalid",))
             first = next(tool_call for tool_call in reply.tool_calls if problems[tool_call.id])
             detail = f"the model kept calling {first.name} with invalid arguments: {problems[first.id][0]}"
-            return Finalize("invalid_tool_args", detail)
+            evidence = f"the model kept calling {first.name} with arguments its schema rejects"
+            return Finalize("invalid_tool_args", detail, evidence=evidence)
         results = {
             call_id: context.policy.nudges.tool_args.format(errors="\n".join(errors)) if errors else _NOT_RUN
             for call_id, errors in problems.items()

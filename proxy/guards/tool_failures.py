@@ -46,5 +46,6 @@ class ToolFailuresGuard:
                 break
             run += 1
         if run >= settings.max_consecutive:
-            return Finalize(reason="tool_failures", detail=f"the last {run} tool calls all failed")
+            what = f"the last {run} tool calls all failed"
+            return Finalize(reason="tool_failures", detail=what, evidence=what)
         return PASS

@@ -94,6 +94,13 @@ def _what(tool_call: ToolCall, period: int) -> str:
     return _describe(tool_call) if not period else f"a cycle of {period} calls ending with {_describe(tool_call)}"
 
 
+def _evidence(tool_call: ToolCall, found: Repetition) -> str:
+    """The ending's evidence: the tool's name and the count, never its arguments."""
+    if not found.period:
+        return f"{tool_call.name} was called {found.calls} times with the same arguments"
+    return f"a cycle of {found.period} tool calls ending with {tool_call.name} repeated for {found.calls} calls"
+
+
 class ToolLoopGuard:
     def holds(self, partial: PartialReply, context: GuardContext) -> int:
         """A repeated call is known only once its arguments are complete."""
@@ -122,7 +129,9 @@ class ToolLoopGuard:
         what = _what(tool_call, found.period)
         often = f"({found.calls} calls)" if found.period else f"{found.calls} times"
         if found.level == 2:
-            return Finalize(reason="loop", detail=f"the model repeated {what} {often}")
+            return Finalize(
+                reason="loop", detail=f"the model repeated {what} {often}", evidence=_evidence(tool_call, found)
+            )
         if context.retries.get("loop_warning"):
             return PASS  # warned once in this request and it insists: the agent runs it
         text = context.policy.nudges.loop_warning.format(call=what, count=found.calls - 1)

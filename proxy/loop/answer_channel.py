@@ -31,18 +31,24 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FRAMEWORK_ANSWER_TOOLS",
+    "PROSE_FIELDS",
     "AnswerTool",
     "answer_channel",
     "answer_tool",
     "ending_for",
     "ending_text",
     "free_text_field",
+    "noticed_call",
 ]
 
 FRAMEWORK_ANSWER_TOOLS = ("final_answer", "final_result")
 """Answer tools the common frameworks offer whatever the policy says: smolagents'
 ``final_answer``, pydantic-ai's ``final_result`` (and ``final_result_<Type>`` for a union)."""
 _DEFAULT_FIELD = "answer"
+PROSE_FIELDS = frozenset(
+    {"answer", "summary", "notes", "note", "message", "explanation", "reason", "details", "comment", "text", "remarks"}
+)
+"""Fields of a structured answer that hold words for a person: where a notice may go."""
 _encode = msgspec.json.encode
 
 
@@ -97,9 +103,38 @@ def free_text_field(parameters: Mapping[str, Any]) -> str | None:
     (name, schema), required = next(iter(properties.items())), parameters.get("required") or []
     if not isinstance(schema, dict) or not set(required) <= {name}:
         return None
+    return name if _text_schema(schema) else None
+
+
+def _text_schema(schema: Any) -> bool:
+    """A property that takes free words: a string without enum, const, pattern or format."""
+    if not isinstance(schema, dict):
+        return False
     kind = schema.get("type", "string")
     text = kind == "string" or (isinstance(kind, list) and "string" in kind)
-    return name if text and not (schema.keys() & {"enum", "const", "pattern", "format"}) else None
+    return text and not (schema.keys() & {"enum", "const", "pattern", "format"})
+
+
+def noticed_call(tool_call: ToolCall, answer: AnswerTool, notice: str, first: bool) -> ToolCall | None:
+    """A structured answer call with ``notice`` added to the first prose field it fills (a
+    free-text string named like ``notes`` or ``summary``: never a value such as a city's name),
+    first or last in it; None when it has none (the header and the timeline still carry the
+    notice). The caller checks the schema again."""
+    arguments, problem = tool_call.parsed_arguments()
+    properties = answer.parameters.get("properties")
+    if problem is not None or not isinstance(arguments, dict) or not isinstance(properties, dict):
+        return None
+    for name, schema in properties.items():
+        value = arguments.get(name)
+        if not isinstance(value, str) or name.lower() not in PROSE_FIELDS or not _text_schema(schema):
+            continue
+        joined = f"{notice}\n\n{value}" if first else f"{value}\n\n{notice}"
+        limit = schema.get("maxLength")
+        if isinstance(limit, int) and len(joined) > limit:
+            continue
+        noticed = _encode({**arguments, name: joined}).decode()
+        return ToolCall(tool_call.id, tool_call.name, noticed)
+    return None
 
 
 def ending_text(reply: Reply) -> str:

@@ -102,6 +102,8 @@ async def resolve_chain(
     bodies: dict[str, Any] = {}
     try:
         chained = await chained_session(store, namespace, previous) if previous is not None else None
+        if previous is not None and chained is not None and chained.body is not None:
+            bodies[previous] = _decode(chained.body)  # an ending: what a continuation of it carries
         for reference in references:
             recorded = await chained_session(store, namespace, reference)
             if recorded is not None and recorded.body is not None:

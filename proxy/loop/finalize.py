@@ -12,11 +12,15 @@ A request whose answer tool has a structured schema (pydantic-ai's ``final_resul
 output model; see :mod:`proxy.loop.answer_channel`) cannot take a summary as text: its last call
 forces that tool instead, and the ending is that call when its arguments satisfy the schema;
 otherwise the local summary, which reaches such a request in the refusal form.
+
+Every ending carries its notice (:mod:`proxy.loop.notice`): in the text, or in a structured
+answer's free-text field where its schema leaves room for one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 from proxy.books.ledger import Ledger
 from proxy.errors import ProxyError
 from proxy.exchange import Conversation, Reply, ToolCall, Turn, Usage
-from proxy.loop.answer_channel import AnswerTool, answer_channel
+from proxy.loop.answer_channel import AnswerTool, answer_channel, noticed_call
+from proxy.loop.notice import notice_for, placed
 from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 from proxy.observe.tracing import Tracing
@@ -32,6 +37,7 @@ from proxy.policy.models import Policy
 from proxy.request import AgentRequest, RequestNotes
 from proxy.schemas.compiled import compiled
 from proxy.session.base import FIELDS, SessionDelta, SessionState
+from proxy.session.runs import instruction_mark
 from proxy.upstream.client import UpstreamClient
 from proxy.verdict import Finalize
 
@@ -117,14 +123,21 @@ class Finalizer:
         local_only: bool = False,
         cap_output: bool = False,
         answer: AnswerTool | None = None,
+        notice: str | None = None,
     ) -> Ending:
         """The ending reply for ``verdict``, from the model if it can, else built here.
 
         ``local_only`` forbids the last call (a hard cost cap); ``cap_output`` bounds it even
         when the client set no output limit (a budget ending may overshoot by one capped call).
         ``answer``: the request's answer tool; a structured one is forced in the last call.
+        ``notice``: what the ending tells the person, placed as ``policy.finalize.notice`` says.
         """
         model = conversation.model
+        placement = policy.finalize.notice
+
+        def told(text: str) -> str:
+            return placed(text, notice, placement)
+
         if policy.finalize.use_upstream and not local_only:
             instruction = f"{policy.finalize.instruction} (The session is ending because {verdict.detail}.)"
             if answer is not None and not answer.free_text:
@@ -133,7 +146,9 @@ class Finalizer:
                 body = codec.render_summary_request(
                     payload, extra, forced, policy.finalize.max_tokens, cap_output, answer_tool=answer.name
                 )
-                return await self._structured(verdict, codec, body, conversation, url, headers, answer)
+                return await self._structured(
+                    verdict, codec, body, conversation, url, headers, answer, notice, placement
+                )
             body = codec.render_summary_request(payload, extra, instruction, policy.finalize.max_tokens, cap_output)
             try:
                 reply = await self._upstream.send("POST", url, headers, body)
@@ -146,14 +161,14 @@ class Finalizer:
                     spent = parsed.usage
                 if parsed is not None and parsed.has_text and parsed.content is not None:
                     return Ending(
-                        codec.ending(parsed.content, model=parsed.model or model, usage=parsed.usage),
+                        codec.ending(told(parsed.content), model=parsed.model or model, usage=parsed.usage),
                         "upstream",
                         parsed.usage,
                         upstream_called=True,
                     )
-            summary = local_summary(conversation, verdict.detail)
+            summary = told(local_summary(conversation, verdict.detail))
             return Ending(codec.ending(summary, model=model), "local", spent, upstream_called=True)
-        summary = local_summary(conversation, verdict.detail)
+        summary = told(local_summary(conversation, verdict.detail))
         return Ending(codec.ending(summary, model=model), "local", Usage(), False)
 
     async def _structured(
@@ -165,9 +180,12 @@ class Finalizer:
         url: str,
         headers: Sequence[tuple[str, str]],
         answer: AnswerTool,
+        notice: str | None,
+        placement: str,
     ) -> Ending:
         """The forced call to a structured answer tool as the ending, when its arguments satisfy
-        the tool's schema; else the local summary (a refusal, as this request takes it)."""
+        the tool's schema (with the notice in a free-text field, where one still satisfies it);
+        else the local summary (a refusal, as this request takes it)."""
         try:
             reply = await self._upstream.send("POST", url, headers, body)
         except ProxyError:
@@ -177,11 +195,14 @@ class Finalizer:
             parsed = codec.parse_reply(reply.response.content)
             tool_call = next((c for c in parsed.tool_calls if c.name == answer.name), None) if parsed else None
             if parsed is not None and tool_call is not None and await _satisfies(tool_call, answer, conversation):
+                noticed = noticed_call(tool_call, answer, notice, placement == "first") if notice else None
+                if noticed is not None and await _satisfies(noticed, answer, conversation):
+                    tool_call = noticed
                 model = parsed.model or conversation.model
                 ending = Reply(None, None, (tool_call,), "tool_calls", parsed.usage, model=model)
                 return Ending(codec.render_reply(ending), "upstream", parsed.usage, upstream_called=True)
             spent = parsed.usage if parsed is not None else spent  # the unusable call is paid for all the same
-        summary = local_summary(conversation, verdict.detail)
+        summary = placed(local_summary(conversation, verdict.detail), notice, placement)
         return Ending(codec.ending(summary, model=conversation.model), "local", spent, upstream_called=True)
 
 
@@ -202,8 +223,15 @@ async def _satisfies(tool_call: ToolCall, answer: AnswerTool, conversation: Conv
 
 class Endings:
     def __init__(
-        self, upstream: UpstreamClient, ledger: Ledger, metrics: Metrics, tracing: Tracing, formats: FormatLookup
+        self,
+        upstream: UpstreamClient,
+        ledger: Ledger,
+        metrics: Metrics,
+        tracing: Tracing,
+        formats: FormatLookup,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        self._clock = clock
         self._finalizer = Finalizer(upstream)
         self._formats = formats
         self._ledger = ledger
@@ -233,6 +261,8 @@ class Endings:
             if not notes.claim:
                 return self._shared(request, verdict, seen, notes)
         local_only = verdict.reason == "budget_cost" and request.policy.budgets.hard_cost_cap
+        now = self._clock()
+        notice = notice_for(verdict, delta.applied_to(state), request.policy, request.session.id, now)
         ending = await self._finalizer.end(
             verdict,
             request.policy,
@@ -245,6 +275,7 @@ class Endings:
             local_only=local_only,
             cap_output=verdict.reason.startswith("budget_"),
             answer=answer_channel(request),
+            notice=notice,
         )
         if ending.upstream_called:
             delta.incr(FIELDS.STEPS)
@@ -253,7 +284,9 @@ class Endings:
         delta.assign(FIELDS.TERMINATION, verdict.reason)
         delta.assign(FIELDS.ENDING, request.wire.codec.encode(ending.body).decode())
         delta.assign(FIELDS.ENDING_WIRE, request.wire.name)
+        delta.assign(FIELDS.RUN_SAID, instruction_mark(request.conversation))
         notes.terminated = verdict.reason
+        delta.event("ending", round(now * 1000), reason=verdict.reason, notice=notice, summary_via=ending.via)
         self._metrics.terminations.labels(request.tenant, request.policy.name, verdict.reason).inc()
         self._tracing.event("loopwarden.termination", {"reason": verdict.reason, "summary_via": ending.via})
         log_event(
@@ -280,9 +313,10 @@ class Endings:
             answer = "stored"
         else:
             notes.terminated = verdict.reason
-            body = request.wire.codec.ending(
-                local_summary(request.conversation, verdict.detail), model=request.conversation.model
-            )
+            policy = request.policy
+            notice = notice_for(verdict, seen, policy, request.session.id, self._clock())
+            summary = placed(local_summary(request.conversation, verdict.detail), notice, policy.finalize.notice)
+            body = request.wire.codec.ending(summary, model=request.conversation.model)
             answer = "local"
         self._metrics.of(self._metrics.endings_shared, request.tenant, request.policy.name, answer).inc()
         log_event(

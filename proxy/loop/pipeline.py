@@ -31,10 +31,12 @@ from proxy.loop.finalize import Endings, FormatLookup
 from proxy.loop.inflight import InFlight
 from proxy.loop.recording import Step, StepRecorder
 from proxy.loop.step_log import StepLog, chat_attributes, response_headers, usage_attributes
+from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 from proxy.observe.tracing import Tracing
 from proxy.request import AgentRequest, Outcome, RequestNotes
-from proxy.session.base import FIELDS, SessionDelta, SessionStore
+from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore, StoreUnavailable
+from proxy.session.runs import run_number, run_reset, starts_new_run, without_run
 from proxy.upstream.client import UpstreamClient
 from proxy.verdict import (
     PASS,
@@ -82,7 +84,7 @@ class Pipeline:
         self._clock = clock
         self._prices = prices or PriceTable({})
         self._ledger = Ledger(store, metrics, self._prices, clock, ending_wait_secs)
-        self._endings = Endings(upstream, self._ledger, metrics, self._tracing, formats)
+        self._endings = Endings(upstream, self._ledger, metrics, self._tracing, formats, clock)
         self._goals = GoalKeeper(metrics)
         self._steps = StepLog(metrics, self._tracing, log_contents=log_contents, recorder=recorder)
         self._attempts = Attempts(upstream, self._ledger, metrics, self._response_guards)
@@ -107,6 +109,8 @@ class Pipeline:
             self._steps.tool_results(request)
             check_request_cap(request, enforce, self._prices)
             state, delta = await self._ledger.open(request, limits, notes)
+            if not notes.degraded and starts_new_run(state, request.conversation, request.session.derived):
+                state = await self._new_run(request, state, notes)
             client = client_stream(
                 request,
                 lambda: response_headers(request, delta.applied_to(state), notes, self._clock()),
@@ -126,6 +130,21 @@ class Pipeline:
                     await asyncio.shield(self._ledger.settle(request, delta, notes))
             self._tracing.annotate(span, {"loopwarden.terminated": notes.terminated or ""})
             return outcome
+
+    async def _new_run(self, request: AgentRequest, state: SessionState, notes: RequestNotes) -> SessionState:
+        """Start a new run of the session: its evidence and ending cleared in one commit of its
+        own, before anything else of this request, so a run that ends at once (a spent budget)
+        claims and stores its own ending. The session's budgets carry on."""
+        ended = state.termination or ""
+        reset = run_reset(state, int(notes.started * 1000), after=ended)
+        try:
+            state = await self._store.commit(request.session.key, reset, request.policy.session_ttl_secs)
+        except StoreUnavailable:
+            return without_run(state)  # this request guards with what it shows; its commit fails alike
+        if notes.claim is False:  # a refused admission found the old ending: this run makes its own
+            notes.claim = None
+        log_event("run_started", {**request.log_fields(), "run": run_number(state), "after": ended})
+        return without_run(state)
 
     async def _run(self, flight: InFlight) -> _Ending:
         """The loop: request guards, then attempts until a reply passes or the request ends."""
@@ -166,7 +185,8 @@ class Pipeline:
             if isinstance(verdict, Finalize):
                 return verdict
             if attempt >= flight.allowed:
-                return Finalize(verdict.exhausted, f"the model kept failing: {verdict.reason}")
+                evidence = f"the model kept failing ({verdict.kind}) for all {attempt} attempts of one request"
+                return Finalize(verdict.exhausted, f"the model kept failing: {verdict.reason}", evidence=evidence)
             self._steps.intervention(request, verdict.kind, verdict.reason, notes, attempt)
             flight.retries[verdict.kind] += 1
             ending = await self._continue(flight, verdict.turns)
@@ -365,4 +385,5 @@ def _refused(limit: str) -> Finalize:
     """The ending of a call whose reservation did not fit: the call that would use the last of
     a budget (room for the ending kept) is the ending."""
     what = limit.removeprefix("budget_")
-    return Finalize(limit, f"a further call would use the last of the session's {what} budget")
+    detail = f"a further call would use the last of the session's {what} budget"
+    return Finalize(limit, detail, evidence=detail)

@@ -309,6 +309,11 @@ class FinalizeSettings(BaseModel):
         "that tool is forced, and its call is the ending ({tool}: its name).",
     )
     max_tokens: int | None = Field(1024, ge=16, description="Cap on the summary call's output tokens.")
+    notice: Literal["first", "last", "off"] = Field(
+        "first",
+        description="Where the ending's notice goes in the agent's answer (the reason, the guard's evidence, how "
+        "to go on): before the summary, after it, or nowhere (the X-LoopWarden-Terminated header still says it).",
+    )
 
 
 class RecordingSettings(BaseModel):

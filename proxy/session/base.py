@@ -58,6 +58,16 @@ class FIELDS:
     TASK = "task"
     """The run's task (its first user turn), kept for a request that continues a stored
     response and so carries only its new items: what the completion judge checks against."""
+    CALL_COUNT_PREFIX = "fp:"
+    """How often the run received each tool call (by fingerprint)."""
+    CALL_SEQUENCE = "fp_seq"
+    """The run's last tool calls in order (fingerprints), for cycles."""
+    RUN = "run"
+    """The run's number within the session (absent: the first, which began at ``first_seen``;
+    not written on every request, which would cost every commit two fields)."""
+    RUN_STARTED_MS = "run_started_ms"
+    RUN_SAID = "run_said"
+    """The ended request's human instructions (:func:`proxy.session.runs.instruction_mark`)."""
     STATE_LOST = "state_lost_at"
     """When the proxy told this session's client its state had been lost (fail-closed only)."""
     GRANTED_STEPS = "granted_steps"
@@ -192,7 +202,8 @@ class SessionState:
 
 @dataclass(frozen=True, slots=True)
 class TimelineEvent:
-    """One entry of a session's timeline: what happened, when (epoch ms), and its details."""
+    """One entry of a session's timeline (a run boundary, an ending, a step ...), written with
+    the commit that makes it; ``fields`` hold no key and no message contents."""
 
     kind: str
     at_ms: int
@@ -222,6 +233,7 @@ class SessionDelta:
         self.increments[name] = self.increments.get(name, 0) + by
 
     def assign(self, name: str, value: str | int | float) -> None:
+        """Set ``name``; an empty value removes it (a counter then counts from 0 again)."""
         self.assignments[name] = str(value)
         self.increments.pop(name, None)
 
@@ -240,7 +252,10 @@ class SessionDelta:
         for name, value in self.defaults.items():
             values.setdefault(name, value)
         for name, value in self.assignments.items():
-            values[name] = value
+            if value:
+                values[name] = value
+            else:
+                values.pop(name, None)
         for name, by in self.increments.items():
             values[name] = str(_as_int(values.get(name)) + by)
         for name, (items, keep) in self.appends.items():

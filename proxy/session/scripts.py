@@ -46,7 +46,9 @@ local d = cjson.decode(ARGV[1])
 local prefix = d[3]
 if d[2] == 1 then redis.call('DEL', key) end
 for field, value in pairs(d[4]) do redis.call('HSETNX', key, field, value) end
-for field, value in pairs(d[5]) do redis.call('HSET', key, field, value) end
+for field, value in pairs(d[5]) do
+  if value == '' then redis.call('HDEL', key, field) else redis.call('HSET', key, field, value) end
+end
 for field, by in pairs(d[6]) do redis.call('HINCRBY', key, field, by) end
 for _, append in ipairs(d[7]) do
   local field, keep, added = append[1], append[2], append[3]

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support.agent_clis import agent_cli
+from tests.support.assertions import summary_of
 from tests.support.fake_messages import judge_verdict, said, text, thinking, tool_use
 
 CLAUDE = agent_cli("claude", "LOOPWARDEN_CLAUDE")
@@ -113,12 +114,37 @@ def test_claude_code_repeating_a_call_is_ended_within_block_at(messages_proxy, a
     result = claude(messages_proxy, tmp_path, "Loop", "--allowedTools", "Bash")
 
     assert "Missing: nothing new" in result["result"]
+    assert "LoopWarden stopped this run (loop): Bash was called 5 times with the same arguments." in result["result"]
     summary_call = anthropic_upstream.requests[-1].json()
     runs = [
         b for m in summary_call["messages"] if m["role"] == "user" for b in m["content"] if b["type"] == "tool_result"
     ]
     assert 3 <= len(runs) <= 5, runs  # warned at 3 runs of one call, ended by loop.block_at (5)
     assert anthropic_upstream.rejected == []
+
+
+def test_claude_p_resume_with_a_new_question_after_an_ending_starts_a_new_run(
+    messages_proxy, anthropic_upstream, tmp_path
+):
+    same = {"command": "date +%s%N", "description": "The time"}
+    anthropic_upstream.script(*[said(thinking(f"Again {n}."), tool_use("Bash", same, f"toolu_{n}")) for n in range(12)])
+    anthropic_upstream.summary = said(text("Found: the time. Next: stop repeating."))
+    ended = claude(messages_proxy, tmp_path, "Loop", "--allowedTools", "Bash")
+    assert "LoopWarden stopped this run (loop)" in ended["result"]
+    anthropic_upstream.script(said(text("It is noon.")))
+    calls = len(anthropic_upstream.requests)
+
+    resumed = claude(
+        messages_proxy, tmp_path, "What time is it now?", "--allowedTools", "Bash", "--resume", ended["session_id"]
+    )
+
+    assert resumed["result"] == "It is noon."
+    assert "LoopWarden stopped this run" not in resumed["result"]
+    assert len(anthropic_upstream.requests) > calls
+    # A resumed Claude Code sends another system prompt and tool list, so the fake (like the API)
+    # refuses the old thinking blocks once and Claude Code resends without them: its own doing,
+    # the same without the proxy; the run's ending is not among the refusals.
+    assert all("signature" in refusal for refusal in anthropic_upstream.rejected)
 
 
 def test_claude_codes_session_ends_on_its_step_budget(make_proxy, anthropic_upstream, write_policies, tmp_path):
@@ -135,7 +161,7 @@ def test_claude_codes_session_ends_on_its_step_budget(make_proxy, anthropic_upst
 
     result = claude(proxy, tmp_path, "Count", "--allowedTools", "Bash")
 
-    assert result["result"] == "Found: 0 and 1. Missing: the rest. Next: continue later."
+    assert summary_of(result["result"]) == "Found: 0 and 1. Missing: the rest. Next: continue later."
     assert len(anthropic_upstream.requests) == 3  # max_steps, the summary call included
     assert anthropic_upstream.requests[-1].json()["tool_choice"] == {"type": "none"}
     assert anthropic_upstream.rejected == []

@@ -68,7 +68,8 @@ def test_an_ending_stored_by_another_route_is_replayed_in_anthropics_shape(
     ended = httpx.post(f"{proxy.base_url}/chat/completions", json=chat, headers=session)
     assert ended.headers["x-loopwarden-terminated"] == "empty_response"
 
-    replayed = httpx.post(f"{proxy.base_url}/messages", json={**BODY, "stream": stream}, headers=session)
+    same_task = {**BODY, "messages": chat["messages"], "stream": stream}  # a new instruction would be a new run
+    replayed = httpx.post(f"{proxy.base_url}/messages", json=same_task, headers=session)
 
     assert replayed.headers["x-loopwarden-terminated"] == "empty_response"
     if stream:

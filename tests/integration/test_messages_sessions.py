@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.assertions import summary_of
 from tests.support.fake_messages import BOUND_ELSEWHERE, checking_client, said, text, thinking, tool_use
 
 TOOLS = [
@@ -192,6 +193,8 @@ def test_a_budget_ending_summarizes_on_the_transcript_the_upstream_knows(
 
     messages = run_agent(proxy, session="thinking-budget")
 
-    assert messages[-1]["content"] == [text("Found: 522,250. Missing: the rank source. Next: cite INSEE.")]
+    assert [summary_of(block["text"]) for block in messages[-1]["content"]] == [
+        "Found: 522,250. Missing: the rank source. Next: cite INSEE."
+    ]
     assert anthropic_upstream.rejected == []
     assert anthropic_upstream.requests[-1].json()["tool_choice"] == {"type": "none"}

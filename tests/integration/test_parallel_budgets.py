@@ -9,6 +9,7 @@ import uuid
 import httpx
 import pytest
 
+from tests.support.assertions import summary_of
 from tests.support.fake_upstream import Json, chat_completion
 
 PARALLEL = 20
@@ -73,7 +74,11 @@ def test_parallel_requests_that_end_a_session_all_answer_with_the_one_ending_mad
 
     replies = fire(proxy, f"ending-{uuid.uuid4().hex}", n=10)
 
-    ended = [r.json()["choices"][0]["message"]["content"] for r in replies if "x-loopwarden-terminated" in r.headers]
+    ended = [
+        summary_of(r.json()["choices"][0]["message"]["content"])
+        for r in replies
+        if "x-loopwarden-terminated" in r.headers
+    ]
     assert summary_calls(upstream) == 1
     assert ended == ["Found it."] * 9  # the model's summary everywhere, no local one ("I have to stop here")
     assert 'answer="stored"' in httpx.get(f"{proxy.metrics_url}/metrics").text

@@ -26,9 +26,16 @@ pytestmark = [
 ]
 
 
-def codex(base_url: str, home: Path, task: str = "How many people live in Lyon?", *, builtin: bool = False):
+def codex(
+    base_url: str,
+    home: Path,
+    task: str = "How many people live in Lyon?",
+    *,
+    builtin: bool = False,
+    resume: bool = False,
+):
     """``codex exec`` with LoopWarden as its provider (the recommended config), or as the
-    built-in provider's base URL."""
+    built-in provider's base URL; ``resume``: ``codex exec resume --last`` with ``task``."""
     home.mkdir(exist_ok=True)
     if builtin:
         config = f'model = "fake-model"\nopenai_base_url = "{base_url}"\n'
@@ -39,7 +46,8 @@ def codex(base_url: str, home: Path, task: str = "How many people live in Lyon?"
         )
     (home / "config.toml").write_text(config)
     env = {**os.environ, "CODEX_HOME": str(home), "LOOPWARDEN_TEST_KEY": "sk-p", "OPENAI_API_KEY": "sk-p"}
-    command = [str(CODEX), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", task]
+    command = [str(CODEX), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
+    command += ["resume", "--last", task] if resume else [task]
     return subprocess.run(command, env=env, cwd=home, capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -79,8 +87,20 @@ def test_a_reasoning_only_model_is_ended_gracefully(proxy, fake, tmp_path):
     done = codex(proxy.base_url, tmp_path)
 
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "Found: nothing. Next: ask a person."
+    assert done.stdout.strip().endswith("Found: nothing. Next: ask a person.")
     assert fake.rejections == []
+
+
+def test_codex_prints_the_notice_of_why_loopwarden_stopped_the_run(proxy, fake, tmp_path):
+    fake.script(*[exec_call(f"c{n}") for n in range(7)], text_response("Lyon: 522,250."))
+
+    done = codex(proxy.base_url, tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert (
+        "LoopWarden stopped this run (loop): exec_command was called 5 times with the same arguments. "
+        "Send a new instruction to continue."
+    ) in done.stdout
 
 
 def test_a_command_repeated_forever_is_ended_within_block_at(proxy, fake, tmp_path):
@@ -94,6 +114,22 @@ def test_a_command_repeated_forever_is_ended_within_block_at(proxy, fake, tmp_pa
     assert done.stdout.strip().endswith("I stopped repeating the command.")
     executed = [item for item in outputs(fake.agent_payloads[-1]) if "[LoopWarden]" not in item["output"]]
     assert len({item["call_id"] for item in executed}) <= 4
+    assert fake.rejections == []
+
+
+def test_codex_exec_resume_with_a_new_question_after_an_ending_starts_a_new_run(proxy, fake, tmp_path):
+    fake.script(*[exec_call(f"c{n}") for n in range(7)], text_response("Lyon: 522,250."))
+    ended = codex(proxy.base_url, tmp_path)
+    assert "LoopWarden stopped this run (loop)" in ended.stdout
+    calls = len(fake.requests)
+    fake.script(text_response("The source is INSEE, 2021 census."))
+
+    done = codex(proxy.base_url, tmp_path, "Which source gives that number?", resume=True)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("The source is INSEE, 2021 census.")
+    assert "LoopWarden stopped this run" not in done.stdout.split("Which source gives that number?")[-1]
+    assert len(fake.requests) == calls + 1
     assert fake.rejections == []
 
 

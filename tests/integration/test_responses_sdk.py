@@ -10,7 +10,15 @@ import httpx
 import pydantic
 import pytest
 
-from tests.support.fake_responses import function_call, message, reasoning, response, text_response, verdict
+from tests.support.assertions import summary_of
+from tests.support.fake_responses import (
+    function_call,
+    message,
+    reasoning,
+    response,
+    text_response,
+    verdict,
+)
 from tests.support.responses_clients import checked_sdk, create, run_agent
 from tests.support.responses_events import validate_stream
 from tests.support.responses_fixtures import fake, proxy, responses_server  # noqa: F401 (fixtures)
@@ -143,7 +151,7 @@ def test_a_reasoning_only_model_is_ended_gracefully(sdk, fake, stream):
     headers, reply = create(client, stream, input=TASK, store=False, **REQUEST)
 
     assert headers["x-loopwarden-terminated"] == "reasoning_only"
-    assert reply.output_text == "Found: little. Next: ask."
+    assert summary_of(reply.output_text) == "Found: little. Next: ask."
     assert all(item.type == "message" for item in reply.output)
     summary = fake.agent_payloads[-1]
     assert summary["tool_choice"] == "none"
@@ -172,7 +180,7 @@ def test_the_same_call_forever_ends_within_block_at(sdk, fake, stream, chained):
 
     assert headers["x-loopwarden-terminated"] == "loop"
     assert turns <= 5
-    assert reply.output_text == "Lyon: ~520k. Missing: a source."
+    assert summary_of(reply.output_text) == "Lyon: ~520k. Missing: a source."
     assert fake.rejections == []
 
 
@@ -266,7 +274,7 @@ def test_a_token_budget_ends_the_session_with_a_summary(make_proxy, fake, write_
 
     # 1,000 of 1,200 tokens used: the next call would leave no room for an ending, so it is the ending
     assert [h.get("x-loopwarden-terminated") for h, _ in replies] == [None, "budget_tokens"]
-    assert replies[1][1].output_text == "Found most of it; missing Q4."
+    assert summary_of(replies[1][1].output_text) == "Found most of it; missing Q4."
     assert replies[1][1].id.startswith("resp_lw")
 
 

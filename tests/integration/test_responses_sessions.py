@@ -10,6 +10,7 @@ import httpx
 import openai
 import pytest
 
+from tests.support.assertions import summary_of
 from tests.support.fake_responses import function_call, message, reasoning, response, text_response
 from tests.support.responses_clients import checked_sdk, create, run_agent
 from tests.support.responses_fixtures import fake, proxy, responses_server  # noqa: F401 (fixtures)
@@ -39,7 +40,7 @@ def test_a_chained_run_without_any_session_id_is_one_session_and_its_loop_is_end
 
     assert headers["x-loopwarden-terminated"] == "loop"
     assert turns <= 5
-    assert reply.output_text == "Lyon: ~520k. Missing: a source."
+    assert summary_of(reply.output_text) == "Lyon: ~520k. Missing: a source."
     assert fake.rejections == []
 
 
@@ -185,7 +186,9 @@ def test_after_a_reset_the_proxys_own_ending_is_resolved_where_the_client_refers
     assert reply.output_text == "Picking up again."
     sent = fake.agent_payloads[-1]
     assert "previous_response_id" not in sent
-    assert sent["input"][0]["content"][0]["text"] == ending.output_text
+    assert sent["input"][0] == TASK[0]  # the ended request's input, carried: the upstream holds none of it
+    assert sent["input"][1]["content"][0]["text"] == ending.output_text
+    assert len(sent["input"]) == 3
     assert fake.rejections == []
 
 

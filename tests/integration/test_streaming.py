@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from tests.integration.test_loop_guards import TOOLS
+from tests.support.assertions import summary_of
 from tests.support.fake_upstream import Json, Sse, chat_completion, stream_chunks, streamed, tool_call, verdict
 from tests.support.timed import scaled, slowdown
 from tests.support.waiting import wait_for
@@ -248,7 +249,7 @@ def test_exhausted_budget_ends_the_stream_with_a_streamed_summary(make_proxy, up
     chunks, headers = stream(proxy, messages=AFTER_TOOLS, extra_headers=session)
 
     assert headers["x-loopwarden-terminated"] == "budget_steps"
-    assert text_of(chunks) == "Found: nothing yet. Missing: the number."
+    assert summary_of(text_of(chunks)) == "Found: nothing yet. Missing: the number."
     assert chunks[-1].choices[0].finish_reason == "stop"
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 import redis
 
 from proxy.edge.tenants import caller_namespace
@@ -25,6 +26,14 @@ TOOLS = [{"name": "read", "input_schema": {"type": "object", "properties": {"pat
 def _request(proxy, messages: list) -> httpx.Response:
     body = {"model": "claude-fake", "max_tokens": 100, "messages": messages, "tools": TOOLS}
     return httpx.post(f"{proxy.base_url}/messages", json=body, headers=HEADERS, timeout=30)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_session(redis_url):
+    """Each test starts the session ``grows`` empty: what one test recorded (megabytes of
+    transcript, its runs) is no part of the next one's story."""
+    with redis.Redis.from_url(redis_url) as client:
+        client.delete(session_key(caller_namespace("default", AUTH), "grows"))
 
 
 def _state_bytes(url: str) -> int:

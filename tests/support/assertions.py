@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,3 +34,13 @@ def recorded_lines(path: Path, count: int) -> list[dict[str, Any]]:
     held = wait_for(lambda: path.exists() and len(path.read_text().splitlines()) >= count)
     assert held, f"{path} holds fewer than {count} records"
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+_NOTICE = re.compile(r"LoopWarden stopped this run \([a-z_]+\): [^\n]*\n\n")
+
+
+def summary_of(text: str) -> str:
+    """An ending's words without the notice the default policy puts first (asserted there)."""
+    notice = _NOTICE.match(text)
+    assert notice is not None, f"no LoopWarden notice first in {text!r}"
+    return text[notice.end() :]

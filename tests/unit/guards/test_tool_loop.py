@@ -334,3 +334,19 @@ def test_the_result_of_a_warned_cycle_call_carries_the_warning_upstream():
 
     assert isinstance(verdict, Amend)
     assert "a cycle of 2 calls" in verdict.tool_notes["a"]
+
+
+def test_the_endings_evidence_names_the_tool_and_the_count_never_the_arguments():
+    verdict = ToolLoopGuard().check_reply(reply("Searching.", CALL), context(POLICY, delivered(4)))
+
+    assert isinstance(verdict, Finalize)
+    assert verdict.evidence == "search was called 5 times with the same arguments"
+
+
+def test_a_cycles_evidence_names_its_period_and_last_tool():
+    verdict = ToolLoopGuard().check_reply(
+        reply("Fetching.", OTHER), context(POLICY, delivered_in_turn(MARK, OTHER_MARK, MARK, OTHER_MARK, MARK))
+    )
+
+    assert isinstance(verdict, Finalize)
+    assert verdict.evidence == "a cycle of 2 tool calls ending with fetch repeated for 6 calls"

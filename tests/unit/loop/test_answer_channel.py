@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from proxy.exchange import Conversation, Reply, Tool, ToolCall, Usage
-from proxy.loop.answer_channel import answer_tool, ending_for, ending_text, free_text_field
+from proxy.loop.answer_channel import AnswerTool, answer_tool, ending_for, ending_text, free_text_field, noticed_call
 from proxy.wire.chat.format import CHAT_COMPLETIONS
 from proxy.wire.chat.parse import parse_conversation
 from tests.support.agent_request import agent_request
@@ -178,3 +178,33 @@ def test_a_structured_summary_request_forces_the_answer_tool_and_drops_the_outpu
     assert "response_format" not in sent
     assert "stream" not in sent
     assert sent["messages"][-1] == {"role": "user", "content": "Sum up."}
+
+
+REPORT = AnswerTool(
+    "final_result",
+    None,
+    {
+        "type": "object",
+        "properties": {"city": {"type": "string", "enum": ["Oslo"]}, "notes": {"type": "string"}},
+        "required": ["city", "notes"],
+    },
+)
+
+
+def test_a_structured_answer_takes_the_notice_in_its_free_text_field():
+    call = ToolCall("c1", "final_result", '{"city": "Oslo", "notes": "Cheapest on Friday."}')
+
+    noticed = noticed_call(call, REPORT, "LoopWarden stopped this run (loop).", first=True)
+
+    assert noticed is not None
+    assert json.loads(noticed.arguments) == {
+        "city": "Oslo",
+        "notes": "LoopWarden stopped this run (loop).\n\nCheapest on Friday.",
+    }
+
+
+def test_a_structured_answer_without_room_for_words_takes_no_notice():
+    call = ToolCall("c1", "final_result", '{"city": "Oslo"}')
+    only_enum = AnswerTool("final_result", None, {"type": "object", "properties": {"city": {"enum": ["Oslo"]}}})
+
+    assert noticed_call(call, only_enum, "LoopWarden stopped this run (loop).", first=True) is None

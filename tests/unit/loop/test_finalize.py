@@ -44,7 +44,13 @@ PAYLOAD = {
     "tools": [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}],
     "response_format": {"type": "json_object"},
 }
-LOOP = Finalize("loop", "the model repeated search({}) 5 times")
+LOOP = Finalize(
+    "loop", "the model repeated search({}) 5 times", evidence="search was called 5 times with the same arguments"
+)
+LOOP_NOTICE = (
+    "LoopWarden stopped this run (loop): search was called 5 times with the same arguments. "
+    "Send a new instruction to continue."
+)
 SUMMARY = "Found LYS-OSL at 129 EUR; not yet checked other dates."
 
 
@@ -76,9 +82,12 @@ def without_identity(body: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in body.items() if key not in ("id", "created")}
 
 
-def local(detail: str) -> dict[str, Any]:
+def local(detail: str, notice: str | None = None) -> dict[str, Any]:
+    """The summary built here, with the ending's notice first (the default policy's place)."""
     conversation = agent_request(PAYLOAD).conversation
-    return without_identity(CHAT_COMPLETIONS.codec.ending(local_summary(conversation, detail), model="m"))
+    summary = local_summary(conversation, detail)
+    summary = f"{notice}\n\n{summary}" if notice else summary
+    return without_identity(CHAT_COMPLETIONS.codec.ending(summary, model="m"))
 
 
 async def end(upstream: Upstream, policy: Policy | None = None, **options: bool):
@@ -247,7 +256,7 @@ def test_a_long_task_is_clipped_in_what_is_missing():
 def endings(upstream: Upstream, store: MemoryStore, metrics: Metrics | None = None) -> Endings:
     prices = PriceTable({"m": Price(prompt=2.0, completion=8.0)})
     ledger = Ledger(store, metrics or Metrics(), prices, lambda: T0, ending_wait_secs=0.2)
-    return Endings(upstream.client(), ledger, metrics or Metrics(), Tracing(), format_named)
+    return Endings(upstream.client(), ledger, metrics or Metrics(), Tracing(), format_named, lambda: T0)
 
 
 def ended_session():
@@ -260,7 +269,7 @@ async def test_the_request_that_claims_the_ending_makes_it_and_stores_it():
 
     body = await endings(upstream, store, metrics).make(request, LOOP, SessionState(), delta, notes, [])
 
-    assert content(body) == SUMMARY
+    assert content(body) == f"{LOOP_NOTICE}\n\n{SUMMARY}"
     assert notes.terminated == "loop"
     assert delta.assignments["termination"] == "loop"
     assert json.loads(delta.assignments["ending"]) == body  # replayed to every later call
@@ -276,7 +285,12 @@ async def test_a_hard_cost_cap_ending_is_built_here_without_a_call():
 
     body = await endings(upstream, store).make(request, verdict, SessionState(), delta, RequestNotes(started=T0), [])
 
-    assert without_identity(body) == local(verdict.detail)
+    notice = (
+        "LoopWarden stopped this run (budget_cost): the session's cost budget is spent ($0.0000 of $1.00 used). "
+        "A new instruction cannot continue until the operator grants session cap more cost through the sessions "
+        "API (PATCH /v1/loopwarden/sessions/cap)."
+    )
+    assert without_identity(body) == local(verdict.detail, notice)
     assert upstream.bodies == []
     assert "steps" not in delta.increments  # no call made, no step taken
 
@@ -320,7 +334,7 @@ async def test_a_request_whose_ending_another_is_still_making_answers_with_a_sum
 
     body = await endings(upstream, store, metrics).make(request, LOOP, SessionState(), delta, notes, [])
 
-    assert without_identity(body) == local(LOOP.detail)
+    assert without_identity(body) == local(LOOP.detail, LOOP_NOTICE)
     assert (notes.terminated, notes.claim) == ("loop", False)
     assert upstream.bodies == []
     assert "ending" not in delta.assignments

@@ -218,7 +218,9 @@ async def test_token_budget_ends_the_session_gracefully():
 
     assert header(first, "x-loopwarden-budget-remaining") == "steps=49;tokens=0"
     assert header(second, "x-loopwarden-terminated") == "budget_tokens"
-    assert json.loads(second.body)["choices"][0]["message"]["content"] == "Summary of what was found."
+    told = json.loads(second.body)["choices"][0]["message"]["content"]
+    assert told.startswith("LoopWarden stopped this run (budget_tokens)")
+    assert told.endswith("\n\nSummary of what was found.")
 
 
 async def test_a_call_that_would_not_fit_is_not_made():
@@ -423,7 +425,7 @@ async def test_a_waiting_request_takes_a_claim_given_back_and_makes_the_ending_i
     outcome, _ = await asyncio.gather(pipeline.run(new_request()), _later(0.1, store.commit(key, given_back, 3600)))
 
     assert len(script.bodies) == 1
-    assert json.loads(outcome.body)["choices"][0]["message"]["content"] == "Summary made by the second request."
+    assert json.loads(outcome.body)["choices"][0]["message"]["content"].endswith("Summary made by the second request.")
     assert (await store.load(key)).ending is not None
 
 

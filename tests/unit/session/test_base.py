@@ -123,3 +123,13 @@ def test_a_delta_without_changes_is_false(changes, empty):
 )
 def test_a_session_of_reservations_given_back_is_nothing_left(values, released):
     assert only_released(values) is released
+
+
+def test_an_empty_assignment_removes_the_field():
+    delta = SessionDelta()
+    delta.assign("termination", "")
+    delta.incr("strike:x")
+
+    after = delta.applied_to(SessionState({"termination": "loop", "strike:x": "4"}))
+
+    assert after.values == {"strike:x": "5"}

@@ -366,7 +366,9 @@ def test_chains_continue_from_what_the_client_holds(wire):
 
     assert (held, kept) == (target, None)  # the upstream's own reply: continued as it is
     assert wire.chains.continues(continued) == own_target == "resp_upstream_1"
-    assert json.loads(own_body) == ending
+    recorded = json.loads(own_body)
+    recorded.pop("_lw_carried", None)  # Responses: the ended request's input, carried by a continuation
+    assert recorded == ending
     assert own != own_target
 
 
