@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from proxy.session.timeline import Listed, TimelinePage
 
 __all__ = [
     "FIELDS",
@@ -22,6 +25,7 @@ __all__ = [
     "SessionState",
     "SessionStore",
     "StoreUnavailable",
+    "TimelineEvent",
     "WindowLimit",
     "only_released",
 ]
@@ -57,6 +61,14 @@ class FIELDS:
     response and so carries only its new items: what the completion judge checks against."""
     STATE_LOST = "state_lost_at"
     """When the proxy told this session's client its state had been lost (fail-closed only)."""
+    POLICY = "policy"
+    """The policy the session's requests run under (what the sessions list filters by)."""
+    CLIENT = "client"
+    """The agent client, from its User-Agent's first product (``codex_exec``, ``claude-cli``...)."""
+    TIMELINE_TOTAL = "timeline_total"
+    """Events ever appended to the session's timeline: the first kept one is ``total - kept``."""
+    TIMELINE_DROPPED = "timeline_dropped"
+    """Events the timeline's cap pushed out (the oldest go first)."""
 
 
 class StoreUnavailable(Exception):
@@ -104,6 +116,18 @@ class Claim:
 
     now_ms: int
     lease_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEvent:
+    """One entry of a session's timeline (a step, an intervention, a judge call, an ending...).
+
+    ``fields`` hold only scalars: what happened, never a key, and message text only where the
+    operator turned content logging or recording on."""
+
+    kind: str
+    at_ms: int
+    fields: Mapping[str, str | int | float | bool | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +195,12 @@ class SessionDelta:
     """Drop the stored state first: the request starts the session afresh."""
     appends: dict[str, tuple[list[str], int]] = field(default_factory=dict)
     """Bounded lists kept as comma-separated fields: name → (items to add, items to keep)."""
+    events: list[TimelineEvent] = field(default_factory=list)
+    """Appended to the session's timeline by the same atomic commit."""
+
+    def event(self, kind: str, at_ms: int, **fields: str | int | float | bool | None) -> None:
+        """Add one event to the session's timeline (committed with the rest of the delta)."""
+        self.events.append(TimelineEvent(kind, at_ms, fields))
 
     def incr(self, name: str, by: int = 1) -> None:
         self.increments[name] = self.increments.get(name, 0) + by
@@ -203,7 +233,7 @@ class SessionDelta:
         return SessionState(values)
 
     def __bool__(self) -> bool:
-        return bool(self.increments or self.assignments or self.defaults or self.replace or self.appends)
+        return bool(self.increments or self.assignments or self.defaults or self.replace or self.appends or self.events)
 
 
 class SessionStore(Protocol):
@@ -244,7 +274,16 @@ class SessionStore(Protocol):
         ...
 
     async def reset(self, key: str) -> bool:
-        """Forget the session; True when there was something to forget."""
+        """Forget the session (its timeline and its listing too); True when there was something to forget."""
+        ...
+
+    async def timeline(self, key: str, first: int, count: int) -> TimelinePage:
+        """Up to ``count`` of the session's kept events numbered ``first`` or later, oldest first."""
+        ...
+
+    async def sessions(self, namespace: str, before: tuple[int, str] | None, count: int) -> list[Listed]:
+        """Up to ``count`` of the namespace's listed sessions, newest first: those seen before
+        ``before`` (last seen ms, id; ties broken by id, descending), or the newest."""
         ...
 
     async def admit(

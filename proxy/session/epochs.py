@@ -10,13 +10,16 @@ slot, so there is one per slot, named by a hash tag that lands in it.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
+import os
+import secrets
 from binascii import crc_hqx
 from collections.abc import Callable
 
 from proxy.observe.logs import log_event
 
-__all__ = ["EpochWatch"]
+__all__ = ["EpochWatch", "Tokens"]
 
 _SLOTS = 16384
 _SERVER_SENTINEL = "lw:{loopwarden}:epoch"
@@ -84,3 +87,20 @@ class EpochWatch:
     def lost_at(self, key: str) -> float | None:
         """When the data of ``key``'s scope was found lost; None if it never was."""
         return self._lost.get(self._scope(key)) if self._lost else None
+
+
+class Tokens:
+    """Tokens unique across calls, processes and restarts: a random prefix drawn once per
+    process (and again in a forked child), then a count. Every store call needs one or two;
+    drawing each from the OS costs a system call, a count costs nothing."""
+
+    def __init__(self) -> None:
+        self._redraw()
+        os.register_at_fork(after_in_child=self._redraw)
+
+    def _redraw(self) -> None:
+        self._prefix = secrets.token_hex(8)
+        self._count = itertools.count()
+
+    def __call__(self) -> str:
+        return f"{self._prefix}{next(self._count):x}"

@@ -21,9 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
-import os
-import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -34,7 +31,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 
 from proxy.session.base import (
     FIELDS,
@@ -46,58 +43,23 @@ from proxy.session.base import (
     StoreUnavailable,
     WindowLimit,
 )
-from proxy.session.epochs import EpochWatch
+from proxy.session.epochs import EpochWatch, Tokens
+from proxy.session.redis_lists import RedisLists
 from proxy.session.resp import LeanConnection, LeanScript, lean_url
+from proxy.session.resp import once_more as _once_more
 from proxy.session.scripts import ADMIT, ADMIT_WINDOW, CLAIM, COMMIT, LOAD
+from proxy.session.timeline import (
+    DEFAULT_LISTED_SESSIONS,
+    DEFAULT_TIMELINE_EVENTS,
+    Listed,
+    TimelinePage,
+    encode_event,
+    timeline_key,
+)
 
 __all__ = ["RedisStore"]
 
-_NOSCRIPT_RETRIES = 3
-
-
-async def _once_more(command: Callable[[], Awaitable[Any]]) -> Any:
-    """Run a command; on a dead connection (a restarted server) run it once more, at once.
-
-    A pooled connection to a server that restarted fails on first use; the second try gets a
-    fresh connection. Timeouts are not retried: a frozen server costs one timeout, not several.
-    A connection that broke after a script ran but before its reply arrived is safe too: the
-    scripts are idempotent (see ``scripts.ONCE``), so the retry changes nothing twice.
-
-    ``Script`` reloads a script the server does not know (NOSCRIPT) once per call; a
-    ``SCRIPT FLUSH`` landing between that load and the call leaves NOSCRIPT again, so that
-    is retried too, a few times (each retry loads the script anew).
-    """
-    reconnected = False
-    for _ in range(_NOSCRIPT_RETRIES):
-        try:
-            return await command()
-        except RedisConnectionError:
-            if reconnected:
-                raise
-            reconnected = True
-        except NoScriptError:
-            continue
-    return await command()
-
-
-class _Tokens:
-    """Tokens unique across calls, processes and restarts: a random prefix drawn once per
-    process (and again in a forked child), then a count. Every store call needs one or two;
-    drawing each from the OS costs a system call, a count costs nothing."""
-
-    def __init__(self) -> None:
-        self._redraw()
-        os.register_at_fork(after_in_child=self._redraw)
-
-    def _redraw(self) -> None:
-        self._prefix = secrets.token_hex(8)
-        self._count = itertools.count()
-
-    def __call__(self) -> str:
-        return f"{self._prefix}{next(self._count):x}"
-
-
-_token = _Tokens()
+_token = Tokens()
 
 
 def _epoch() -> str:
@@ -113,9 +75,10 @@ def _op_key(key: str) -> str:
 _json = msgspec.json.Encoder()
 
 
-def packed_delta(delta: SessionDelta, ttl_seconds: int) -> bytes:
+def packed_delta(delta: SessionDelta, ttl_seconds: int, timeline_events: int = DEFAULT_TIMELINE_EVENTS) -> bytes:
     """The commit script's one argument (see ``scripts.COMMIT``)."""
     appends = [(name, keep, ",".join(items)) for name, (items, keep) in delta.appends.items()]
+    events = [encode_event(event) for event in delta.events]
     return _json.encode(
         (
             ttl_seconds * 1000,
@@ -125,6 +88,10 @@ def packed_delta(delta: SessionDelta, ttl_seconds: int) -> bytes:
             delta.assignments,
             delta.increments,
             appends,
+            events,
+            timeline_events,
+            FIELDS.TIMELINE_TOTAL,
+            FIELDS.TIMELINE_DROPPED,
         )
     )
 
@@ -145,9 +112,13 @@ class RedisStore:
         max_connections: int = 128,
         pool_timeout: float = 1.0,
         lean: LeanConnection | None = None,
+        timeline_events: int = DEFAULT_TIMELINE_EVENTS,
+        listed_sessions: int = DEFAULT_LISTED_SESSIONS,
+        on_dropped: Callable[[str, str, int], None] | None = None,
     ) -> None:
         """``lean``: run the scripts over this pipelined connection (see :mod:`proxy.session.resp`);
-        ``client`` then serves only what is rare (a reset, a ping)."""
+        ``client`` then serves only what is rare (a reset, a ping). The rest as
+        :class:`~proxy.session.memory.MemoryStore` takes them."""
         self._client = client
         cluster = isinstance(client, RedisCluster)
         # The pools raise at their cap instead of waiting for a free connection: callers wait
@@ -177,6 +148,13 @@ class RedisStore:
         self._admit = script(ADMIT)
         self._claim = script(CLAIM)
         self._admit_window = script(ADMIT_WINDOW)
+        self._lists = RedisLists(
+            script,
+            self._run,
+            timeline_events=timeline_events,
+            listed_sessions=listed_sessions,
+            on_dropped=on_dropped,
+        )
 
     @classmethod
     def from_url(
@@ -187,6 +165,7 @@ class RedisStore:
         max_connections: int = 128,
         cluster: bool = False,
         clock: Callable[[], float] = time.time,
+        **bounds: Any,
     ) -> RedisStore:
         """A store with socket timeouts, whose callers wait for a free connection at the pool's cap.
 
@@ -206,6 +185,7 @@ class RedisStore:
                 clock,
                 max_connections=max_connections,
                 pool_timeout=timeout,
+                **bounds,
             )
         pool = redis.ConnectionPool.from_url(
             url,
@@ -221,7 +201,7 @@ class RedisStore:
         address = lean_url(url)
         lean = LeanConnection(address, timeout) if address is not None else None
         client = redis.Redis(connection_pool=pool)
-        return cls(client, clock, max_connections=max_connections, pool_timeout=timeout, lean=lean)
+        return cls(client, clock, max_connections=max_connections, pool_timeout=timeout, lean=lean, **bounds)
 
     async def _run(self, command: Callable[[], Awaitable[Any]], after: str | None = None) -> Any:
         """Run a command at the connection cap; ``after``: once the commit of that key this
@@ -285,14 +265,17 @@ class RedisStore:
         return _state(flat)
 
     async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> SessionState:
-        args = (packed_delta(delta, ttl_seconds), _epoch())
+        args = (packed_delta(delta, ttl_seconds, self._lists.timeline_events), _epoch())
         try:
-            keys = self._keys(key, _op_key(key))
-            epoch, flat = await self._run(lambda: self._commit(keys=keys, args=args), key)
+            keys = self._keys(key, _op_key(key), timeline_key(key))
+            epoch, flat, dropped = await self._run(lambda: self._commit(keys=keys, args=args), key)
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"commit failed: {type(exc).__name__}") from exc
         self._observe(key, epoch)
-        return _state(flat)
+        self._lists.dropped(key, "timeline", int(dropped))
+        state = _state(flat)
+        await self._lists.index(key, state, ttl_seconds)
+        return state
 
     def start_commit(
         self, key: str, delta: SessionDelta, ttl_seconds: int, *, ordered: bool = True
@@ -309,13 +292,13 @@ class RedisStore:
         if self._lean is None:
             return None
         # Not held to ``max_connections``: the cap is for callers that wait on a connection.
-        args = (packed_delta(delta, ttl_seconds), _epoch())
-        keys = self._keys(key, _op_key(key))
+        args = (packed_delta(delta, ttl_seconds, self._lists.timeline_events), _epoch())
+        keys = self._keys(key, _op_key(key), timeline_key(key))
         sent = self._commit.send_now(keys, args)
         if sent is None:
             return None
         outcome: asyncio.Future[None] = sent.get_loop().create_future()
-        sent.add_done_callback(functools.partial(self._commit_answered, key, keys, args, outcome))
+        sent.add_done_callback(functools.partial(self._commit_answered, key, keys, args, ttl_seconds, outcome))
         self._unconfirmed.add(outcome)
         outcome.add_done_callback(self._unconfirmed.discard)
         if ordered:
@@ -328,6 +311,7 @@ class RedisStore:
         key: str,
         keys: list[str],
         args: tuple[bytes, str],
+        ttl_seconds: int,
         outcome: asyncio.Future[None],
         sent: asyncio.Future[Any],
     ) -> None:
@@ -335,24 +319,26 @@ class RedisStore:
             return
         error = sent.exception() if not sent.cancelled() else RedisConnectionError("commit abandoned")
         if error is None:
-            epoch, _ = sent.result()
+            epoch, flat, dropped = sent.result()
             self._observe(key, epoch)
             outcome.set_result(None)
+            self._lists.dropped(key, "timeline", int(dropped))
+            self._lists.send_index(key, _state(flat), ttl_seconds)
         elif isinstance(error, RedisConnectionError) or str(error).startswith("NOSCRIPT"):
-            retry = asyncio.ensure_future(self._commit_again(key, keys, args, outcome))
+            retry = asyncio.ensure_future(self._commit_again(key, keys, args, ttl_seconds, outcome))
             self._retries.add(retry)
             retry.add_done_callback(self._retries.discard)
         else:
             outcome.set_exception(StoreUnavailable(f"commit failed: {type(error).__name__}"))
 
     async def _commit_again(
-        self, key: str, keys: list[str], args: tuple[bytes, str], outcome: asyncio.Future[None]
+        self, key: str, keys: list[str], args: tuple[bytes, str], ttl_seconds: int, outcome: asyncio.Future[None]
     ) -> None:
         """A started commit the server did not take (NOSCRIPT) or whose answer was lost: sent
         again as :meth:`commit` sends it, under its first marker (a commit that did land is
         not applied twice)."""
         try:
-            epoch, _ = await self._run(lambda: self._commit(keys=keys, args=args))
+            epoch, flat, dropped = await self._run(lambda: self._commit(keys=keys, args=args))
         except (RedisError, OSError) as exc:
             if not outcome.done():
                 outcome.set_exception(StoreUnavailable(f"commit failed: {type(exc).__name__}"))
@@ -360,6 +346,8 @@ class RedisStore:
             self._observe(key, epoch)
             if not outcome.done():
                 outcome.set_result(None)
+            self._lists.dropped(key, "timeline", int(dropped))
+            await self._lists.index(key, _state(flat), ttl_seconds)
         finally:  # cancelled, or failed otherwise: whoever waits on the commit is not left waiting
             if not outcome.done():
                 outcome.set_exception(StoreUnavailable("commit abandoned"))
@@ -431,9 +419,17 @@ class RedisStore:
 
     async def reset(self, key: str) -> bool:
         try:
-            return bool(await self._run(lambda: self._client.delete(key), key))  # after the key's commit, or it returns
+            if self._started:
+                await self._after_started(key)  # after the key's commit, or it returns
+            return await self._lists.forget(self._client, key)
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"reset failed: {type(exc).__name__}") from exc
+
+    async def timeline(self, key: str, first: int, count: int) -> TimelinePage:
+        return await self._lists.timeline(key, first, count)
+
+    async def sessions(self, namespace: str, before: tuple[int, str] | None, count: int) -> list[Listed]:
+        return await self._lists.sessions(namespace, before, count)
 
     async def ping(self) -> None:
         try:
@@ -445,6 +441,7 @@ class RedisStore:
         """Close, once every commit started and not yet confirmed has landed or failed."""
         while self._unconfirmed:
             await asyncio.wait(list(self._unconfirmed))  # waits without cancelling them
+        await self._lists.drain()
         if self._lean is not None:
             await self._lean.aclose()
         await self._client.aclose()

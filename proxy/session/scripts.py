@@ -4,7 +4,20 @@ Kept apart from :mod:`proxy.session.redis` (which calls them) because they are a
 their own, in another language: one place to read what Redis does with a session's hash.
 """
 
-__all__ = ["ADMIT", "ADMIT_WINDOW", "CLAIM", "CLAIM_IF_FREE", "COMMIT", "DONE", "EPOCH", "LOAD", "ONCE"]
+__all__ = [
+    "ADMIT",
+    "ADMIT_WINDOW",
+    "CLAIM",
+    "CLAIM_IF_FREE",
+    "COMMIT",
+    "DONE",
+    "EPOCH",
+    "INDEX",
+    "LIST",
+    "LOAD",
+    "ONCE",
+    "TIMELINE",
+]
 
 # Every script is idempotent: KEYS[2] is a short-lived marker for this operation (same hash
 # tag as the data, so the script stays on one Cluster node), set once it changed something.
@@ -21,19 +34,33 @@ EPOCH = (
 LOAD = EPOCH + "return {epoch, redis.call('HGETALL', KEYS[1])}\n"
 DONE = "redis.call('SET', KEYS[2], '1', 'EX', 300)\n"
 
-# KEYS[1] = session hash. ARGV[1] = the delta as JSON (see ``redis.packed_delta``):
-# [ttl_ms, replace (0|1), the reservation fields' prefix, {defaults}, {assignments}, {increments},
-# [[field, keep, items (comma-joined)], ...]]; one argument, so neither side encodes or parses
-# dozens of small ones. A hash left with nothing but zero reservations is deleted.
+# KEYS[1] = session hash, KEYS[3] = its timeline (a list). ARGV[1] = the delta as JSON (see
+# ``redis.packed_delta``): [ttl_ms, replace (0|1), the reservation fields' prefix, {defaults},
+# {assignments}, {increments}, [[field, keep, items (comma-joined)], ...], [events (JSON)...],
+# timeline cap, total field, dropped field]; one argument, so neither side encodes or parses
+# dozens of small ones. Events are pushed and the list trimmed to the cap in the same step, the
+# overflow counted in the hash; the list's TTL follows the hash's. A hash left with nothing but
+# zero reservations is deleted. Returns {epoch, HGETALL, events dropped}.
 COMMIT = (
     EPOCH
-    + ONCE.replace("{}", "{epoch, redis.call('HGETALL', KEYS[1])}")
+    + ONCE.replace("{}", "{epoch, redis.call('HGETALL', KEYS[1]), 0}")
     + DONE
     + """
 local key = KEYS[1]
 local d = cjson.decode(ARGV[1])
 local prefix = d[3]
-if d[2] == 1 then redis.call('DEL', key) end
+if d[2] == 1 then redis.call('DEL', key, KEYS[3]) end
+local dropped = 0
+local events = d[8]
+if #events > 0 then
+  local kept = redis.call('RPUSH', KEYS[3], unpack(events))
+  redis.call('HINCRBY', key, d[10], #events)
+  if kept > d[9] then
+    dropped = kept - d[9]
+    redis.call('LTRIM', KEYS[3], dropped, -1)
+    redis.call('HINCRBY', key, d[11], dropped)
+  end
+end
 for field, value in pairs(d[4]) do redis.call('HSETNX', key, field, value) end
 for field, value in pairs(d[5]) do redis.call('HSET', key, field, value) end
 for field, by in pairs(d[6]) do redis.call('HINCRBY', key, field, by) end
@@ -51,13 +78,63 @@ local all = redis.call('HGETALL', key)
 for j = 1, #all, 2 do
   if string.sub(all[j], 1, #prefix) ~= prefix or tonumber(all[j + 1]) ~= 0 then
     redis.call('PEXPIRE', key, d[1])
-    return {epoch, all}
+    redis.call('PEXPIRE', KEYS[3], d[1])
+    return {epoch, all, dropped}
   end
 end
-redis.call('DEL', key)  -- nothing but reservations given back: a session that never was
-return {epoch, {}}
+redis.call('DEL', key, KEYS[3])  -- nothing but reservations given back: a session that never was
+return {epoch, {}, 0}
 """
 )
+
+# KEYS[1] = a namespace's index (sorted set: session id by last seen ms), KEYS[2] = its
+# summaries (hash: session id → JSON). ARGV = session id, last seen ms, summary, cap, ttl_ms.
+# Written after the session's commit (on a Cluster the session's slot is another one); the
+# least recently seen over the cap go. Returns how many went.
+INDEX = """
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[4])
+if over > 0 then
+  local gone = redis.call('ZRANGE', KEYS[1], 0, over - 1)
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, over - 1)
+  redis.call('HDEL', KEYS[2], unpack(gone))
+else
+  over = 0
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
+return over
+"""
+
+# KEYS as INDEX's. ARGV = highest last seen ms (inclusive; '+inf' for the newest), offset, count.
+# Returns {id, last seen ms, summary, ...}, newest first (ties by id, descending).
+LIST = """
+local found = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], '-inf', 'WITHSCORES', 'LIMIT', ARGV[2], ARGV[3])
+local out = {}
+for i = 1, #found, 2 do
+  out[#out + 1] = found[i]
+  out[#out + 1] = found[i + 1]
+  out[#out + 1] = redis.call('HGET', KEYS[2], found[i]) or ''
+end
+return out
+"""
+
+# KEYS[1] = session hash, KEYS[2] = its timeline. ARGV = first event number, count, total field,
+# dropped field. Returns {total, dropped, number of the first returned, events...}: read in
+# one step, so the numbers match the events even while commits push older ones out.
+TIMELINE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'0', '0', '0'} end
+local total = tonumber(redis.call('HGET', KEYS[1], ARGV[3]) or '0') or 0
+local dropped = redis.call('HGET', KEYS[1], ARGV[4]) or '0'
+local start = total - redis.call('LLEN', KEYS[2])
+local skip = math.max(0, tonumber(ARGV[1]) - start)
+local out = {tostring(total), dropped, tostring(start + skip)}
+for _, event in ipairs(redis.call('LRANGE', KEYS[2], skip, skip + tonumber(ARGV[2]) - 1)) do
+  out[#out + 1] = event
+end
+return out
+"""
 
 
 # Claims the ending (see ``Claim``) unless one is stored or another claim is live. Needs ``key``,

@@ -1,0 +1,127 @@
+"""A session's timeline and a namespace's session index: what both stores keep, the same way.
+
+The timeline is the session's history (steps, interventions, judge calls, retries, runs,
+grants, endings), appended by the commit that makes it, bounded per session: the oldest
+events go first, counted in ``FIELDS.TIMELINE_DROPPED``. Events are numbered from the
+session's start (``FIELDS.TIMELINE_TOTAL`` counts them), so a page's cursor stays valid while
+older events are pushed out.
+
+The index lists a namespace's sessions newest first (a tenant's, or one caller's of the open
+tenant) with a summary of each, so listing reads one structure instead of every session; it is
+bounded per namespace, the least recently seen going first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from proxy.session.base import FIELDS, SessionState, TimelineEvent
+
+__all__ = [
+    "DEFAULT_LISTED_SESSIONS",
+    "DEFAULT_TIMELINE_EVENTS",
+    "Listed",
+    "TimelinePage",
+    "decode_event",
+    "decode_summary",
+    "encode_event",
+    "index_key",
+    "listing",
+    "split_session_key",
+    "timeline_key",
+]
+
+DEFAULT_TIMELINE_EVENTS = 500
+"""Events kept per session: a long agent run is a few hundred steps."""
+DEFAULT_LISTED_SESSIONS = 10_000
+"""Sessions kept listed per namespace."""
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(tuple[str, int, dict[str, Any]]).decode
+
+
+def encode_event(event: TimelineEvent) -> str:
+    """One event as stored: ``[kind, at_ms, {fields}]``, compact JSON."""
+    return _encode((event.kind, event.at_ms, event.fields)).decode()
+
+
+def decode_event(raw: str | bytes) -> TimelineEvent:
+    kind, at_ms, fields = _decode(raw)
+    return TimelineEvent(kind, at_ms, fields)
+
+
+def timeline_key(key: str) -> str:
+    """The timeline of session ``key``: same hash tag, so the commit script writes both."""
+    return f"{key}:timeline"
+
+
+def index_key(namespace: str) -> str:
+    """The session index of a namespace, under the namespace's own hash tag."""
+    return f"lw:{{{namespace}}}:sessions"
+
+
+def split_session_key(key: str) -> tuple[str, str] | None:
+    """``lw:{namespace:id}`` → (namespace, id); None for any other key (a tenant's day...)."""
+    if not key.startswith("lw:{") or not key.endswith("}"):
+        return None
+    namespace, colon, session_id = key[4:-1].partition(":")
+    return (namespace, session_id) if colon and namespace and session_id else None
+
+
+_SUMMARY = (
+    FIELDS.FIRST_SEEN,
+    FIELDS.STEPS,
+    FIELDS.TURNS,
+    FIELDS.TOKENS_IN,
+    FIELDS.TOKENS_OUT,
+    FIELDS.COST_MICROS,
+    FIELDS.TERMINATION,
+    FIELDS.POLICY,
+    FIELDS.CLIENT,
+    FIELDS.TIMELINE_TOTAL,
+)
+
+
+def listing(state: SessionState, ttl_seconds: int) -> tuple[int, str]:
+    """A session's place in its index (last seen, epoch ms) and its summary (JSON): what the
+    list shows and filters by without loading the session. ``expires_ms`` lets the list skip
+    a session whose state has expired but whose entry is still listed."""
+    values = state.values
+    last_seen = state.counter(FIELDS.LAST_SEEN_MS) or state.counter(FIELDS.LAST_SEEN) * 1000
+    summary: dict[str, str | int] = {name: values[name] for name in _SUMMARY if values.get(name)}
+    summary["expires_ms"] = last_seen + ttl_seconds * 1000
+    return last_seen, _encode(summary).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class TimelinePage:
+    """Events from ``first`` on (their numbers from the session's start), oldest first."""
+
+    events: list[tuple[int, TimelineEvent]] = field(default_factory=list)
+    total: int = 0
+    """Events ever appended (the next one gets this number)."""
+    dropped: int = 0
+    """Events the cap pushed out (numbers below ``total - kept``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One session of an index: its id, when last seen (epoch ms) and its summary."""
+
+    session_id: str
+    last_seen_ms: int
+    summary: Mapping[str, Any]
+
+
+def decode_summary(raw: str | bytes | None) -> Mapping[str, Any]:
+    if not raw:
+        return {}
+    try:
+        decoded = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
