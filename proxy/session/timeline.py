@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_TIMELINE_EVENTS",
     "Listed",
     "TimelinePage",
+    "client_name",
     "decode_event",
     "decode_summary",
     "encode_event",
@@ -95,6 +96,17 @@ def listing(state: SessionState, ttl_seconds: int) -> tuple[int, str]:
     summary: dict[str, str | int] = {name: values[name] for name in _SUMMARY if values.get(name)}
     summary["expires_ms"] = last_seen + ttl_seconds * 1000
     return last_seen, _encode(summary).decode()
+
+
+def client_name(headers: list[tuple[str, str]]) -> str:
+    """The agent client, as its User-Agent names itself first (``codex_exec/0.2 (...)`` →
+    ``codex_exec``, ``claude-cli/1.0`` → ``claude-cli``, ``OpenAI/Python 1.9`` → ``openai``):
+    bounded, lower case, for listing and filtering; ``unknown`` without one."""
+    for name, value in headers:
+        if name.lower() == "user-agent":
+            product = value.strip().split("/", 1)[0].split(" ", 1)[0].lower()
+            return "".join(c for c in product[:40] if c.isalnum() or c in "-_.") or "unknown"
+    return "unknown"
 
 
 @dataclass(frozen=True, slots=True)
