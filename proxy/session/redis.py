@@ -1,10 +1,9 @@
 """Redis session store: one hash per session, one round trip to load, one script to commit.
 
-Keys look like ``lw:{tenant:session}``; the braces are a Redis Cluster hash tag, so every key a session may grow (it
-is one hash today) lands on one slot and the commit script stays atomic on a cluster. The commit applies increments
-with HINCRBY inside a Lua script, so there is no read-modify-write in Python and concurrent requests lose no update;
-every commit refreshes the TTL, so no key lives forever. A script the server does not know (after a ``SCRIPT FLUSH``
-or a restart: NOSCRIPT) is loaded again, invisibly.
+Keys look like ``lw:{tenant:session}``; the braces are a Redis Cluster hash tag, so a session's hash and timeline land
+on one slot and the commit script stays atomic on a cluster (the session index: :mod:`proxy.session.redis_lists`).
+The commit applies increments with HINCRBY in a Lua script, so concurrent requests lose no update; every commit
+refreshes the TTL. A script the server does not know (after a ``SCRIPT FLUSH`` or a restart) is loaded again.
 
 On a single server reached by a plain ``redis://`` URL the scripts run over one pipelined
 connection of the store's own (:mod:`proxy.session.resp`): redis-py's asyncio client costs
@@ -117,8 +116,7 @@ class RedisStore:
         on_dropped: Callable[[str, str, int], None] | None = None,
     ) -> None:
         """``lean``: run the scripts over this pipelined connection (see :mod:`proxy.session.resp`);
-        ``client`` then serves only what is rare (a reset, a ping). The rest as
-        :class:`~proxy.session.memory.MemoryStore` takes them."""
+        ``client`` then serves only what is rare (a reset, a ping). The bounds as ``MemoryStore``'s."""
         self._client = client
         cluster = isinstance(client, RedisCluster)
         # The pools raise at their cap instead of waiting for a free connection: callers wait
@@ -289,9 +287,8 @@ class RedisStore:
         for it (see :meth:`_after_started`). A NOSCRIPT or a broken connection sends it again,
         with the same operation marker, so it is applied once.
         """
-        if self._lean is None:
+        if self._lean is None:  # (not held to ``max_connections``: that cap is for callers that wait)
             return None
-        # Not held to ``max_connections``: the cap is for callers that wait on a connection.
         args = (packed_delta(delta, ttl_seconds, self._lists.timeline_events), _epoch())
         keys = self._keys(key, _op_key(key), timeline_key(key))
         sent = self._commit.send_now(keys, args)
@@ -426,9 +423,15 @@ class RedisStore:
             raise StoreUnavailable(f"reset failed: {type(exc).__name__}") from exc
 
     async def timeline(self, key: str, first: int, count: int) -> TimelinePage:
+        if self._started:
+            await self._after_started(key)
         return await self._lists.timeline(key, first, count)
 
     async def sessions(self, namespace: str, before: tuple[int, str] | None, count: int) -> list[Listed]:
+        """After this process's commits and their index writes: a client lists what it just did."""
+        while self._unconfirmed:
+            await asyncio.wait(list(self._unconfirmed))
+        await self._lists.drain()
         return await self._lists.sessions(namespace, before, count)
 
     async def ping(self) -> None:

@@ -243,3 +243,39 @@ def test_x_api_key_is_accepted_as_a_tenants_proxy_key():
     credentials = directory.authenticate(None, None, api_key="lw-team")
 
     assert credentials.tenant.name == "team"
+
+
+ADMIN = "lw-admin-1"
+WITH_ADMIN = GOOD.replace("    policies:", f'    admin_key_sha256: "{hash_key(ADMIN).upper()}"\n    policies:')
+
+
+def test_a_tenants_admin_key_opens_the_sessions_api_on_the_tenants_namespace(tmp_path):
+    directory = _load(tmp_path, WITH_ADMIN)
+
+    credentials = directory.authenticate(f"Bearer {ADMIN}", None, identified=True)
+
+    assert (credentials.tenant.name, credentials.namespace, credentials.admin) == ("acme", "acme", True)
+    assert credentials.upstream_authorization is None
+
+
+def test_an_admin_key_proxies_no_model_call(tmp_path):
+    directory = _load(tmp_path, WITH_ADMIN)
+
+    with pytest.raises(AuthenticationFailed):
+        directory.authenticate(f"Bearer {ADMIN}", None)
+
+
+def test_a_tenants_proxy_key_is_no_admin(tmp_path):
+    assert not _load(tmp_path, WITH_ADMIN).authenticate(f"Bearer {KEY}", None, identified=True).admin
+
+
+def test_an_admin_key_that_is_also_a_proxy_key_is_rejected(tmp_path):
+    text = GOOD.replace("    policies:", f'    admin_key_sha256: "{hash_key(KEY)}"\n    policies:')
+
+    with pytest.raises(TenantsFileError, match=r"admin_key_sha256: key already belongs to acme"):
+        _load(tmp_path, text)
+
+
+def test_an_admin_key_digest_must_be_a_sha256(tmp_path):
+    with pytest.raises(TenantsFileError, match="admin_key_sha256"):
+        _load(tmp_path, GOOD.replace("    policies:", '    admin_key_sha256: "nope"\n    policies:'))
