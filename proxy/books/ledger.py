@@ -40,7 +40,6 @@ from proxy.session.base import (
     StoreUnavailable,
 )
 from proxy.session.limits import admit_in_place
-from proxy.session.timeline import client_name
 from proxy.verdict import Verdict
 
 __all__ = ["ENDING_LEASE_MS", "ENDING_WAIT_SECS", "Ledger", "reached_model"]
@@ -122,8 +121,6 @@ class Ledger:
         now_ms = int(notes.started * 1000)
         delta.incr(FIELDS.TURNS)
         delta.default(FIELDS.FIRST_SEEN, int(notes.started))
-        delta.default(FIELDS.CLIENT, client_name(request.headers))
-        delta.assign(FIELDS.POLICY, request.policy.name)
         delta.assign(FIELDS.LAST_SEEN, int(notes.started))
         idle = request.policy.budgets.idle_gap_secs
         delta.incr(FIELDS.ACTIVE_MS, active_ms(state, notes.started, idle) - state.counter(FIELDS.ACTIVE_MS))

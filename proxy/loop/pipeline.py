@@ -35,6 +35,7 @@ from proxy.observe.metrics import Metrics
 from proxy.observe.tracing import Tracing
 from proxy.request import AgentRequest, Outcome, RequestNotes
 from proxy.session.base import FIELDS, SessionDelta, SessionStore
+from proxy.session.timeline import client_name
 from proxy.upstream.client import UpstreamClient
 from proxy.verdict import (
     PASS,
@@ -106,6 +107,9 @@ class Pipeline:
             self._steps.tool_results(request)
             check_request_cap(request, enforce, self._prices)
             state, delta = await self._ledger.open(request, limits, notes)
+            if state.values.get(FIELDS.POLICY) != request.policy.name:  # a new session: for the sessions list
+                delta.assign(FIELDS.POLICY, request.policy.name)
+                delta.default(FIELDS.CLIENT, client_name(request.headers))
             client = client_stream(
                 request,
                 lambda: response_headers(request, delta.applied_to(state), notes, self._clock()),

@@ -11,21 +11,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from proxy.session.timeline import Listed, TimelinePage
+from typing import Any, Protocol
 
 __all__ = [
     "FIELDS",
     "Admission",
     "Claim",
     "Limit",
+    "Listed",
     "SessionDelta",
     "SessionState",
     "SessionStore",
     "StoreUnavailable",
     "TimelineEvent",
+    "TimelinePage",
     "WindowLimit",
     "only_released",
 ]
@@ -128,6 +127,26 @@ class TimelineEvent:
     kind: str
     at_ms: int
     fields: Mapping[str, str | int | float | bool | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TimelinePage:
+    """Events from ``first`` on (their numbers from the session's start), oldest first."""
+
+    events: list[tuple[int, TimelineEvent]] = field(default_factory=list)
+    total: int = 0
+    """Events ever appended (the next one gets this number)."""
+    dropped: int = 0
+    """Events the cap pushed out (numbers below ``total - kept``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One session of an index: its id, when last seen (epoch ms) and its summary."""
+
+    session_id: str
+    last_seen_ms: int
+    summary: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

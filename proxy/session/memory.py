@@ -32,7 +32,7 @@ import heapq
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from proxy.observe.logs import log_event
 from proxy.session.base import (
@@ -45,6 +45,7 @@ from proxy.session.base import (
     WindowLimit,
     only_released,
 )
+from proxy.session.identity import session_key
 from proxy.session.limits import admit_in_place, admit_window_in_place, claim_in_place
 from proxy.session.timeline import (
     DEFAULT_LISTED_SESSIONS,
@@ -52,10 +53,10 @@ from proxy.session.timeline import (
     Listed,
     TimelinePage,
     decode_event,
-    decode_summary,
     encode_event,
-    listing,
+    last_seen_ms,
     split_session_key,
+    summary,
 )
 
 __all__ = ["DEFAULT_SESSIONS_PER_TENANT", "EXPIRY_STEPS_PER_WRITE", "MemoryStore", "tenant_of"]
@@ -101,8 +102,9 @@ class MemoryStore:
         """``on_dropped(tenant, what, n)``: ``n`` timeline events (``what`` = "timeline") or
         listed sessions ("sessions") went over their cap."""
         self._timelines: dict[str, tuple[str, ...]] = {}
-        self._indexes: dict[str, OrderedDict[str, tuple[int, str]]] = {}
-        """Namespace → session id → (last seen ms, summary), the last committed last."""
+        self._indexes: dict[str, OrderedDict[str, tuple[int, int]]] = {}
+        """Namespace → session id → (last seen ms, TTL seconds), the last committed last; the
+        summary is made from the session's values when listed, not on every commit."""
         self._timeline_cap = timeline_events
         self._listed_cap = listed_sessions
         self._on_dropped = on_dropped
@@ -237,7 +239,7 @@ class MemoryStore:
         index = self._indexes.get(namespace)
         if index is None:
             index = self._indexes[namespace] = OrderedDict()
-        index[session_id] = listing(state, ttl_seconds)
+        index[session_id] = (last_seen_ms(state), ttl_seconds)
         index.move_to_end(session_id)
         while len(index) > self._listed_cap:
             index.popitem(last=False)
@@ -320,11 +322,15 @@ class MemoryStore:
         index = self._indexes.get(namespace)
         if not index:
             return []
-        entries = ((seen, session_id, summary) for session_id, (seen, summary) in index.items())
+        entries = ((seen, session_id, ttl) for session_id, (seen, ttl) in index.items())
         if before is not None:
             entries = (entry for entry in entries if (entry[0], entry[1]) < before)
-        newest = heapq.nlargest(count, entries)
-        return [Listed(session_id, seen, decode_summary(summary)) for seen, session_id, summary in newest]
+        group: Mapping[str, dict[str, str]] = self._groups.get(tenant_of(session_key(namespace, "")), {})
+        listed = []
+        for seen, session_id, ttl in heapq.nlargest(count, entries):
+            values = group.get(session_key(namespace, session_id), {})  # read, not used: recency stays
+            listed.append(Listed(session_id, seen, summary(SessionState(values), ttl)))
+        return listed
 
     async def ping(self) -> None:
         return None

@@ -14,12 +14,11 @@ bounded per namespace, the least recently seen going first.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
-from proxy.session.base import FIELDS, SessionState, TimelineEvent
+from proxy.session.base import FIELDS, Listed, SessionState, TimelineEvent, TimelinePage
 
 __all__ = [
     "DEFAULT_LISTED_SESSIONS",
@@ -31,8 +30,10 @@ __all__ = [
     "decode_summary",
     "encode_event",
     "index_key",
+    "last_seen_ms",
     "listing",
     "split_session_key",
+    "summary",
     "timeline_key",
 ]
 
@@ -87,15 +88,23 @@ _SUMMARY = (
 )
 
 
-def listing(state: SessionState, ttl_seconds: int) -> tuple[int, str]:
-    """A session's place in its index (last seen, epoch ms) and its summary (JSON): what the
-    list shows and filters by without loading the session. ``expires_ms`` lets the list skip
-    a session whose state has expired but whose entry is still listed."""
+def last_seen_ms(state: SessionState) -> int:
+    """Where a session sits in its index: when it was last seen (epoch ms)."""
+    return state.counter(FIELDS.LAST_SEEN_MS) or state.counter(FIELDS.LAST_SEEN) * 1000
+
+
+def summary(state: SessionState, ttl_seconds: int) -> dict[str, str | int]:
+    """What the list shows and filters by without loading the session; ``expires_ms`` lets it
+    skip a session whose state has expired but whose entry is still listed."""
     values = state.values
-    last_seen = state.counter(FIELDS.LAST_SEEN_MS) or state.counter(FIELDS.LAST_SEEN) * 1000
-    summary: dict[str, str | int] = {name: values[name] for name in _SUMMARY if values.get(name)}
-    summary["expires_ms"] = last_seen + ttl_seconds * 1000
-    return last_seen, _encode(summary).decode()
+    shown: dict[str, str | int] = {name: values[name] for name in _SUMMARY if values.get(name)}
+    shown["expires_ms"] = last_seen_ms(state) + ttl_seconds * 1000
+    return shown
+
+
+def listing(state: SessionState, ttl_seconds: int) -> tuple[int, str]:
+    """A session's index entry as stored on Redis: its last-seen time and summary (JSON)."""
+    return last_seen_ms(state), _encode(summary(state, ttl_seconds)).decode()
 
 
 def client_name(headers: list[tuple[str, str]]) -> str:
@@ -107,26 +116,6 @@ def client_name(headers: list[tuple[str, str]]) -> str:
             product = value.strip().split("/", 1)[0].split(" ", 1)[0].lower()
             return "".join(c for c in product[:40] if c.isalnum() or c in "-_.") or "unknown"
     return "unknown"
-
-
-@dataclass(frozen=True, slots=True)
-class TimelinePage:
-    """Events from ``first`` on (their numbers from the session's start), oldest first."""
-
-    events: list[tuple[int, TimelineEvent]] = field(default_factory=list)
-    total: int = 0
-    """Events ever appended (the next one gets this number)."""
-    dropped: int = 0
-    """Events the cap pushed out (numbers below ``total - kept``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Listed:
-    """One session of an index: its id, when last seen (epoch ms) and its summary."""
-
-    session_id: str
-    last_seen_ms: int
-    summary: Mapping[str, Any]
 
 
 def decode_summary(raw: str | bytes | None) -> Mapping[str, Any]:
