@@ -43,7 +43,7 @@ from proxy.session.base import (
     WindowLimit,
 )
 from proxy.session.epochs import EpochWatch, Tokens
-from proxy.session.redis_lists import RedisLists
+from proxy.session.redis_lists import RedisLists, state_of
 from proxy.session.resp import LeanConnection, LeanScript, lean_url
 from proxy.session.resp import once_more as _once_more
 from proxy.session.scripts import ADMIT, ADMIT_WINDOW, CLAIM, COMMIT, LOAD
@@ -52,8 +52,6 @@ from proxy.session.timeline import (
     DEFAULT_TIMELINE_EVENTS,
     Listed,
     TimelinePage,
-    encode_event,
-    timeline_key,
 )
 
 __all__ = ["RedisStore"]
@@ -72,32 +70,6 @@ def _op_key(key: str) -> str:
 
 
 _json = msgspec.json.Encoder()
-
-
-def packed_delta(delta: SessionDelta, ttl_seconds: int, timeline_events: int = DEFAULT_TIMELINE_EVENTS) -> bytes:
-    """The commit script's one argument (see ``scripts.COMMIT``)."""
-    appends = [(name, keep, ",".join(items)) for name, (items, keep) in delta.appends.items()]
-    events = [encode_event(event) for event in delta.events]
-    return _json.encode(
-        (
-            ttl_seconds * 1000,
-            1 if delta.replace else 0,
-            FIELDS.RESERVED_PREFIX,
-            delta.defaults,
-            delta.assignments,
-            delta.increments,
-            appends,
-            events,
-            timeline_events,
-            FIELDS.TIMELINE_TOTAL,
-            FIELDS.TIMELINE_DROPPED,
-        )
-    )
-
-
-def _state(flat: list[str]) -> SessionState:
-    """The session as the rest of the proxy sees it (without the scripts' bookkeeping)."""
-    return SessionState(dict(zip(flat[::2], flat[1::2], strict=True)))
 
 
 class RedisStore:
@@ -152,6 +124,7 @@ class RedisStore:
             timeline_events=timeline_events,
             listed_sessions=listed_sessions,
             on_dropped=on_dropped,
+            inline=not cluster,
         )
 
     @classmethod
@@ -260,20 +233,17 @@ class RedisStore:
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"load failed: {type(exc).__name__}") from exc
         self._observe(key, epoch)
-        return _state(flat)
+        return state_of(flat)
 
     async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> SessionState:
-        args = (packed_delta(delta, ttl_seconds, self._lists.timeline_events), _epoch())
+        args = (self._lists.pack(key, delta, ttl_seconds), _epoch())
         try:
-            keys = self._keys(key, _op_key(key), timeline_key(key))
-            epoch, flat, dropped = await self._run(lambda: self._commit(keys=keys, args=args), key)
+            keys = self._keys(key, _op_key(key), *self._lists.keys(key))
+            reply = await self._run(lambda: self._commit(keys=keys, args=args), key)
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"commit failed: {type(exc).__name__}") from exc
-        self._observe(key, epoch)
-        self._lists.dropped(key, "timeline", int(dropped))
-        state = _state(flat)
-        await self._lists.index(key, state, ttl_seconds)
-        return state
+        self._observe(key, reply[0])
+        return await self._lists.committed(key, reply, ttl_seconds)
 
     def start_commit(
         self, key: str, delta: SessionDelta, ttl_seconds: int, *, ordered: bool = True
@@ -289,8 +259,8 @@ class RedisStore:
         """
         if self._lean is None:  # (not held to ``max_connections``: that cap is for callers that wait)
             return None
-        args = (packed_delta(delta, ttl_seconds, self._lists.timeline_events), _epoch())
-        keys = self._keys(key, _op_key(key), timeline_key(key))
+        args = (self._lists.pack(key, delta, ttl_seconds), _epoch())
+        keys = self._keys(key, _op_key(key), *self._lists.keys(key))
         sent = self._commit.send_now(keys, args)
         if sent is None:
             return None
@@ -316,11 +286,10 @@ class RedisStore:
             return
         error = sent.exception() if not sent.cancelled() else RedisConnectionError("commit abandoned")
         if error is None:
-            epoch, flat, dropped = sent.result()
-            self._observe(key, epoch)
+            reply = sent.result()
+            self._observe(key, reply[0])
             outcome.set_result(None)
-            self._lists.dropped(key, "timeline", int(dropped))
-            self._lists.send_index(key, _state(flat), ttl_seconds)
+            self._lists.answered(key, reply, ttl_seconds)
         elif isinstance(error, RedisConnectionError) or str(error).startswith("NOSCRIPT"):
             retry = asyncio.ensure_future(self._commit_again(key, keys, args, ttl_seconds, outcome))
             self._retries.add(retry)
@@ -335,16 +304,15 @@ class RedisStore:
         again as :meth:`commit` sends it, under its first marker (a commit that did land is
         not applied twice)."""
         try:
-            epoch, flat, dropped = await self._run(lambda: self._commit(keys=keys, args=args))
+            reply = await self._run(lambda: self._commit(keys=keys, args=args))
         except (RedisError, OSError) as exc:
             if not outcome.done():
                 outcome.set_exception(StoreUnavailable(f"commit failed: {type(exc).__name__}"))
         else:
-            self._observe(key, epoch)
+            self._observe(key, reply[0])
             if not outcome.done():
                 outcome.set_result(None)
-            self._lists.dropped(key, "timeline", int(dropped))
-            await self._lists.index(key, _state(flat), ttl_seconds)
+            await self._lists.committed(key, reply, ttl_seconds)
         finally:  # cancelled, or failed otherwise: whoever waits on the commit is not left waiting
             if not outcome.done():
                 outcome.set_exception(StoreUnavailable("commit abandoned"))
@@ -372,7 +340,7 @@ class RedisStore:
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"admit failed: {type(exc).__name__}") from exc
         self._observe(key, epoch)
-        return Admission(_state(flat), refused or None, claimed=bool(claimed))
+        return Admission(state_of(flat), refused or None, claimed=bool(claimed))
 
     async def claim_ending(self, key: str, claim: Claim, ttl_seconds: int) -> Admission:
         args: list[str | int] = [
@@ -389,7 +357,7 @@ class RedisStore:
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"claim failed: {type(exc).__name__}") from exc
         self._observe(key, epoch)
-        return Admission(_state(flat), claimed=bool(claimed))
+        return Admission(state_of(flat), claimed=bool(claimed))
 
     async def admit_window(self, key: str, limits: Sequence[WindowLimit], now: float) -> Admission:
         args: list[str | int | float] = [now, len(limits)]
@@ -412,7 +380,7 @@ class RedisStore:
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"admit failed: {type(exc).__name__}") from exc
         self._observe(key, epoch)
-        return Admission(_state(flat), refused or None, float(retry_after) if retry_after else None)
+        return Admission(state_of(flat), refused or None, float(retry_after) if retry_after else None)
 
     async def reset(self, key: str) -> bool:
         try:

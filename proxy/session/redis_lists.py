@@ -3,10 +3,11 @@
 A session's timeline is a list beside its hash (``lw:{ns:id}:timeline``, the same hash tag),
 written by the commit script itself, so it is as atomic as the commit, on a Cluster too. A
 namespace's index is a sorted set (session id by last seen ms) and a hash of summaries under
-the namespace's own tag (``lw:{ns}:sessions``): on a Cluster another slot than the session's,
-so it is written after the commit, by a second script (without waiting for its answer where
-the commit was sent so). The index is derived data: a write of it that fails is logged, and
-the request it follows is not failed for it.
+the namespace's own tag (``lw:{ns}:sessions``). On a single server the commit script writes
+it too, in the same step (``inline``); on a Cluster, where it is another slot than the
+session's, it is written after the commit by a second script (without waiting for its answer
+where the commit was sent so). The index is derived data: a write of it that fails is
+logged, and the request it follows is not failed for it.
 """
 
 from __future__ import annotations
@@ -17,24 +18,64 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from redis.exceptions import RedisError
+import msgspec
+from redis.exceptions import RedisError, ResponseError
 
 from proxy.observe.logs import log_event
-from proxy.session.base import FIELDS, SessionState, StoreUnavailable
+from proxy.session.base import FIELDS, SessionDelta, SessionState, StoreUnavailable
 from proxy.session.memory import tenant_of
 from proxy.session.scripts import INDEX, LIST, TIMELINE
 from proxy.session.timeline import (
+    DEFAULT_TIMELINE_EVENTS,
+    SUMMARY_FIELDS,
     Listed,
     TimelinePage,
     decode_event,
     decode_summary,
+    encode_event,
     index_key,
     listing,
     split_session_key,
     timeline_key,
 )
 
-__all__ = ["RedisLists"]
+__all__ = ["RedisLists", "packed_delta", "state_of"]
+
+_json = msgspec.json.Encoder()
+
+
+def packed_delta(
+    delta: SessionDelta,
+    ttl_seconds: int,
+    timeline_events: int = DEFAULT_TIMELINE_EVENTS,
+    listing: tuple[str, int] | None = None,
+) -> bytes:
+    """The commit script's one argument (see ``scripts.COMMIT``); ``listing``: (session id,
+    index cap) when the script lists the session itself."""
+    appends = [(name, keep, ",".join(items)) for name, (items, keep) in delta.appends.items()]
+    listed = (*listing, SUMMARY_FIELDS, FIELDS.LAST_SEEN_MS, FIELDS.LAST_SEEN) if listing else ()
+    return _json.encode(
+        (
+            ttl_seconds * 1000,
+            1 if delta.replace else 0,
+            FIELDS.RESERVED_PREFIX,
+            delta.defaults,
+            delta.assignments,
+            delta.increments,
+            appends,
+            [encode_event(event) for event in delta.events],
+            timeline_events,
+            FIELDS.TIMELINE_TOTAL,
+            FIELDS.TIMELINE_DROPPED,
+            *listed,
+        )
+    )
+
+
+def state_of(flat: list[str]) -> SessionState:
+    """The session as the rest of the proxy sees it (without the scripts' bookkeeping)."""
+    return SessionState(dict(zip(flat[::2], flat[1::2], strict=True)))
+
 
 _Run = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
 
@@ -50,7 +91,9 @@ class RedisLists:
         timeline_events: int,
         listed_sessions: int,
         on_dropped: Callable[[str, str, int], None] | None,
+        inline: bool,
     ) -> None:
+        """``inline``: the commit script lists the session (a single server)."""
         self._index = script(INDEX)
         self._list = script(LIST)
         self._timeline = script(TIMELINE)
@@ -59,6 +102,41 @@ class RedisLists:
         self._listed_cap = listed_sessions
         self._on_dropped = on_dropped
         self._pending: set[asyncio.Future[Any]] = set()
+        self._inline = inline
+
+    def keys(self, key: str) -> list[str]:
+        """The commit script's keys beside the session's hash: its timeline, and when the
+        script lists the session, the namespace's index and summaries."""
+        parts = split_session_key(key) if self._inline else None
+        if parts is None:
+            return [timeline_key(key)]
+        return [timeline_key(key), index_key(parts[0]), f"{index_key(parts[0])}:summaries"]
+
+    def pack(self, key: str, delta: SessionDelta, ttl_seconds: int) -> bytes:
+        parts = split_session_key(key) if self._inline else None
+        listing = (parts[1], self._listed_cap) if parts is not None else None
+        return packed_delta(delta, ttl_seconds, self.timeline_events, listing)
+
+    async def committed(self, key: str, reply: list[Any], ttl_seconds: int) -> SessionState:
+        """An awaited commit's answer: drops counted, the session listed (if the script did not)."""
+        state = state_of(reply[1])
+        self._count(key, reply)
+        if not self._inline:
+            await self.index(key, state, ttl_seconds)
+        return state
+
+    def answered(self, key: str, reply: list[Any], ttl_seconds: int) -> None:
+        """A sent commit's answer: as :meth:`committed`, the index write not awaited."""
+        self._count(key, reply)
+        if not self._inline:
+            self.send_index(key, state_of(reply[1]), ttl_seconds)
+
+    def _count(self, key: str, reply: list[Any]) -> None:
+        self.dropped(key, "timeline", int(reply[2]))
+        if int(reply[3]) < 0:
+            self._failed(key, ResponseError("WRONGTYPE the index keys hold another type"))
+        else:
+            self.dropped(key, "sessions", int(reply[3]))
 
     def dropped(self, key: str, what: str, count: int) -> None:
         if count and self._on_dropped is not None:
@@ -98,12 +176,16 @@ class RedisLists:
             task.add_done_callback(self._pending.discard)
             return
         self._pending.add(sent)
-        sent.add_done_callback(functools.partial(self._indexed, key))
+        sent.add_done_callback(functools.partial(self._indexed, key, state, ttl_seconds))
 
-    def _indexed(self, key: str, sent: asyncio.Future[Any]) -> None:
+    def _indexed(self, key: str, state: SessionState, ttl_seconds: int, sent: asyncio.Future[Any]) -> None:
         self._pending.discard(sent)
         error = sent.exception() if not sent.cancelled() else None
-        if error is not None:
+        if error is not None and str(error).startswith("NOSCRIPT"):  # sent again, loading the script
+            task = asyncio.ensure_future(self.index(key, state, ttl_seconds))
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
+        elif error is not None:
             self._failed(key, error)
         elif not sent.cancelled():
             self.dropped(key, "sessions", int(sent.result() or 0))

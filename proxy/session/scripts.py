@@ -14,6 +14,7 @@ __all__ = [
     "EPOCH",
     "INDEX",
     "LIST",
+    "LIST_SESSION",
     "LOAD",
     "ONCE",
     "TIMELINE",
@@ -34,21 +35,59 @@ EPOCH = (
 LOAD = EPOCH + "return {epoch, redis.call('HGETALL', KEYS[1])}\n"
 DONE = "redis.call('SET', KEYS[2], '1', 'EX', 300)\n"
 
+# The session (its HGETALL) put first in its namespace's index, KEYS[4] and KEYS[5], as INDEX
+# does it (see there); the summary is the hash's non-empty summary fields and ``expires_ms``.
+# Returns the sessions unlisted over the cap, or -1 when the index keys hold something else.
+LIST_SESSION = """
+local function list_session(all, d)
+  local h = {}
+  for j = 1, #all, 2 do h[all[j]] = all[j + 1] end
+  local seen = tonumber(h[d[15]] or '0') or 0
+  if seen == 0 then seen = (tonumber(h[d[16]] or '0') or 0) * 1000 end
+  local shown = {}
+  for _, f in ipairs(d[14]) do
+    if h[f] and h[f] ~= '' then shown[f] = h[f] end
+  end
+  shown['expires_ms'] = seen + d[1]
+  local added = redis.pcall('ZADD', KEYS[4], seen, d[12])  -- the index is derived: a broken one
+  if type(added) == 'table' and added.err then return -1 end  -- is reported, the commit stands
+  local kind = redis.call('TYPE', KEYS[5]).ok
+  if kind ~= 'hash' and kind ~= 'none' then return -1 end
+  redis.call('HSET', KEYS[5], d[12], cjson.encode(shown))
+  local over = redis.call('ZCARD', KEYS[4]) - d[13]
+  if over > 0 then
+    redis.call('HDEL', KEYS[5], unpack(redis.call('ZRANGE', KEYS[4], 0, over - 1)))
+    redis.call('ZREMRANGEBYRANK', KEYS[4], 0, over - 1)
+  else
+    over = 0
+  end
+  redis.call('PEXPIRE', KEYS[4], d[1])
+  redis.call('PEXPIRE', KEYS[5], d[1])
+  return over
+end
+"""
+
 # KEYS[1] = session hash, KEYS[3] = its timeline (a list). ARGV[1] = the delta as JSON (see
 # ``redis.packed_delta``): [ttl_ms, replace (0|1), the reservation fields' prefix, {defaults},
 # {assignments}, {increments}, [[field, keep, items (comma-joined)], ...], [events (JSON)...],
-# timeline cap, total field, dropped field]; one argument, so neither side encodes or parses
-# dozens of small ones. Events are pushed and the list trimmed to the cap in the same step, the
-# overflow counted in the hash; the list's TTL follows the hash's. A hash left with nothing but
-# zero reservations is deleted. Returns {epoch, HGETALL, events dropped}.
+# timeline cap, total field, dropped field, and for a single server (no Cluster slots to keep
+# to) the session's index entry: session id, index cap, [summary fields], last seen ms field,
+# last seen s field]; one argument, so neither side encodes or parses dozens of small ones.
+# Events are pushed and the list trimmed to the cap in the same step, the overflow counted in
+# the hash; the list's TTL follows the hash's. With KEYS[4], KEYS[5] (the namespace's index and
+# summaries, see INDEX) the session is listed in the same step too. A hash left with nothing
+# but zero reservations is deleted. Returns {epoch, HGETALL, events dropped, sessions unlisted}.
 COMMIT = (
     EPOCH
-    + ONCE.replace("{}", "{epoch, redis.call('HGETALL', KEYS[1]), 0}")
+    + ONCE.replace("{}", "{epoch, redis.call('HGETALL', KEYS[1]), 0, 0}")
     + DONE
     + """
 local key = KEYS[1]
 local d = cjson.decode(ARGV[1])
 local prefix = d[3]
+"""
+    + LIST_SESSION
+    + """
 if d[2] == 1 then redis.call('DEL', key, KEYS[3]) end
 local dropped = 0
 local events = d[8]
@@ -79,11 +118,13 @@ for j = 1, #all, 2 do
   if string.sub(all[j], 1, #prefix) ~= prefix or tonumber(all[j + 1]) ~= 0 then
     redis.call('PEXPIRE', key, d[1])
     redis.call('PEXPIRE', KEYS[3], d[1])
-    return {epoch, all, dropped}
+    local unlisted = 0
+    if #KEYS == 6 then unlisted = list_session(all, d) end
+    return {epoch, all, dropped, unlisted}
   end
 end
 redis.call('DEL', key, KEYS[3])  -- nothing but reservations given back: a session that never was
-return {epoch, {}, 0}
+return {epoch, {}, 0, 0}
 """
 )
 

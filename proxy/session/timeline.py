@@ -23,6 +23,7 @@ from proxy.session.base import FIELDS, Listed, SessionState, TimelineEvent, Time
 __all__ = [
     "DEFAULT_LISTED_SESSIONS",
     "DEFAULT_TIMELINE_EVENTS",
+    "SUMMARY_FIELDS",
     "Listed",
     "TimelinePage",
     "client_name",
@@ -74,7 +75,7 @@ def split_session_key(key: str) -> tuple[str, str] | None:
     return (namespace, session_id) if colon and namespace and session_id else None
 
 
-_SUMMARY = (
+SUMMARY_FIELDS = (
     FIELDS.FIRST_SEEN,
     FIELDS.STEPS,
     FIELDS.TURNS,
@@ -97,7 +98,7 @@ def summary(state: SessionState, ttl_seconds: int) -> dict[str, str | int]:
     """What the list shows and filters by without loading the session; ``expires_ms`` lets it
     skip a session whose state has expired but whose entry is still listed."""
     values = state.values
-    shown: dict[str, str | int] = {name: values[name] for name in _SUMMARY if values.get(name)}
+    shown: dict[str, str | int] = {name: values[name] for name in SUMMARY_FIELDS if values.get(name)}
     shown["expires_ms"] = last_seen_ms(state) + ttl_seconds * 1000
     return shown
 

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from proxy.session.base import FIELDS, Claim, Limit, SessionDelta, SessionState, WindowLimit
-from proxy.session.redis import packed_delta
+from proxy.session.redis_lists import packed_delta
 from proxy.session.scripts import ADMIT, ADMIT_WINDOW, CLAIM, COMMIT, LOAD
 from proxy.session.timeline import timeline_key
 from tests.unit.session.test_base import APPLIED
@@ -108,7 +108,7 @@ COMMITTED = [case for case in APPLIED if case.id != "an-increment-of-garbage"]
 def test_commit_leaves_the_state_the_delta_says_it_will(session, stored, changes, after):
     session.store(stored)
 
-    _, flat, _ = session.run(COMMIT, packed_delta(changes, 60))
+    _, flat, _, _ = session.run(COMMIT, packed_delta(changes, 60))
 
     assert session.values() == after == changes.applied_to(SessionState(stored)).values
     assert dict(zip(flat[::2], flat[1::2], strict=True)) == after
@@ -143,7 +143,7 @@ def _events(*kinds: str) -> SessionDelta:
 
 
 def test_a_commit_pushes_its_events_onto_the_timeline_and_counts_them(session):
-    _, _, dropped = session.run(COMMIT, packed_delta(_events("step", "intervention"), 60))
+    _, _, dropped, _ = session.run(COMMIT, packed_delta(_events("step", "intervention"), 60))
 
     assert session.client.lrange(session.timeline, 0, -1) == [
         '["step",0,{"attempt":1}]',
@@ -156,7 +156,7 @@ def test_a_commit_pushes_its_events_onto_the_timeline_and_counts_them(session):
 def test_a_commit_over_the_timeline_cap_drops_the_oldest_events_and_counts_them(session):
     session.run(COMMIT, packed_delta(_events("a", "b"), 60, timeline_events=3))
 
-    _, _, dropped = session.run(COMMIT, packed_delta(_events("c", "d"), 60, timeline_events=3))
+    _, _, dropped, _ = session.run(COMMIT, packed_delta(_events("c", "d"), 60, timeline_events=3))
 
     kinds = [msgspec.json.decode(raw)[0] for raw in session.client.lrange(session.timeline, 0, -1)]
     assert (kinds, dropped) == (["b", "c", "d"], 1)
@@ -192,3 +192,23 @@ def test_load_returns_the_sentinels_epoch_creating_it_once(session):
     again, _ = session.client.eval(LOAD, 2, session.key, session.sentinel, "another")
 
     assert (epoch, again, flat) == ("fresh", "fresh", [FIELDS.STEPS, "2"])
+
+
+def test_a_commit_with_the_index_keys_lists_the_session_in_the_same_step(session):
+    index, summaries = f"lw:{{{session.key}}}:sessions", f"lw:{{{session.key}}}:sessions:summaries"
+    keys = [session.key, f"{session.key}:op:1", session.timeline, index, summaries, session.sentinel]
+    delta = _events("step")
+    delta.assign(FIELDS.LAST_SEEN_MS, 5_000)
+    delta.assign(FIELDS.POLICY, "strict")
+
+    packed = packed_delta(delta, 60, listing=("s1", 10))
+    *_, unlisted = session.client.eval(COMMIT, len(keys), *keys, packed, EPOCH)
+
+    assert session.client.zrange(index, 0, -1, withscores=True) == [("s1", 5_000.0)]
+    assert msgspec.json.decode(session.client.hget(summaries, "s1")) == {
+        "policy": "strict",
+        "timeline_total": "1",
+        "expires_ms": 65_000,
+    }
+    assert unlisted == 0
+    session.client.delete(index, summaries)
