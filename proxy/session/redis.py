@@ -236,9 +236,10 @@ class RedisStore:
         return state_of(flat)
 
     async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> SessionState:
-        args = (self._lists.pack(key, delta, ttl_seconds), _epoch())
+        beside, packed = self._lists.commit_call(key, delta, ttl_seconds)
+        args = (packed, _epoch())
         try:
-            keys = self._keys(key, _op_key(key), *self._lists.keys(key))
+            keys = self._keys(key, _op_key(key), *beside)
             reply = await self._run(lambda: self._commit(keys=keys, args=args), key)
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"commit failed: {type(exc).__name__}") from exc
@@ -259,8 +260,9 @@ class RedisStore:
         """
         if self._lean is None:  # (not held to ``max_connections``: that cap is for callers that wait)
             return None
-        args = (self._lists.pack(key, delta, ttl_seconds), _epoch())
-        keys = self._keys(key, _op_key(key), *self._lists.keys(key))
+        beside, packed = self._lists.commit_call(key, delta, ttl_seconds)
+        args = (packed, _epoch())
+        keys = self._keys(key, _op_key(key), *beside)
         sent = self._commit.send_now(keys, args)
         if sent is None:
             return None

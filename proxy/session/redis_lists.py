@@ -27,12 +27,10 @@ from proxy.session.memory import tenant_of
 from proxy.session.scripts import INDEX, LIST, TIMELINE
 from proxy.session.timeline import (
     DEFAULT_TIMELINE_EVENTS,
-    SUMMARY_FIELDS,
     Listed,
     TimelinePage,
     decode_event,
     decode_summary,
-    encode_event,
     index_key,
     listing,
     split_session_key,
@@ -53,7 +51,6 @@ def packed_delta(
     """The commit script's one argument (see ``scripts.COMMIT``); ``listing``: (session id,
     index cap) when the script lists the session itself."""
     appends = [(name, keep, ",".join(items)) for name, (items, keep) in delta.appends.items()]
-    listed = (*listing, SUMMARY_FIELDS, FIELDS.LAST_SEEN_MS, FIELDS.LAST_SEEN) if listing else ()
     return _json.encode(
         (
             ttl_seconds * 1000,
@@ -63,11 +60,9 @@ def packed_delta(
             delta.assignments,
             delta.increments,
             appends,
-            [encode_event(event) for event in delta.events],
+            [(event.kind, event.at_ms, event.fields) for event in delta.events],
             timeline_events,
-            FIELDS.TIMELINE_TOTAL,
-            FIELDS.TIMELINE_DROPPED,
-            *listed,
+            *(listing or ()),
         )
     )
 
@@ -104,18 +99,15 @@ class RedisLists:
         self._pending: set[asyncio.Future[Any]] = set()
         self._inline = inline
 
-    def keys(self, key: str) -> list[str]:
-        """The commit script's keys beside the session's hash: its timeline, and when the
-        script lists the session, the namespace's index and summaries."""
+    def commit_call(self, key: str, delta: SessionDelta, ttl_seconds: int) -> tuple[list[str], bytes]:
+        """The commit script's keys beside the session's hash (its timeline, and when the
+        script lists the session, the namespace's index and summaries) and its argument."""
         parts = split_session_key(key) if self._inline else None
         if parts is None:
-            return [timeline_key(key)]
-        return [timeline_key(key), index_key(parts[0]), f"{index_key(parts[0])}:summaries"]
-
-    def pack(self, key: str, delta: SessionDelta, ttl_seconds: int) -> bytes:
-        parts = split_session_key(key) if self._inline else None
-        listing = (parts[1], self._listed_cap) if parts is not None else None
-        return packed_delta(delta, ttl_seconds, self.timeline_events, listing)
+            return [timeline_key(key)], packed_delta(delta, ttl_seconds, self.timeline_events)
+        index = index_key(parts[0])
+        packed = packed_delta(delta, ttl_seconds, self.timeline_events, (parts[1], self._listed_cap))
+        return [timeline_key(key), index, f"{index}:summaries"], packed
 
     async def committed(self, key: str, reply: list[Any], ttl_seconds: int) -> SessionState:
         """An awaited commit's answer: drops counted, the session listed (if the script did not)."""

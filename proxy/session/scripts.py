@@ -4,6 +4,9 @@ Kept apart from :mod:`proxy.session.redis` (which calls them) because they are a
 their own, in another language: one place to read what Redis does with a session's hash.
 """
 
+from proxy.session.base import FIELDS
+from proxy.session.timeline import SUMMARY_FIELDS
+
 __all__ = [
     "ADMIT",
     "ADMIT_WINDOW",
@@ -38,23 +41,28 @@ DONE = "redis.call('SET', KEYS[2], '1', 'EX', 300)\n"
 # The session (its HGETALL) put first in its namespace's index, KEYS[4] and KEYS[5], as INDEX
 # does it (see there); the summary is the hash's non-empty summary fields and ``expires_ms``.
 # Returns the sessions unlisted over the cap, or -1 when the index keys hold something else.
-LIST_SESSION = """
+LIST_SESSION = (
+    f"""
+local LAST_SEEN_MS, LAST_SEEN = '{FIELDS.LAST_SEEN_MS}', '{FIELDS.LAST_SEEN}'
+local TIMELINE_TOTAL, TIMELINE_DROPPED = '{FIELDS.TIMELINE_TOTAL}', '{FIELDS.TIMELINE_DROPPED}'
+local SUMMARY_FIELDS = {{{", ".join(f"'{name}'" for name in SUMMARY_FIELDS)}}}"""
+    + """
 local function list_session(all, d)
   local h = {}
   for j = 1, #all, 2 do h[all[j]] = all[j + 1] end
-  local seen = tonumber(h[d[15]] or '0') or 0
-  if seen == 0 then seen = (tonumber(h[d[16]] or '0') or 0) * 1000 end
+  local seen = tonumber(h[LAST_SEEN_MS] or '0') or 0
+  if seen == 0 then seen = (tonumber(h[LAST_SEEN] or '0') or 0) * 1000 end
   local shown = {}
-  for _, f in ipairs(d[14]) do
+  for _, f in ipairs(SUMMARY_FIELDS) do
     if h[f] and h[f] ~= '' then shown[f] = h[f] end
   end
   shown['expires_ms'] = seen + d[1]
-  local added = redis.pcall('ZADD', KEYS[4], seen, d[12])  -- the index is derived: a broken one
+  local added = redis.pcall('ZADD', KEYS[4], seen, d[10])  -- the index is derived: a broken one
   if type(added) == 'table' and added.err then return -1 end  -- is reported, the commit stands
   local kind = redis.call('TYPE', KEYS[5]).ok
   if kind ~= 'hash' and kind ~= 'none' then return -1 end
-  redis.call('HSET', KEYS[5], d[12], cjson.encode(shown))
-  local over = redis.call('ZCARD', KEYS[4]) - d[13]
+  redis.call('HSET', KEYS[5], d[10], cjson.encode(shown))
+  local over = redis.call('ZCARD', KEYS[4]) - d[11]
   if over > 0 then
     redis.call('HDEL', KEYS[5], unpack(redis.call('ZRANGE', KEYS[4], 0, over - 1)))
     redis.call('ZREMRANGEBYRANK', KEYS[4], 0, over - 1)
@@ -66,13 +74,14 @@ local function list_session(all, d)
   return over
 end
 """
+)
 
 # KEYS[1] = session hash, KEYS[3] = its timeline (a list). ARGV[1] = the delta as JSON (see
-# ``redis.packed_delta``): [ttl_ms, replace (0|1), the reservation fields' prefix, {defaults},
-# {assignments}, {increments}, [[field, keep, items (comma-joined)], ...], [events (JSON)...],
-# timeline cap, total field, dropped field, and for a single server (no Cluster slots to keep
-# to) the session's index entry: session id, index cap, [summary fields], last seen ms field,
-# last seen s field]; one argument, so neither side encodes or parses dozens of small ones.
+# ``redis_lists.packed_delta``): [ttl_ms, replace (0|1), the reservation fields' prefix,
+# {defaults}, {assignments}, {increments}, [[field, keep, items (comma-joined)], ...],
+# [[kind, at_ms, {fields}], ...], timeline cap, and for a single server (no Cluster slots to
+# keep to) the session's id and the index cap]; one argument, so neither side encodes or
+# parses dozens of small ones. Events are stored as cjson writes them back.
 # Events are pushed and the list trimmed to the cap in the same step, the overflow counted in
 # the hash; the list's TTL follows the hash's. With KEYS[4], KEYS[5] (the namespace's index and
 # summaries, see INDEX) the session is listed in the same step too. A hash left with nothing
@@ -92,12 +101,14 @@ if d[2] == 1 then redis.call('DEL', key, KEYS[3]) end
 local dropped = 0
 local events = d[8]
 if #events > 0 then
-  local kept = redis.call('RPUSH', KEYS[3], unpack(events))
-  redis.call('HINCRBY', key, d[10], #events)
+  local encoded = {}
+  for i, event in ipairs(events) do encoded[i] = cjson.encode(event) end
+  local kept = redis.call('RPUSH', KEYS[3], unpack(encoded))
+  redis.call('HINCRBY', key, TIMELINE_TOTAL, #events)
   if kept > d[9] then
     dropped = kept - d[9]
     redis.call('LTRIM', KEYS[3], dropped, -1)
-    redis.call('HINCRBY', key, d[11], dropped)
+    redis.call('HINCRBY', key, TIMELINE_DROPPED, dropped)
   end
 end
 for field, value in pairs(d[4]) do redis.call('HSETNX', key, field, value) end

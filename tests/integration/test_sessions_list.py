@@ -251,3 +251,16 @@ def test_a_bad_timeline_cursor_is_a_400(tenants, upstream):
     error = assert_openai_error(events(tenants, ACME, "s1", cursor="bm9wZQ"), 400)
 
     assert error["param"] == "cursor"
+
+
+def test_a_timeline_over_its_cap_keeps_its_newest_events_and_says_how_many_went(make_proxy, upstream, state):
+    proxy = make_proxy(timeline_events=2, **state)
+    owner = {"Authorization": f"Bearer sk-{uuid.uuid4().hex}"}
+    upstream.script(*[Json(chat_completion())] * 3)
+    for _ in range(3):
+        call(proxy, owner, "capped")
+
+    timeline = events(proxy, owner, "capped").json()
+
+    assert [e["seq"] for e in timeline["data"]] == [1, 2]
+    assert (timeline["total"], timeline["dropped"]) == (3, 1)
