@@ -222,7 +222,9 @@ class MemoryStore:
         kept = () if delta.replace else self._timelines.get(key, ())
         kept += tuple(map(encode_event, delta.events))
         if delta.events:
-            values[FIELDS.TIMELINE_TOTAL] = str(int(values.get(FIELDS.TIMELINE_TOTAL) or 0) + len(delta.events))
+            total = int(values.get(FIELDS.TIMELINE_TOTAL) or 0) + len(delta.events)
+            values[FIELDS.TIMELINE_TOTAL] = str(total)
+            kept = kept[-total:]  # the values were started afresh (an admission that replaced them): so is the list
         over = len(kept) - self._timeline_cap
         if over > 0:
             kept = kept[over:]

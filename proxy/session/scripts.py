@@ -104,7 +104,11 @@ if #events > 0 then
   local encoded = {}
   for i, event in ipairs(events) do encoded[i] = cjson.encode(event) end
   local kept = redis.call('RPUSH', KEYS[3], unpack(encoded))
-  redis.call('HINCRBY', key, TIMELINE_TOTAL, #events)
+  local total = redis.call('HINCRBY', key, TIMELINE_TOTAL, #events)
+  if kept > total then  -- the hash was started afresh (an admission that replaced it): so is the list
+    redis.call('LTRIM', KEYS[3], kept - total, -1)
+    kept = total
+  end
   if kept > d[9] then
     dropped = kept - d[9]
     redis.call('LTRIM', KEYS[3], dropped, -1)

@@ -562,3 +562,14 @@ async def test_a_namespace_over_its_cap_stops_listing_the_least_recently_seen(bo
 
     assert [session_id for session_id, _ in await _listed(bounded, namespace)] == ["c", "b"]
     assert [(namespace, "sessions", 1)] == DROPS
+
+
+async def test_a_session_started_afresh_by_its_admission_starts_its_timeline_afresh(bounded, key):
+    await bounded.commit(key, _events("a", "b", "c"), 60)
+    await bounded.admit(key, [], 60, replace=True)
+
+    await bounded.commit(key, _events("new"), 60)
+
+    page = await bounded.timeline(key, 0, 10)
+    assert (_kinds(page), page.total, page.dropped) == ([(0, "new")], 1, 0)
+    assert [drop for drop in DROPS if drop[1] == "timeline"] == []  # the old events were no overflow
