@@ -40,20 +40,32 @@ DONE = "redis.call('SET', KEYS[2], '1', 'EX', 300)\n"
 
 # The session (its HGETALL) put first in its namespace's index, KEYS[4] and KEYS[5], as INDEX
 # does it (see there); the summary is the hash's non-empty summary fields and ``expires_ms``.
+# A session listed less than a second ago is listed again only when it ends (a busy session's
+# commits do not each rewrite the index; its place and counters lag by a second at most).
 # Returns the sessions unlisted over the cap, or -1 when the index keys hold something else.
 LIST_SESSION = (
     f"""
+local LIST_EVERY_MS = 1000
 local LAST_SEEN_MS, LAST_SEEN = '{FIELDS.LAST_SEEN_MS}', '{FIELDS.LAST_SEEN}'
 local TIMELINE_TOTAL, TIMELINE_DROPPED = '{FIELDS.TIMELINE_TOTAL}', '{FIELDS.TIMELINE_DROPPED}'
-local SUMMARY_FIELDS = {{{", ".join(f"'{name}'" for name in SUMMARY_FIELDS)}}}"""
+local TERMINATION = '{FIELDS.TERMINATION}'"""
     + """
 local function list_session(all, d)
+  local listed = redis.pcall('ZSCORE', KEYS[4], d[10])
+  if type(listed) == 'string' and d[5][TERMINATION] == nil then
+    local now = tonumber(redis.call('HGET', KEYS[1], LAST_SEEN_MS) or '0') or 0
+    if now - tonumber(listed) < LIST_EVERY_MS then return 0 end
+  end
   local h = {}
   for j = 1, #all, 2 do h[all[j]] = all[j + 1] end
   local seen = tonumber(h[LAST_SEEN_MS] or '0') or 0
   if seen == 0 then seen = (tonumber(h[LAST_SEEN] or '0') or 0) * 1000 end
   local shown = {}
-  for _, f in ipairs(SUMMARY_FIELDS) do
+  for _, f in ipairs("""
+    + "{"
+    + ", ".join(f"'{name}'" for name in SUMMARY_FIELDS)
+    + "}"
+    + """) do
     if h[f] and h[f] ~= '' then shown[f] = h[f] end
   end
   shown['expires_ms'] = seen + d[1]
