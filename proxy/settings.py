@@ -73,6 +73,18 @@ class Settings(BaseSettings):
         description="Without Redis: live sessions kept in memory per tenant; over it the least recently used "
         "is dropped (loopwarden_sessions_evicted_total).",
     )
+    timeline_events: int = Field(
+        500,
+        ge=1,
+        description="Events kept in each session's timeline; over it the oldest go (counted in the session and "
+        "in loopwarden_timeline_dropped_total).",
+    )
+    listed_sessions: int = Field(
+        10_000,
+        ge=1,
+        description="Sessions the sessions list keeps per tenant (per caller without a tenants file); over it "
+        "the least recently seen leave the list (their state stays until it expires).",
+    )
     otel_endpoint: str | None = Field(
         None,
         description="OTLP/HTTP traces endpoint (e.g. http://collector:4318/v1/traces); tracing is off without it. "

@@ -40,17 +40,28 @@ __all__ = ["YOUNG_GC_THRESHOLD", "build_store", "create_app", "load_tenant_direc
 
 def build_store(settings: Settings, metrics: Metrics | None = None) -> SessionStore:
     """Redis when a URL is set (shared by replicas), otherwise in-process memory (bounded per tenant)."""
+    series = metrics or Metrics()
+
+    def dropped(tenant: str, what: str, count: int) -> None:
+        series.of(series.timeline_dropped, tenant, what).inc(count)
+
+    bounds: dict[str, Any] = {
+        "timeline_events": settings.timeline_events,
+        "listed_sessions": settings.listed_sessions,
+        "on_dropped": dropped,
+    }
     if settings.redis_url:
         return RedisStore.from_url(
             settings.redis_url,
             timeout=settings.redis_timeout,
             max_connections=settings.redis_max_connections,
             cluster=settings.redis_cluster,
+            **bounds,
         )
-    series = metrics or Metrics()
     return MemoryStore(
         max_sessions_per_tenant=settings.memory_sessions_per_tenant,
         on_evict=lambda tenant: series.of(series.sessions_evicted, tenant).inc(),
+        **bounds,
     )
 
 

@@ -1,22 +1,27 @@
-"""The sessions API: a tenant inspects, grants or resets its own sessions, never another's.
+"""The sessions API: a tenant lists, inspects, grants or resets its own sessions, never another's.
 
-``GET`` shows a session's counters, budgets left and ending (never message contents);
-``PATCH`` grants it more of its budgets, within its policy's ceiling, lifting a budget's
-ending (see :mod:`proxy.books.grants`); ``DELETE`` forgets it. Each answers 404 for a session
-that is not the caller's, so a session id reveals nothing across tenants (or, without a
+``GET /v1/loopwarden/sessions`` lists the caller's sessions (its namespace: the tenant's with a
+tenants file, whatever key of the tenant asks, its admin key included; without one, the
+caller's own key's), newest first, filtered and paged by an opaque cursor. ``GET`` on one shows
+its counters, budgets left and ending (never message contents); ``/events`` pages its timeline,
+oldest first; ``PATCH`` grants it more of its budgets, within its policy's ceiling, lifting a
+budget's ending (see :mod:`proxy.books.grants`); ``DELETE`` forgets it. Each answers 404 for a
+session that is not the caller's, so a session id reveals nothing across tenants (or, without a
 tenants file, across callers' keys). A tenant's admin key acts on every session of its tenant.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import HttpMethod, MediaType, Request, Response, delete, get, patch, route
 from litestar.handlers import HTTPRouteHandler
-from litestar.params import FromPath
+from litestar.params import FromPath, FromQuery, QueryParameter
 
 from proxy.books.budgets import active_ms, remaining
 from proxy.books.grants import grant_delta, granted, lifted_reasons, over_ceiling, parse_grants
@@ -24,17 +29,37 @@ from proxy.books.pricing import MICROS
 from proxy.edge.http import header_text
 from proxy.edge.openapi import AUTHENTICATED, GrantOperation, error_responses
 from proxy.edge.tenants import API_KEY_HEADERS, KEY_HEADER, Credentials, Tenant, TenantDirectory
-from proxy.errors import MalformedJSON, RouteNotFound, ServiceUnavailable
+from proxy.errors import InvalidRequest, MalformedJSON, RouteNotFound, ServiceUnavailable
 from proxy.goal.model import GOAL_FIELD, load_goal
 from proxy.guards.fingerprint import CALL_COUNT_PREFIX
 from proxy.observe.metrics import Metrics
 from proxy.policy.models import Policy
 from proxy.session.base import FIELDS, SessionState, SessionStore, StoreUnavailable
 from proxy.session.identity import session_key
+from proxy.session.timeline import Listed, TimelinePage
 
-__all__ = ["describe", "session_routes"]
+__all__ = ["SCAN_LIMIT", "describe", "listed", "session_routes"]
 
+SESSIONS_PATH = "/v1/loopwarden/sessions"
 SESSION_PATH = "/v1/loopwarden/sessions/{session_id:str}"
+EVENTS_PATH = "/v1/loopwarden/sessions/{session_id:str}/events"
+SCAN_LIMIT = 1_000
+"""The most listed sessions one list request reads through its filters: past it, the page
+ends early with a cursor to read on (a filter that matches little costs pages, not a scan)."""
+_BATCH = 100
+
+Limit = Annotated[int, QueryParameter(ge=1, le=100, description="Items per page.")]
+Cursor = Annotated[str | None, QueryParameter(description="The `next_cursor` of the previous page.")]
+_EPOCH_END = 1e11
+"""Epoch seconds past any real time (year 5138): bounds ``since``/``until`` to numbers."""
+Since = Annotated[
+    float | None,
+    QueryParameter(ge=0, le=_EPOCH_END, description="Only sessions last seen at or after (epoch seconds)."),
+]
+Until = Annotated[
+    float | None,
+    QueryParameter(ge=0, le=_EPOCH_END, description="Only sessions last seen at or before (epoch seconds)."),
+]
 
 
 def session_routes(
@@ -149,7 +174,174 @@ def session_routes(
             metrics.of(metrics.budget_grants, credentials.tenant.name, policy.name, grant.budget).inc()
         return describe(session_id, outcome.state, policy, now)
 
-    return [session_options, inspect_session, reset_session, grant_budgets]
+    @get(
+        SESSIONS_PATH,
+        media_type=MediaType.JSON,
+        security=AUTHENTICATED,
+        responses=error_responses(400, 401, 503),
+    )
+    async def list_sessions(
+        request: Request[Any, Any, Any],
+        limit: Limit = 20,
+        cursor: Cursor = None,
+        running: Annotated[
+            Literal["running", "ended"] | None, QueryParameter(name="state", description="Running or ended sessions.")
+        ] = None,
+        reason: FromQuery[str | None] = None,
+        policy: FromQuery[str | None] = None,
+        client: FromQuery[str | None] = None,
+        since: Since = None,
+        until: Until = None,
+    ) -> dict[str, object]:
+        """The caller's sessions, newest first (a tenant's key, or its admin key: the tenant's),
+        filtered by state, ending reason, policy, client and last-seen time, paged by cursor."""
+        namespace = caller(request).namespace
+        before = _session_cursor(cursor) if cursor else None
+        if until is not None:
+            last = (int(until * 1000), "\U0010ffff")  # every id at that millisecond
+            before = last if before is None else min(before, last)
+        wanted = {"state": running, "termination": reason, "policy": policy, "client": client}
+        since_ms = int(since * 1000) if since is not None else None
+        try:
+            page, after = await _scan(store, namespace, before, limit, wanted, since_ms, time.time())
+        except StoreUnavailable:
+            raise ServiceUnavailable("Session state is unavailable; try again shortly.") from None
+        return {
+            "object": "list",
+            "data": [listed(item) for item in page],
+            "next_cursor": _encode_cursor(f"{after[0]}:{after[1]}") if after is not None else None,
+        }
+
+    @get(
+        EVENTS_PATH,
+        media_type=MediaType.JSON,
+        security=AUTHENTICATED,
+        responses=error_responses(400, 401, 404, 503),
+    )
+    async def session_events(
+        request: Request[Any, Any, Any], session_id: FromPath[str], limit: Limit = 100, cursor: Cursor = None
+    ) -> dict[str, object]:
+        """A session's timeline, oldest first, paged by cursor; only the caller's tenant's own (else 404)."""
+        key = session_key(caller(request).namespace, session_id)
+        first = _event_cursor(cursor) if cursor else 0
+        try:
+            known = not (await store.load(key)).is_new
+            page = await store.timeline(key, first, limit) if known else TimelinePage()
+        except StoreUnavailable:
+            raise ServiceUnavailable("Session state is unavailable; try again shortly.") from None
+        if not known:
+            raise RouteNotFound(f"No session {session_id!r} for this API key.", param="session_id")
+        following = page.events[-1][0] + 1 if page.events else max(first, page.total - len(page.events))
+        return {
+            "object": "list",
+            "session": session_id,
+            "data": [
+                {"seq": number, "kind": event.kind, "at_ms": event.at_ms, "fields": dict(event.fields)}
+                for number, event in page.events
+            ],
+            "total": page.total,
+            "dropped": page.dropped,
+            "next_cursor": _encode_cursor(f"e{following}") if following < page.total else None,
+        }
+
+    return [session_options, list_sessions, inspect_session, session_events, reset_session, grant_budgets]
+
+
+async def _scan(
+    store: SessionStore,
+    namespace: str,
+    before: tuple[int, str] | None,
+    limit: int,
+    wanted: Mapping[str, str | None],
+    since_ms: int | None,
+    now: float,
+) -> tuple[list[Listed], tuple[int, str] | None]:
+    """Read the namespace's index newest first through the filters: a page, and where the next
+    one starts (None: nothing more). Reads at most :data:`SCAN_LIMIT` entries."""
+    page: list[Listed] = []
+    now_ms = int(now * 1000)
+    read = 0
+    while read < SCAN_LIMIT:
+        batch = await store.sessions(namespace, before, _BATCH)
+        for item in batch:
+            read += 1
+            if since_ms is not None and item.last_seen_ms < since_ms:
+                return page, None
+            before = (item.last_seen_ms, item.session_id)
+            if _matches(item, wanted, now_ms):
+                page.append(item)
+                if len(page) == limit:
+                    return page, before
+        if len(batch) < _BATCH:
+            return page, None
+    return page, before
+
+
+def _matches(item: Listed, wanted: Mapping[str, str | None], now_ms: int) -> bool:
+    summary = item.summary
+    if int(summary.get("expires_ms") or 0) <= now_ms:
+        return False  # its state expired; the index has not let go of it yet
+    for name, value in wanted.items():
+        if value is None:
+            continue
+        if name == "state":
+            if ("ended" if summary.get(FIELDS.TERMINATION) else "running") != value:
+                return False
+        elif str(summary.get(name) or "") != value:
+            return False
+    return True
+
+
+def listed(item: Listed) -> dict[str, Any]:
+    """One session of the list: what its index entry holds (never contents)."""
+    summary = item.summary
+
+    def number(name: str) -> int:
+        value = summary.get(name)
+        return int(value) if isinstance(value, int | str) and str(value).lstrip("-").isdigit() else 0
+
+    prompt, completion = number(FIELDS.TOKENS_IN), number(FIELDS.TOKENS_OUT)
+    termination = summary.get(FIELDS.TERMINATION) or None
+    return {
+        "id": item.session_id,
+        "object": "loopwarden.session.summary",
+        "state": "ended" if termination else "running",
+        "termination": termination,
+        "policy": summary.get(FIELDS.POLICY),
+        "client": summary.get(FIELDS.CLIENT),
+        "first_seen": number(FIELDS.FIRST_SEEN) or None,
+        "last_seen": item.last_seen_ms / 1000,
+        "steps": number(FIELDS.STEPS),
+        "turns": number(FIELDS.TURNS),
+        "tokens": {"prompt": prompt, "completion": completion, "total": prompt + completion},
+        "cost_usd": number(FIELDS.COST_MICROS) / MICROS,
+        "events": number(FIELDS.TIMELINE_TOTAL),
+    }
+
+
+def _encode_cursor(value: str) -> str:
+    return base64.urlsafe_b64encode(value.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise InvalidRequest("The cursor is not one this API gave.", param="cursor") from None
+
+
+def _session_cursor(cursor: str) -> tuple[int, str]:
+    seen, _, session_id = _decode_cursor(cursor).partition(":")
+    if not seen.isdigit() or not session_id:
+        raise InvalidRequest("The cursor is not one this API gave.", param="cursor")
+    return int(seen), session_id
+
+
+def _event_cursor(cursor: str) -> int:
+    number = _decode_cursor(cursor)
+    if not number.startswith("e") or not number[1:].isdigit():
+        raise InvalidRequest("The cursor is not one this API gave.", param="cursor")
+    return int(number[1:])
 
 
 def describe(session_id: str, state: SessionState, policy: Policy, now: float) -> dict[str, Any]:

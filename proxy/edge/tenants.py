@@ -84,11 +84,22 @@ class UpstreamSpec(BaseModel):
         return self
 
 
+def _hex_digest(value: str, what: str) -> str:
+    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value.lower()):
+        raise ValueError(f"{what} must be 64 hex characters (sha256 of the key)")
+    return value.lower()
+
+
 class TenantSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     key_sha256: list[str] = Field(min_length=1, description="SHA-256 hex digests of the proxy keys.")
+    admin_key_sha256: str | None = Field(
+        None,
+        description="SHA-256 hex digest of the tenant's admin key: it reads and resets every session of the "
+        "tenant through the sessions API, and proxies no model call.",
+    )
     upstream: UpstreamSpec
     policies: list[str] = Field(default_factory=lambda: ["default"], min_length=1)
     default_policy: str | None = None
@@ -104,9 +115,6 @@ class TenantSpec(BaseModel):
         description="Forward Claude Code's telemetry to the upstream host; unset: as --forward-telemetry says "
         "(by default only for a base URL that is the API's own /v1).",
     )
-    admin_key_sha256: str | None = Field(
-        None, description="SHA-256 hex digest of the tenant's admin key: the sessions API on all its sessions."
-    )
 
     @field_validator("passthrough")
     @classmethod
@@ -120,15 +128,12 @@ class TenantSpec(BaseModel):
     @field_validator("key_sha256")
     @classmethod
     def _hex_digests(cls, values: list[str]) -> list[str]:
-        for value in values:
-            if len(value) != 64 or any(c not in "0123456789abcdef" for c in value.lower()):
-                raise ValueError("each key_sha256 entry must be 64 hex characters (sha256 of the key)")
-        return [value.lower() for value in values]
+        return [_hex_digest(value, "each key_sha256 entry") for value in values]
 
     @field_validator("admin_key_sha256")
     @classmethod
-    def _hex_admin_digest(cls, value: str | None) -> str | None:
-        return None if value is None else cls._hex_digests([value])[0]
+    def _admin_digest(cls, value: str | None) -> str | None:
+        return None if value is None else _hex_digest(value, "admin_key_sha256")
 
     @model_validator(mode="after")
     def _default_is_allowed(self) -> TenantSpec:
@@ -191,6 +196,8 @@ class Credentials:
     namespace: str
     """What the caller's sessions are namespaced by: the tenant's name, or without a tenants
     file a digest of the caller's ``Authorization`` (see :func:`caller_namespace`)."""
+    admin: bool = False
+    """Authenticated by the tenant's admin key (the sessions API only)."""
 
 
 _UNIFORM_401 = "Invalid or missing API key for this proxy."
@@ -232,13 +239,14 @@ def _caller_namespace(tenant: str, authorization: str | None) -> str:
 class TenantDirectory:
     """Authenticates requests. Without a tenants file, one open tenant forwards the client's key."""
 
-    def __init__(self, tenants: Mapping[str, Tenant] | None, open_tenant: Tenant | None = None) -> None:
+    def __init__(
+        self,
+        tenants: Mapping[str, Tenant] | None,
+        open_tenant: Tenant | None = None,
+        admins: Mapping[str, Tenant] | None = None,
+    ) -> None:
         self._by_digest = {digest: (digest, tenant) for digest, tenant in (tenants or {}).items()}
-        self._admins = {
-            tenant.admin_key_sha256: (tenant.admin_key_sha256, tenant)
-            for tenant in (tenants or {}).values()
-            if tenant.admin_key_sha256 is not None
-        }
+        self._admins = {digest: (digest, tenant) for digest, tenant in (admins or {}).items()}
         self._open = open_tenant
 
     @classmethod
@@ -296,6 +304,10 @@ class TenantDirectory:
         # The lookup compares SHA-256 digests, never the key itself: timing it reveals at most
         # a prefix of a digest, which leads nowhere. The stored digest is then confirmed with a
         # constant-time comparison.
+        if entry is None and identified:
+            admin = self._admins.get(digest)
+            if admin is not None and hmac.compare_digest(admin[0], digest):
+                return Credentials(admin[1], None, admin[1].name, admin=True)
         if entry is None or not hmac.compare_digest(entry[0], digest):
             raise AuthenticationFailed(_UNIFORM_401)
         tenant = entry[1]
@@ -331,6 +343,7 @@ def load_tenants(path: Path, default_upstream: str | None, environ: Mapping[str,
         raise TenantsFileError(f"{path}: {_describe(exc)}") from exc
 
     by_digest: dict[str, Tenant] = {}
+    admins: dict[str, Tenant] = {}
     names: set[str] = set()
     for index, spec in enumerate(parsed.tenants):
         where = f"{path}: tenants[{index}] ({spec.name})"
@@ -365,20 +378,15 @@ def load_tenants(path: Path, default_upstream: str | None, environ: Mapping[str,
             forward_telemetry=spec.forward_telemetry,
             admin_key_sha256=spec.admin_key_sha256,
         )
-        for digest in spec.key_sha256:
-            if digest in by_digest:
-                raise TenantsFileError(f"{where}.key_sha256: key already belongs to {by_digest[digest].name}")
-            by_digest[digest] = tenant
-    admins: set[str] = set()
-    for index, spec in enumerate(parsed.tenants):
-        admin = spec.admin_key_sha256
-        if admin is not None and (admin in by_digest or admin in admins):
-            raise TenantsFileError(
-                f"{path}: tenants[{index}] ({spec.name}).admin_key_sha256: the key is another key of the file"
-            )
-        if admin is not None:
-            admins.add(admin)
-    return TenantDirectory(by_digest)
+        keys = [(digest, "key_sha256", by_digest) for digest in spec.key_sha256]
+        if spec.admin_key_sha256 is not None:
+            keys.append((spec.admin_key_sha256, "admin_key_sha256", admins))
+        for digest, field_name, into in keys:
+            owner = by_digest.get(digest) or admins.get(digest)
+            if owner is not None:  # one key, one role: a proxy key is never also an admin key
+                raise TenantsFileError(f"{where}.{field_name}: key already belongs to {owner.name}")
+            into[digest] = tenant
+    return TenantDirectory(by_digest, admins=admins)
 
 
 def _describe(exc: ValidationError) -> str:

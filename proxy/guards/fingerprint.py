@@ -9,6 +9,7 @@ JSON (or give a key twice) are fingerprinted as their whitespace-collapsed text.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -51,8 +52,21 @@ def canonical_arguments(arguments: str) -> str:
         return _SPACE.sub(" ", arguments).strip()
 
 
+_REMEMBERED_CHARS = 4096
+"""Longest arguments whose fingerprint is remembered (a call's arguments are mostly short)."""
+
+
 def fingerprint(name: str, arguments: str) -> str:
-    """A short stable id of (tool name, canonical arguments)."""
+    """A short stable id of (tool name, canonical arguments). Remembered for short arguments:
+    one reply's calls are fingerprinted by the loop guard, the session's count and the
+    timeline alike, and canonical JSON is the costly part."""
+    if len(arguments) > _REMEMBERED_CHARS:
+        return _fingerprint.__wrapped__(name, arguments)
+    return _fingerprint(name, arguments)
+
+
+@functools.lru_cache(maxsize=512)  # at most 512 x 4096 characters held
+def _fingerprint(name: str, arguments: str) -> str:
     return digest(name + "\x00" + canonical_arguments(arguments))
 
 

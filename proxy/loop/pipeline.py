@@ -37,6 +37,7 @@ from proxy.observe.tracing import Tracing
 from proxy.request import AgentRequest, Outcome, RequestNotes
 from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore, StoreUnavailable
 from proxy.session.runs import run_number, run_reset, starts_new_run, without_run
+from proxy.session.timeline import client_name
 from proxy.upstream.client import UpstreamClient
 from proxy.verdict import (
     PASS,
@@ -111,6 +112,9 @@ class Pipeline:
             state, delta = await self._ledger.open(request, limits, notes)
             if not notes.degraded and starts_new_run(state, request.conversation, request.session.derived):
                 state = await self._new_run(request, state, notes)
+            if state.values.get(FIELDS.POLICY) != request.policy.name:  # a new session: for the sessions list
+                delta.assign(FIELDS.POLICY, request.policy.name)
+                delta.default(FIELDS.CLIENT, client_name(request.headers))
             client = client_stream(
                 request,
                 lambda: response_headers(request, delta.applied_to(state), notes, self._clock()),
@@ -179,7 +183,7 @@ class Pipeline:
                 stripped = flight.goal.stripped if flight.goal is not None else None
                 return Passed(tried) if stripped is None else self._stripped(flight, tried, stripped)
             if isinstance(verdict, Rewrite):
-                self._steps.intervention(request, verdict.kind, verdict.reason, notes, attempt)
+                self._steps.intervention(request, verdict.kind, verdict.reason, notes, attempt, delta)
                 return Written(request.wire.codec.render_reply(verdict.reply))
             self._strike(verdict.strike, delta)
             if isinstance(verdict, Finalize):
@@ -187,7 +191,7 @@ class Pipeline:
             if attempt >= flight.allowed:
                 evidence = f"the model kept failing ({verdict.kind}) for all {attempt} attempts of one request"
                 return Finalize(verdict.exhausted, f"the model kept failing: {verdict.reason}", evidence=evidence)
-            self._steps.intervention(request, verdict.kind, verdict.reason, notes, attempt)
+            self._steps.intervention(request, verdict.kind, verdict.reason, notes, attempt, delta)
             flight.retries[verdict.kind] += 1
             ending = await self._continue(flight, verdict.turns)
             if ending is not None:
@@ -229,11 +233,11 @@ class Pipeline:
             elif not flight.enforce:
                 self._shadow(asked, request, delta, notes)
             elif isinstance(asked, Amend):
-                self._steps.intervention(request, asked.kind, asked.reason, notes, 0)
+                self._steps.intervention(request, asked.kind, asked.reason, notes, 0, delta)
                 flight.payload = request.wire.codec.amended(flight.payload, asked.tool_notes, asked.drop_tools)
             elif isinstance(asked, Nudge):
                 self._strike(asked.strike, delta)
-                self._steps.intervention(request, asked.kind, asked.reason, notes, 0)
+                self._steps.intervention(request, asked.kind, asked.reason, notes, 0, delta)
                 flight.extra.extend(asked.turns)
             else:
                 self._strike(asked.strike, delta)
@@ -276,6 +280,7 @@ class Pipeline:
         self._metrics.of(self._metrics.upstream_calls, request.tenant, request.policy.name, purpose).inc()
         if ok:
             delta.incr(FIELDS.STEPS)
+        self._steps.retried(request, attempt, upstream.attempts, upstream.response.status_code, delta)
         if not ok or reply is None:
             return Unusable(upstream)
         self._ledger.charge(request, delta, reply.usage, reply.model, kind=purpose)
@@ -293,10 +298,10 @@ class Pipeline:
             return None
         nudge = decision.nudge
         if not decision.tool_round:
-            self._steps.intervention(request, nudge.kind, nudge.reason, notes, attempt)
+            self._steps.intervention(request, nudge.kind, nudge.reason, notes, attempt, delta)
         flight.allowed += 1
         context = flight.context(delta.applied_to(state))
-        self._steps.step(Step(request, context, attempt, tried.reply, nudge, tried.latency, notes))
+        self._steps.step(Step(request, context, attempt, tried.reply, nudge, tried.latency, notes), delta)
         return nudge
 
     async def _decide(self, flight: InFlight, attempt: int, tried: Tried) -> Nudge | Rewrite | Finalize | None:
@@ -315,11 +320,11 @@ class Pipeline:
         for decided in verdicts:
             if decided is not PASS:  # the common verdict: nothing spent, nothing seen
                 self._ledger.charge_guard(request, delta, decided)
-                self._steps.observed(request, decided)
+                self._steps.observed(request, decided, delta)
         last = verdicts[-1] if verdicts else None
         decision = None if not enforce or last is None or isinstance(last, Pass) else last
         if enforce:
-            self._steps.step(Step(request, context, attempt, tried.reply, decision, tried.latency, notes))
+            self._steps.step(Step(request, context, attempt, tried.reply, decision, tried.latency, notes), delta)
         if decision is not None:
             return decision
         for decided in verdicts:
@@ -329,7 +334,7 @@ class Pipeline:
                 self._shadow(decided, request, delta, notes)
         remember_calls(delta, tried.reply.tool_calls, request.policy.loop.history)
         if not enforce:
-            self._steps.step(Step(request, context, attempt, tried.reply, None, tried.latency, notes))
+            self._steps.step(Step(request, context, attempt, tried.reply, None, tried.latency, notes), delta)
         return None
 
     async def _continue(self, flight: InFlight, turns: Sequence[Turn]) -> Finalize | None:
@@ -356,7 +361,7 @@ class Pipeline:
         """Shadow mode: count and log the decision, keep strikes as enforce would, change nothing."""
         if isinstance(verdict, Nudge | Finalize):
             self._strike(verdict.strike, delta)
-        self._steps.shadow(request, verdict_name(verdict), verdict_reason(verdict), notes)
+        self._steps.shadow(request, verdict_name(verdict), verdict_reason(verdict), notes, delta)
 
     @staticmethod
     def _strike(strike: str | None, delta: SessionDelta) -> None:

@@ -1,11 +1,17 @@
 """What the guard loop tells the outside: a log line per upstream step, and for every decision
 a metric sample, a log line and a trace event; steps also go to the recorder (when a policy
 records). Never what was said, unless ``--log-contents`` asks for it (keys redacted).
+
+Every step, decision, judge call and upstream retry is also an event of the session's timeline
+(:class:`~proxy.session.base.TimelineEvent`, into the request's delta, so the commit stores it):
+built here, once, from what the log line already holds. The reply's text goes in only where
+the operator asked for contents (``--log-contents``, or a policy that records).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from prometheus_client import Counter
 
@@ -17,10 +23,17 @@ from proxy.observe.logs import log_event, logger, redact
 from proxy.observe.metrics import Metrics
 from proxy.observe.tracing import Tracing
 from proxy.request import AgentRequest, RequestNotes
-from proxy.session.base import SessionState
+from proxy.session.base import SessionDelta, SessionState
 from proxy.verdict import JudgeCall, PermissionCheck, Verdict, verdict_name
 
-__all__ = ["StepLog", "chat_attributes", "response_headers", "usage_attributes"]
+__all__ = ["CONTENT_CHARS", "StepLog", "chat_attributes", "response_headers", "usage_attributes"]
+
+CONTENT_CHARS = 2_000
+"""The most of a reply's text a timeline event keeps (where contents are kept at all)."""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class StepLog:
@@ -49,26 +62,49 @@ class StepLog:
             with self._tracing.span(f"execute_tool {name}", attributes):
                 pass
 
-    def step(self, step: Step) -> None:
-        """One line per upstream step: what was asked and decided, never what was said."""
+    def _contents(self, request: AgentRequest) -> bool:
+        """Message text may go into the timeline: the operator asked for contents."""
+        return self._log_contents or request.policy.recording.enabled
+
+    def step(self, step: Step, delta: SessionDelta) -> None:
+        """One line per upstream step: what was asked and decided, never what was said; and
+        the step's timeline event."""
         if self._recorder is not None:
             self._recorder.record(step)
+        request, reply = step.request, step.reply
+        tools = [c.name for c in reply.tool_calls]
+        digests = [fingerprint(c.name, c.arguments) for c in reply.tool_calls]
+        latency_ms = round(step.latency * 1000, 3)
+        verdict = verdict_name(step.verdict)
+        delta.event(
+            "step",
+            _now_ms(),
+            step=step.context.state.steps,
+            attempt=step.attempt,
+            model=reply.model,
+            latency_ms=latency_ms,
+            tokens_in=reply.usage.prompt_tokens,
+            tokens_out=reply.usage.completion_tokens,
+            tools=",".join(tools),
+            argument_digests=",".join(digests),
+            verdict=verdict,
+            **({"reply": redact(reply.content or "")[:CONTENT_CHARS]} if self._contents(request) else {}),
+        )
         if not logger.isEnabledFor(logging.INFO):
             return
-        request, reply = step.request, step.reply
         trailing = request.conversation.trailing_tool_results()
         fields: dict[str, object] = {
             **request.log_fields(),
             "step": step.context.state.steps,
             "attempt": step.attempt,
             "model": reply.model,
-            "tools": [c.name for c in reply.tool_calls],
-            "argument_digests": [fingerprint(c.name, c.arguments) for c in reply.tool_calls],
+            "tools": tools,
+            "argument_digests": digests,
             "tool_result_sizes": [len(m.text) for m in trailing],
-            "latency_ms": round(step.latency * 1000, 3),
+            "latency_ms": latency_ms,
             "tokens_in": reply.usage.prompt_tokens,
             "tokens_out": reply.usage.completion_tokens,
-            "verdict": verdict_name(step.verdict),
+            "verdict": verdict,
             "shadow": list(step.notes.shadow),
         }
         if self._log_contents:
@@ -76,8 +112,16 @@ class StepLog:
             fields["new_messages"] = [redact(m.text) for m in trailing]
         log_event("step", fields)
 
-    def observed(self, request: AgentRequest, verdict: Verdict | None) -> None:
-        """Count what a guard saw on the way to its verdict (guards write no metrics)."""
+    def retried(
+        self, request: AgentRequest, attempt: int, upstream_attempts: int, status: int, delta: SessionDelta
+    ) -> None:
+        """An upstream call that took more than one try (transient faults retried invisibly)."""
+        if upstream_attempts > 1:
+            delta.event("retry", _now_ms(), attempt=attempt, upstream_attempts=upstream_attempts, status=status)
+
+    def observed(self, request: AgentRequest, verdict: Verdict | None, delta: SessionDelta) -> None:
+        """Count what a guard saw on the way to its verdict (guards write no metrics); a judge
+        call is also a timeline event."""
         for seen in getattr(verdict, "seen", ()):
             policy, metrics = request.policy.name, self._metrics
             if isinstance(seen, PermissionCheck):
@@ -89,13 +133,22 @@ class StepLog:
                 metrics.judge_verdicts.labels(policy, seen.verdict).inc()
                 if seen.error is not None:
                     metrics.judge_errors.labels(policy, seen.error).inc()
+                latency_ms = round(seen.latency * 1000, 3) if seen.latency is not None else None
+                guard = verdict_name(verdict) if verdict is not None else None
+                delta.event(
+                    "judge", _now_ms(), verdict=seen.verdict, latency_ms=latency_ms, error=seen.error, then=guard
+                )
 
-    def intervention(self, request: AgentRequest, kind: str, reason: str, notes: RequestNotes, attempt: int) -> None:
+    def intervention(
+        self, request: AgentRequest, kind: str, reason: str, notes: RequestNotes, attempt: int, delta: SessionDelta
+    ) -> None:
         notes.interventions.append(kind)
+        delta.event("intervention", _now_ms(), guard=kind, reason=reason, attempt=attempt, shadow=False)
         self._decision(self._metrics.interventions, "intervention", request, kind, reason, attempt=attempt)
 
-    def shadow(self, request: AgentRequest, kind: str, reason: str, notes: RequestNotes) -> None:
+    def shadow(self, request: AgentRequest, kind: str, reason: str, notes: RequestNotes, delta: SessionDelta) -> None:
         notes.shadow.append(kind)
+        delta.event("intervention", _now_ms(), guard=kind, reason=reason, shadow=True)
         self._decision(self._metrics.shadow_decisions, "shadow_decision", request, kind, reason)
 
     def flag(self, request: AgentRequest, flag: str, notes: RequestNotes) -> None:

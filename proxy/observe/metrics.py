@@ -225,6 +225,13 @@ class Metrics:
             ["tenant"],
             registry=self.registry,
         )
+        self.timeline_dropped = Counter(
+            "loopwarden_timeline_dropped",
+            "Timeline events over a session's cap (what=timeline) and sessions over a tenant's list cap "
+            "(what=sessions), dropped oldest first.",
+            ["tenant", "what"],
+            registry=self.registry,
+        )
 
     def of(self, metric: _Metric, *labels: str) -> _Metric:
         """``metric.labels(*labels)``, remembered: ``labels`` validates and takes a lock on

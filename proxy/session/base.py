@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 __all__ = [
     "FIELDS",
@@ -20,11 +20,13 @@ __all__ = [
     "Grant",
     "GrantOutcome",
     "Limit",
+    "Listed",
     "SessionDelta",
     "SessionState",
     "SessionStore",
     "StoreUnavailable",
     "TimelineEvent",
+    "TimelinePage",
     "WindowLimit",
     "only_released",
 ]
@@ -75,6 +77,14 @@ class FIELDS:
     GRANTED_COST = "granted_cost_micros"
     GRANTED_ACTIVE_MS = "granted_active_ms"
     """What the sessions API granted the session on top of its policy's budgets, in total."""
+    POLICY = "policy"
+    """The policy the session's requests run under (what the sessions list filters by)."""
+    CLIENT = "client"
+    """The agent client, from its User-Agent's first product (``codex_exec``, ``claude-cli``...)."""
+    TIMELINE_TOTAL = "timeline_total"
+    """Events ever appended to the session's timeline: the first kept one is ``total - kept``."""
+    TIMELINE_DROPPED = "timeline_dropped"
+    """Events the timeline's cap pushed out (the oldest go first)."""
 
 
 class StoreUnavailable(Exception):
@@ -148,6 +158,38 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True)
+class TimelineEvent:
+    """One entry of a session's timeline (a step, an intervention, a judge call, an ending...).
+
+    ``fields`` hold only scalars: what happened, never a key, and message text only where the
+    operator turned content logging or recording on."""
+
+    kind: str
+    at_ms: int
+    fields: Mapping[str, str | int | float | bool | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TimelinePage:
+    """Events from ``first`` on (their numbers from the session's start), oldest first."""
+
+    events: list[tuple[int, TimelineEvent]] = field(default_factory=list)
+    total: int = 0
+    """Events ever appended (the next one gets this number)."""
+    dropped: int = 0
+    """Events the cap pushed out (numbers below ``total - kept``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One session of an index: its id, when last seen (epoch ms) and its summary."""
+
+    session_id: str
+    last_seen_ms: int
+    summary: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Admission:
     state: SessionState
     refused: str | None = None
@@ -200,16 +242,6 @@ class SessionState:
         return not self.values
 
 
-@dataclass(frozen=True, slots=True)
-class TimelineEvent:
-    """One entry of a session's timeline (a run boundary, an ending, a step ...), written with
-    the commit that makes it; ``fields`` hold no key and no message contents."""
-
-    kind: str
-    at_ms: int
-    fields: Mapping[str, str | int | float | bool | None]
-
-
 @dataclass(slots=True)
 class SessionDelta:
     """The changes one request makes: increments, assignments, first-time values."""
@@ -223,10 +255,10 @@ class SessionDelta:
     appends: dict[str, tuple[list[str], int]] = field(default_factory=dict)
     """Bounded lists kept as comma-separated fields: name → (items to add, items to keep)."""
     events: list[TimelineEvent] = field(default_factory=list)
-    """Timeline entries, committed atomically with the rest (by stores that keep a timeline)."""
+    """Appended to the session's timeline by the same atomic commit."""
 
     def event(self, kind: str, at_ms: int, **fields: str | int | float | bool | None) -> None:
-        """Append one timeline entry to what this delta commits."""
+        """Add one event to the session's timeline (committed with the rest of the delta)."""
         self.events.append(TimelineEvent(kind, at_ms, fields))
 
     def incr(self, name: str, by: int = 1) -> None:
@@ -264,7 +296,7 @@ class SessionDelta:
         return SessionState(values)
 
     def __bool__(self) -> bool:
-        return bool(self.increments or self.assignments or self.defaults or self.replace or self.appends)
+        return bool(self.increments or self.assignments or self.defaults or self.replace or self.appends or self.events)
 
 
 class SessionStore(Protocol):
@@ -305,7 +337,16 @@ class SessionStore(Protocol):
         ...
 
     async def reset(self, key: str) -> bool:
-        """Forget the session; True when there was something to forget."""
+        """Forget the session (its timeline and its listing too); True when there was something to forget."""
+        ...
+
+    async def timeline(self, key: str, first: int, count: int) -> TimelinePage:
+        """Up to ``count`` of the session's kept events numbered ``first`` or later, oldest first."""
+        ...
+
+    async def sessions(self, namespace: str, before: tuple[int, str] | None, count: int) -> list[Listed]:
+        """Up to ``count`` of the namespace's listed sessions, newest first: those seen before
+        ``before`` (last seen ms, id; ties broken by id, descending), or the newest."""
         ...
 
     async def admit(

@@ -15,6 +15,11 @@ sessions live (the old sweep of every entry took ~20 ms at 200 k sessions). Leas
 used is not soonest expiring (TTLs differ by policy, a read refreshes recency but not the
 TTL), hence the wheel beside the LRU order. A read drops an expired entry it touches.
 
+A session's timeline is a tuple of encoded events beside its values (a tuple of strings is
+not tracked by the collector), capped at ``timeline_events``; each namespace's sessions are
+listed in an ordered map by last commit, capped at ``listed_sessions``. Both go with the
+session when it expires, is evicted or reset.
+
 No session owns an object the garbage collector tracks (values are dicts of strings, expiry
 times sit in a dict of floats, not in a tuple per entry): a full collection would otherwise
 walk every session (~120 ms at 200 k sessions) whenever enough new ones had arrived.
@@ -27,10 +32,11 @@ import heapq
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from proxy.observe.logs import log_event
 from proxy.session.base import (
+    FIELDS,
     Admission,
     Claim,
     Grant,
@@ -41,7 +47,19 @@ from proxy.session.base import (
     WindowLimit,
     only_released,
 )
+from proxy.session.identity import session_key
 from proxy.session.limits import admit_in_place, admit_window_in_place, claim_in_place, grant_in_place
+from proxy.session.timeline import (
+    DEFAULT_LISTED_SESSIONS,
+    DEFAULT_TIMELINE_EVENTS,
+    Listed,
+    TimelinePage,
+    decode_event,
+    encode_event,
+    last_seen_ms,
+    split_session_key,
+    summary,
+)
 
 __all__ = ["DEFAULT_SESSIONS_PER_TENANT", "EXPIRY_STEPS_PER_WRITE", "MemoryStore", "tenant_of"]
 
@@ -79,7 +97,19 @@ class MemoryStore:
         *,
         max_sessions_per_tenant: int = DEFAULT_SESSIONS_PER_TENANT,
         on_evict: Callable[[str], None] | None = None,
+        timeline_events: int = DEFAULT_TIMELINE_EVENTS,
+        listed_sessions: int = DEFAULT_LISTED_SESSIONS,
+        on_dropped: Callable[[str, str, int], None] | None = None,
     ) -> None:
+        """``on_dropped(tenant, what, n)``: ``n`` timeline events (``what`` = "timeline") or
+        listed sessions ("sessions") went over their cap."""
+        self._timelines: dict[str, tuple[str, ...]] = {}
+        self._indexes: dict[str, OrderedDict[str, tuple[int, int]]] = {}
+        """Namespace → session id → (last seen ms, TTL seconds), the last committed last; the
+        summary is made from the session's values when listed, not on every commit."""
+        self._timeline_cap = timeline_events
+        self._listed_cap = listed_sessions
+        self._on_dropped = on_dropped
         self._groups: dict[str, OrderedDict[str, dict[str, str]]] = {}
         self._expires: dict[str, float] = {}
         self._wheel: dict[int, dict[str, None]] = {}
@@ -101,6 +131,7 @@ class MemoryStore:
             del group[key]
             del self._expires[key]
             self._unfile(key, expires)
+            self._forget(key)
             return None
         group.move_to_end(key)  # used: the most recent now
         return values
@@ -122,6 +153,7 @@ class MemoryStore:
             while len(group) > self._cap:
                 evicted, _ = group.popitem(last=False)
                 self._unfile(evicted, self._expires.pop(evicted))
+                self._forget(evicted)
                 self._evicted(tenant)
         self._expire(now)
 
@@ -153,6 +185,7 @@ class MemoryStore:
             key, _ = keys.popitem()  # filed under a second <= now: its TTL has run out
             del self._expires[key]
             del self._groups[tenant_of(key)][key]
+            self._forget(key)
 
     def _evicted(self, tenant: str) -> None:
         if self._on_evict is not None:
@@ -174,7 +207,51 @@ class MemoryStore:
         if group is None or group.pop(key, None) is None:
             return False
         self._unfile(key, self._expires.pop(key))
+        self._forget(key)
         return True
+
+    def _forget(self, key: str) -> None:
+        """A session gone: its timeline and its listing go with it."""
+        self._timelines.pop(key, None)
+        parts = split_session_key(key)
+        if parts is not None:
+            index = self._indexes.get(parts[0])
+            if index is not None and index.pop(parts[1], None) is not None and not index:
+                del self._indexes[parts[0]]
+
+    def _append(self, key: str, delta: SessionDelta, values: dict[str, str]) -> None:
+        """The delta's events onto the timeline, the oldest over the cap dropped and counted."""
+        kept = () if delta.replace else self._timelines.get(key, ())
+        kept += tuple(map(encode_event, delta.events))
+        if delta.events:
+            total = int(values.get(FIELDS.TIMELINE_TOTAL) or 0) + len(delta.events)
+            values[FIELDS.TIMELINE_TOTAL] = str(total)
+            kept = kept[-total:]  # the values were started afresh (an admission that replaced them): so is the list
+        over = len(kept) - self._timeline_cap
+        if over > 0:
+            kept = kept[over:]
+            values[FIELDS.TIMELINE_DROPPED] = str(int(values.get(FIELDS.TIMELINE_DROPPED) or 0) + over)
+            self._dropped(key, "timeline", over)
+        self._timelines[key] = kept
+
+    def _list(self, key: str, state: SessionState, ttl_seconds: int) -> None:
+        """Put the session first in its namespace's index (the least recently seen over the cap go)."""
+        parts = split_session_key(key)
+        if parts is None:
+            return
+        namespace, session_id = parts
+        index = self._indexes.get(namespace)
+        if index is None:
+            index = self._indexes[namespace] = OrderedDict()
+        index[session_id] = (last_seen_ms(state), ttl_seconds)
+        index.move_to_end(session_id)
+        while len(index) > self._listed_cap:
+            index.popitem(last=False)
+            self._dropped(key, "sessions", 1)
+
+    def _dropped(self, key: str, what: str, count: int) -> None:
+        if self._on_dropped is not None:
+            self._on_dropped(tenant_of(key), what, count)
 
     def lost_at(self, key: str) -> float | None:
         return None
@@ -191,7 +268,12 @@ class MemoryStore:
         if only_released(state.values):
             self._drop(key)
             return SessionState()
-        self._put(key, dict(state.values), ttl_seconds)
+        stored = dict(state.values)
+        if delta.events or delta.replace:
+            self._append(key, delta, stored)
+            state = SessionState(stored)
+        self._put(key, stored, ttl_seconds)
+        self._list(key, state, ttl_seconds)
         return state
 
     def start_commit(
@@ -242,6 +324,31 @@ class MemoryStore:
         self._drop(key)
         return live
 
+    async def timeline(self, key: str, first: int, count: int) -> TimelinePage:
+        values = self._live(key)
+        if values is None:
+            return TimelinePage()
+        kept = self._timelines.get(key, ())
+        total = int(values.get(FIELDS.TIMELINE_TOTAL) or 0)
+        start = total - len(kept)  # the number of the oldest kept event
+        skip = max(0, first - start)
+        events = [(start + skip + i, decode_event(raw)) for i, raw in enumerate(kept[skip : skip + count])]
+        return TimelinePage(events, total, int(values.get(FIELDS.TIMELINE_DROPPED) or 0))
+
+    async def sessions(self, namespace: str, before: tuple[int, str] | None, count: int) -> list[Listed]:
+        index = self._indexes.get(namespace)
+        if not index:
+            return []
+        entries = ((seen, session_id, ttl) for session_id, (seen, ttl) in index.items())
+        if before is not None:
+            entries = (entry for entry in entries if (entry[0], entry[1]) < before)
+        group: Mapping[str, dict[str, str]] = self._groups.get(tenant_of(session_key(namespace, "")), {})
+        listed = []
+        for seen, session_id, ttl in heapq.nlargest(count, entries):
+            values = group.get(session_key(namespace, session_id), {})  # read, not used: recency stays
+            listed.append(Listed(session_id, seen, summary(SessionState(values), ttl)))
+        return listed
+
     async def ping(self) -> None:
         return None
 
@@ -249,6 +356,8 @@ class MemoryStore:
         return None  # every commit here completes before it returns
 
     async def aclose(self) -> None:
+        self._timelines.clear()
+        self._indexes.clear()
         self._groups.clear()
         self._expires.clear()
         self._wheel.clear()

@@ -1,10 +1,9 @@
 """Redis session store: one hash per session, one round trip to load, one script to commit.
 
-Keys look like ``lw:{tenant:session}``; the braces are a Redis Cluster hash tag, so every key a session may grow (it
-is one hash today) lands on one slot and the commit script stays atomic on a cluster. The commit applies increments
-with HINCRBY inside a Lua script, so there is no read-modify-write in Python and concurrent requests lose no update;
-every commit refreshes the TTL, so no key lives forever. A script the server does not know (after a ``SCRIPT FLUSH``
-or a restart: NOSCRIPT) is loaded again, invisibly.
+Keys look like ``lw:{tenant:session}``; the braces are a Redis Cluster hash tag, so a session's hash and timeline land
+on one slot and the commit script stays atomic on a cluster (the session index: :mod:`proxy.session.redis_lists`).
+The commit applies increments with HINCRBY in a Lua script, so concurrent requests lose no update; every commit
+refreshes the TTL. A script the server does not know (after a ``SCRIPT FLUSH`` or a restart) is loaded again.
 
 On a single server reached by a plain ``redis://`` URL the scripts run over one pipelined
 connection of the store's own (:mod:`proxy.session.resp`): redis-py's asyncio client costs
@@ -31,7 +30,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 
 from proxy.session.base import (
     FIELDS,
@@ -49,37 +48,18 @@ from proxy.session.epochs import EpochWatch
 from proxy.session.epochs import fresh_epoch as _epoch
 from proxy.session.epochs import unique_token as _token
 from proxy.session.limits import ENDING_FIELDS
+from proxy.session.redis_lists import RedisLists, state_of
 from proxy.session.resp import LeanConnection, LeanScript, lean_url
+from proxy.session.resp import once_more as _once_more
 from proxy.session.scripts import ADMIT, ADMIT_WINDOW, CLAIM, COMMIT, GRANT, LOAD
+from proxy.session.timeline import (
+    DEFAULT_LISTED_SESSIONS,
+    DEFAULT_TIMELINE_EVENTS,
+    Listed,
+    TimelinePage,
+)
 
 __all__ = ["RedisStore"]
-
-_NOSCRIPT_RETRIES = 3
-
-
-async def _once_more(command: Callable[[], Awaitable[Any]]) -> Any:
-    """Run a command; on a dead connection (a restarted server) run it once more, at once.
-
-    A pooled connection to a server that restarted fails on first use; the second try gets a
-    fresh connection. Timeouts are not retried: a frozen server costs one timeout, not several.
-    A connection that broke after a script ran but before its reply arrived is safe too: the
-    scripts are idempotent (see ``scripts.ONCE``), so the retry changes nothing twice.
-
-    ``Script`` reloads a script the server does not know (NOSCRIPT) once per call; a
-    ``SCRIPT FLUSH`` landing between that load and the call leaves NOSCRIPT again, so that
-    is retried too, a few times (each retry loads the script anew).
-    """
-    reconnected = False
-    for _ in range(_NOSCRIPT_RETRIES):
-        try:
-            return await command()
-        except RedisConnectionError:
-            if reconnected:
-                raise
-            reconnected = True
-        except NoScriptError:
-            continue
-    return await command()
 
 
 def _op_key(key: str) -> str:
@@ -88,27 +68,6 @@ def _op_key(key: str) -> str:
 
 
 _json = msgspec.json.Encoder()
-
-
-def packed_delta(delta: SessionDelta, ttl_seconds: int) -> bytes:
-    """The commit script's one argument (see ``scripts.COMMIT``)."""
-    appends = [(name, keep, ",".join(items)) for name, (items, keep) in delta.appends.items()]
-    return _json.encode(
-        (
-            ttl_seconds * 1000,
-            1 if delta.replace else 0,
-            FIELDS.RESERVED_PREFIX,
-            delta.defaults,
-            delta.assignments,
-            delta.increments,
-            appends,
-        )
-    )
-
-
-def _state(flat: list[str]) -> SessionState:
-    """The session as the rest of the proxy sees it (without the scripts' bookkeeping)."""
-    return SessionState(dict(zip(flat[::2], flat[1::2], strict=True)))
 
 
 class RedisStore:
@@ -122,9 +81,12 @@ class RedisStore:
         max_connections: int = 128,
         pool_timeout: float = 1.0,
         lean: LeanConnection | None = None,
+        timeline_events: int = DEFAULT_TIMELINE_EVENTS,
+        listed_sessions: int = DEFAULT_LISTED_SESSIONS,
+        on_dropped: Callable[[str, str, int], None] | None = None,
     ) -> None:
         """``lean``: run the scripts over this pipelined connection (see :mod:`proxy.session.resp`);
-        ``client`` then serves only what is rare (a reset, a ping)."""
+        ``client`` then serves only what is rare (a reset, a ping). The bounds as ``MemoryStore``'s."""
         self._client = client
         cluster = isinstance(client, RedisCluster)
         # The pools raise at their cap instead of waiting for a free connection: callers wait
@@ -155,6 +117,14 @@ class RedisStore:
         self._claim = script(CLAIM)
         self._admit_window = script(ADMIT_WINDOW)
         self._grant = script(GRANT)
+        self._lists = RedisLists(
+            script,
+            self._run,
+            timeline_events=timeline_events,
+            listed_sessions=listed_sessions,
+            on_dropped=on_dropped,
+            inline=not cluster,
+        )
 
     @classmethod
     def from_url(
@@ -165,6 +135,7 @@ class RedisStore:
         max_connections: int = 128,
         cluster: bool = False,
         clock: Callable[[], float] = time.time,
+        **bounds: Any,
     ) -> RedisStore:
         """A store with socket timeouts, whose callers wait for a free connection at the pool's cap.
 
@@ -184,6 +155,7 @@ class RedisStore:
                 clock,
                 max_connections=max_connections,
                 pool_timeout=timeout,
+                **bounds,
             )
         pool = redis.ConnectionPool.from_url(
             url,
@@ -199,7 +171,7 @@ class RedisStore:
         address = lean_url(url)
         lean = LeanConnection(address, timeout) if address is not None else None
         client = redis.Redis(connection_pool=pool)
-        return cls(client, clock, max_connections=max_connections, pool_timeout=timeout, lean=lean)
+        return cls(client, clock, max_connections=max_connections, pool_timeout=timeout, lean=lean, **bounds)
 
     async def _run(self, command: Callable[[], Awaitable[Any]], after: str | None = None) -> Any:
         """Run a command at the connection cap; ``after``: once the commit of that key this
@@ -260,17 +232,18 @@ class RedisStore:
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"load failed: {type(exc).__name__}") from exc
         self._observe(key, epoch)
-        return _state(flat)
+        return state_of(flat)
 
     async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> SessionState:
-        args = (packed_delta(delta, ttl_seconds), _epoch())
+        beside, packed = self._lists.commit_call(key, delta, ttl_seconds)
+        args = (packed, _epoch())
         try:
-            keys = self._keys(key, _op_key(key))
-            epoch, flat = await self._run(lambda: self._commit(keys=keys, args=args), key)
+            keys = self._keys(key, _op_key(key), *beside)
+            reply = await self._run(lambda: self._commit(keys=keys, args=args), key)
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"commit failed: {type(exc).__name__}") from exc
-        self._observe(key, epoch)
-        return _state(flat)
+        self._observe(key, reply[0])
+        return await self._lists.committed(key, reply, ttl_seconds)
 
     def start_commit(
         self, key: str, delta: SessionDelta, ttl_seconds: int, *, ordered: bool = True
@@ -284,16 +257,16 @@ class RedisStore:
         for it (see :meth:`_after_started`). A NOSCRIPT or a broken connection sends it again,
         with the same operation marker, so it is applied once.
         """
-        if self._lean is None:
+        if self._lean is None:  # (not held to ``max_connections``: that cap is for callers that wait)
             return None
-        # Not held to ``max_connections``: the cap is for callers that wait on a connection.
-        args = (packed_delta(delta, ttl_seconds), _epoch())
-        keys = self._keys(key, _op_key(key))
+        beside, packed = self._lists.commit_call(key, delta, ttl_seconds)
+        args = (packed, _epoch())
+        keys = self._keys(key, _op_key(key), *beside)
         sent = self._commit.send_now(keys, args)
         if sent is None:
             return None
         outcome: asyncio.Future[None] = sent.get_loop().create_future()
-        sent.add_done_callback(functools.partial(self._commit_answered, key, keys, args, outcome))
+        sent.add_done_callback(functools.partial(self._commit_answered, key, keys, args, ttl_seconds, outcome))
         self._unconfirmed.add(outcome)
         outcome.add_done_callback(self._unconfirmed.discard)
         if ordered:
@@ -306,6 +279,7 @@ class RedisStore:
         key: str,
         keys: list[str],
         args: tuple[bytes, str],
+        ttl_seconds: int,
         outcome: asyncio.Future[None],
         sent: asyncio.Future[Any],
     ) -> None:
@@ -313,31 +287,33 @@ class RedisStore:
             return
         error = sent.exception() if not sent.cancelled() else RedisConnectionError("commit abandoned")
         if error is None:
-            epoch, _ = sent.result()
-            self._observe(key, epoch)
+            reply = sent.result()
+            self._observe(key, reply[0])
             outcome.set_result(None)
+            self._lists.answered(key, reply, ttl_seconds)
         elif isinstance(error, RedisConnectionError) or str(error).startswith("NOSCRIPT"):
-            retry = asyncio.ensure_future(self._commit_again(key, keys, args, outcome))
+            retry = asyncio.ensure_future(self._commit_again(key, keys, args, ttl_seconds, outcome))
             self._retries.add(retry)
             retry.add_done_callback(self._retries.discard)
         else:
             outcome.set_exception(StoreUnavailable(f"commit failed: {type(error).__name__}"))
 
     async def _commit_again(
-        self, key: str, keys: list[str], args: tuple[bytes, str], outcome: asyncio.Future[None]
+        self, key: str, keys: list[str], args: tuple[bytes, str], ttl_seconds: int, outcome: asyncio.Future[None]
     ) -> None:
         """A started commit the server did not take (NOSCRIPT) or whose answer was lost: sent
         again as :meth:`commit` sends it, under its first marker (a commit that did land is
         not applied twice)."""
         try:
-            epoch, _ = await self._run(lambda: self._commit(keys=keys, args=args))
+            reply = await self._run(lambda: self._commit(keys=keys, args=args))
         except (RedisError, OSError) as exc:
             if not outcome.done():
                 outcome.set_exception(StoreUnavailable(f"commit failed: {type(exc).__name__}"))
         else:
-            self._observe(key, epoch)
+            self._observe(key, reply[0])
             if not outcome.done():
                 outcome.set_result(None)
+            await self._lists.committed(key, reply, ttl_seconds)
         finally:  # cancelled, or failed otherwise: whoever waits on the commit is not left waiting
             if not outcome.done():
                 outcome.set_exception(StoreUnavailable("commit abandoned"))
@@ -365,7 +341,7 @@ class RedisStore:
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"admit failed: {type(exc).__name__}") from exc
         self._observe(key, epoch)
-        return Admission(_state(flat), refused or None, claimed=bool(claimed))
+        return Admission(state_of(flat), refused or None, claimed=bool(claimed))
 
     async def claim_ending(self, key: str, claim: Claim, ttl_seconds: int) -> Admission:
         args: list[str | int] = [
@@ -382,7 +358,7 @@ class RedisStore:
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"claim failed: {type(exc).__name__}") from exc
         self._observe(key, epoch)
-        return Admission(_state(flat), claimed=bool(claimed))
+        return Admission(state_of(flat), claimed=bool(claimed))
 
     async def admit_window(self, key: str, limits: Sequence[WindowLimit], now: float) -> Admission:
         args: list[str | int | float] = [now, len(limits)]
@@ -405,28 +381,43 @@ class RedisStore:
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"admit failed: {type(exc).__name__}") from exc
         self._observe(key, epoch)
-        return Admission(_state(flat), refused or None, float(retry_after) if retry_after else None)
+        return Admission(state_of(flat), refused or None, float(retry_after) if retry_after else None)
 
     async def grant(
         self, key: str, grants: Sequence[Grant], lift: Sequence[str], delta: SessionDelta, ttl_seconds: int
     ) -> GrantOutcome:
         checks = ([(g.budget, g.granted, g.amount, g.ceiling) for g in grants], list(lift), ENDING_FIELDS)
-        args = (packed_delta(delta, ttl_seconds), _json.encode(checks), _epoch())
+        beside, packed = self._lists.commit_call(key, delta, ttl_seconds)  # a grant writes what a commit writes
+        args = (packed, _json.encode(checks), _epoch())
         try:
-            keys = self._keys(key, _op_key(key))
+            keys = self._keys(key, _op_key(key), *beside)
             answer = await self._run(lambda: self._grant(keys=keys, args=args), key)
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"grant failed: {type(exc).__name__}") from exc
         self._observe(key, answer[0])
-        if len(answer) == 3:
-            return GrantOutcome(_state(answer[1]), answer[2] or None)
-        return GrantOutcome(_state(answer[1]))
+        if len(answer) == 3:  # refused: nothing changed
+            return GrantOutcome(state_of(answer[1]), answer[2] or None)
+        return GrantOutcome(await self._lists.committed(key, answer, ttl_seconds))
 
     async def reset(self, key: str) -> bool:
         try:
-            return bool(await self._run(lambda: self._client.delete(key), key))  # after the key's commit, or it returns
+            if self._started:
+                await self._after_started(key)  # after the key's commit, or it returns
+            return await self._lists.forget(self._client, key)
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"reset failed: {type(exc).__name__}") from exc
+
+    async def timeline(self, key: str, first: int, count: int) -> TimelinePage:
+        if self._started:
+            await self._after_started(key)
+        return await self._lists.timeline(key, first, count)
+
+    async def sessions(self, namespace: str, before: tuple[int, str] | None, count: int) -> list[Listed]:
+        """After this process's commits and their index writes: a client lists what it just did."""
+        while self._unconfirmed:
+            await asyncio.wait(list(self._unconfirmed))
+        await self._lists.drain()
+        return await self._lists.sessions(namespace, before, count)
 
     async def ping(self) -> None:
         try:
@@ -437,9 +428,11 @@ class RedisStore:
     async def settled(self) -> None:
         while self._unconfirmed:
             await asyncio.wait(list(self._unconfirmed))  # waits without cancelling them
+        await self._lists.drain()
 
     async def aclose(self) -> None:
-        """Close, once every commit started and not yet confirmed has landed or failed."""
+        """Close, once every commit started and not yet confirmed has landed or failed, and
+        every index write sent after one has too."""
         await self.settled()
         if self._lean is not None:
             await self._lean.aclose()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
@@ -28,7 +28,9 @@ import hiredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
-__all__ = ["LeanConnection", "LeanScript", "RedisAddress", "lean_url"]
+__all__ = ["LeanConnection", "LeanScript", "RedisAddress", "lean_url", "once_more"]
+
+_NOSCRIPT_RETRIES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,3 +233,28 @@ class LeanScript:
         """``EVALSHA`` written at once (see :meth:`LeanConnection.send_now`); a NOSCRIPT reply
         fails the future, and the caller runs the script again by :meth:`__call__`."""
         return self._connection.send_now("EVALSHA", self._sha, len(keys), *keys, *args)
+
+
+async def once_more(command: Callable[[], Awaitable[Any]]) -> Any:
+    """Run a command; on a dead connection (a restarted server) run it once more, at once.
+
+    A pooled connection to a server that restarted fails on first use; the second try gets a
+    fresh connection. Timeouts are not retried: a frozen server costs one timeout, not several.
+    A connection that broke after a script ran but before its reply arrived is safe too: the
+    scripts are idempotent (see ``scripts.ONCE``), so the retry changes nothing twice.
+
+    ``Script`` reloads a script the server does not know (NOSCRIPT) once per call; a
+    ``SCRIPT FLUSH`` landing between that load and the call leaves NOSCRIPT again, so that
+    is retried too, a few times (each retry loads the script anew).
+    """
+    reconnected = False
+    for _ in range(_NOSCRIPT_RETRIES):
+        try:
+            return await command()
+        except RedisConnectionError:
+            if reconnected:
+                raise
+            reconnected = True
+        except NoScriptError:
+            continue
+    return await command()

@@ -4,6 +4,9 @@ Kept apart from :mod:`proxy.session.redis` (which calls them) because they are a
 their own, in another language: one place to read what Redis does with a session's hash.
 """
 
+from proxy.session.base import FIELDS
+from proxy.session.timeline import SUMMARY_FIELDS
+
 __all__ = [
     "ADMIT",
     "ADMIT_WINDOW",
@@ -13,8 +16,12 @@ __all__ = [
     "DONE",
     "EPOCH",
     "GRANT",
+    "INDEX",
+    "LIST",
+    "LIST_SESSION",
     "LOAD",
     "ONCE",
+    "TIMELINE",
 ]
 
 # Every script is idempotent: KEYS[2] is a short-lived marker for this operation (same hash
@@ -32,19 +39,95 @@ EPOCH = (
 LOAD = EPOCH + "return {epoch, redis.call('HGETALL', KEYS[1])}\n"
 DONE = "redis.call('SET', KEYS[2], '1', 'EX', 300)\n"
 
-# KEYS[1] = session hash. ARGV[1] = the delta as JSON (see ``redis.packed_delta``):
-# [ttl_ms, replace (0|1), the reservation fields' prefix, {defaults}, {assignments}, {increments},
-# [[field, keep, items (comma-joined)], ...]]; one argument, so neither side encodes or parses
-# dozens of small ones. A hash left with nothing but zero reservations is deleted.
+# The session (its HGETALL) put first in its namespace's index, KEYS[4] and KEYS[5], as INDEX
+# does it (see there); the summary is the hash's non-empty summary fields and ``expires_ms``.
+# A session listed less than a second ago is listed again only when it ends (a busy session's
+# commits do not each rewrite the index; its place and counters lag by a second at most).
+# Returns the sessions unlisted over the cap, or -1 when the index keys hold something else.
+LIST_SESSION = (
+    f"""
+local LIST_EVERY_MS = 1000
+local LAST_SEEN_MS, LAST_SEEN = '{FIELDS.LAST_SEEN_MS}', '{FIELDS.LAST_SEEN}'
+local TIMELINE_TOTAL, TIMELINE_DROPPED = '{FIELDS.TIMELINE_TOTAL}', '{FIELDS.TIMELINE_DROPPED}'
+local TERMINATION = '{FIELDS.TERMINATION}'"""
+    + """
+local function list_session(all, d)
+  local listed = redis.pcall('ZSCORE', KEYS[4], d[10])
+  if type(listed) == 'string' and d[5][TERMINATION] == nil then
+    local now = tonumber(redis.call('HGET', KEYS[1], LAST_SEEN_MS) or '0') or 0
+    if now - tonumber(listed) < LIST_EVERY_MS then return 0 end
+  end
+  local h = {}
+  for j = 1, #all, 2 do h[all[j]] = all[j + 1] end
+  local seen = tonumber(h[LAST_SEEN_MS] or '0') or 0
+  if seen == 0 then seen = (tonumber(h[LAST_SEEN] or '0') or 0) * 1000 end
+  local shown = {}
+  for _, f in ipairs("""
+    + "{"
+    + ", ".join(f"'{name}'" for name in SUMMARY_FIELDS)
+    + "}"
+    + """) do
+    if h[f] and h[f] ~= '' then shown[f] = h[f] end
+  end
+  shown['expires_ms'] = seen + d[1]
+  local added = redis.pcall('ZADD', KEYS[4], seen, d[10])  -- the index is derived: a broken one
+  if type(added) == 'table' and added.err then return -1 end  -- is reported, the commit stands
+  local kind = redis.call('TYPE', KEYS[5]).ok
+  if kind ~= 'hash' and kind ~= 'none' then return -1 end
+  redis.call('HSET', KEYS[5], d[10], cjson.encode(shown))
+  local over = redis.call('ZCARD', KEYS[4]) - d[11]
+  if over > 0 then
+    redis.call('HDEL', KEYS[5], unpack(redis.call('ZRANGE', KEYS[4], 0, over - 1)))
+    redis.call('ZREMRANGEBYRANK', KEYS[4], 0, over - 1)
+  else
+    over = 0
+  end
+  redis.call('PEXPIRE', KEYS[4], d[1])
+  redis.call('PEXPIRE', KEYS[5], d[1])
+  return over
+end
+"""
+)
+
+# KEYS[1] = session hash, KEYS[3] = its timeline (a list). ARGV[1] = the delta as JSON (see
+# ``redis_lists.packed_delta``): [ttl_ms, replace (0|1), the reservation fields' prefix,
+# {defaults}, {assignments}, {increments}, [[field, keep, items (comma-joined)], ...],
+# [[kind, at_ms, {fields}], ...], timeline cap, and for a single server (no Cluster slots to
+# keep to) the session's id and the index cap]; one argument, so neither side encodes or
+# parses dozens of small ones. Events are stored as cjson writes them back.
+# Events are pushed and the list trimmed to the cap in the same step, the overflow counted in
+# the hash; the list's TTL follows the hash's. With KEYS[4], KEYS[5] (the namespace's index and
+# summaries, see INDEX) the session is listed in the same step too. A hash left with nothing
+# but zero reservations is deleted. Returns {epoch, HGETALL, events dropped, sessions unlisted}.
 COMMIT = (
     EPOCH
-    + ONCE.replace("{}", "{epoch, redis.call('HGETALL', KEYS[1])}")
+    + ONCE.replace("{}", "{epoch, redis.call('HGETALL', KEYS[1]), 0, 0}")
     + DONE
     + """
 local key = KEYS[1]
 local d = cjson.decode(ARGV[1])
 local prefix = d[3]
-if d[2] == 1 then redis.call('DEL', key) end
+"""
+    + LIST_SESSION
+    + """
+if d[2] == 1 then redis.call('DEL', key, KEYS[3]) end
+local dropped = 0
+local events = d[8]
+if #events > 0 then
+  local encoded = {}
+  for i, event in ipairs(events) do encoded[i] = cjson.encode(event) end
+  local kept = redis.call('RPUSH', KEYS[3], unpack(encoded))
+  local total = redis.call('HINCRBY', key, TIMELINE_TOTAL, #events)
+  if kept > total then  -- the hash was started afresh (an admission that replaced it): so is the list
+    redis.call('LTRIM', KEYS[3], kept - total, -1)
+    kept = total
+  end
+  if kept > d[9] then
+    dropped = kept - d[9]
+    redis.call('LTRIM', KEYS[3], dropped, -1)
+    redis.call('HINCRBY', key, TIMELINE_DROPPED, dropped)
+  end
+end
 for field, value in pairs(d[4]) do redis.call('HSETNX', key, field, value) end
 for field, value in pairs(d[5]) do
   if value == '' then redis.call('HDEL', key, field) else redis.call('HSET', key, field, value) end
@@ -64,13 +147,65 @@ local all = redis.call('HGETALL', key)
 for j = 1, #all, 2 do
   if string.sub(all[j], 1, #prefix) ~= prefix or tonumber(all[j + 1]) ~= 0 then
     redis.call('PEXPIRE', key, d[1])
-    return {epoch, all}
+    redis.call('PEXPIRE', KEYS[3], d[1])
+    local unlisted = 0
+    if #KEYS == 6 then unlisted = list_session(all, d) end
+    return {epoch, all, dropped, unlisted}
   end
 end
-redis.call('DEL', key)  -- nothing but reservations given back: a session that never was
-return {epoch, {}}
+redis.call('DEL', key, KEYS[3])  -- nothing but reservations given back: a session that never was
+return {epoch, {}, 0, 0}
 """
 )
+
+# KEYS[1] = a namespace's index (sorted set: session id by last seen ms), KEYS[2] = its
+# summaries (hash: session id → JSON). ARGV = session id, last seen ms, summary, cap, ttl_ms.
+# Written after the session's commit (on a Cluster the session's slot is another one); the
+# least recently seen over the cap go. Returns how many went.
+INDEX = """
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[4])
+if over > 0 then
+  local gone = redis.call('ZRANGE', KEYS[1], 0, over - 1)
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, over - 1)
+  redis.call('HDEL', KEYS[2], unpack(gone))
+else
+  over = 0
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
+return over
+"""
+
+# KEYS as INDEX's. ARGV = highest last seen ms (inclusive; '+inf' for the newest), offset, count.
+# Returns {id, last seen ms, summary, ...}, newest first (ties by id, descending).
+LIST = """
+local found = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], '-inf', 'WITHSCORES', 'LIMIT', ARGV[2], ARGV[3])
+local out = {}
+for i = 1, #found, 2 do
+  out[#out + 1] = found[i]
+  out[#out + 1] = found[i + 1]
+  out[#out + 1] = redis.call('HGET', KEYS[2], found[i]) or ''
+end
+return out
+"""
+
+# KEYS[1] = session hash, KEYS[2] = its timeline. ARGV = first event number, count, total field,
+# dropped field. Returns {total, dropped, number of the first returned, events...}: read in
+# one step, so the numbers match the events even while commits push older ones out.
+TIMELINE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'0', '0', '0'} end
+local total = tonumber(redis.call('HGET', KEYS[1], ARGV[3]) or '0') or 0
+local dropped = redis.call('HGET', KEYS[1], ARGV[4]) or '0'
+local start = total - redis.call('LLEN', KEYS[2])
+local skip = math.max(0, tonumber(ARGV[1]) - start)
+local out = {tostring(total), dropped, tostring(start + skip)}
+for _, event in ipairs(redis.call('LRANGE', KEYS[2], skip, skip + tonumber(ARGV[2]) - 1)) do
+  out[#out + 1] = event
+end
+return out
+"""
 
 
 # Claims the ending (see ``Claim``) unless one is stored or another claim is live. Needs ``key``,

@@ -90,9 +90,14 @@ def test_the_description_is_served_without_a_key_and_names_every_route(described
         "/v1/chat/completions",
         "/v1/messages",
         "/v1/responses",
+        "/v1/loopwarden/sessions",
         "/v1/loopwarden/sessions/{session_id}",
+        "/v1/loopwarden/sessions/{session_id}/events",
     }
     assert set(document["paths"]["/v1/loopwarden/sessions/{session_id}"]) == {"get", "delete", "patch"}
+    assert set(document["paths"]["/v1/loopwarden/sessions"]) == {"get"}
+    listed = {p["name"] for p in document["paths"]["/v1/loopwarden/sessions"]["get"]["parameters"]}
+    assert listed == {"limit", "cursor", "state", "reason", "policy", "client", "since", "until"}
     chat = document["paths"]["/v1/chat/completions"]["post"]
     assert chat["requestBody"]["content"]["application/json"]["schema"]["required"] == ["model", "messages"]
     messages = document["paths"]["/v1/messages"]["post"]

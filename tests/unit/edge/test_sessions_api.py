@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.edge.sessions_api import describe
+from proxy.edge.sessions_api import describe, listed
 from proxy.goal.model import GOAL_FIELD, Goal
 from proxy.policy.models import Policy
-from proxy.session.base import FIELDS, SessionState
+from proxy.session.base import FIELDS, Listed, SessionState
 
 POLICY = Policy(max_steps=10)
 NOW = 1_800_000_000.0
@@ -91,3 +91,51 @@ def test_a_session_without_a_readable_goal_shows_none(stored):
     values = {GOAL_FIELD: stored} if stored else {}
 
     assert shown(**values)["goal"] is None
+
+
+# -- the list -----------------------------------------------------------------------------
+
+SUMMARY = {
+    FIELDS.FIRST_SEEN: "1700000000",
+    FIELDS.STEPS: "7",
+    FIELDS.TURNS: "4",
+    FIELDS.TOKENS_IN: "100",
+    FIELDS.TOKENS_OUT: "20",
+    FIELDS.COST_MICROS: "250000",
+    FIELDS.POLICY: "strict",
+    FIELDS.CLIENT: "codex_exec",
+    FIELDS.TIMELINE_TOTAL: "12",
+    "expires_ms": 1_700_000_600_000,
+}
+
+
+def test_a_listed_session_shows_its_summary_by_name():
+    item = listed(Listed("s1", 1_700_000_000_500, SUMMARY))
+
+    assert item == {
+        "id": "s1",
+        "object": "loopwarden.session.summary",
+        "state": "running",
+        "termination": None,
+        "policy": "strict",
+        "client": "codex_exec",
+        "first_seen": 1_700_000_000,
+        "last_seen": 1_700_000_000.5,
+        "steps": 7,
+        "turns": 4,
+        "tokens": {"prompt": 100, "completion": 20, "total": 120},
+        "cost_usd": 0.25,
+        "events": 12,
+    }
+
+
+def test_a_listed_session_with_an_ending_is_ended_with_its_reason():
+    item = listed(Listed("s1", 1, {**SUMMARY, FIELDS.TERMINATION: "tool_loop"}))
+
+    assert (item["state"], item["termination"]) == ("ended", "tool_loop")
+
+
+def test_a_summary_with_unreadable_counters_shows_zeros():
+    item = listed(Listed("s1", 1, {FIELDS.STEPS: "x", FIELDS.TOKENS_IN: None}))
+
+    assert (item["steps"], item["tokens"]["total"], item["first_seen"], item["policy"]) == (0, 0, None, None)

@@ -246,11 +246,11 @@ def test_x_api_key_is_accepted_as_a_tenants_proxy_key():
 
 
 ADMIN = "lw-admin-1"
-WITH_ADMIN = GOOD + f'    admin_key_sha256: "{hash_key(ADMIN)}"\n'
+WITH_ADMIN_AT_END = GOOD + f'    admin_key_sha256: "{hash_key(ADMIN)}"\n'
 
 
 def test_a_tenants_admin_key_names_its_tenant(tmp_path):
-    directory = _load(tmp_path, WITH_ADMIN)
+    directory = _load(tmp_path, WITH_ADMIN_AT_END)
 
     admin_of = directory.admin(ADMIN)
 
@@ -259,7 +259,7 @@ def test_a_tenants_admin_key_names_its_tenant(tmp_path):
 
 @pytest.mark.parametrize("presented", [KEY, "lw-admin-2", "", None], ids=["tenant-key", "unknown", "empty", "none"])
 def test_no_other_key_is_an_admin_key(tmp_path, presented):
-    assert _load(tmp_path, WITH_ADMIN).admin(presented) is None
+    assert _load(tmp_path, WITH_ADMIN_AT_END).admin(presented) is None
 
 
 def test_without_an_admin_key_no_key_is_an_admin_key(tmp_path):
@@ -276,3 +276,38 @@ def test_an_admin_key_that_is_also_a_tenants_key_is_rejected(tmp_path):
 def test_an_admin_key_that_is_not_a_digest_is_rejected(tmp_path):
     with pytest.raises(TenantsFileError, match="admin_key_sha256"):
         _load(tmp_path, GOOD + '    admin_key_sha256: "lw-admin-in-clear"\n')
+
+
+WITH_ADMIN = GOOD.replace("    policies:", f'    admin_key_sha256: "{hash_key(ADMIN).upper()}"\n    policies:')
+
+
+def test_a_tenants_admin_key_opens_the_sessions_api_on_the_tenants_namespace(tmp_path):
+    directory = _load(tmp_path, WITH_ADMIN)
+
+    credentials = directory.authenticate(f"Bearer {ADMIN}", None, identified=True)
+
+    assert (credentials.tenant.name, credentials.namespace, credentials.admin) == ("acme", "acme", True)
+    assert credentials.upstream_authorization is None
+
+
+def test_an_admin_key_proxies_no_model_call(tmp_path):
+    directory = _load(tmp_path, WITH_ADMIN)
+
+    with pytest.raises(AuthenticationFailed):
+        directory.authenticate(f"Bearer {ADMIN}", None)
+
+
+def test_a_tenants_proxy_key_is_no_admin(tmp_path):
+    assert not _load(tmp_path, WITH_ADMIN).authenticate(f"Bearer {KEY}", None, identified=True).admin
+
+
+def test_an_admin_key_that_is_also_a_proxy_key_is_rejected(tmp_path):
+    text = GOOD.replace("    policies:", f'    admin_key_sha256: "{hash_key(KEY)}"\n    policies:')
+
+    with pytest.raises(TenantsFileError, match=r"admin_key_sha256: key already belongs to acme"):
+        _load(tmp_path, text)
+
+
+def test_an_admin_key_digest_must_be_a_sha256(tmp_path):
+    with pytest.raises(TenantsFileError, match="admin_key_sha256"):
+        _load(tmp_path, GOOD.replace("    policies:", '    admin_key_sha256: "nope"\n    policies:'))

@@ -6,13 +6,14 @@ from __future__ import annotations
 import pytest
 
 from proxy.exchange import Reply, ToolCall, Usage
+from proxy.guards.fingerprint import fingerprint
 from proxy.loop.recording import Step
 from proxy.loop.step_log import StepLog, chat_attributes, response_headers, usage_attributes
 from proxy.observe.metrics import Metrics
 from proxy.observe.tracing import Tracing
-from proxy.policy.models import Policy
+from proxy.policy.models import Policy, RecordingSettings
 from proxy.request import RequestNotes
-from proxy.session.base import SessionState
+from proxy.session.base import SessionDelta, SessionState
 from proxy.verdict import JudgeCall, Pass, PermissionCheck
 from tests.support.agent_request import agent_request
 from tests.unit.guards.given import context
@@ -100,9 +101,13 @@ def test_the_budget_header_shows_what_remains_of_the_policys_budgets():
     ("decide", "noted", "metric"),
     [
         pytest.param(
-            lambda log, n: log.intervention(REQUEST, "tool_loop", "x", n, 2), "interventions", "interventions"
+            lambda log, n: log.intervention(REQUEST, "tool_loop", "x", n, 2, SessionDelta()),
+            "interventions",
+            "interventions",
         ),
-        pytest.param(lambda log, n: log.shadow(REQUEST, "tool_loop", "x", n), "shadow", "shadow_decisions"),
+        pytest.param(
+            lambda log, n: log.shadow(REQUEST, "tool_loop", "x", n, SessionDelta()), "shadow", "shadow_decisions"
+        ),
         pytest.param(lambda log, n: log.flag(REQUEST, "tool_loop", n), "flags", "flags"),
     ],
     ids=["intervention", "shadow", "flag"],
@@ -122,7 +127,7 @@ def test_what_the_guards_saw_is_counted_by_kind():
     metrics = Metrics()
     seen = (PermissionCheck("no-rm", "deny"), JudgeCall("not_done", 0.5), JudgeCall("error", None, "timeout"))
 
-    step_log(metrics).observed(REQUEST, Pass(seen=seen))
+    step_log(metrics).observed(REQUEST, Pass(seen=seen), SessionDelta())
 
     assert count(metrics, "loopwarden_permission_decisions_total", policy="default", rule="no-rm", action="deny") == 1
     assert count(metrics, "loopwarden_judge_verdicts_total", policy="default", verdict="not_done") == 1
@@ -135,7 +140,7 @@ def test_what_the_guards_saw_is_counted_by_kind():
 def test_a_verdict_that_saw_nothing_counts_nothing():
     metrics = Metrics()
 
-    step_log(metrics).observed(REQUEST, None)
+    step_log(metrics).observed(REQUEST, None, SessionDelta())
 
     assert count(metrics, "loopwarden_judge_verdicts_total", policy="default", verdict="done") == 0
 
@@ -145,9 +150,9 @@ SAID = Reply(
 )
 
 
-def a_step(recorded: Recorder | None = None, **log: bool) -> Step:
-    step = Step(REQUEST, context(POLICY, AFTER), 1, SAID, None, 0.25, notes())
-    step_log(recorder=recorded, **log).step(step)
+def a_step(recorded: Recorder | None = None, delta: SessionDelta | None = None, request=REQUEST, **log: bool) -> Step:
+    step = Step(request, context(POLICY, AFTER), 1, SAID, None, 0.25, notes())
+    step_log(recorder=recorded, **log).step(step, SessionDelta() if delta is None else delta)
     return step
 
 
@@ -192,3 +197,71 @@ def test_span_attributes_follow_the_genai_conventions():
         "gen_ai.usage.input_tokens": 7,
         "gen_ai.usage.output_tokens": 3,
     }
+
+
+# -- the timeline ---------------------------------------------------------------------
+
+
+def test_a_step_is_a_timeline_event_of_the_call_without_what_was_said():
+    delta = SessionDelta()
+
+    a_step(delta=delta)
+
+    [event] = delta.events
+    assert event.kind == "step"
+    assert event.fields == {
+        "step": 3,
+        "attempt": 1,
+        "model": None,
+        "latency_ms": 250.0,
+        "tokens_in": 7,
+        "tokens_out": 3,
+        "tools": "search",
+        "argument_digests": fingerprint("search", "{}"),
+        "verdict": "pass",
+    }
+
+
+@pytest.mark.parametrize(
+    ("log_contents", "recording"),
+    [pytest.param(True, False, id="content-logging"), pytest.param(False, True, id="recording")],
+)
+def test_a_steps_event_keeps_the_reply_redacted_where_contents_are_kept(log_contents, recording):
+    delta = SessionDelta()
+    policy = POLICY.model_copy(update={"recording": RecordingSettings(enabled=recording, jsonl_path="r.jsonl")})
+
+    a_step(delta=delta, request=agent_request(policy=policy, tenant="acme"), log_contents=log_contents)
+
+    assert delta.events[0].fields["reply"] == "My key is [REDACTED]."
+
+
+def test_decisions_are_timeline_events_with_guard_and_reason():
+    delta = SessionDelta()
+
+    step_log().intervention(REQUEST, "tool_loop", "same call 3 times", notes(), 2, delta)
+    step_log().shadow(REQUEST, "judge", "not done", notes(), delta)
+
+    assert [(e.kind, dict(e.fields)) for e in delta.events] == [
+        ("intervention", {"guard": "tool_loop", "reason": "same call 3 times", "attempt": 2, "shadow": False}),
+        ("intervention", {"guard": "judge", "reason": "not done", "shadow": True}),
+    ]
+
+
+def test_a_judge_call_is_a_timeline_event_with_its_verdict_and_latency():
+    delta = SessionDelta()
+
+    step_log().observed(REQUEST, Pass(seen=(JudgeCall("not_done", 0.5), JudgeCall("error", None, "timeout"))), delta)
+
+    assert [dict(e.fields) for e in delta.events] == [
+        {"verdict": "not_done", "latency_ms": 500.0, "error": None, "then": "pass"},
+        {"verdict": "error", "latency_ms": None, "error": "timeout", "then": "pass"},
+    ]
+
+
+@pytest.mark.parametrize(("tries", "events"), [(1, []), (3, [{"attempt": 1, "upstream_attempts": 3, "status": 200}])])
+def test_an_upstream_call_retried_is_a_timeline_event(tries, events):
+    delta = SessionDelta()
+
+    step_log().retried(REQUEST, 1, tries, 200, delta)
+
+    assert [dict(e.fields) for e in delta.events] == events

@@ -14,8 +14,9 @@ import redis
 
 from proxy.session.base import FIELDS, Claim, Grant, Limit, SessionDelta, SessionState, WindowLimit
 from proxy.session.limits import ENDING_FIELDS
-from proxy.session.redis import packed_delta
+from proxy.session.redis_lists import packed_delta
 from proxy.session.scripts import ADMIT, ADMIT_WINDOW, CLAIM, COMMIT, GRANT, LOAD
+from proxy.session.timeline import timeline_key
 from tests.unit.session.test_base import APPLIED
 from tests.unit.session.test_limits import ADMIT_CASES, CLAIM_CASES, DAY, GRANT_CASES, NOW, STEPS_GRANT, WINDOW_CASES
 from tests.unit.session.test_limits import CLAIM as ASKED
@@ -32,6 +33,7 @@ class Session:
         self.client = client
         self.key = f"lw:{{test:{tag}}}"
         self.sentinel = f"lw:{{test:{tag}}}:sentinel"
+        self.timeline = timeline_key(self.key)
 
     def store(self, values: dict[str, str]) -> None:
         if values:
@@ -41,8 +43,10 @@ class Session:
         return self.client.hgetall(self.key)
 
     def run(self, script: str, *args: Any, marker: str | None = None) -> list[Any]:
-        """The script on this session, as the store calls it: data, a marker, then the sentinel."""
-        keys = [self.key, marker or f"{self.key}:op:{uuid.uuid4().hex}", self.sentinel]
+        """The script on this session, as the store calls it: data, a marker, (for a commit) the
+        timeline, then the sentinel."""
+        timeline = [self.timeline] if script is COMMIT else []
+        keys = [self.key, marker or f"{self.key}:op:{uuid.uuid4().hex}", *timeline, self.sentinel]
         return self.client.eval(script, len(keys), *keys, *args, EPOCH)
 
 
@@ -51,7 +55,7 @@ def session(redis_url: str) -> Iterator[Session]:
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     made = Session(client)
     yield made
-    client.delete(made.key, made.sentinel)
+    client.delete(made.key, made.sentinel, made.timeline)
     client.close()
 
 
@@ -105,7 +109,7 @@ COMMITTED = [case for case in APPLIED if case.id != "an-increment-of-garbage"]
 def test_commit_leaves_the_state_the_delta_says_it_will(session, stored, changes, after):
     session.store(stored)
 
-    _, flat = session.run(COMMIT, packed_delta(changes, 60))
+    _, flat, _, _ = session.run(COMMIT, packed_delta(changes, 60))
 
     assert session.values() == after == changes.applied_to(SessionState(stored)).values
     assert dict(zip(flat[::2], flat[1::2], strict=True)) == after
@@ -166,6 +170,44 @@ def test_a_grant_run_again_is_applied_once(session):
     assert session.values() == {FIELDS.STEPS: "3", STEPS_GRANT.granted: "5"}
 
 
+def _events(*kinds: str) -> SessionDelta:
+    delta = SessionDelta()
+    for at_ms, kind in enumerate(kinds):
+        delta.event(kind, at_ms, attempt=1)
+    return delta
+
+
+def test_a_commit_pushes_its_events_onto_the_timeline_and_counts_them(session):
+    _, _, dropped, _ = session.run(COMMIT, packed_delta(_events("step", "intervention"), 60))
+
+    assert session.client.lrange(session.timeline, 0, -1) == [
+        '["step",0,{"attempt":1}]',
+        '["intervention",1,{"attempt":1}]',
+    ]
+    assert (session.values()[FIELDS.TIMELINE_TOTAL], dropped) == ("2", 0)
+    assert 0 < session.client.pttl(session.timeline) <= TTL_MS
+
+
+def test_a_commit_over_the_timeline_cap_drops_the_oldest_events_and_counts_them(session):
+    session.run(COMMIT, packed_delta(_events("a", "b"), 60, timeline_events=3))
+
+    _, _, dropped, _ = session.run(COMMIT, packed_delta(_events("c", "d"), 60, timeline_events=3))
+
+    kinds = [msgspec.json.decode(raw)[0] for raw in session.client.lrange(session.timeline, 0, -1)]
+    assert (kinds, dropped) == (["b", "c", "d"], 1)
+    assert (session.values()[FIELDS.TIMELINE_TOTAL], session.values()[FIELDS.TIMELINE_DROPPED]) == ("4", "1")
+
+
+def test_a_commit_that_replaces_the_session_starts_its_timeline_afresh(session):
+    session.run(COMMIT, packed_delta(_events("old"), 60))
+    fresh = _events("new")
+    fresh.replace = True
+
+    session.run(COMMIT, packed_delta(fresh, 60))
+
+    assert session.client.lrange(session.timeline, 0, -1) == ['["new",0,{"attempt":1}]']
+
+
 def test_a_refused_admission_run_again_is_judged_afresh(session):
     limit = Limit("max_steps", (FIELDS.STEPS,), FIELDS.RESERVED_STEPS, 1, 1)
     session.store({FIELDS.STEPS: "1"})
@@ -185,3 +227,23 @@ def test_load_returns_the_sentinels_epoch_creating_it_once(session):
     again, _ = session.client.eval(LOAD, 2, session.key, session.sentinel, "another")
 
     assert (epoch, again, flat) == ("fresh", "fresh", [FIELDS.STEPS, "2"])
+
+
+def test_a_commit_with_the_index_keys_lists_the_session_in_the_same_step(session):
+    index, summaries = f"lw:{{{session.key}}}:sessions", f"lw:{{{session.key}}}:sessions:summaries"
+    keys = [session.key, f"{session.key}:op:1", session.timeline, index, summaries, session.sentinel]
+    delta = _events("step")
+    delta.assign(FIELDS.LAST_SEEN_MS, 5_000)
+    delta.assign(FIELDS.POLICY, "strict")
+
+    packed = packed_delta(delta, 60, listing=("s1", 10))
+    *_, unlisted = session.client.eval(COMMIT, len(keys), *keys, packed, EPOCH)
+
+    assert session.client.zrange(index, 0, -1, withscores=True) == [("s1", 5_000.0)]
+    assert msgspec.json.decode(session.client.hget(summaries, "s1")) == {
+        "policy": "strict",
+        "timeline_total": "1",
+        "expires_ms": 65_000,
+    }
+    assert unlisted == 0
+    session.client.delete(index, summaries)

@@ -8,9 +8,10 @@ import uuid
 import pytest
 import redis.asyncio as redis
 
-from proxy.session.base import Claim, Grant, Limit, SessionDelta, SessionState, WindowLimit
+from proxy.session.base import FIELDS, Claim, Grant, Limit, SessionDelta, SessionState, TimelineEvent, WindowLimit
 from proxy.session.memory import MemoryStore
 from proxy.session.redis import RedisStore
+from proxy.session.timeline import TimelinePage
 
 
 @pytest.fixture(params=["memory", "redis", "cluster"])
@@ -505,3 +506,136 @@ async def test_parallel_grants_never_pass_the_ceiling(store, key):
 
     assert sum(1 for outcome in outcomes if outcome.refused is None) == 4
     assert (await store.load(key)).counter("granted_steps") == 20
+
+
+# -- the timeline and the session index --------------------------------------------------
+
+DROPS: list[tuple[str, str, int]] = []
+
+
+@pytest.fixture(params=["memory", "redis", "cluster"])
+async def bounded(request, redis_url):
+    """A store keeping 3 events per session and 2 sessions per namespace; drops noted in DROPS."""
+    DROPS.clear()
+    bounds = {"timeline_events": 3, "listed_sessions": 2, "on_dropped": lambda *drop: DROPS.append(drop)}
+    if request.param == "memory":
+        yield MemoryStore(**bounds)
+        return
+    if request.param == "cluster":
+        made = RedisStore.from_url(request.getfixturevalue("redis_cluster").url, cluster=True, **bounds)
+    else:
+        made = RedisStore.from_url(redis_url, **bounds)
+    yield made
+    await made.aclose()
+
+
+def _events(*kinds: str, seen_ms: int = 1_000) -> SessionDelta:
+    delta = SessionDelta()
+    delta.incr(FIELDS.STEPS)
+    delta.assign(FIELDS.LAST_SEEN_MS, seen_ms)
+    for kind in kinds:
+        delta.event(kind, seen_ms, model="m", attempt=1, shadow=False, latency_ms=1.5, reason=None)
+    return delta
+
+
+def _kinds(page) -> list[tuple[int, str]]:
+    return [(number, event.kind) for number, event in page.events]
+
+
+async def test_committed_events_are_the_timeline_oldest_first(store, key):
+    await store.commit(key, _events("step", "intervention"), 60)
+    await store.commit(key, _events("step"), 60)
+
+    page = await store.timeline(key, 0, 10)
+
+    assert _kinds(page) == [(0, "step"), (1, "intervention"), (2, "step")]
+    assert page.events[0][1] == TimelineEvent(
+        "step", 1_000, {"model": "m", "attempt": 1, "shadow": False, "latency_ms": 1.5, "reason": None}
+    )
+    assert (page.total, page.dropped) == (3, 0)
+
+
+async def test_the_timeline_pages_from_an_event_number(store, key):
+    await store.commit(key, _events("a", "b", "c", "d"), 60)
+
+    assert _kinds(await store.timeline(key, 1, 2)) == [(1, "b"), (2, "c")]
+    assert _kinds(await store.timeline(key, 4, 2)) == []
+
+
+async def test_an_unknown_session_has_an_empty_timeline(store, key):
+    assert await store.timeline(key, 0, 10) == TimelinePage()
+
+
+async def test_the_timeline_keeps_its_newest_events_and_counts_the_dropped(bounded, key):
+    await bounded.commit(key, _events("a", "b"), 60)
+    await bounded.commit(key, _events("c", "d"), 60)
+
+    page = await bounded.timeline(key, 0, 10)
+
+    assert _kinds(page) == [(1, "b"), (2, "c"), (3, "d")]
+    assert (page.total, page.dropped) == (4, 1)
+    assert (await bounded.load(key)).counter(FIELDS.TIMELINE_DROPPED) == 1
+    assert [drop for drop in DROPS if drop[1] == "timeline"] == [("test", "timeline", 1)]
+
+
+async def test_a_reset_forgets_the_timeline_and_the_listing(store):
+    namespace = f"t{uuid.uuid4().hex[:12]}"
+    key = f"lw:{{{namespace}:s1}}"
+    await store.commit(key, _events("step"), 60)
+
+    await store.reset(key)
+    await store.commit(key, _events("again"), 60)
+    await store.reset(key)
+
+    assert await store.timeline(key, 0, 10) == TimelinePage()
+    assert await store.sessions(namespace, None, 10) == []
+
+
+async def _listed(store, namespace: str, count: int = 10, before=None) -> list[tuple[str, int]]:
+    return [(listed.session_id, listed.last_seen_ms) for listed in await store.sessions(namespace, before, count)]
+
+
+async def test_a_namespace_lists_its_sessions_newest_first_with_their_summaries(store):
+    namespace, other = f"t{uuid.uuid4().hex[:12]}", f"u{uuid.uuid4().hex[:12]}"
+    for session_id, seen_ms in (("old", 1_000), ("new", 3_000), ("mid", 2_000)):
+        delta = _events("step", seen_ms=seen_ms)
+        delta.assign(FIELDS.POLICY, "strict")
+        await store.commit(f"lw:{{{namespace}:{session_id}}}", delta, 60)
+    await store.commit(f"lw:{{{other}:theirs}}", _events("step"), 60)
+
+    listed = await store.sessions(namespace, None, 10)
+
+    assert [(item.session_id, item.last_seen_ms) for item in listed] == [("new", 3_000), ("mid", 2_000), ("old", 1_000)]
+    assert listed[0].summary == {"steps": "1", "policy": "strict", "timeline_total": "1", "expires_ms": 63_000}
+    assert await _listed(store, other) == [("theirs", 1_000)]
+
+
+async def test_the_list_pages_from_a_cursor_ties_broken_by_id(store):
+    namespace = f"t{uuid.uuid4().hex[:12]}"
+    for session_id, seen_ms in (("a", 1_000), ("b", 2_000), ("c", 2_000), ("d", 3_000)):
+        await store.commit(f"lw:{{{namespace}:{session_id}}}", _events("step", seen_ms=seen_ms), 60)
+
+    first = await _listed(store, namespace, 2)
+    rest = await _listed(store, namespace, 2, before=first[-1][::-1])
+
+    assert (first, rest) == ([("d", 3_000), ("c", 2_000)], [("b", 2_000), ("a", 1_000)])
+
+
+async def test_a_namespace_over_its_cap_stops_listing_the_least_recently_seen(bounded):
+    namespace = f"t{uuid.uuid4().hex[:12]}"
+    for session_id, seen_ms in (("a", 1_000), ("b", 2_000), ("c", 3_000)):
+        await bounded.commit(f"lw:{{{namespace}:{session_id}}}", _events("step", seen_ms=seen_ms), 60)
+
+    assert [session_id for session_id, _ in await _listed(bounded, namespace)] == ["c", "b"]
+    assert [(namespace, "sessions", 1)] == DROPS
+
+
+async def test_a_session_started_afresh_by_its_admission_starts_its_timeline_afresh(bounded, key):
+    await bounded.commit(key, _events("a", "b", "c"), 60)
+    await bounded.admit(key, [], 60, replace=True)
+
+    await bounded.commit(key, _events("new"), 60)
+
+    page = await bounded.timeline(key, 0, 10)
+    assert (_kinds(page), page.total, page.dropped) == ([(0, "new")], 1, 0)
+    assert [drop for drop in DROPS if drop[1] == "timeline"] == []  # the old events were no overflow
