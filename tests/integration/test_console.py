@@ -16,7 +16,7 @@ import httpx
 import pytest
 from playwright.sync_api import sync_playwright
 
-from proxy.edge.tenants import hash_key
+from proxy.edge.tenants import caller_namespace, hash_key
 from proxy.session.base import FIELDS, SessionDelta
 from proxy.session.identity import session_key
 from tests.support.fake_upstream import Json, chat_completion, tool_call
@@ -265,3 +265,28 @@ def test_screenshots_of_the_list_and_an_ended_session(page, proxy, upstream):
         DOCS.mkdir(exist_ok=True)
         for name, shot in shots.items():
             (DOCS / name).write_bytes(shot)
+
+
+@pytest.mark.parametrize("backend", ["redis", "cluster"])
+def test_the_console_reads_sessions_kept_in_redis_for_a_caller_without_a_tenants_file(
+    make_proxy, upstream, request, backend
+):
+    """The store's reads run on the proxy's event loop, where its Redis connections live; a
+    caller of the open tenant reads its own sessions, and its namespace (derived from its key)
+    appears on no page."""
+    url = request.getfixturevalue("redis_cluster").url if backend == "cluster" else request.getfixturevalue("redis_url")
+    proxy = make_proxy(redis_url=url, redis_cluster=backend == "cluster")
+    mine = {"Authorization": f"Bearer sk-mine-{uuid.uuid4().hex[:8]}"}
+    upstream.script(Json(chat_completion(None, tool_calls=[tool_call("get_weather", "{}")])))
+    call(proxy, mine, "in-redis")
+
+    listing = httpx.get(f"{proxy.metrics_url}/console", headers=mine, timeout=10)
+    session = httpx.get(f"{proxy.metrics_url}/console/session", params={"id": "in-redis"}, headers=mine, timeout=10)
+    other = httpx.get(f"{proxy.metrics_url}/console", headers={"Authorization": "Bearer sk-someone-else"}, timeout=10)
+
+    namespace = caller_namespace("default", mine["Authorization"])
+    assert (listing.status_code, session.status_code) == (200, 200)
+    assert 'href="/console/session?id=in-redis"' in listing.text
+    assert '<code class="tool">get_weather</code>' in session.text
+    assert "in-redis" not in other.text
+    assert all(namespace.partition("~")[2] not in page.text for page in (listing, session))

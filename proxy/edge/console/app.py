@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from http.cookies import CookieError, SimpleCookie
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
@@ -128,14 +128,12 @@ class Console:
         if path in ("/console", "/console/"):
             filters = {name: query.get(name) or None for name in FILTERS}
             rows = self._await(list_sessions(self.sources, viewer, filters))
-            for row in rows:
-                row["href"] = "/console/session?" + urlencode({"ns": row["namespace"], "id": row["id"]})
             body = self._page(
                 "sessions.html", nonce, viewer, rows=rows, filters=filters, refresh=REFRESH_SECS, **shared
             )
             return 200, body, []
         if path == "/console/session":
-            view = self._await(session_view(self.sources, viewer, query.get("ns", ""), query.get("id", "")))
+            view = self._await(session_view(self.sources, viewer, query.get("ns"), query.get("id", "")))
             if view is None:
                 return 404, self._page("error.html", nonce, viewer, message="No such session for this key."), []
             return 200, self._page("session.html", nonce, viewer, view=view, **shared), []

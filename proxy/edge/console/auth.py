@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -68,6 +69,8 @@ class ConsoleAuth:
         self._clock = clock
         self._secret = secrets.token_bytes(32)
         self._signed_in: OrderedDict[str, tuple[Viewer, float]] = OrderedDict()
+        self._lock = threading.Lock()
+        """The listener serves each request on a thread of its own."""
 
     def viewer_for_key(self, key: str) -> Viewer | None:
         """The viewer a key stands for, or None (refused; every refusal looks the same)."""
@@ -99,27 +102,27 @@ class ConsoleAuth:
     def sign_in(self, viewer: Viewer) -> str:
         """A new opaque cookie value for ``viewer``, valid for the sign-in lifetime."""
         token = secrets.token_urlsafe(32)
-        self._signed_in[token] = (viewer, self._clock() + self._ttl)
-        while len(self._signed_in) > MAX_SIGNINS:
-            self._signed_in.popitem(last=False)
+        with self._lock:
+            self._signed_in[token] = (viewer, self._clock() + self._ttl)
+            while len(self._signed_in) > MAX_SIGNINS:
+                self._signed_in.popitem(last=False)
         return token
 
     def signed_in(self, token: str | None) -> Viewer | None:
         """The viewer of a cookie, or None (unknown, expired: expired tokens are forgotten)."""
         if not token:
             return None
-        entry = self._signed_in.get(token)
-        if entry is None:
-            return None
-        viewer, expires = entry
-        if self._clock() >= expires:
-            self._signed_in.pop(token, None)
-            return None
-        return viewer
+        with self._lock:
+            entry = self._signed_in.get(token)
+            if entry is not None and self._clock() >= entry[1]:
+                del self._signed_in[token]
+                entry = None
+        return entry[0] if entry is not None else None
 
     def sign_out(self, token: str | None) -> None:
         if token:
-            self._signed_in.pop(token, None)
+            with self._lock:
+                self._signed_in.pop(token, None)
 
     def cookie(self, token: str) -> str:
         """The ``Set-Cookie`` value: opaque, HttpOnly, SameSite=Strict, scoped to the console."""

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from prometheus_client import CollectorRegistry
 
@@ -65,7 +66,11 @@ async def list_sessions(
     now = time.time()
     for namespace in namespaces_of(viewer, sources.directory):
         page, _ = await scan(sources.store, namespace, None, LISTED, wanted, None, now)
-        rows.extend({**listed(item), "tenant": namespace.partition("~")[0], "namespace": namespace} for item in page)
+        link = {"ns": namespace} if viewer.admin else {}
+        rows.extend(
+            {**listed(item), "tenant": namespace.partition("~")[0], "href": _href({**link, "id": item.session_id})}
+            for item in page
+        )
     rows.sort(key=lambda row: (row["last_seen"], row["id"]), reverse=True)
     return rows[:LISTED]
 
@@ -99,9 +104,16 @@ class SessionView:
     counters: dict[str, Any] = field(default_factory=dict)
 
 
-async def session_view(sources: ConsoleSources, viewer: Viewer, namespace: str, session_id: str) -> SessionView | None:
-    """A session the viewer may read, or None (not its namespace, or no such session)."""
-    if namespace not in namespaces_of(viewer, sources.directory):
+async def session_view(
+    sources: ConsoleSources, viewer: Viewer, namespace: str | None, session_id: str
+) -> SessionView | None:
+    """A session the viewer may read, or None (not its namespace, or no such session).
+    ``namespace`` is only asked of the admin: anyone else reads one namespace, which is then
+    never put in a URL (an open tenant's caller namespace is derived from the caller's key)."""
+    readable = namespaces_of(viewer, sources.directory)
+    if namespace is None and viewer.namespaces is not None and len(readable) == 1:
+        namespace = readable[0]
+    if namespace is None or namespace not in readable:
         return None
     key = session_key(namespace, session_id)
     state = await sources.store.load(key)
@@ -140,6 +152,10 @@ def _policy(sources: ConsoleSources, tenant: Tenant, name: str | None) -> Policy
         return sources.policy_for(tenant, name)
     except ProxyError:
         return None
+
+
+def _href(query: Mapping[str, str]) -> str:
+    return "/console/session?" + urlencode(query)
 
 
 def _tenant(directory: TenantDirectory, namespace: str) -> Tenant | None:
