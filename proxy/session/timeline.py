@@ -23,6 +23,7 @@ from proxy.session.base import FIELDS, Listed, SessionState, TimelineEvent, Time
 __all__ = [
     "DEFAULT_LISTED_SESSIONS",
     "DEFAULT_TIMELINE_EVENTS",
+    "RUN_FIELD",
     "SUMMARY_FIELDS",
     "Listed",
     "TimelinePage",
@@ -75,6 +76,8 @@ def split_session_key(key: str) -> tuple[str, str] | None:
     return (namespace, session_id) if colon and namespace and session_id else None
 
 
+RUN_FIELD = "run"
+"""The session's run number, written by the commit that starts a new run (absent: run 1)."""
 SUMMARY_FIELDS = (
     FIELDS.FIRST_SEEN,
     FIELDS.STEPS,
@@ -86,6 +89,7 @@ SUMMARY_FIELDS = (
     FIELDS.POLICY,
     FIELDS.CLIENT,
     FIELDS.TIMELINE_TOTAL,
+    RUN_FIELD,
 )
 
 

@@ -24,6 +24,7 @@ from proxy.errors import ProxyError
 from proxy.policy.models import Policy
 from proxy.session.base import FIELDS, SessionState, SessionStore, TimelineEvent
 from proxy.session.identity import session_key
+from proxy.session.timeline import RUN_FIELD
 
 __all__ = ["ConsoleSources", "Fleet", "SessionView", "fleet", "list_sessions", "session_view"]
 
@@ -68,7 +69,12 @@ async def list_sessions(
         page, _ = await scan(sources.store, namespace, None, LISTED, wanted, None, now)
         link = {"ns": namespace} if viewer.admin else {}
         rows.extend(
-            {**listed(item), "tenant": namespace.partition("~")[0], "href": _href({**link, "id": item.session_id})}
+            {
+                **listed(item),
+                "tenant": namespace.partition("~")[0],
+                "runs": _runs(item.summary.get(RUN_FIELD)),
+                "href": _href({**link, "id": item.session_id}),
+            }
             for item in page
         )
     rows.sort(key=lambda row: (row["last_seen"], row["id"]), reverse=True)
@@ -134,7 +140,7 @@ async def session_view(
         dropped=page.dropped,
         budgets=spent,
         card=ending_card(session_id, state, [event for _, event in events], spent),
-        runs=1 + sum(1 for _, event in events if event.kind == "run"),
+        runs=_runs(state.values.get(RUN_FIELD)),
         counters={
             "steps": state.steps,
             "turns": state.turns,
@@ -152,6 +158,12 @@ def _policy(sources: ConsoleSources, tenant: Tenant, name: str | None) -> Policy
         return sources.policy_for(tenant, name)
     except ProxyError:
         return None
+
+
+def _runs(number: object) -> int:
+    """How many runs a session has had: its run number (absent or unreadable: the first)."""
+    text = str(number or "")
+    return int(text) if text.isdigit() and int(text) > 0 else 1
 
 
 def _href(query: Mapping[str, str]) -> str:

@@ -35,8 +35,8 @@ class Running:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.listener.port}"
 
-    def add_session(self, namespace: str, session_id: str, **values: str) -> None:
-        delta = SessionDelta()
+    def add_session(self, namespace: str, session_id: str, delta: SessionDelta | None = None, **values: str) -> None:
+        delta = delta or SessionDelta()
         delta.incr(FIELDS.STEPS)
         now_ms = int(time.time() * 1000)
         delta.assign(FIELDS.LAST_SEEN, now_ms // 1000)
@@ -131,6 +131,26 @@ def test_a_signed_in_browser_reads_its_tenants_sessions_and_no_key_is_on_the_pag
     assert "theirs" not in page.text
     assert ACME_KEY not in page.text
     assert hash_key(ACME_KEY) not in page.text
+
+
+def test_the_list_shows_a_sessions_runs(running):
+    running.add_session("acme", "third-run", run="3")
+
+    page = httpx.get(f"{running.url}/console", headers=ACME).text
+
+    assert re.search(r'third-run</a></td>\s*<td>acme</td>\s*<td></td>\s*<td></td>\s*<td class="num">3</td>', page)
+
+
+def test_runs_and_grants_read_as_sentences_in_the_timeline(running):
+    delta = SessionDelta()
+    delta.event("run_started", 1, run=2, after="loop")
+    delta.event("grant", 2, by="admin", steps=10)
+    running.add_session("acme", "granted", delta=delta)
+
+    page = httpx.get(f"{running.url}/console/session", params={"id": "granted"}, headers=ACME).text
+
+    assert "run 2 started · after loop" in page
+    assert "budget granted by the admin: steps +10" in page
 
 
 def test_an_api_client_reads_with_its_bearer_key(running):
