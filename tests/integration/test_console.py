@@ -290,3 +290,10 @@ def test_the_console_reads_sessions_kept_in_redis_for_a_caller_without_a_tenants
     assert '<code class="tool">get_weather</code>' in session.text
     assert "in-redis" not in other.text
     assert all(namespace.partition("~")[2] not in page.text for page in (listing, session))
+
+
+def test_the_console_is_never_on_the_api_port(proxy):
+    on_api = httpx.get(f"{proxy.url}/console", headers=ACME, timeout=10)
+    on_listener = httpx.get(f"{proxy.metrics_url}/console", headers=ACME, timeout=10)
+
+    assert (on_api.status_code, on_listener.status_code) == (404, 200)
