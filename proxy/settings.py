@@ -33,6 +33,11 @@ class Settings(BaseSettings):
     metrics_port: int = Field(
         9464, ge=0, le=65535, description="Port of the metrics listener, never the API port (0 picks a free one)."
     )
+    console_admin_key_sha256: str | None = Field(
+        None,
+        description="SHA-256 hex digest of the console's admin key: signed in with it, the console on the metrics "
+        "listener shows every tenant's sessions and counts (`loopwarden hash-key` makes the digest).",
+    )
     reuse_port: bool = Field(
         False,
         description="Bind the API and metrics ports with SO_REUSEPORT, so several `loopwarden serve` processes "
@@ -185,6 +190,15 @@ class Settings(BaseSettings):
         if self.metrics_port and self.metrics_port == self.port:
             raise ValueError("metrics_port must differ from port: metrics are never served on the API port")
         return self
+
+    @field_validator("console_admin_key_sha256")
+    @classmethod
+    def _console_admin_digest(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if len(value) != 64 or any(c not in "0123456789abcdef" for c in value.lower()):
+            raise ValueError("console_admin_key_sha256 must be 64 hex characters (sha256 of the key)")
+        return value.lower()
 
     @field_validator("upstream")
     @classmethod

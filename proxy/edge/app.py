@@ -16,6 +16,7 @@ from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
 
 from proxy.books.pricing import load_pricing
 from proxy.books.tenant_day import TenantDay
+from proxy.edge.console.views import ConsoleSources
 from proxy.edge.openapi import describe_raw_routes, openapi_config
 from proxy.edge.routes import ProxyRoutes, Readiness
 from proxy.edge.sessions_api import session_routes
@@ -293,4 +294,5 @@ def create_app(
         debug=False,
     )
     describe_raw_routes(app)
+    app.state.console = ConsoleSources(directory, state_store, routes.policy_for, series.scrape_registry)
     return app

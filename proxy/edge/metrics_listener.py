@@ -3,19 +3,24 @@
 The exposition names every tenant with its usage and spend, so it must not be readable by
 whoever can reach the API. It is served on ``--metrics-host``/``--metrics-port`` (loopback
 by default) by prometheus-client's WSGI app on a threading server: a scrape renders the
-text without holding up the event loop that serves model calls.
+text without holding up the event loop that serves model calls. The operator console
+(:mod:`proxy.edge.console`) shares the listener under ``/console``: its pages render on these
+threads, its store reads run on the proxy's event loop (given to :meth:`MetricsListener.start`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
+from collections.abc import Callable, Iterable
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
+from proxy.edge.console import Console
 from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 
@@ -24,6 +29,21 @@ __all__ = ["MetricsListenError", "MetricsListener"]
 
 class MetricsListenError(OSError):
     """The metrics port cannot be bound (in use, or an address the host does not have)."""
+
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def _with_console(metrics_app: WsgiApp, console: Console) -> WsgiApp:
+    """``/console`` and below to the console, everything else to the exposition as before."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = str(environ.get("PATH_INFO") or "")
+        if path == "/console" or path.startswith("/console/"):
+            return console(environ, start_response)
+        return metrics_app(environ, start_response)
+
+    return app
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -40,8 +60,11 @@ _POLL_SECS = 0.05
 class MetricsListener:
     """Started and stopped with the server; ``port`` is the bound one (``0`` picks a free one)."""
 
-    def __init__(self, metrics: Metrics, host: str, port: int, *, reuse_port: bool = False) -> None:
+    def __init__(
+        self, metrics: Metrics, host: str, port: int, *, reuse_port: bool = False, console: Console | None = None
+    ) -> None:
         self._metrics = metrics
+        self.console = console
         self.host = host
         self.port = port
         self._reuse_port = reuse_port
@@ -50,8 +73,12 @@ class MetricsListener:
         self._server: ThreadingWSGIServer | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
+    def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Serve; ``loop`` (the proxy's) runs the console's store reads (no loop: no console)."""
         app = make_wsgi_app(self._metrics.scrape_registry())
+        if self.console is not None and loop is not None:
+            self.console.bind(loop)
+            app = _with_console(app, self.console)
         try:
             family = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0][0]
             shape = {"address_family": family, "allow_reuse_port": self._reuse_port}

@@ -15,6 +15,7 @@ through Redis and metrics through ``PROMETHEUS_MULTIPROC_DIR``; each drains on i
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import math
 import os
@@ -26,6 +27,7 @@ from prometheus_client import multiprocess
 
 from proxy.edge.app import create_app
 from proxy.edge.connections import GuardedHttpProtocol, guarded_websocket_protocol
+from proxy.edge.console import Console
 from proxy.edge.metrics_listener import MetricsListener
 from proxy.edge.routes import Readiness
 from proxy.observe.metrics import Metrics
@@ -50,7 +52,7 @@ class DrainingServer(uvicorn.Server):
         self._sockets = sockets
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
-        self.metrics.start()
+        self.metrics.start(asyncio.get_running_loop())
         try:
             await super().serve(sockets or self._sockets)
         finally:
@@ -89,7 +91,10 @@ def build_server(settings: Settings, readiness: Readiness | None = None) -> Drai
         timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout),
         timeout_keep_alive=75,
     )
-    listener = MetricsListener(series, settings.metrics_host, settings.metrics_port, reuse_port=settings.reuse_port)
+    console = Console(app.state.console, settings.console_admin_key_sha256)
+    listener = MetricsListener(
+        series, settings.metrics_host, settings.metrics_port, reuse_port=settings.reuse_port, console=console
+    )
     sockets = [shared_socket(settings.host, settings.port)] if settings.reuse_port else None
     return DrainingServer(config, ready, listener, sockets)
 

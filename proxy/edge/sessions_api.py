@@ -38,7 +38,7 @@ from proxy.session.base import FIELDS, SessionState, SessionStore, StoreUnavaila
 from proxy.session.identity import session_key
 from proxy.session.timeline import Listed, TimelinePage
 
-__all__ = ["SCAN_LIMIT", "describe", "listed", "session_routes"]
+__all__ = ["SCAN_LIMIT", "describe", "listed", "scan", "session_routes"]
 
 SESSIONS_PATH = "/v1/loopwarden/sessions"
 SESSION_PATH = "/v1/loopwarden/sessions/{session_id:str}"
@@ -203,7 +203,7 @@ def session_routes(
         wanted = {"state": running, "termination": reason, "policy": policy, "client": client}
         since_ms = int(since * 1000) if since is not None else None
         try:
-            page, after = await _scan(store, namespace, before, limit, wanted, since_ms, time.time())
+            page, after = await scan(store, namespace, before, limit, wanted, since_ms, time.time())
         except StoreUnavailable:
             raise ServiceUnavailable("Session state is unavailable; try again shortly.") from None
         return {
@@ -247,7 +247,7 @@ def session_routes(
     return [session_options, list_sessions, inspect_session, session_events, reset_session, grant_budgets]
 
 
-async def _scan(
+async def scan(
     store: SessionStore,
     namespace: str,
     before: tuple[int, str] | None,
