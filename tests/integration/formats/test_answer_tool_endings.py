@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.assertions import summary_of
 from tests.support.formats import Tool
 from tests.support.turns import Turn, calling, turn
 
@@ -35,7 +36,9 @@ def test_a_free_text_answer_tool_gets_the_summary_as_its_call(wire_format, proxy
 
     assert answer.headers["x-loopwarden-terminated"] == "reasoning_only"
     assert answer.stop == wire_format.calls_stop
-    assert [(c.name, c.arguments) for c in answer.calls] == [("final_answer", {"answer": SUMMARY})]
+    assert [(c.name, {"answer": summary_of(c.arguments["answer"])}) for c in answer.calls] == [
+        ("final_answer", {"answer": SUMMARY})
+    ]
     assert wire_format.sent(-1).tool_choice == wire_format.none_choice
 
 

@@ -8,6 +8,7 @@ import itertools
 
 import pytest
 
+from tests.support.assertions import summary_of
 from tests.support.fake_upstream import judge_prompt, judged
 from tests.support.formats import Tool
 from tests.support.turns import Call, Turn, calling, turn
@@ -55,7 +56,7 @@ def test_reasoning_only_forever_ends_gracefully_after_three_strikes(wire_format,
     assert answer.headers["x-loopwarden-terminated"] == "reasoning_only"
     assert answer.headers["x-loopwarden-interventions"] == "reasoning_nudge,reasoning_nudge"
     assert answer.stop == wire_format.text_stop
-    assert answer.text == "Found: nothing yet. Missing: the figure. Next: search INSEE."
+    assert summary_of(answer.text) == "Found: nothing yet. Missing: the figure. Next: search INSEE."
     assert answer.id.startswith(wire_format.own_id)
     assert len(fake.requests) == 4
 
@@ -71,7 +72,7 @@ def test_the_same_call_forever_ends_gracefully_within_block_at(wire_format, prox
 
     assert last.headers["x-loopwarden-terminated"] == "loop"
     assert turns <= 5
-    assert last.text == "Lyon: ~520k. Missing: a source."
+    assert summary_of(last.text) == "Lyon: ~520k. Missing: a source."
 
 
 def test_a_step_budget_ends_the_session_with_a_summary(wire_format, make_proxy, fake, write_policies):
@@ -82,7 +83,7 @@ def test_a_step_budget_ends_the_session_with_a_summary(wire_format, make_proxy, 
 
     assert last.headers["x-loopwarden-terminated"] == "budget_steps"
     assert turns == 2  # one agent call, then the call that would use the last step is the ending
-    assert last.text == "Found: one page. Missing: the figure. Next: INSEE."
+    assert summary_of(last.text) == "Found: one page. Missing: the figure. Next: INSEE."
     assert last.id.startswith(wire_format.own_id)
     assert wire_format.sent(-1).tool_choice == wire_format.none_choice
 
