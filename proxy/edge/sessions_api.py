@@ -51,15 +51,15 @@ _BATCH = 100
 Limit = Annotated[int, QueryParameter(ge=1, le=100, description="Items per page.")]
 Cursor = Annotated[str | None, QueryParameter(description="The `next_cursor` of the previous page.")]
 _EPOCH_END = 1e11
-"""Epoch seconds past any real time (year 5138): bounds ``since``/``until`` to numbers."""
-Since = Annotated[
-    float | None,
-    QueryParameter(ge=0, le=_EPOCH_END, description="Only sessions last seen at or after (epoch seconds)."),
-]
-Until = Annotated[
-    float | None,
-    QueryParameter(ge=0, le=_EPOCH_END, description="Only sessions last seen at or before (epoch seconds)."),
-]
+"""Epoch seconds past any real time (year 5138): ``since``/``until`` are clamped to 0 .. this,
+so any number is a time (a negative ``until`` matches nothing, a huge ``since`` too)."""
+Since = Annotated[float | None, QueryParameter(description="Only sessions last seen at or after (epoch seconds).")]
+Until = Annotated[float | None, QueryParameter(description="Only sessions last seen at or before (epoch seconds).")]
+
+
+def _epoch_ms(seconds: float) -> int:
+    """Epoch seconds as milliseconds, clamped to 0 .. :data:`_EPOCH_END` (NaN: 0)."""
+    return int(min(max(seconds, 0.0), _EPOCH_END) * 1000) if seconds == seconds else 0
 
 
 def session_routes(
@@ -198,10 +198,10 @@ def session_routes(
         namespace = caller(request).namespace
         before = _session_cursor(cursor) if cursor else None
         if until is not None:
-            last = (int(until * 1000), "\U0010ffff")  # every id at that millisecond
+            last = (_epoch_ms(until), "\U0010ffff")  # every id at that millisecond
             before = last if before is None else min(before, last)
         wanted = {"state": running, "termination": reason, "policy": policy, "client": client}
-        since_ms = int(since * 1000) if since is not None else None
+        since_ms = _epoch_ms(since) if since is not None else None
         try:
             page, after = await scan(store, namespace, before, limit, wanted, since_ms, time.time())
         except StoreUnavailable:

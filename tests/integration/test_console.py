@@ -155,7 +155,7 @@ def test_the_session_page_shows_the_card_then_the_timeline_in_order(page, proxy,
     numbers = [int(text.lstrip("#")) for text in page.locator("#timeline .seq").all_inner_texts()]
     kinds = page.locator("#timeline .kind").all_inner_texts()
     assert numbers == list(range(len(kinds)))
-    assert kinds == ["step", "intervention"]
+    assert kinds == ["step", "intervention", "ending"]
     assert page.locator("#timeline .k-step .tool").all_inner_texts() == ["get_weather"]
 
 

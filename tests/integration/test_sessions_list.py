@@ -150,6 +150,18 @@ def test_the_list_is_filtered_by_time(tenants, upstream):
     assert ids(listing(tenants, ACME, until=item["last_seen"] - 1)) == []
 
 
+@pytest.mark.parametrize(
+    ("query", "listed"),
+    [({"since": -1e300}, ["s1"]), ({"until": 1e300}, ["s1"]), ({"until": -5}, []), ({"since": 1e300}, [])],
+    ids=["since-before-time", "until-after-time", "until-before-time", "since-after-time"],
+)
+def test_any_number_is_a_time_clamped_to_the_epochs_range(tenants, upstream, query, listed):
+    upstream.script(Json(chat_completion()))
+    call(tenants, ACME, "s1")
+
+    assert ids(listing(tenants, ACME, **query)) == listed
+
+
 def test_the_list_pages_by_an_opaque_cursor(tenants, upstream):
     upstream.script(*[Json(chat_completion())] * 3)
     for session in ("s1", "s2", "s3"):

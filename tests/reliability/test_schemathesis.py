@@ -34,6 +34,13 @@ CONFIG = f"""
 [checks]
 negative_data_rejection.enabled = false
 
+# A cursor is opaque: one the API did not give is refused (400) by design, and schemathesis
+# cannot make the API's own, so "schema-valid data is accepted" does not hold for the two
+# paged lists; every other check still runs on them.
+[[operations]]
+include-path-regex = "^/v1/loopwarden/sessions(/[^/]+/events)?$"
+checks.positive_data_acceptance.enabled = false
+
 [auth.openapi.bearer]
 bearer = "{KEY}"
 
