@@ -368,12 +368,19 @@ def describe(session_id: str, state: SessionState, policy: Policy, now: float) -
             for name, value in sorted(state.values.items())
             if name.startswith(CALL_COUNT_PREFIX) and value.isdigit()
         },
+        "run": _run(state),
         "termination": state.termination,
         "goal": _goal(state, policy),
         "policy": policy.name,
         "budget_remaining": remaining(state, policy, now).header(),
         "grants": granted(state, policy),
     }
+
+
+def _run(state: SessionState) -> int:
+    """The session's run (1 until an ending is followed by a new instruction or conversation)."""
+    value = state.values.get(FIELDS.RUN, "")
+    return int(value) if value.isdigit() and int(value) > 0 else 1
 
 
 def _goal(state: SessionState, policy: Policy) -> dict[str, Any] | None:

@@ -100,6 +100,21 @@ def test_a_new_run_starts_its_strikes_afresh_and_carries_the_sessions_steps_on(m
     assert (described.json()["steps"], described.json()["termination"]) == (6, None)  # 4 before, 2 in the new run
 
 
+def test_the_sessions_api_shows_which_run_a_session_is_in(make_proxy, upstream, store_settings):
+    proxy, session = make_proxy(**store_settings), f"runs-{uuid.uuid4().hex}"
+    client = sdk(proxy, session)
+    history = ended_by_empty_replies(client, upstream)
+    upstream.script(Json(chat_completion("Paris: 21 °C.")))
+    url, auth = f"{proxy.base_url}/loopwarden/sessions/{session}", {"Authorization": "Bearer sk-p"}
+    ended = httpx.get(url, headers=auth).json()["run"]
+
+    client.chat.completions.create(
+        model="m", messages=[*history, {"role": "user", "content": "Try once more."}], tools=TOOLS
+    )
+
+    assert (ended, httpx.get(url, headers=auth).json()["run"]) == (1, 2)
+
+
 def test_a_spent_budget_ends_the_new_run_at_once_naming_the_budget(make_proxy, upstream, write_policies):
     proxy = make_proxy(policies_dir=str(write_policies(default="max_steps: 5\n")))
     client = sdk(proxy, f"runs-{uuid.uuid4().hex}")
