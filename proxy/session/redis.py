@@ -414,9 +414,7 @@ class RedisStore:
 
     async def sessions(self, namespace: str, before: tuple[int, str] | None, count: int) -> list[Listed]:
         """After this process's commits and their index writes: a client lists what it just did."""
-        while self._unconfirmed:
-            await asyncio.wait(list(self._unconfirmed))
-        await self._lists.drain()
+        await self.settled()
         return await self._lists.sessions(namespace, before, count)
 
     async def ping(self) -> None:
