@@ -16,7 +16,8 @@ type error, not a verdict silently ignored or a failure at run time.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from proxy.exchange import Reply, Turn, Usage
 
@@ -33,6 +34,7 @@ __all__ = [
     "RequestVerdict",
     "Rewrite",
     "Verdict",
+    "decided_by",
     "verdict_name",
     "verdict_reason",
 ]
@@ -78,6 +80,9 @@ class Amend:
     """Tool call id → text appended to that tool result before it goes upstream."""
     drop_tools: tuple[str, ...] = ()
     """Tools removed from the request's ``tools`` before it goes upstream."""
+    guard: str = field(default="", compare=False)
+    """The guard that decided (``tool_loop``, ``budget``, ``goal``, …): set by the pipeline,
+    which knows who returned the verdict, for the metrics, the timeline and the console."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +99,9 @@ class Nudge:
     """The session's ending when this nudge is due but the request has no attempt left: the
     strike's own name for a guard whose strikes name the ending (``empty_response``)."""
     seen: tuple[Observation, ...] = ()
+    guard: str = field(default="", compare=False)
+    """The guard that decided (``tool_loop``, ``budget``, ``goal``, …): set by the pipeline,
+    which knows who returned the verdict, for the metrics, the timeline and the console."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +110,9 @@ class Rewrite:
     reason: str
     reply: Reply
     """What the agent receives instead: a neutral reply its request's wire format renders."""
+    guard: str = field(default="", compare=False)
+    """The guard that decided (``tool_loop``, ``budget``, ``goal``, …): set by the pipeline,
+    which knows who returned the verdict, for the metrics, the timeline and the console."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +130,9 @@ class Finalize:
     evidence: str = field(default="", compare=False)
     """The evidence in one line for the person reading the ending's notice: tool names and
     counts only, never message contents (arguments, results, a judge's words)."""
+    guard: str = field(default="", compare=False)
+    """The guard that decided (``tool_loop``, ``budget``, ``goal``, …): set by the pipeline,
+    which knows who returned the verdict, for the metrics, the timeline and the console."""
 
 
 RequestVerdict = Pass | Amend | Nudge | Finalize
@@ -143,3 +157,14 @@ def verdict_reason(verdict: Verdict | None) -> str:
     if isinstance(verdict, Finalize):
         return verdict.detail
     return verdict.reason if isinstance(verdict, Nudge | Rewrite | Amend) else ""
+
+
+_Decided = TypeVar("_Decided", bound=Verdict)
+
+
+def decided_by(verdict: _Decided, guard: str) -> _Decided:
+    """``verdict`` with the guard that returned it named (a Pass names none; a verdict that
+    already names its guard keeps it, e.g. a nudge goal mode passed on)."""
+    if isinstance(verdict, Pass) or verdict.guard:
+        return verdict
+    return replace(verdict, guard=guard)

@@ -9,6 +9,7 @@ used by :mod:`proxy.streaming.holdback`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -20,7 +21,7 @@ from proxy.schemas.compiled import CompiledSchema, compiled
 from proxy.session.base import SessionState
 from proxy.verdict import ReplyVerdict, RequestVerdict
 
-__all__ = ["GuardContext", "RequestGuard", "ResponseGuard"]
+__all__ = ["GuardContext", "RequestGuard", "ResponseGuard", "guard_name"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +80,13 @@ class ResponseGuard(Protocol):
         until the reply is complete: a guard that subclasses this protocol and says nothing
         is correct on streams, and fast once it says what it needs."""
         return Channel.ALL
+
+
+def guard_name(guard: RequestGuard | ResponseGuard) -> str:
+    """How metrics, the timeline and the console name a guard: its ``name`` if it has one,
+    else its class's name in snake case without ``Guard`` (``ToolLoopGuard`` → ``tool_loop``)."""
+    named = getattr(guard, "name", None)
+    if isinstance(named, str) and named:
+        return named
+    words = re.findall(r"[A-Z][a-z0-9]*", type(guard).__name__.removesuffix("Guard"))
+    return "_".join(word.lower() for word in words) or type(guard).__name__.lower()

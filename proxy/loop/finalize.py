@@ -286,7 +286,8 @@ class Endings:
         delta.assign(FIELDS.ENDING_WIRE, request.wire.name)
         delta.assign(FIELDS.RUN_SAID, instruction_mark(request.conversation))
         notes.terminated = verdict.reason
-        delta.event("ending", round(now * 1000), reason=verdict.reason, notice=notice, summary_via=ending.via)
+        guard, via = verdict.guard, ending.via
+        delta.event("ending", round(now * 1000), reason=verdict.reason, guard=guard, notice=notice, summary_via=via)
         self._metrics.terminations.labels(request.tenant, request.policy.name, verdict.reason).inc()
         self._tracing.event("loopwarden.termination", {"reason": verdict.reason, "summary_via": ending.via})
         log_event(

@@ -22,7 +22,7 @@ from proxy.books.pricing import PriceTable
 from proxy.errors import ProxyError
 from proxy.exchange import Channel, Reply, Turn
 from proxy.goal.keeper import GoalKeeper, GoalRun, GoalStrip
-from proxy.guards.base import RequestGuard, ResponseGuard
+from proxy.guards.base import RequestGuard, ResponseGuard, guard_name
 from proxy.guards.fingerprint import remember_calls
 from proxy.loop.answer import Answer, Failed, Passed, Tried, Unusable, Written, client_stream, render
 from proxy.loop.attempts import Attempts
@@ -48,8 +48,7 @@ from proxy.verdict import (
     ReplyVerdict,
     Rewrite,
     Verdict,
-    verdict_name,
-    verdict_reason,
+    decided_by,
 )
 
 __all__ = ["Pipeline"]
@@ -80,15 +79,15 @@ class Pipeline:
         self._upstream = upstream
         self._store = store
         self._metrics = metrics
-        self._request_guards = tuple(request_guards)
-        self._response_guards = tuple(response_guards)
+        self._request_guards = tuple((guard_name(guard), guard) for guard in request_guards)
+        self._response_guards = tuple((guard_name(guard), guard) for guard in response_guards)
         self._clock = clock
         self._prices = prices or PriceTable({})
         self._ledger = Ledger(store, metrics, self._prices, clock, ending_wait_secs)
         self._endings = Endings(upstream, self._ledger, metrics, self._tracing, formats, clock)
         self._goals = GoalKeeper(metrics)
         self._steps = StepLog(metrics, self._tracing, log_contents=log_contents, recorder=recorder)
-        self._attempts = Attempts(upstream, self._ledger, metrics, self._response_guards)
+        self._attempts = Attempts(upstream, self._ledger, metrics, tuple(guard for _, guard in self._response_guards))
 
     async def resume(self, chains: Chaining | None, namespace: str, payload: dict[str, Any]) -> ChainPoint:
         """Where a request that continues a stored response goes on, asked by the edge before
@@ -183,15 +182,16 @@ class Pipeline:
                 stripped = flight.goal.stripped if flight.goal is not None else None
                 return Passed(tried) if stripped is None else self._stripped(flight, tried, stripped)
             if isinstance(verdict, Rewrite):
-                self._steps.intervention(request, verdict.kind, verdict.reason, notes, attempt, delta)
+                self._steps.intervention(request, verdict, notes, attempt, delta)
                 return Written(request.wire.codec.render_reply(verdict.reply))
             self._strike(verdict.strike, delta)
             if isinstance(verdict, Finalize):
                 return verdict
             if attempt >= flight.allowed:
                 evidence = f"the model kept failing ({verdict.kind}) for all {attempt} attempts of one request"
-                return Finalize(verdict.exhausted, f"the model kept failing: {verdict.reason}", evidence=evidence)
-            self._steps.intervention(request, verdict.kind, verdict.reason, notes, attempt, delta)
+                detail = f"the model kept failing: {verdict.reason}"
+                return Finalize(verdict.exhausted, detail, evidence=evidence, guard=verdict.guard)
+            self._steps.intervention(request, verdict, notes, attempt, delta)
             flight.retries[verdict.kind] += 1
             ending = await self._continue(flight, verdict.turns)
             if ending is not None:
@@ -227,17 +227,17 @@ class Pipeline:
         """The request guards, before the first attempt: amend, nudge, or end (None: go on)."""
         request, delta, notes = flight.request, flight.delta, flight.notes
         context = flight.context(flight.state)
-        for asked in (guard.check_request(context) for guard in self._request_guards):
+        for asked in (decided_by(guard.check_request(context), name) for name, guard in self._request_guards):
             if isinstance(asked, Pass):
                 self._apply(asked, request, delta, notes)
             elif not flight.enforce:
                 self._shadow(asked, request, delta, notes)
             elif isinstance(asked, Amend):
-                self._steps.intervention(request, asked.kind, asked.reason, notes, 0, delta)
+                self._steps.intervention(request, asked, notes, 0, delta)
                 flight.payload = request.wire.codec.amended(flight.payload, asked.tool_notes, asked.drop_tools)
             elif isinstance(asked, Nudge):
                 self._strike(asked.strike, delta)
-                self._steps.intervention(request, asked.kind, asked.reason, notes, 0, delta)
+                self._steps.intervention(request, asked, notes, 0, delta)
                 flight.extra.extend(asked.turns)
             else:
                 self._strike(asked.strike, delta)
@@ -296,9 +296,9 @@ class Pipeline:
         if isinstance(decision, GoalStrip):
             tried.reply = decision.reply
             return None
-        nudge = decision.nudge
+        nudge = decided_by(decision.nudge, "goal")
         if not decision.tool_round:
-            self._steps.intervention(request, nudge.kind, nudge.reason, notes, attempt, delta)
+            self._steps.intervention(request, nudge, notes, attempt, delta)
         flight.allowed += 1
         context = flight.context(delta.applied_to(state))
         self._steps.step(Step(request, context, attempt, tried.reply, nudge, tried.latency, notes), delta)
@@ -310,11 +310,11 @@ class Pipeline:
         request, delta, notes, enforce = flight.request, flight.delta, flight.notes, flight.enforce
         context = flight.context(delta.applied_to(flight.state))
         verdicts: list[ReplyVerdict] = []
-        for guard in self._response_guards:
+        for name, guard in self._response_guards:
             given = guard.check_reply(tried.reply, context)
             # Awaited only when the guard needed I/O to decide (the judge): no coroutine per guard.
             verdict = given if isinstance(given, (Pass, Nudge, Rewrite, Finalize)) else await given
-            verdicts.append(verdict)
+            verdicts.append(decided_by(verdict, name))
             if enforce and not isinstance(verdict, Pass):
                 break
         for decided in verdicts:
@@ -343,10 +343,10 @@ class Pipeline:
         flight.extra.extend(turns)
         request, state, delta, notes = flight.request, flight.state, flight.delta, flight.notes
         context = flight.context(delta.applied_to(state), retries=False)
-        for guard in self._request_guards:
+        for name, guard in self._request_guards:
             verdict = guard.check_request(context)
             if isinstance(verdict, Finalize):
-                return verdict
+                return decided_by(verdict, name)
         refused = await self._ledger.reserve(request, delta, notes, flight.limits)
         return _refused(refused) if refused else None
 
@@ -361,7 +361,7 @@ class Pipeline:
         """Shadow mode: count and log the decision, keep strikes as enforce would, change nothing."""
         if isinstance(verdict, Nudge | Finalize):
             self._strike(verdict.strike, delta)
-        self._steps.shadow(request, verdict_name(verdict), verdict_reason(verdict), notes, delta)
+        self._steps.shadow(request, verdict, notes, delta)
 
     @staticmethod
     def _strike(strike: str | None, delta: SessionDelta) -> None:
@@ -391,4 +391,4 @@ def _refused(limit: str) -> Finalize:
     a budget (room for the ending kept) is the ending."""
     what = limit.removeprefix("budget_")
     detail = f"a further call would use the last of the session's {what} budget"
-    return Finalize(limit, detail, evidence=detail)
+    return Finalize(limit, detail, evidence=detail, guard="budget")

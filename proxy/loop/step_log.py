@@ -24,7 +24,7 @@ from proxy.observe.metrics import Metrics
 from proxy.observe.tracing import Tracing
 from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import SessionDelta, SessionState
-from proxy.verdict import JudgeCall, PermissionCheck, Verdict, verdict_name
+from proxy.verdict import Amend, JudgeCall, Nudge, PermissionCheck, Rewrite, Verdict, verdict_name, verdict_reason
 
 __all__ = ["CONTENT_CHARS", "StepLog", "chat_attributes", "response_headers", "usage_attributes"]
 
@@ -140,28 +140,44 @@ class StepLog:
                 )
 
     def intervention(
-        self, request: AgentRequest, kind: str, reason: str, notes: RequestNotes, attempt: int, delta: SessionDelta
+        self,
+        request: AgentRequest,
+        verdict: Amend | Nudge | Rewrite,
+        notes: RequestNotes,
+        attempt: int,
+        delta: SessionDelta,
     ) -> None:
+        """A decision the pipeline acted on: the deciding guard and the kind of intervention
+        (``action`` in the timeline, whose events have a kind of their own)."""
+        guard, kind, reason = verdict.guard, verdict.kind, verdict.reason
         notes.interventions.append(kind)
-        delta.event("intervention", _now_ms(), guard=kind, reason=reason, attempt=attempt, shadow=False)
-        self._decision(self._metrics.interventions, "intervention", request, kind, reason, attempt=attempt)
+        delta.event("intervention", _now_ms(), guard=guard, action=kind, reason=reason, attempt=attempt, shadow=False)
+        self._decision(self._metrics.interventions, "intervention", request, guard, kind, reason, attempt=attempt)
 
-    def shadow(self, request: AgentRequest, kind: str, reason: str, notes: RequestNotes, delta: SessionDelta) -> None:
+    def shadow(self, request: AgentRequest, verdict: Verdict, notes: RequestNotes, delta: SessionDelta) -> None:
+        """A decision shadow mode counted and left alone."""
+        kind, reason, guard = verdict_name(verdict), verdict_reason(verdict), getattr(verdict, "guard", "")
         notes.shadow.append(kind)
-        delta.event("intervention", _now_ms(), guard=kind, reason=reason, shadow=True)
-        self._decision(self._metrics.shadow_decisions, "shadow_decision", request, kind, reason)
+        delta.event("intervention", _now_ms(), guard=guard, action=kind, reason=reason, shadow=True)
+        self._decision(self._metrics.shadow_decisions, "shadow_decision", request, guard, kind, reason)
 
     def flag(self, request: AgentRequest, flag: str, notes: RequestNotes) -> None:
         notes.flags.append(flag)
-        self._decision(self._metrics.flags, "flag", request, flag, "passed despite a problem")
+        self._metrics.of(self._metrics.flags, request.tenant, request.policy.name, flag).inc()
+        self._logged("flag", request, "", flag, "passed despite a problem")
 
     def _decision(
-        self, counter: Counter, event: str, request: AgentRequest, kind: str, reason: str, **extra: object
+        self, counter: Counter, event: str, request: AgentRequest, guard: str, kind: str, reason: str, **extra: object
     ) -> None:
-        """One decision: a metric sample (bounded labels) and a log line (with the session)."""
-        self._metrics.of(counter, request.tenant, request.policy.name, kind).inc()
-        log_event(event, {**request.log_fields(), "kind": kind, "reason": reason, **extra})
-        self._tracing.event(f"loopwarden.{event}", {"kind": kind, "reason": reason})
+        """One decision: a metric sample (bounded labels: the guard and the kind) and a log line."""
+        self._metrics.of(counter, request.tenant, request.policy.name, guard, kind).inc()
+        self._logged(event, request, guard, kind, reason, **extra)
+
+    def _logged(self, event: str, request: AgentRequest, guard: str, kind: str, reason: str, **extra: object) -> None:
+        """The decision's log line (with the session) and trace event."""
+        named = {"guard": guard} if guard else {}
+        log_event(event, {**request.log_fields(), **named, "kind": kind, "reason": reason, **extra})
+        self._tracing.event(f"loopwarden.{event}", {**named, "kind": kind, "reason": reason})
 
 
 def response_headers(

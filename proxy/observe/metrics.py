@@ -90,8 +90,8 @@ class Metrics:
         )
         self.interventions = Counter(
             "loopwarden_interventions",
-            "Guard interventions that changed traffic, by kind.",
-            ["tenant", "policy", "kind"],
+            "Guard interventions that changed traffic, by the guard that decided and the kind of intervention.",
+            ["tenant", "policy", "guard", "kind"],
             registry=self.registry,
         )
         self.terminations = Counter(
@@ -102,8 +102,8 @@ class Metrics:
         )
         self.shadow_decisions = Counter(
             "loopwarden_shadow_decisions",
-            "Decisions taken in shadow mode (counted, not enforced), by kind.",
-            ["tenant", "policy", "kind"],
+            "Decisions taken in shadow mode (counted, not enforced), by guard and kind.",
+            ["tenant", "policy", "guard", "kind"],
             registry=self.registry,
         )
         self.flags = Counter(

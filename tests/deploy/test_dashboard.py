@@ -90,7 +90,7 @@ def test_tenant_and_policy_are_template_variables_allowing_several_and_all(varia
     [
         pytest.param("loopwarden_terminations_total", {"tenant", "policy", "reason"}, id="ending-reasons"),
         pytest.param("loopwarden_judge_errors_total", {"cause"}, id="judge-errors"),
-        pytest.param("loopwarden_interventions_total", {"kind"}, id="interventions-per-guard"),
+        pytest.param("loopwarden_interventions_total", {"guard"}, id="interventions-per-guard"),
         pytest.param("loopwarden_budget_grants_total", {"budget"}, id="budget-grants"),
     ],
 )

@@ -108,7 +108,8 @@ def test_shadow_mode_counts_the_decision_and_leaves_the_reply_alone(make_proxy, 
     assert raw.headers["x-loopwarden-interventions"] == "none"
     assert len(upstream.requests) == 1
     metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
-    assert 'loopwarden_shadow_decisions_total{kind="empty_nudge",policy="default",tenant="default"} 1.0' in metrics
+    series = 'guard="empty_reply",kind="empty_nudge",policy="default",tenant="default"'
+    assert f"loopwarden_shadow_decisions_total{{{series}}} 1.0" in metrics
 
 
 def test_a_fresh_opening_starts_a_new_run_with_no_strikes(proxy, upstream):

@@ -208,5 +208,6 @@ def test_shadow_mode_reports_the_loop_but_changes_nothing(make_proxy, upstream, 
     assert turns == 7
     assert "x-loopwarden-terminated" not in last.headers
     metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
-    assert 'loopwarden_shadow_decisions_total{kind="loop_warning",policy="default",tenant="default"}' in metrics
+    series = 'guard="tool_loop",kind="loop_warning",policy="default",tenant="default"'
+    assert f"loopwarden_shadow_decisions_total{{{series}}}" in metrics
     assert 'kind="finalize_loop"' in metrics

@@ -88,22 +88,22 @@ def sample(metrics: str, name: str, **labels: str) -> float:
     raise AssertionError(f"no sample {name}{labels}")
 
 
-INTERVENTIONS = [
-    "empty_nudge",
-    "reasoning_nudge",
-    "permission_denied",
-    "tool_args_retry",
-    "judge_continue",
-    "schema_retry",
-]
+GUARD_OF = {
+    "empty_nudge": "empty_reply",
+    "reasoning_nudge": "reasoning_only",
+    "permission_denied": "permission",
+    "tool_args_retry": "tool_args",
+    "judge_continue": "premature_stop",
+    "schema_retry": "output_contract",
+}
+INTERVENTIONS = list(GUARD_OF)
 
 
 @pytest.mark.parametrize("kind", INTERVENTIONS)
-def test_every_intervention_has_its_counter(observed, kind):
-    assert (
-        sample(observed["metrics"], "loopwarden_interventions_total", kind=kind, policy="default", tenant="default")
-        == 1.0
-    )
+def test_every_intervention_has_its_counter_by_guard_and_kind(observed, kind):
+    labels = {"guard": GUARD_OF[kind], "kind": kind, "policy": "default", "tenant": "default"}
+
+    assert sample(observed["metrics"], "loopwarden_interventions_total", **labels) == 1.0
 
 
 @pytest.mark.parametrize("kind", INTERVENTIONS)
@@ -111,7 +111,7 @@ def test_every_intervention_has_a_log_line_with_its_reason(observed, kind):
     lines = [line for line in observed["logs"] if line["event"] == "intervention" and line["kind"] == kind]
 
     assert len(lines) == 1
-    assert lines[0]["reason"]
+    assert (lines[0]["guard"], bool(lines[0]["reason"])) == (GUARD_OF[kind], True)
     assert lines[0]["session"].startswith("observed")
 
 
@@ -218,7 +218,15 @@ def test_endings_and_budget_notes_are_counted_and_logged(make_proxy, upstream, w
         == 1.0
     )
     assert (
-        sample(metrics, "loopwarden_interventions_total", kind="budget_note", policy="default", tenant="default") == 1.0
+        sample(
+            metrics,
+            "loopwarden_interventions_total",
+            guard="budget",
+            kind="budget_note",
+            policy="default",
+            tenant="default",
+        )
+        == 1.0
     )
     endings = [r for r in log_records if r.getMessage() == "termination"]
     assert [r.fields["reason"] for r in endings] == ["budget_steps"]

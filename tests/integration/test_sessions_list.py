@@ -223,7 +223,7 @@ def test_a_sessions_events_are_its_steps_and_interventions_oldest_first(tenants,
     assert [(e["seq"], e["kind"]) for e in timeline["data"]] == [(0, "step"), (1, "intervention"), (2, "step")]
     step, intervention = timeline["data"][0]["fields"], timeline["data"][1]["fields"]
     assert (step["attempt"], step["tokens_in"], step["verdict"]) == (1, 11, "empty_nudge")
-    assert intervention["guard"] == "empty_nudge"
+    assert (intervention["guard"], intervention["action"]) == ("empty_reply", "empty_nudge")
     assert (timeline["total"], timeline["dropped"], timeline["next_cursor"]) == (3, 0, None)
     assert "Here it is." not in str(timeline)  # no contents without content logging
 

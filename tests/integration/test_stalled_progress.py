@@ -104,7 +104,12 @@ def test_ever_new_queries_for_the_same_empty_result_end_with_no_progress_before_
     ]
     metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
     labels = {"policy": "default", "tenant": "default"}
-    assert sample(metrics, "loopwarden_interventions_total", kind="stalled_progress_nudge", **labels) == 1.0
+    assert (
+        sample(
+            metrics, "loopwarden_interventions_total", guard="stalled_progress", kind="stalled_progress_nudge", **labels
+        )
+        == 1.0
+    )
     assert sample(metrics, "loopwarden_terminations_total", reason="no_progress", **labels) == 1.0
 
 

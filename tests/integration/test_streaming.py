@@ -134,7 +134,8 @@ def test_shadow_mode_streams_without_holding_anything(make_proxy, upstream, writ
     assert text_of(chunks) == ""
     assert len(upstream.requests) == 1
     metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
-    assert 'loopwarden_shadow_decisions_total{kind="empty_nudge",policy="default",tenant="default"} 1.0' in metrics
+    series = 'guard="empty_reply",kind="empty_nudge",policy="default",tenant="default"'
+    assert f"loopwarden_shadow_decisions_total{{{series}}} 1.0" in metrics
 
 
 # -- each guard family, streamed -----------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.exchange import Note, Reply, Usage
-from proxy.verdict import PASS, Amend, Finalize, Nudge, Pass, Rewrite, verdict_name, verdict_reason
+from proxy.verdict import PASS, Amend, Finalize, Nudge, Pass, Rewrite, decided_by, verdict_name, verdict_reason
 
 CASES = [
     # the decision, its name, its reason
@@ -45,3 +45,28 @@ def test_verdicts_are_values_compared_by_what_they_say():
     assert Pass() == PASS
     with pytest.raises(AttributeError):
         PASS.flags = ("changed",)  # type: ignore[misc]
+
+
+DECIDED = [
+    pytest.param(Nudge("empty_nudge", "r", ()), id="nudge"),
+    pytest.param(Amend("loop_warning_result", "r", {}), id="amend"),
+    pytest.param(Rewrite("redact", "r", Reply("x", None, (), "stop", Usage())), id="rewrite"),
+    pytest.param(Finalize("loop", "d"), id="finalize"),
+]
+
+
+@pytest.mark.parametrize("verdict", DECIDED)
+def test_a_verdict_is_told_which_guard_decided_it(verdict):
+    assert decided_by(verdict, "tool_loop").guard == "tool_loop"
+
+
+def test_a_verdict_that_names_its_guard_keeps_it():
+    assert decided_by(Nudge("goal_continue", "r", (), guard="goal"), "tool_loop").guard == "goal"
+
+
+def test_a_pass_names_no_guard():
+    assert decided_by(PASS, "tool_loop") is PASS
+
+
+def test_the_deciding_guard_does_not_change_what_a_verdict_says():
+    assert decided_by(Finalize("loop", "d"), "tool_loop") == Finalize("loop", "d")

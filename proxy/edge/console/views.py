@@ -245,27 +245,34 @@ class Fleet:
     """(route, requests, mean seconds, p95 upper bound seconds)"""
 
 
+_COUNTED = {"loopwarden_terminations_total": "reason", "loopwarden_interventions_total": "guard"}
+"""The counters the fleet page shows, and the label it groups each by (besides tenant and policy)."""
+
+
 def fleet(registry: CollectorRegistry, tenants: tuple[str, ...] | None) -> Fleet:
     """Read the collectors' samples in-process: endings and interventions per tenant and
     policy (only ``tenants``; None: all), overhead per request (per route, every tenant's)."""
     seen = Fleet()
+    counted: dict[tuple[str, str, str, str], float] = {}
     buckets: dict[str, list[tuple[float, float]]] = {}
     sums: dict[str, float] = {}
     for family in registry.collect():
         for sample in family.samples:
             labels = sample.labels
-            if sample.name in ("loopwarden_terminations_total", "loopwarden_interventions_total"):
+            if sample.name in _COUNTED:
                 if tenants is not None and labels.get("tenant") not in tenants:
                     continue
-                what = labels.get("reason") if "reason" in labels else labels.get("kind", "")
-                row = (labels.get("tenant", ""), labels.get("policy", ""), what or "", sample.value)
-                target = seen.endings if sample.name.startswith("loopwarden_terminations") else seen.interventions
-                target.append(row)
+                label = _COUNTED[sample.name]  # an ending's reason; an intervention's guard (its kinds summed)
+                row = (sample.name, labels.get("tenant", ""), labels.get("policy", ""), labels.get(label, ""))
+                counted[row] = counted.get(row, 0.0) + sample.value
             elif sample.name == "loopwarden_overhead_seconds_bucket":
                 upper = float(labels["le"])
                 buckets.setdefault(labels.get("route", ""), []).append((upper, sample.value))
             elif sample.name == "loopwarden_overhead_seconds_sum":
                 sums[labels.get("route", "")] = sample.value
+    for (name, tenant, policy, what), count in counted.items():
+        target = seen.endings if name == "loopwarden_terminations_total" else seen.interventions
+        target.append((tenant, policy, what, count))
     if tenants is None or tenants:
         for route, counts in sorted(buckets.items()):
             counts.sort()

@@ -17,7 +17,7 @@ from proxy.observe.metrics import Metrics
 @pytest.fixture
 def listening() -> Iterator[MetricsListener]:
     metrics = Metrics()
-    metrics.of(metrics.interventions, "acme", "default", "tool_loop").inc()
+    metrics.of(metrics.interventions, "acme", "default", "tool_loop", "loop_warning").inc()
     listener = MetricsListener(metrics, "127.0.0.1", 0)
     listener.start()
     yield listener
@@ -29,7 +29,10 @@ def test_a_free_port_is_picked_and_the_exposition_served_there(listening):
 
     assert listening.port != 0
     assert response.status_code == 200
-    assert 'loopwarden_interventions_total{kind="tool_loop",policy="default",tenant="acme"} 1.0' in response.text
+    assert (
+        'loopwarden_interventions_total{guard="tool_loop",kind="loop_warning",policy="default",tenant="acme"} 1.0'
+        in response.text
+    )
 
 
 def test_a_port_in_use_is_a_listen_error_naming_the_address(listening):

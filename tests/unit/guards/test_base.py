@@ -6,6 +6,10 @@ from __future__ import annotations
 import pytest
 
 from proxy.exchange import Tool, ToolCall
+from proxy.guards.base import guard_name
+from proxy.guards.empty_reply import EmptyReplyGuard
+from proxy.guards.output_contract import OutputContractGuard
+from proxy.guards.tool_loop import ToolLoopGuard
 from proxy.policy.models import Policy
 from proxy.schemas.compiled import compiled
 from tests.unit.guards.given import context, conversation, reply
@@ -61,3 +65,20 @@ def test_the_requests_schema_compiled_at_the_edge_is_used_as_it_is():
     talk = conversation(output_schema=ANSWER, answer_schema=prepared)
 
     assert context(talk=talk).answer_schema(reply("{}")) is prepared
+
+
+class Named:
+    name = "house_rules"
+
+
+@pytest.mark.parametrize(
+    ("guard", "name"),
+    [
+        pytest.param(ToolLoopGuard(), "tool_loop", id="class-name-in-snake-case-without-guard"),
+        pytest.param(EmptyReplyGuard(), "empty_reply", id="two-words"),
+        pytest.param(OutputContractGuard(), "output_contract", id="the-output-contract"),
+        pytest.param(Named(), "house_rules", id="a-name-of-its-own-wins"),
+    ],
+)
+def test_a_guard_is_named_as_metrics_and_the_timeline_name_it(guard, name):
+    assert guard_name(guard) == name

@@ -519,3 +519,40 @@ async def test_a_request_cancelled_while_it_commits_still_writes_its_usage():
     state = await MemoryStore.load(store, request.session.key)
     assert state.steps == 1
     assert state.counter("tokens_in") == 11
+
+
+# -- who decided ------------------------------------------------------------------------------
+
+
+async def timeline_of(store: MemoryStore, key: str) -> list[tuple[str, dict]]:
+    page = await store.timeline(key, 0, 100)
+    return [(event.kind, dict(event.fields)) for _, event in page.events]
+
+
+async def test_an_intervention_names_the_guard_that_decided_and_what_it_did():
+    pipeline, store, new_request = make(Script(EMPTY, GOOD))
+
+    await pipeline.run(new_request())
+
+    [intervention] = [f for kind, f in await timeline_of(store, new_request().session.key) if kind == "intervention"]
+    assert (intervention["guard"], intervention["action"]) == ("empty_reply", "empty_nudge")
+
+
+async def test_an_ending_names_the_guard_whose_verdict_ended_the_run():
+    policy = Policy(max_attempts=2, empty_response_max_strikes=5)
+    pipeline, store, new_request = make(Script(EMPTY, EMPTY, GOOD), policy)
+
+    await pipeline.run(new_request())
+
+    [ending] = [f for kind, f in await timeline_of(store, new_request().session.key) if kind == "ending"]
+    assert (ending["reason"], ending["guard"]) == ("empty_response", "empty_reply")
+
+
+async def test_a_spent_budget_ending_is_the_budget_guards():
+    pipeline, store, new_request = make(Script(GOOD, GOOD, GOOD), Policy(max_steps=1))
+
+    await pipeline.run(new_request())
+    await pipeline.run(new_request())
+
+    endings = [f for kind, f in await timeline_of(store, new_request().session.key) if kind == "ending"]
+    assert [(f["reason"], f["guard"]) for f in endings] == [("budget_steps", "budget")]

@@ -3,6 +3,8 @@ metric sample and a log line per decision, what guards saw counted, and the resp
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from proxy.exchange import Reply, ToolCall, Usage
@@ -14,7 +16,7 @@ from proxy.observe.tracing import Tracing
 from proxy.policy.models import Policy, RecordingSettings
 from proxy.request import RequestNotes
 from proxy.session.base import SessionDelta, SessionState
-from proxy.verdict import JudgeCall, Pass, PermissionCheck
+from proxy.verdict import JudgeCall, Nudge, Pass, PermissionCheck
 from tests.support.agent_request import agent_request
 from tests.unit.guards.given import context
 
@@ -97,30 +99,42 @@ def test_the_budget_header_shows_what_remains_of_the_policys_budgets():
     assert sent[b"x-loopwarden-budget-remaining"] == b"steps=7"
 
 
+LOOP_WARNING = Nudge(kind="loop_warning", reason="x", turns=(), guard="tool_loop")
+
+
 @pytest.mark.parametrize(
-    ("decide", "noted", "metric"),
+    ("decide", "noted", "metric", "labels"),
     [
         pytest.param(
-            lambda log, n: log.intervention(REQUEST, "tool_loop", "x", n, 2, SessionDelta()),
+            lambda log, n: log.intervention(REQUEST, LOOP_WARNING, n, 2, SessionDelta()),
             "interventions",
             "interventions",
+            {"guard": "tool_loop"},
         ),
         pytest.param(
-            lambda log, n: log.shadow(REQUEST, "tool_loop", "x", n, SessionDelta()), "shadow", "shadow_decisions"
+            lambda log, n: log.shadow(REQUEST, LOOP_WARNING, n, SessionDelta()),
+            "shadow",
+            "shadow_decisions",
+            {"guard": "tool_loop"},
         ),
-        pytest.param(lambda log, n: log.flag(REQUEST, "tool_loop", n), "flags", "flags"),
+        pytest.param(lambda log, n: log.flag(REQUEST, "loop_warning", n), "flags", "flags", {}),
     ],
     ids=["intervention", "shadow", "flag"],
 )
-def test_each_decision_is_noted_counted_and_logged(decide, noted, metric, log_records):
+def test_each_decision_is_noted_counted_by_guard_and_kind_and_logged(decide, noted, metric, labels, log_records):
     metrics, happened = Metrics(), notes()
 
     decide(step_log(metrics), happened)
 
-    assert getattr(happened, noted) == ["tool_loop"]
-    assert count(metrics, f"loopwarden_{metric}_total", tenant="acme", policy="default", kind="tool_loop") == 1
+    assert getattr(happened, noted) == ["loop_warning"]
+    assert (
+        count(metrics, f"loopwarden_{metric}_total", tenant="acme", policy="default", kind="loop_warning", **labels)
+        == 1
+    )
     logged = [r for r in log_records if r.msg != "step"]
-    assert [(r.fields["kind"], r.fields["session"]) for r in logged] == [("tool_loop", REQUEST.session.id)]
+    assert [(r.fields.get("guard"), r.fields["kind"], r.fields["session"]) for r in logged] == [
+        (labels.get("guard"), "loop_warning", REQUEST.session.id)
+    ]
 
 
 def test_what_the_guards_saw_is_counted_by_kind():
@@ -235,15 +249,25 @@ def test_a_steps_event_keeps_the_reply_redacted_where_contents_are_kept(log_cont
     assert delta.events[0].fields["reply"] == "My key is [REDACTED]."
 
 
-def test_decisions_are_timeline_events_with_guard_and_reason():
+def test_decisions_are_timeline_events_with_guard_action_and_reason():
     delta = SessionDelta()
+    judged = Nudge(kind="judge_continue", reason="not done", turns=(), guard="premature_stop")
 
-    step_log().intervention(REQUEST, "tool_loop", "same call 3 times", notes(), 2, delta)
-    step_log().shadow(REQUEST, "judge", "not done", notes(), delta)
+    step_log().intervention(REQUEST, replace(LOOP_WARNING, reason="same call 3 times"), notes(), 2, delta)
+    step_log().shadow(REQUEST, judged, notes(), delta)
 
     assert [(e.kind, dict(e.fields)) for e in delta.events] == [
-        ("intervention", {"guard": "tool_loop", "reason": "same call 3 times", "attempt": 2, "shadow": False}),
-        ("intervention", {"guard": "judge", "reason": "not done", "shadow": True}),
+        (
+            "intervention",
+            {
+                "guard": "tool_loop",
+                "action": "loop_warning",
+                "reason": "same call 3 times",
+                "attempt": 2,
+                "shadow": False,
+            },
+        ),
+        ("intervention", {"guard": "premature_stop", "action": "judge_continue", "reason": "not done", "shadow": True}),
     ]
 
 

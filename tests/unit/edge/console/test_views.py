@@ -95,7 +95,8 @@ def metrics() -> Metrics:
     series.terminations.labels("acme", "default", "loop").inc(3)
     series.terminations.labels("acme", "strict", "budget_steps").inc()
     series.terminations.labels("other", "default", "loop").inc()
-    series.of(series.interventions, "acme", "default", "tool_loop").inc(2)
+    series.of(series.interventions, "acme", "default", "tool_loop", "loop_warning").inc(2)
+    series.of(series.interventions, "acme", "default", "tool_loop", "loop_warning_result").inc()
     series.overhead.labels("chat.completions").observe(0.002)
     series.overhead.labels("chat.completions").observe(0.004)
     return series
@@ -109,8 +110,8 @@ def test_the_fleet_counts_endings_per_tenant_policy_and_reason(metrics):
     ]
 
 
-def test_the_fleet_counts_interventions_per_guard(metrics):
-    assert fleet(metrics.registry, None).interventions == [("acme", "default", "tool_loop", 2.0)]
+def test_the_fleet_counts_interventions_per_guard_summing_its_kinds(metrics):
+    assert fleet(metrics.registry, None).interventions == [("acme", "default", "tool_loop", 3.0)]
 
 
 def test_a_tenant_sees_only_its_own_counts(metrics):
