@@ -315,12 +315,11 @@ class Pipeline:
             # Awaited only when the guard needed I/O to decide (the judge): no coroutine per guard.
             verdict = given if isinstance(given, (Pass, Nudge, Rewrite, Finalize)) else await given
             verdicts.append(decided_by(verdict, name))
+            if verdict is not PASS:  # the common verdict: nothing spent, nothing seen
+                self._ledger.charge_guard(request, delta, verdict)
+                self._steps.observed(request, name, verdict, delta)
             if enforce and not isinstance(verdict, Pass):
                 break
-        for decided in verdicts:
-            if decided is not PASS:  # the common verdict: nothing spent, nothing seen
-                self._ledger.charge_guard(request, delta, decided)
-                self._steps.observed(request, decided, delta)
         last = verdicts[-1] if verdicts else None
         decision = None if not enforce or last is None or isinstance(last, Pass) else last
         if enforce:

@@ -119,9 +119,10 @@ class StepLog:
         if upstream_attempts > 1:
             delta.event("retry", _now_ms(), attempt=attempt, upstream_attempts=upstream_attempts, status=status)
 
-    def observed(self, request: AgentRequest, verdict: Verdict | None, delta: SessionDelta) -> None:
-        """Count what a guard saw on the way to its verdict (guards write no metrics); a judge
-        call is also a timeline event."""
+    def observed(self, request: AgentRequest, guard: str, verdict: Verdict | None, delta: SessionDelta) -> None:
+        """Count what ``guard`` saw on the way to its verdict (guards write no metrics); a judge
+        call is also a timeline event, naming the guard that asked (its question: the completion
+        judge's "did it finish?", the progress judge's "is it getting anywhere?")."""
         for seen in getattr(verdict, "seen", ()):
             policy, metrics = request.policy.name, self._metrics
             if isinstance(seen, PermissionCheck):
@@ -134,9 +135,15 @@ class StepLog:
                 if seen.error is not None:
                     metrics.judge_errors.labels(policy, seen.error).inc()
                 latency_ms = round(seen.latency * 1000, 3) if seen.latency is not None else None
-                guard = verdict_name(verdict) if verdict is not None else None
+                then = verdict_name(verdict) if verdict is not None else None
                 delta.event(
-                    "judge", _now_ms(), verdict=seen.verdict, latency_ms=latency_ms, error=seen.error, then=guard
+                    "judge",
+                    _now_ms(),
+                    guard=guard,
+                    verdict=seen.verdict,
+                    latency_ms=latency_ms,
+                    error=seen.error,
+                    then=then,
                 )
 
     def intervention(

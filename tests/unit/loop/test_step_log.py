@@ -141,7 +141,7 @@ def test_what_the_guards_saw_is_counted_by_kind():
     metrics = Metrics()
     seen = (PermissionCheck("no-rm", "deny"), JudgeCall("not_done", 0.5), JudgeCall("error", None, "timeout"))
 
-    step_log(metrics).observed(REQUEST, Pass(seen=seen), SessionDelta())
+    step_log(metrics).observed(REQUEST, "premature_stop", Pass(seen=seen), SessionDelta())
 
     assert count(metrics, "loopwarden_permission_decisions_total", policy="default", rule="no-rm", action="deny") == 1
     assert count(metrics, "loopwarden_judge_verdicts_total", policy="default", verdict="not_done") == 1
@@ -154,7 +154,7 @@ def test_what_the_guards_saw_is_counted_by_kind():
 def test_a_verdict_that_saw_nothing_counts_nothing():
     metrics = Metrics()
 
-    step_log(metrics).observed(REQUEST, None, SessionDelta())
+    step_log(metrics).observed(REQUEST, "premature_stop", None, SessionDelta())
 
     assert count(metrics, "loopwarden_judge_verdicts_total", policy="default", verdict="done") == 0
 
@@ -271,14 +271,15 @@ def test_decisions_are_timeline_events_with_guard_action_and_reason():
     ]
 
 
-def test_a_judge_call_is_a_timeline_event_with_its_verdict_and_latency():
+def test_a_judge_call_is_a_timeline_event_with_the_guard_that_asked_its_verdict_and_latency():
     delta = SessionDelta()
+    seen = (JudgeCall("not_done", 0.5), JudgeCall("error", None, "timeout"))
 
-    step_log().observed(REQUEST, Pass(seen=(JudgeCall("not_done", 0.5), JudgeCall("error", None, "timeout"))), delta)
+    step_log().observed(REQUEST, "premature_stop", Pass(seen=seen), delta)
 
     assert [dict(e.fields) for e in delta.events] == [
-        {"verdict": "not_done", "latency_ms": 500.0, "error": None, "then": "pass"},
-        {"verdict": "error", "latency_ms": None, "error": "timeout", "then": "pass"},
+        {"guard": "premature_stop", "verdict": "not_done", "latency_ms": 500.0, "error": None, "then": "pass"},
+        {"guard": "premature_stop", "verdict": "error", "latency_ms": None, "error": "timeout", "then": "pass"},
     ]
 
 
