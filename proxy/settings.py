@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings"]
@@ -37,6 +37,17 @@ class Settings(BaseSettings):
         None,
         description="SHA-256 hex digest of the console's admin key: signed in with it, the console on the metrics "
         "listener shows every tenant's sessions and counts (`loopwarden hash-key` makes the digest).",
+    )
+    console_secret: SecretStr | None = Field(
+        None,
+        description="A secret (at least 32 characters) shared by every process serving the console behind one "
+        "address: `--reuse-port` workers, a chart's replicas. A browser signed in on one is then signed in on all. "
+        "Without it each process makes its own at start (sign-ins are per process; a restart signs everyone out).",
+    )
+    console_cookie_secure: bool = Field(
+        False,
+        description="Send the console's sign-in cookie `Secure` always (it is whenever the sign-in came over HTTPS, "
+        "directly or as `X-Forwarded-Proto: https` says).",
     )
     reuse_port: bool = Field(
         False,
@@ -199,6 +210,13 @@ class Settings(BaseSettings):
         if len(value) != 64 or any(c not in "0123456789abcdef" for c in value.lower()):
             raise ValueError("console_admin_key_sha256 must be 64 hex characters (sha256 of the key)")
         return value.lower()
+
+    @field_validator("console_secret")
+    @classmethod
+    def _console_secret_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 32:
+            raise ValueError("console_secret must be at least 32 characters (e.g. `openssl rand -hex 32`)")
+        return value
 
     @field_validator("upstream")
     @classmethod

@@ -91,7 +91,13 @@ def build_server(settings: Settings, readiness: Readiness | None = None) -> Drai
         timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout),
         timeout_keep_alive=75,
     )
-    console = Console(app.state.console, settings.console_admin_key_sha256)
+    secret = settings.console_secret.get_secret_value().encode() if settings.console_secret else None
+    console = Console(
+        app.state.console,
+        settings.console_admin_key_sha256,
+        secret=secret,
+        secure_cookie=settings.console_cookie_secure,
+    )
     listener = MetricsListener(
         series, settings.metrics_host, settings.metrics_port, reuse_port=settings.reuse_port, console=console
     )

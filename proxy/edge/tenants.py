@@ -32,6 +32,7 @@ __all__ = [
     "TenantsFileError",
     "caller_namespace",
     "hash_key",
+    "is_caller_namespace",
     "load_tenants",
 ]
 
@@ -236,6 +237,14 @@ def _caller_namespace(tenant: str, authorization: str | None) -> str:
     return f"{tenant}{NAMESPACE_SEPARATOR}{hashlib.sha256(_NAMESPACE_SALT + value.encode()).hexdigest()[:32]}"
 
 
+def is_caller_namespace(tenant: str, namespace: str) -> bool:
+    """``namespace`` is one :func:`caller_namespace` makes for ``tenant`` (or its bare namespace)."""
+    name, separator, digest = namespace.partition(NAMESPACE_SEPARATOR)
+    if name != tenant:
+        return False
+    return not separator or (len(digest) == 32 and all(c in "0123456789abcdef" for c in digest))
+
+
 class TenantDirectory:
     """Authenticates requests. Without a tenants file, one open tenant forwards the client's key."""
 
@@ -261,6 +270,11 @@ class TenantDirectory:
             any_policy=True,
         )
         return cls(None, tenant)
+
+    @property
+    def is_open(self) -> bool:
+        """No tenants file: one open tenant, each caller's sessions in a namespace of its own."""
+        return self._open is not None
 
     @property
     def tenants(self) -> list[Tenant]:

@@ -349,6 +349,12 @@ class SessionStore(Protocol):
         ``before`` (last seen ms, id; ties broken by id, descending), or the newest."""
         ...
 
+    async def namespaces(self, count: int) -> list[str]:
+        """Up to ``count`` namespaces that listed sessions lately, the most recently active
+        first: what an operator who reads every tenant walks when there is no tenants file to
+        name them (each caller of the open tenant has a namespace of its own)."""
+        ...
+
     async def admit(
         self, key: str, limits: Sequence[Limit], ttl_seconds: int, *, replace: bool, claim: Claim | None = None
     ) -> Admission:

@@ -349,6 +349,10 @@ class MemoryStore:
             listed.append(Listed(session_id, seen, summary(SessionState(values), ttl)))
         return listed
 
+    async def namespaces(self, count: int) -> list[str]:
+        newest = ((next(reversed(index.values()))[0], namespace) for namespace, index in self._indexes.items() if index)
+        return [namespace for _, namespace in heapq.nlargest(count, newest)]
+
     async def ping(self) -> None:
         return None
 

@@ -412,6 +412,11 @@ class RedisStore:
             await self._after_started(key)
         return await self._lists.timeline(key, first, count)
 
+    async def namespaces(self, count: int) -> list[str]:
+        """After this process's registrations, as :meth:`sessions` waits for its index writes."""
+        await self.settled()
+        return await self._lists.namespaces(self._client, count)
+
     async def sessions(self, namespace: str, before: tuple[int, str] | None, count: int) -> list[Listed]:
         """After this process's commits and their index writes: a client lists what it just did."""
         await self.settled()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,7 +25,7 @@ from redis.exceptions import RedisError, ResponseError
 from proxy.observe.logs import log_event
 from proxy.session.base import FIELDS, SessionDelta, SessionState, StoreUnavailable
 from proxy.session.memory import tenant_of
-from proxy.session.scripts import INDEX, LIST, TIMELINE
+from proxy.session.scripts import INDEX, LIST, NAMESPACE, TIMELINE
 from proxy.session.timeline import (
     DEFAULT_TIMELINE_EVENTS,
     Listed,
@@ -37,7 +38,15 @@ from proxy.session.timeline import (
     timeline_key,
 )
 
-__all__ = ["RedisLists", "packed_delta", "state_of"]
+__all__ = ["NAMESPACES_KEY", "RedisLists", "packed_delta", "state_of"]
+
+NAMESPACES_KEY = "lw:namespaces"
+"""The registry of namespaces with listed sessions (namespace by last registration ms): what an
+operator reading every tenant walks without a tenants file. A key of its own slot on a Cluster."""
+REGISTER_EVERY_SECS = 600.0
+"""How often one process registers a namespace it commits to again (so it stays listed as long
+as its sessions live): a commit costs a dict lookup, not a command."""
+_REGISTERED_CAP = 10_000
 
 _json = msgspec.json.Encoder()
 
@@ -98,6 +107,9 @@ class RedisLists:
         self._on_dropped = on_dropped
         self._pending: set[asyncio.Future[Any]] = set()
         self._inline = inline
+        self._namespace = script(NAMESPACE)
+        self._registered: dict[str, float] = {}
+        """Namespace → when this process last registered it (monotonic seconds)."""
 
     def commit_call(self, key: str, delta: SessionDelta, ttl_seconds: int) -> tuple[list[str], bytes]:
         """The commit script's keys beside the session's hash (its timeline, and when the
@@ -113,6 +125,7 @@ class RedisLists:
         """An awaited commit's answer: drops counted, the session listed (if the script did not)."""
         state = state_of(reply[1])
         self._count(key, reply)
+        self._register(key, ttl_seconds)
         if not self._inline:
             await self.index(key, state, ttl_seconds)
         return state
@@ -120,6 +133,7 @@ class RedisLists:
     def answered(self, key: str, reply: list[Any], ttl_seconds: int) -> None:
         """A sent commit's answer: as :meth:`committed`, the index write not awaited."""
         self._count(key, reply)
+        self._register(key, ttl_seconds)
         if not self._inline:
             self.send_index(key, state_of(reply[1]), ttl_seconds)
 
@@ -181,6 +195,38 @@ class RedisLists:
             self._failed(key, error)
         elif not sent.cancelled():
             self.dropped(key, "sessions", int(sent.result() or 0))
+
+    def _register(self, key: str, ttl_seconds: int) -> None:
+        """Register the session's namespace, at most once per :data:`REGISTER_EVERY_SECS` per
+        process, its answer not awaited (derived data, like the index)."""
+        parts = split_session_key(key)
+        if parts is None:
+            return
+        namespace, now = parts[0], time.monotonic()
+        if now - self._registered.get(namespace, -REGISTER_EVERY_SECS) < REGISTER_EVERY_SECS:
+            return
+        if len(self._registered) >= _REGISTERED_CAP:
+            self._registered.clear()
+        self._registered[namespace] = now
+        args: list[str | int] = [int(time.time() * 1000), namespace, ttl_seconds * 1000]
+        task = asyncio.ensure_future(self._registration(key, args))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _registration(self, key: str, args: list[str | int]) -> None:
+        try:
+            await self._run(lambda: self._namespace(keys=[NAMESPACES_KEY], args=args))
+        except (RedisError, OSError) as exc:
+            self._registered.pop(str(args[1]), None)  # the next commit tries again
+            self._failed(key, exc)
+
+    async def namespaces(self, client: Any, count: int) -> list[str]:
+        """The registry's most recently registered namespaces."""
+        try:
+            found = await self._run(lambda: client.zrevrange(NAMESPACES_KEY, 0, count - 1))
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"namespaces failed: {type(exc).__name__}") from exc
+        return [name.decode() if isinstance(name, bytes) else str(name) for name in found]
 
     @staticmethod
     def _failed(key: str, error: BaseException) -> None:

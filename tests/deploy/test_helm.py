@@ -35,6 +35,7 @@ VALUES = {
         "policies": {"default.yaml": "max_steps: 30\n"},
         "pricing": "models: {}\n",
         "otelEndpoint": "http://collector:4318/v1/traces",
+        "console": {"existingSecret": "lw-console", "existingSecretKey": "secret"},
     },
 }
 
@@ -109,6 +110,7 @@ def test_existing_secrets_and_cluster_mode():
 
     assert env["LOOPWARDEN_REDIS_URL"]["valueFrom"]["secretKeyRef"] == {"name": "redis-creds", "key": "url"}
     assert env["LOOPWARDEN_REDIS_CLUSTER"]["value"] == "true"
+    assert env["LOOPWARDEN_CONSOLE_SECRET"]["valueFrom"]["secretKeyRef"] == {"name": "lw-console", "key": "secret"}
     assert container["envFrom"] == [{"secretRef": {"name": "provider-keys"}}]
     assert by_kind(docs, "Deployment")["spec"]["replicas"] == 3
     assert not [d for d in docs if d["kind"] in ("Secret", "HorizontalPodAutoscaler")]
@@ -144,3 +146,37 @@ def test_the_service_monitor_scrapes_the_metrics_listener_not_the_api_port():
     assert service_ports["metrics"]["targetPort"] == "metrics"
     assert ports["metrics"] == int(env["LOOPWARDEN_METRICS_PORT"]) != ports["http"]
     assert env["LOOPWARDEN_METRICS_HOST"] == "0.0.0.0"
+
+
+def env_of(docs: list[dict]) -> dict[str, dict]:
+    container = by_kind(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    return {entry["name"]: entry for entry in container["env"]}
+
+
+def test_the_replicas_share_one_console_secret_from_the_charts_secret():
+    docs = render({})
+    secret = by_kind(docs, "Secret")
+
+    reference = env_of(docs)["LOOPWARDEN_CONSOLE_SECRET"]["valueFrom"]["secretKeyRef"]
+
+    assert reference == {"name": secret["metadata"]["name"], "key": "console-secret"}
+    assert len(secret["stringData"]["console-secret"]) >= 32
+
+
+def test_a_console_secret_given_is_the_one_used():
+    secret = by_kind(render({"console": {"secret": "s" * 40}}), "Secret")
+
+    assert secret["stringData"]["console-secret"] == "s" * 40
+
+
+def test_the_console_admin_digest_and_secure_cookie_reach_the_pods():
+    env = env_of(render({"console": {"adminKeySha256": "a" * 64, "cookieSecure": True}}))
+
+    assert env["LOOPWARDEN_CONSOLE_ADMIN_KEY_SHA256"]["value"] == "a" * 64
+    assert env["LOOPWARDEN_CONSOLE_COOKIE_SECURE"]["value"] == "true"
+
+
+@pytest.mark.parametrize("console", [{"secret": "short"}, {"adminKeySha256": "not-a-digest"}])
+def test_console_values_that_cannot_work_are_refused(console):
+    with pytest.raises(Exception, match="console"):
+        render({"console": console})

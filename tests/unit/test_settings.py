@@ -77,3 +77,15 @@ def test_a_log_line_shows_urls_with_their_credentials_masked(field, url, shown):
 
 def test_a_log_line_shows_every_setting():
     assert set(Settings().loggable()) == set(Settings.model_fields)
+
+
+def test_a_console_secret_shorter_than_32_characters_is_refused():
+    with pytest.raises(ValidationError, match="console_secret must be at least 32 characters"):
+        Settings(upstream="http://up/v1", console_secret="too-short")
+
+
+def test_the_console_secret_never_shows_in_the_settings_repr():
+    settings = Settings(upstream="http://up/v1", console_secret="s" * 40)
+
+    assert "s" * 40 not in repr(settings)
+    assert settings.console_secret is not None and settings.console_secret.get_secret_value() == "s" * 40

@@ -54,9 +54,18 @@ _STATUS = {
 class Console:
     """The console under ``/console``; ``bind`` gives it the proxy's event loop before serving."""
 
-    def __init__(self, sources: ConsoleSources, admin_key_sha256: str | None) -> None:
+    def __init__(
+        self,
+        sources: ConsoleSources,
+        admin_key_sha256: str | None,
+        *,
+        secret: bytes | None = None,
+        secure_cookie: bool = False,
+    ) -> None:
+        """``secret``: shared by every process that serves the console behind one address, so
+        a browser signed in on one is signed in on all (see :mod:`proxy.edge.console.auth`)."""
         self.sources = sources
-        self.auth = ConsoleAuth(sources.directory, admin_key_sha256)
+        self.auth = ConsoleAuth(sources.directory, admin_key_sha256, secret=secret, secure_cookie=secure_cookie)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._templates = Environment(
             loader=PackageLoader("proxy.edge.console", "templates"),
@@ -150,7 +159,7 @@ class Console:
             else:
                 viewer = self.auth.viewer_for_key(form.get("key", ""))
                 if viewer is not None:
-                    cookie = self.auth.cookie(self.auth.sign_in(viewer))
+                    cookie = self.auth.cookie(self.auth.sign_in(viewer), secure=_over_https(environ))
                     return 303, b"", [("Location", "/console"), ("Set-Cookie", cookie)]
                 status, message = 401, "This key is not accepted."
         elif method in ("GET", "HEAD"):
@@ -163,6 +172,13 @@ class Console:
     def _page(self, name: str, nonce: str, viewer: Viewer | None, **values: Any) -> bytes:
         template = self._templates.get_template(name)
         return template.render(nonce=nonce, viewer=viewer, key_header=KEY_HEADER, **values).encode()
+
+
+def _over_https(environ: Mapping[str, Any]) -> bool:
+    """The browser reached the console over HTTPS: served so, or through a proxy that says so
+    (trusting the header can only make the cookie stricter)."""
+    forwarded = str(environ.get("HTTP_X_FORWARDED_PROTO") or "").split(",")[0].strip().lower()
+    return environ.get("wsgi.url_scheme") == "https" or forwarded == "https"
 
 
 def _utc(seconds: float | None) -> str:

@@ -6,15 +6,19 @@ compared by its SHA-256 digest in constant time, as tenant keys are; any other k
 resolved by the tenant directory exactly as the sessions API resolves it, so it sees the
 sessions the sessions API would show it.
 
-A signed-in browser holds an opaque random token in an HttpOnly, SameSite=Strict cookie; the
-token maps to a :class:`Viewer` held here in memory until it expires (a restart signs everyone
-out). Forms carry a per-form token (an HMAC of the form's purpose and expiry under a secret
-made at start), so a cross-site POST cannot sign anyone in or out even where a browser would
-send the cookie.
+A signed-in browser holds a token in an HttpOnly, SameSite=Strict cookie (``Secure`` where the
+console is reached over HTTPS): the :class:`Viewer` and an expiry, signed with an HMAC under the
+console's secret, never the key. Every process that shares the secret (``--console-secret``:
+``--reuse-port`` workers, a chart's replicas behind one Service) accepts it; without one, each
+process makes its own at start, and a restart signs everyone out. Signing out clears the
+browser's cookie and refuses the token on this process until it expires. Forms carry a per-form
+token (an HMAC of the form's purpose and expiry under the same secret), so a cross-site POST
+cannot sign anyone in or out even where a browser would send the cookie.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import secrets
@@ -23,6 +27,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import msgspec
 
 from proxy.edge.tenants import TenantDirectory, hash_key
 from proxy.errors import AuthenticationFailed
@@ -34,8 +40,11 @@ SIGNIN_SECS = 8 * 3600
 """How long a browser stays signed in."""
 FORM_SECS = 3600
 """How long a sign-in form may be left open before it is refused."""
-MAX_SIGNINS = 10_000
-"""Signed-in browsers kept; past it the oldest is signed out (memory stays bounded)."""
+MAX_SIGNOUTS = 10_000
+"""Signed-out tokens remembered until they expire; past it the oldest is forgotten (memory stays
+bounded; its browser's cookie was cleared when it signed out)."""
+_SIGNED_IN = "v1"
+"""The signed-in token's format version (its first part)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,15 +69,22 @@ class ConsoleAuth:
         directory: TenantDirectory,
         admin_key_sha256: str | None,
         *,
+        secret: bytes | None = None,
+        secure_cookie: bool = False,
         ttl: float = SIGNIN_SECS,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``secret``: shared by the processes that must accept each other's sign-ins (None: one
+        of this process's own); ``secure_cookie``: send the cookie ``Secure`` whatever the scheme."""
         self._directory = directory
         self._admin_digest = admin_key_sha256.lower() if admin_key_sha256 else None
         self._ttl = ttl
         self._clock = clock
-        self._secret = secrets.token_bytes(32)
-        self._signed_in: OrderedDict[str, tuple[Viewer, float]] = OrderedDict()
+        self._secret = (
+            hashlib.sha256(b"loopwarden/console/v1\x00" + secret).digest() if secret else secrets.token_bytes(32)
+        )
+        self._secure = secure_cookie
+        self._signed_out: OrderedDict[str, float] = OrderedDict()
         self._lock = threading.Lock()
         """The listener serves each request on a thread of its own."""
 
@@ -100,33 +116,51 @@ class ConsoleAuth:
         return Viewer(f"tenant {tenant}", (credentials.namespace,), (tenant,))
 
     def sign_in(self, viewer: Viewer) -> str:
-        """A new opaque cookie value for ``viewer``, valid for the sign-in lifetime."""
-        token = secrets.token_urlsafe(32)
-        with self._lock:
-            self._signed_in[token] = (viewer, self._clock() + self._ttl)
-            while len(self._signed_in) > MAX_SIGNINS:
-                self._signed_in.popitem(last=False)
-        return token
+        """A cookie value for ``viewer``, valid for the sign-in lifetime: the viewer and its
+        expiry, signed (``v1.<expiry>.<viewer>.<mac>``)."""
+        expires = int(self._clock() + self._ttl)
+        fields = [viewer.label, viewer.namespaces, viewer.tenants, secrets.token_hex(8)]
+        payload = base64.urlsafe_b64encode(msgspec.json.encode(fields)).decode().rstrip("=")
+        return f"{_SIGNED_IN}.{expires}.{payload}.{self._mac(f'signed-in:{payload}', expires)}"
 
     def signed_in(self, token: str | None) -> Viewer | None:
-        """The viewer of a cookie, or None (unknown, expired: expired tokens are forgotten)."""
-        if not token:
+        """The viewer of a cookie, or None (forged, expired, signed out, another secret's)."""
+        parts = (token or "").split(".")
+        if len(parts) != 4:
+            return None
+        version, expires, payload, mac = parts
+        if version != _SIGNED_IN or not expires.isdigit() or int(expires) <= self._clock():
+            return None
+        if not hmac.compare_digest(mac.encode(), self._mac(f"signed-in:{payload}", int(expires)).encode()):
             return None
         with self._lock:
-            entry = self._signed_in.get(token)
-            if entry is not None and self._clock() >= entry[1]:
-                del self._signed_in[token]
-                entry = None
-        return entry[0] if entry is not None else None
+            if token in self._signed_out:
+                return None
+        try:
+            label, namespaces, tenants, _ = msgspec.json.decode(
+                base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+            )
+        except (ValueError, TypeError, msgspec.DecodeError):
+            return None
+        return Viewer(str(label), _names(namespaces), _names(tenants))
 
     def sign_out(self, token: str | None) -> None:
-        if token:
-            with self._lock:
-                self._signed_in.pop(token, None)
+        """Refuse ``token`` here until it expires (its browser's cookie is cleared too)."""
+        if not token or self.signed_in(token) is None:
+            return
+        now = self._clock()
+        with self._lock:
+            self._signed_out[token] = float(token.split(".")[1])
+            for old, expires in list(self._signed_out.items()):
+                if expires > now and len(self._signed_out) <= MAX_SIGNOUTS:
+                    break
+                del self._signed_out[old]
 
-    def cookie(self, token: str) -> str:
-        """The ``Set-Cookie`` value: opaque, HttpOnly, SameSite=Strict, scoped to the console."""
-        return f"{COOKIE}={token}; Path=/console; Max-Age={int(self._ttl)}; HttpOnly; SameSite=Strict"
+    def cookie(self, token: str, *, secure: bool = False) -> str:
+        """The ``Set-Cookie`` value: HttpOnly, SameSite=Strict, scoped to the console, and
+        ``Secure`` where the sign-in came over HTTPS (``secure``) or the console says so."""
+        flags = "; Secure" if secure or self._secure else ""
+        return f"{COOKIE}={token}; Path=/console; Max-Age={int(self._ttl)}; HttpOnly; SameSite=Strict{flags}"
 
     @staticmethod
     def cleared_cookie() -> str:
@@ -142,10 +176,14 @@ class ConsoleAuth:
         expires, _, mac = (token or "").partition(".")
         if not expires.isdigit() or int(expires) <= self._clock():
             return False
-        return hmac.compare_digest(mac, self._mac(purpose, int(expires)))
+        return hmac.compare_digest(mac.encode(), self._mac(purpose, int(expires)).encode())  # any text: bytes
 
     def _mac(self, purpose: str, expires: int) -> str:
         return hmac.new(self._secret, f"{purpose}\x00{expires}".encode(), hashlib.sha256).hexdigest()
+
+
+def _names(value: object) -> tuple[str, ...] | None:
+    return tuple(str(item) for item in value) if isinstance(value, list) else None
 
 
 def _bearer(authorization: str | None) -> str | None:

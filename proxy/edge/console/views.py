@@ -19,7 +19,7 @@ from proxy.books.budgets import active_ms, tokens_used
 from proxy.books.pricing import MICROS
 from proxy.edge.console.auth import Viewer
 from proxy.edge.sessions_api import listed, scan
-from proxy.edge.tenants import Tenant, TenantDirectory
+from proxy.edge.tenants import Tenant, TenantDirectory, is_caller_namespace
 from proxy.errors import ProxyError
 from proxy.policy.models import Policy
 from proxy.session.base import FIELDS, SessionState, SessionStore, TimelineEvent
@@ -44,11 +44,18 @@ class ConsoleSources:
     registry: Callable[[], CollectorRegistry]
 
 
-def namespaces_of(viewer: Viewer, directory: TenantDirectory) -> tuple[str, ...]:
-    """The namespaces a viewer reads: its own, or every tenant's for the admin."""
+ADMIN_NAMESPACES = 200
+"""Without a tenants file, the admin reads the callers' namespaces most recently active, this many."""
+
+
+async def namespaces_of(viewer: Viewer, sources: ConsoleSources) -> tuple[str, ...]:
+    """The namespaces a viewer reads: its own, or for the admin every tenant's (without a
+    tenants file, every caller's the store has seen lately: each has a namespace of its own)."""
     if viewer.namespaces is not None:
         return viewer.namespaces
-    return tuple(sorted(tenant.name for tenant in directory.tenants))
+    if sources.directory.is_open:
+        return tuple(await sources.store.namespaces(ADMIN_NAMESPACES))
+    return tuple(sorted(tenant.name for tenant in sources.directory.tenants))
 
 
 async def list_sessions(
@@ -64,7 +71,7 @@ async def list_sessions(
     }
     rows: list[dict[str, Any]] = []
     now = time.time()
-    for namespace in namespaces_of(viewer, sources.directory):
+    for namespace in await namespaces_of(viewer, sources):
         page, _ = await scan(sources.store, namespace, None, LISTED, wanted, None, now)
         link = {"ns": namespace} if viewer.admin else {}
         rows.extend(
@@ -115,11 +122,16 @@ async def session_view(
     """A session the viewer may read, or None (not its namespace, or no such session).
     ``namespace`` is only asked of the admin: anyone else reads one namespace, which is then
     never put in a URL (an open tenant's caller namespace is derived from the caller's key)."""
-    readable = namespaces_of(viewer, sources.directory)
-    if namespace is None and viewer.namespaces is not None and len(readable) == 1:
-        namespace = readable[0]
-    if namespace is None or namespace not in readable:
-        return None
+    if viewer.admin and sources.directory.is_open:  # any caller's, not only those listed lately
+        open_tenant = sources.directory.tenants[0].name
+        if namespace is None or not is_caller_namespace(open_tenant, namespace):
+            return None
+    else:
+        readable = await namespaces_of(viewer, sources)
+        if namespace is None and viewer.namespaces is not None and len(readable) == 1:
+            namespace = readable[0]
+        if namespace is None or namespace not in readable:
+            return None
     key = session_key(namespace, session_id)
     state = await sources.store.load(key)
     if state.is_new:

@@ -13,6 +13,7 @@ from proxy.edge.tenants import (
     caller_namespace,
     check_upstream_url,
     hash_key,
+    is_caller_namespace,
     load_tenants,
 )
 from proxy.errors import AuthenticationFailed, PermissionDenied
@@ -311,3 +312,18 @@ def test_an_admin_key_that_is_also_a_proxy_key_is_rejected(tmp_path):
 def test_an_admin_key_digest_must_be_a_sha256(tmp_path):
     with pytest.raises(TenantsFileError, match="admin_key_sha256"):
         _load(tmp_path, GOOD.replace("    policies:", '    admin_key_sha256: "nope"\n    policies:'))
+
+
+@pytest.mark.parametrize(
+    ("namespace", "is_one"),
+    [
+        pytest.param(caller_namespace("default", "Bearer sk-a"), True, id="a-callers"),
+        pytest.param("default", True, id="the-bare-tenant"),
+        pytest.param(caller_namespace("other", "Bearer sk-a"), False, id="another-tenants"),
+        pytest.param("default~" + "g" * 32, False, id="not-hex"),
+        pytest.param("default~abc", False, id="too-short"),
+        pytest.param("default~" + "a" * 32 + ":x", False, id="with-a-colon"),
+    ],
+)
+def test_a_caller_namespace_is_recognised_by_its_shape(namespace, is_one):
+    assert is_caller_namespace("default", namespace) is is_one

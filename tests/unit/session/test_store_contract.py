@@ -639,3 +639,29 @@ async def test_a_session_started_afresh_by_its_admission_starts_its_timeline_afr
     page = await bounded.timeline(key, 0, 10)
     assert (_kinds(page), page.total, page.dropped) == ([(0, "new")], 1, 0)
     assert [drop for drop in DROPS if drop[1] == "timeline"] == []  # the old events were no overflow
+
+
+async def test_namespaces_that_listed_sessions_are_named_the_most_recently_active_first(store):
+    older, newer = f"t{uuid.uuid4().hex[:12]}", f"u{uuid.uuid4().hex[:12]}"
+    await store.commit(f"lw:{{{older}:s1}}", _events("step", seen_ms=1_000), 60)
+    await asyncio.sleep(0.01)  # a later registration on Redis, a later last-seen in memory
+    await store.commit(f"lw:{{{newer}:s1}}", _events("step", seen_ms=2_000), 60)
+
+    named = await store.namespaces(10_000)
+
+    assert [namespace for namespace in named if namespace in (older, newer)] == [newer, older]
+
+
+async def test_a_namespace_is_named_once_however_many_sessions_it_commits(store):
+    namespace = f"t{uuid.uuid4().hex[:12]}"
+    for session_id in ("a", "b", "c"):
+        await store.commit(f"lw:{{{namespace}:{session_id}}}", _events("step"), 60)
+
+    assert (await store.namespaces(10_000)).count(namespace) == 1
+
+
+async def test_at_most_the_count_asked_for_is_named(store):
+    for _ in range(3):
+        await store.commit(f"lw:{{t{uuid.uuid4().hex[:12]}:s}}", _events("step"), 60)
+
+    assert len(await store.namespaces(2)) == 2

@@ -4,6 +4,7 @@ page sends (a strict CSP, nosniff, no framing), read-only, and its pages' failur
 from __future__ import annotations
 
 import asyncio
+import html
 import re
 import threading
 import time
@@ -14,7 +15,7 @@ import pytest
 
 from proxy.edge.console import Console, ConsoleSources
 from proxy.edge.metrics_listener import MetricsListener
-from proxy.edge.tenants import TenantDirectory, hash_key
+from proxy.edge.tenants import TenantDirectory, caller_namespace, hash_key
 from proxy.observe.metrics import Metrics
 from proxy.policy.models import Policy
 from proxy.session.base import FIELDS, SessionDelta, StoreUnavailable
@@ -50,11 +51,22 @@ class Running:
 @pytest.fixture
 def running() -> Iterator[Running]:
     """A listener with the console over a memory store on an event loop of its own thread."""
+    yield from serving(
+        TenantDirectory({hash_key(ACME_KEY): keyed_tenant("acme"), hash_key("lw-other"): keyed_tenant("other")})
+    )
+
+
+@pytest.fixture
+def running_open() -> Iterator[Running]:
+    """The same without a tenants file: every caller of the open tenant has its own namespace."""
+    yield from serving(TenantDirectory.open("http://127.0.0.1:9/v1"))
+
+
+def serving(directory: TenantDirectory) -> Iterator[Running]:
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     store = MemoryStore()
-    directory = TenantDirectory({hash_key(ACME_KEY): keyed_tenant("acme"), hash_key("lw-other"): keyed_tenant("other")})
     metrics = Metrics()
     sources = ConsoleSources(directory, store, lambda _t, _p: Policy(name="default"), metrics.scrape_registry)
     listener = MetricsListener(metrics, "127.0.0.1", 0, console=Console(sources, hash_key(ADMIN_KEY)))
@@ -176,6 +188,36 @@ def test_the_admin_key_reads_every_tenants_sessions(running):
     assert ("mine" in page, "theirs" in page) == (True, True)
 
 
+def test_without_a_tenants_file_the_admin_key_reads_every_callers_sessions(running_open):
+    running_open.add_session(caller_namespace("default", "Bearer sk-alice"), "alices")
+    running_open.add_session(caller_namespace("default", "Bearer sk-bob"), "bobs")
+
+    page = httpx.get(f"{running_open.url}/console", headers={"Authorization": f"Bearer {ADMIN_KEY}"}).text
+
+    assert ("alices" in page, "bobs" in page) == (True, True)
+
+
+def test_without_a_tenants_file_the_admin_opens_a_callers_session_from_the_list(running_open):
+    running_open.add_session(caller_namespace("default", "Bearer sk-alice"), "alices")
+    admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+    listing = httpx.get(f"{running_open.url}/console", headers=admin).text
+    link = re.search(r'href="(/console/session\?[^"]+)"', listing)
+    assert link is not None
+
+    answer = httpx.get(f"{running_open.url}{html.unescape(link.group(1))}", headers=admin)
+
+    assert (answer.status_code, "alices" in answer.text) == (200, True)
+
+
+def test_without_a_tenants_file_a_caller_reads_only_its_own_sessions(running_open):
+    running_open.add_session(caller_namespace("default", "Bearer sk-alice"), "alices")
+    running_open.add_session(caller_namespace("default", "Bearer sk-bob"), "bobs")
+
+    page = httpx.get(f"{running_open.url}/console", headers={"Authorization": "Bearer sk-alice"}).text
+
+    assert ("alices" in page, "bobs" in page) == (True, False)
+
+
 def test_a_session_of_another_tenant_is_not_found(running):
     running.add_session("other", "theirs")
 
@@ -220,3 +262,26 @@ def test_the_metrics_are_still_served_beside_the_console(running):
 
     assert answer.status_code == 200
     assert "loopwarden_requests" in answer.text
+
+
+def test_without_a_tenants_file_the_admin_opens_any_callers_session_by_its_namespace(running_open):
+    namespace = caller_namespace("default", "Bearer sk-carol")
+    running_open.add_session(namespace, "carols")
+    admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+
+    found = httpx.get(f"{running_open.url}/console/session", params={"ns": namespace, "id": "carols"}, headers=admin)
+    made_up = httpx.get(f"{running_open.url}/console/session", params={"ns": "x:y", "id": "carols"}, headers=admin)
+
+    assert (found.status_code, made_up.status_code) == (200, 404)
+
+
+def test_a_sign_in_behind_an_https_proxy_gets_a_secure_cookie(running):
+    client = httpx.Client(base_url=running.url, follow_redirects=False)
+    csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/console/signin").text)
+    assert csrf is not None
+
+    answer = client.post(
+        "/console/signin", data={"key": ACME_KEY, "csrf": csrf.group(1)}, headers={"X-Forwarded-Proto": "https"}
+    )
+
+    assert "Secure" in answer.headers["set-cookie"].split("; ")

@@ -3,6 +3,8 @@ digest in constant time, an opaque cookie with expiry, per-form tokens against c
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from proxy.edge.console import auth as console_auth
@@ -111,12 +113,61 @@ def test_signing_out_forgets_the_token(auth):
     assert auth.signed_in(token) is None
 
 
-def test_the_signed_in_browsers_are_bounded_the_oldest_signed_out_first(auth, monkeypatch):
-    monkeypatch.setattr(console_auth, "MAX_SIGNINS", 2)
+def test_the_signed_out_tokens_remembered_are_bounded_the_oldest_forgotten_first(auth, monkeypatch):
+    monkeypatch.setattr(console_auth, "MAX_SIGNOUTS", 2)
     viewer = auth.viewer_for_key(ACME_KEY)
     first, second, third = (auth.sign_in(viewer) for _ in range(3))
 
-    assert [auth.signed_in(token) for token in (first, second, third)] == [None, viewer, viewer]
+    for token in (first, second, third):
+        auth.sign_out(token)
+
+    assert [auth.signed_in(token) for token in (first, second, third)] == [viewer, None, None]
+
+
+def test_a_sign_in_is_accepted_by_every_process_sharing_the_secret(clock):
+    directory = TenantDirectory({hash_key(ACME_KEY): keyed_tenant("acme")})
+    here, there = (ConsoleAuth(directory, None, secret=b"s" * 32, clock=clock) for _ in range(2))
+    viewer = here.viewer_for_key(ACME_KEY)
+
+    assert there.signed_in(here.sign_in(viewer)) == viewer
+    assert there.form_token_ok("signin", here.form_token("signin"))
+
+
+def test_a_sign_in_of_another_secret_is_refused(clock):
+    directory = TenantDirectory({hash_key(ACME_KEY): keyed_tenant("acme")})
+    here = ConsoleAuth(directory, None, secret=b"s" * 32, clock=clock)
+    there = ConsoleAuth(directory, None, secret=b"t" * 32, clock=clock)
+
+    assert there.signed_in(here.sign_in(here.viewer_for_key(ACME_KEY))) is None
+
+
+def test_a_sign_in_whose_viewer_was_changed_is_refused(auth):
+    version, expires, _, mac = auth.sign_in(auth.viewer_for_key(ACME_KEY)).split(".")
+    forged = base64.urlsafe_b64encode(b'["admin",null,null,"00"]').decode().rstrip("=")
+
+    assert auth.signed_in(f"{version}.{expires}.{forged}.{mac}") is None
+
+
+@pytest.mark.parametrize(
+    "token", ["", "v1", "v1.1.2", "v1.9999999999.e30.00", "v1.9999999999.x.y.z", "v2.9999999999.e30.00", "é.é.é.é"]
+)
+def test_a_malformed_sign_in_token_is_nobody(auth, token):
+    assert auth.signed_in(token) is None
+
+
+def test_a_made_up_form_token_with_other_characters_is_refused_not_an_error(auth):
+    assert not auth.form_token_ok("signin", "9999999999.é")
+
+
+def test_the_cookie_is_secure_where_the_sign_in_came_over_https(auth):
+    assert "Secure" in auth.cookie("tok", secure=True).split("; ")
+    assert "Secure" not in auth.cookie("tok").split("; ")
+
+
+def test_the_cookie_is_always_secure_where_the_console_says_so(clock):
+    auth = ConsoleAuth(TenantDirectory({}), None, secure_cookie=True, clock=clock)
+
+    assert "Secure" in auth.cookie("tok").split("; ")
 
 
 def test_the_cookie_is_httponly_same_site_strict_scoped_to_the_console_and_expires(auth):
