@@ -212,7 +212,7 @@ def create_app(
 
     model_calls = [asgi(wire.route, copy_scope=False, name=wire.name)(routes.model_route(wire)) for wire in FORMATS]
 
-    @asgi(CLAUDE_TELEMETRY, copy_scope=False)
+    @asgi(list(CLAUDE_TELEMETRY), copy_scope=False)
     async def claude_telemetry(scope: object, receive: object, send: object) -> None:
         """Claude Code's telemetry: forwarded where it would go without the proxy, where the tenant allows it."""
         await routes.passthrough(scope, receive, send)  # type: ignore[arg-type]

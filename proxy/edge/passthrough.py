@@ -27,8 +27,8 @@ from proxy.settings import Settings
 from proxy.upstream.client import UpstreamClient, UpstreamReply
 from proxy.upstream.headers import reply_headers
 from proxy.upstream.paths import (
-    CLAUDE_TELEMETRY,
     is_api_root,
+    is_telemetry,
     passthrough_family,
     passthrough_url,
     spends,
@@ -81,14 +81,14 @@ class Passthrough:
         facts: dict[str, object] = {"tenant": tenant.name}
         path, query, method = scope["raw_path"], scope["query_string"], scope["method"]
         wire = passthrough_wire(scope)
-        if path.partition(b"?")[0] == CLAUDE_TELEMETRY.encode():
+        if is_telemetry(path):
             if not self.forwards_telemetry(tenant):
                 await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
                 self._metrics.of(self._metrics.telemetry_kept, tenant.name).inc()
                 facts["outcome"] = "telemetry_kept"
                 await send_reply(tracker.send, 200, _JSON, _TELEMETRY_ACCEPTED)  # type: ignore[arg-type]
                 return facts
-            url, headers = telemetry_url(tenant.upstream_url, query), telemetry_headers(scope, credentials)
+            url, headers = telemetry_url(tenant.upstream_url, path, query), telemetry_headers(scope, credentials)
         else:
             url = passthrough_url(tenant.upstream_url, path, query)
             tenant.check_family(passthrough_family(path))

@@ -33,6 +33,7 @@ __all__ = [
     "CLAUDE_TELEMETRY",
     "PASSTHROUGH_FAMILIES",
     "is_api_root",
+    "is_telemetry",
     "passthrough_family",
     "passthrough_route",
     "passthrough_url",
@@ -217,7 +218,7 @@ def passthrough_family(raw_path: bytes) -> str:
 def passthrough_route(raw_path: bytes) -> str:
     """``passthrough:<family>`` for ``/v1/<family>/…`` (``passthrough:responses`` for a stored
     response's ``GET``); ``passthrough`` for a family outside the fixed set."""
-    if raw_path.partition(b"?")[0] == CLAUDE_TELEMETRY.encode():
+    if is_telemetry(raw_path):
         return "passthrough:telemetry"
     family = passthrough_family(raw_path)
     return "passthrough" if family == OTHER_FAMILY else f"passthrough:{family}"
@@ -233,8 +234,15 @@ def spends(method: str, raw_path: bytes) -> bool:
     return passthrough_family(raw_path) not in _FREE_FAMILIES and path.rpartition("/")[2] not in _FREE_ACTIONS
 
 
-CLAUDE_TELEMETRY = "/api/event_logging/batch"
-"""Where Claude Code posts its telemetry, at the root of ``ANTHROPIC_BASE_URL``."""
+CLAUDE_TELEMETRY = ("/api/event_logging/batch", "/api/event_logging/v2/batch")
+"""Where Claude Code posts its telemetry, at the root of ``ANTHROPIC_BASE_URL`` (2.1.197 and
+later post to the second)."""
+_TELEMETRY_PATHS = frozenset(path.encode() for path in CLAUDE_TELEMETRY)
+
+
+def is_telemetry(raw_path: bytes) -> bool:
+    """The request is Claude Code's telemetry: exactly one of :data:`CLAUDE_TELEMETRY`."""
+    return raw_path.partition(b"?")[0] in _TELEMETRY_PATHS
 
 
 def is_api_root(base_url: str) -> bool:
@@ -244,10 +252,13 @@ def is_api_root(base_url: str) -> bool:
     return httpx.URL(base_url).raw_path.partition(b"?")[0].rstrip(b"/") == _MOUNT
 
 
-def telemetry_url(base_url: str, query: bytes) -> httpx.URL:
+def telemetry_url(base_url: str, raw_path: bytes, query: bytes) -> httpx.URL:
     """Where Claude Code's telemetry goes: where it would go without the proxy, the upstream's
-    own host at that one fixed path (outside the tenant's base path, which names the model
-    API), the query as sent. Nothing the client sends chooses the path; whether it goes at
-    all is the tenant's (see :func:`is_api_root`)."""
-    raw = CLAUDE_TELEMETRY.encode() + (b"?" + query if query else b"")
+    own host at the fixed path it was sent to (one of :data:`CLAUDE_TELEMETRY`, outside the
+    tenant's base path, which names the model API), the query as sent. Nothing else the client
+    sends chooses the path; whether it goes at all is the tenant's (see :func:`is_api_root`)."""
+    path = raw_path.partition(b"?")[0]
+    if path not in _TELEMETRY_PATHS:
+        raise ValueError(f"not a telemetry path: {path!r}")
+    raw = path + (b"?" + query if query else b"")
     return httpx.URL(base_url).copy_with(raw_path=raw)

@@ -39,7 +39,7 @@ def passthrough_format(path: str, header: Callable[[bytes], str | None]) -> Wire
     Messages for a call an Anthropic client marks with ``anthropic-version`` (Claude Code's
     ``GET /v1/models``); None: OpenAI's."""
     path = path.partition("?")[0]
-    if path == CLAUDE_TELEMETRY:
+    if path in CLAUDE_TELEMETRY:
         return MESSAGES
     for wire in FORMATS:
         if path.startswith(wire.route + "/"):

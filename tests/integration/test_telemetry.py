@@ -9,6 +9,7 @@ import pytest
 from proxy.edge.tenants import hash_key
 
 TELEMETRY = "/api/event_logging/batch"
+TELEMETRY_V2 = "/api/event_logging/v2/batch"
 BODY = b'{"events":[{"event_type":"ClaudeCodeInternalEvent","event_data":{}}]}'
 PROVIDER_KEY = "sk-ant-tenant-provider-key"
 
@@ -45,9 +46,9 @@ def gateway(make_proxy, anthropic_upstream, tmp_path, monkeypatch):
     return make_proxy(tenants_file=path)
 
 
-def post_telemetry(proxy, tenant: str) -> httpx.Response:
+def post_telemetry(proxy, tenant: str, path: str = TELEMETRY) -> httpx.Response:
     headers = {"x-api-key": f"lw-{tenant}", "content-type": "application/json", "x-service-name": "claude-code"}
-    return httpx.post(f"{proxy.url}{TELEMETRY}", content=BODY, headers=headers)
+    return httpx.post(f"{proxy.url}{path}", content=BODY, headers=headers)
 
 
 def kept_count(proxy, tenant: str) -> float:
@@ -89,3 +90,19 @@ def test_without_a_tenants_file_the_setting_off_keeps_telemetry_at_the_apis_own_
     assert reply.status_code == 200
     assert anthropic_upstream.requests == []
     assert kept_count(proxy, "default") == 1
+
+
+def test_the_v2_telemetry_path_goes_where_the_tenant_allows_to_the_same_path(gateway, anthropic_upstream):
+    reply = post_telemetry(gateway, "alpha", TELEMETRY_V2)
+
+    assert reply.status_code == 200
+    [sent] = anthropic_upstream.requests
+    assert (sent.path, sent.body, sent.header("x-api-key")) == (TELEMETRY_V2, BODY, None)
+
+
+def test_the_v2_telemetry_path_is_answered_here_where_the_tenant_does_not_allow_it(gateway, anthropic_upstream):
+    reply = post_telemetry(gateway, "delta", TELEMETRY_V2)
+
+    assert (reply.status_code, reply.json()) == (200, {})
+    assert anthropic_upstream.requests == []
+    assert kept_count(gateway, "delta") == 1

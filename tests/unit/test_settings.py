@@ -88,4 +88,5 @@ def test_the_console_secret_never_shows_in_the_settings_repr():
     settings = Settings(upstream="http://up/v1", console_secret="s" * 40)
 
     assert "s" * 40 not in repr(settings)
-    assert settings.console_secret is not None and settings.console_secret.get_secret_value() == "s" * 40
+    assert settings.console_secret is not None
+    assert settings.console_secret.get_secret_value() == "s" * 40

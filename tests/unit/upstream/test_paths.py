@@ -7,6 +7,7 @@ import pytest
 from proxy.errors import InvalidRequest
 from proxy.upstream.paths import (
     is_api_root,
+    is_telemetry,
     passthrough_family,
     passthrough_route,
     passthrough_url,
@@ -70,17 +71,33 @@ def test_the_joined_url_keeps_the_base_host_and_path(raw_path):
     assert url.raw_path.startswith(b"/openai/deployments/x/")
 
 
+V1, V2 = b"/api/event_logging/batch", b"/api/event_logging/v2/batch"
+
+
 @pytest.mark.parametrize(
-    ("base", "query", "expected"),
+    ("base", "path", "query", "expected"),
     [
-        ("https://api.anthropic.com/v1", b"", "https://api.anthropic.com/api/event_logging/batch"),
-        ("https://gw.example:8443/anthropic/v1", b"", "https://gw.example:8443/api/event_logging/batch"),
-        ("https://api.anthropic.com/v1", b"beta=true", "https://api.anthropic.com/api/event_logging/batch?beta=true"),
+        ("https://api.anthropic.com/v1", V1, b"", "https://api.anthropic.com/api/event_logging/batch"),
+        ("https://gw.example:8443/anthropic/v1", V1, b"", "https://gw.example:8443/api/event_logging/batch"),
+        (
+            "https://api.anthropic.com/v1",
+            V1,
+            b"beta=true",
+            "https://api.anthropic.com/api/event_logging/batch?beta=true",
+        ),
+        ("https://api.anthropic.com/v1", V2, b"", "https://api.anthropic.com/api/event_logging/v2/batch"),
     ],
-    ids=["anthropic", "below-a-base-path", "query-kept"],
+    ids=["anthropic", "below-a-base-path", "query-kept", "the-v2-path"],
 )
-def test_claude_codes_telemetry_goes_to_the_upstreams_host_at_its_one_path(base, query, expected):
-    assert str(telemetry_url(base, query)) == expected
+def test_claude_codes_telemetry_goes_to_the_upstreams_host_at_the_path_it_was_sent_to(base, path, query, expected):
+    assert str(telemetry_url(base, path, query)) == expected
+
+
+@pytest.mark.parametrize("path", [b"/api/event_logging/batch/more", b"/api/event_logging/v3/batch", b"/api/keys"])
+def test_no_other_path_is_telemetry(path):
+    assert not is_telemetry(path)
+    with pytest.raises(ValueError, match="not a telemetry path"):
+        telemetry_url("https://api.anthropic.com/v1", path, b"")
 
 
 @pytest.mark.parametrize(
