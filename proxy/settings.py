@@ -64,8 +64,9 @@ class Settings(BaseSettings):
     )
     forward_telemetry: Literal["auto", "on", "off"] = Field(
         "auto",
-        description="Forward Claude Code's telemetry (POST /api/event_logging/batch and its v2) to the upstream's host: auto "
-        "only where the base URL is the API's own /v1; off answers it locally. A tenant's forward_telemetry wins.",
+        description="Forward Claude Code's telemetry (POST /api/event_logging/batch and its v2) to the upstream's "
+        "host: auto only where the base URL is the API's own /v1; off answers it locally. "
+        "A tenant's forward_telemetry wins.",
     )
     policies_dir: Path | None = Field(
         None,
