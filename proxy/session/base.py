@@ -350,9 +350,11 @@ class SessionStore(Protocol):
         ...
 
     async def namespaces(self, count: int) -> list[str]:
-        """Up to ``count`` namespaces that listed sessions lately, the most recently active
+        """Up to ``count`` namespaces with listed sessions, their most recently seen session's
         first: what an operator who reads every tenant walks when there is no tenants file to
-        name them (each caller of the open tenant has a namespace of its own)."""
+        name them (each caller of the open tenant has a namespace of its own). Off the request
+        path: a store may find them slowly (Redis scans its keyspace) and reuse what it found
+        for a few seconds."""
         ...
 
     async def admit(

@@ -25,7 +25,7 @@ from redis.exceptions import RedisError, ResponseError
 from proxy.observe.logs import log_event
 from proxy.session.base import FIELDS, SessionDelta, SessionState, StoreUnavailable
 from proxy.session.memory import tenant_of
-from proxy.session.scripts import INDEX, LIST, NAMESPACE, TIMELINE
+from proxy.session.scripts import INDEX, LIST, TIMELINE
 from proxy.session.timeline import (
     DEFAULT_TIMELINE_EVENTS,
     Listed,
@@ -38,15 +38,13 @@ from proxy.session.timeline import (
     timeline_key,
 )
 
-__all__ = ["NAMESPACES_KEY", "RedisLists", "packed_delta", "state_of"]
+__all__ = ["RedisLists", "packed_delta", "state_of"]
 
-NAMESPACES_KEY = "lw:namespaces"
-"""The registry of namespaces with listed sessions (namespace by last registration ms): what an
-operator reading every tenant walks without a tenants file. A key of its own slot on a Cluster."""
-REGISTER_EVERY_SECS = 600.0
-"""How often one process registers a namespace it commits to again (so it stays listed as long
-as its sessions live): a commit costs a dict lookup, not a command."""
-_REGISTERED_CAP = 10_000
+NAMESPACES_FRESH_SECS = 15.0
+"""How long the namespaces found by a scan are reused: an operator's console refreshes every few
+seconds, and a scan walks the whole keyspace."""
+_SCANNED_NAMESPACES = 100_000
+"""The most namespaces one scan collects (each caller of an open tenant has one)."""
 
 _json = msgspec.json.Encoder()
 
@@ -107,9 +105,8 @@ class RedisLists:
         self._on_dropped = on_dropped
         self._pending: set[asyncio.Future[Any]] = set()
         self._inline = inline
-        self._namespace = script(NAMESPACE)
-        self._registered: dict[str, float] = {}
-        """Namespace → when this process last registered it (monotonic seconds)."""
+        self._scanned: tuple[float, list[str]] | None = None
+        """When the namespaces were last scanned (monotonic seconds), newest first."""
 
     def commit_call(self, key: str, delta: SessionDelta, ttl_seconds: int) -> tuple[list[str], bytes]:
         """The commit script's keys beside the session's hash (its timeline, and when the
@@ -125,7 +122,6 @@ class RedisLists:
         """An awaited commit's answer: drops counted, the session listed (if the script did not)."""
         state = state_of(reply[1])
         self._count(key, reply)
-        self._register(key, ttl_seconds)
         if not self._inline:
             await self.index(key, state, ttl_seconds)
         return state
@@ -133,7 +129,6 @@ class RedisLists:
     def answered(self, key: str, reply: list[Any], ttl_seconds: int) -> None:
         """A sent commit's answer: as :meth:`committed`, the index write not awaited."""
         self._count(key, reply)
-        self._register(key, ttl_seconds)
         if not self._inline:
             self.send_index(key, state_of(reply[1]), ttl_seconds)
 
@@ -196,37 +191,18 @@ class RedisLists:
         elif not sent.cancelled():
             self.dropped(key, "sessions", int(sent.result() or 0))
 
-    def _register(self, key: str, ttl_seconds: int) -> None:
-        """Register the session's namespace, at most once per :data:`REGISTER_EVERY_SECS` per
-        process, its answer not awaited (derived data, like the index)."""
-        parts = split_session_key(key)
-        if parts is None:
-            return
-        namespace, now = parts[0], time.monotonic()
-        if now - self._registered.get(namespace, -REGISTER_EVERY_SECS) < REGISTER_EVERY_SECS:
-            return
-        if len(self._registered) >= _REGISTERED_CAP:
-            self._registered.clear()
-        self._registered[namespace] = now
-        args: list[str | int] = [int(time.time() * 1000), namespace, ttl_seconds * 1000]
-        task = asyncio.ensure_future(self._registration(key, args))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-
-    async def _registration(self, key: str, args: list[str | int]) -> None:
-        try:
-            await self._run(lambda: self._namespace(keys=[NAMESPACES_KEY], args=args))
-        except (RedisError, OSError) as exc:
-            self._registered.pop(str(args[1]), None)  # the next commit tries again
-            self._failed(key, exc)
-
     async def namespaces(self, client: Any, count: int) -> list[str]:
-        """The registry's most recently registered namespaces."""
-        try:
-            found = await self._run(lambda: client.zrevrange(NAMESPACES_KEY, 0, count - 1))
-        except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"namespaces failed: {type(exc).__name__}") from exc
-        return [name.decode() if isinstance(name, bytes) else str(name) for name in found]
+        """The namespaces whose session indexes exist, the most recently active first: found
+        by scanning the keyspace (every node of a Cluster), which costs the request path
+        nothing; reused for :data:`NAMESPACES_FRESH_SECS`."""
+        now = time.monotonic()
+        if self._scanned is None or now - self._scanned[0] >= NAMESPACES_FRESH_SECS:
+            try:
+                found = await self._run(lambda: _newest_namespaces(client))
+            except (RedisError, OSError) as exc:
+                raise StoreUnavailable(f"namespaces failed: {type(exc).__name__}") from exc
+            self._scanned = (now, found)
+        return self._scanned[1][:count]
 
     @staticmethod
     def _failed(key: str, error: BaseException) -> None:
@@ -280,3 +256,25 @@ class RedisLists:
                 break
             offset += count  # ties with the cursor were skipped: read on
         return found[:count]
+
+
+async def _newest_namespaces(client: Any) -> list[str]:
+    """Every namespace with a session index, ordered by its most recently seen session."""
+    names: list[str] = []
+    async for raw in client.scan_iter(match=index_key("*"), count=1000, _type="zset"):
+        key = raw.decode() if isinstance(raw, bytes) else str(raw)
+        namespace = key[4:-10] if key.startswith("lw:{") and key.endswith("}:sessions") else ""
+        if namespace and "}" not in namespace:
+            names.append(namespace)
+        if len(names) >= _SCANNED_NAMESPACES:
+            break
+    newest: list[tuple[float, str]] = []
+    for start in range(0, len(names), 1000):  # the newest of each index, a thousand a round trip
+        chunk = names[start : start + 1000]
+        pipe = client.pipeline(transaction=False)
+        for namespace in chunk:
+            pipe.zrevrange(index_key(namespace), 0, 0, withscores=True)
+        for namespace, top in zip(chunk, await pipe.execute(), strict=True):
+            newest.append((float(top[0][1]) if top else 0.0, namespace))
+    newest.sort(reverse=True)
+    return [namespace for _, namespace in newest]

@@ -20,7 +20,6 @@ __all__ = [
     "LIST",
     "LIST_SESSION",
     "LOAD",
-    "NAMESPACE",
     "ONCE",
     "TIMELINE",
 ]
@@ -181,16 +180,6 @@ return over
 
 # KEYS as INDEX's. ARGV = highest last seen ms (inclusive; '+inf' for the newest), offset, count.
 # Returns {id, last seen ms, summary, ...}, newest first (ties by id, descending).
-NAMESPACE = """
-redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (tonumber(ARGV[1]) - tonumber(ARGV[3])))
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
-return 1
-"""
-"""Register a namespace (KEYS[1] the registry, ARGV: now ms, namespace, its sessions' TTL ms):
-entries not registered again within a TTL are dropped, and the registry lives as long as its
-longest-lived entry."""
-
 LIST = """
 local found = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], '-inf', 'WITHSCORES', 'LIMIT', ARGV[2], ARGV[3])
 local out = {}
