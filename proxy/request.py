@@ -93,3 +93,6 @@ class RequestNotes:
     """The session's ending: None, not asked for; True, this request produces it; False, another does."""
     goal: str | None = None
     """The session's goal status after this request (goal mode only)."""
+    streaming: bool = False
+    """An upstream attempt is streaming to the client: its step is not counted until it ends,
+    but headers sent while it streams count it (the client is reading its reply)."""

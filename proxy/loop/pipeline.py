@@ -263,6 +263,7 @@ class Pipeline:
                 # to see, once.
                 hold = Channel.ALL if flight.goal is not None and flight.goal.offered else Channel.NONE
                 holding = flight.context(flight.state)
+                flight.notes.streaming = True
                 try:
                     upstream, reply, assembled = await self._attempts.attempt(
                         request, flight.payload, flight.extra, client, holding, delta, hold
@@ -271,6 +272,8 @@ class Pipeline:
                     if not client.started:
                         raise
                     return Failed(error)  # the client already has part of the stream
+                finally:
+                    flight.notes.streaming = False
             ok = upstream.response.status_code == 200
             if reply is not None:
                 self._tracing.annotate(span, usage_attributes(reply))

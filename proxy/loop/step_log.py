@@ -194,7 +194,7 @@ def response_headers(
     headers = [
         (b"x-loopwarden-session", request.session.id.encode()),
         (b"x-loopwarden-policy", request.policy.name.encode()),
-        (b"x-loopwarden-step", str(after.steps).encode()),
+        (b"x-loopwarden-step", str(after.steps + notes.streaming).encode()),
         (b"x-loopwarden-interventions", (",".join(notes.interventions) or "none").encode()),
         (b"x-loopwarden-budget-remaining", remaining(after, request.policy, now).header().encode()),
     ]

@@ -151,6 +151,27 @@ def test_empty_stream_is_retried_and_the_client_sees_only_the_good_reply(proxy, 
     assert len(upstream.requests) == 2
 
 
+def streamed_steps(proxy, session: str) -> str:
+    """The step header of a streamed request without tools (its text flows as it arrives)."""
+    with sdk(proxy).chat.completions.with_streaming_response.create(
+        model="m", messages=TASK, stream=True, extra_headers={"X-Session-Id": session}
+    ) as response:
+        list(response.parse())
+        return response.headers["x-loopwarden-step"]
+
+
+def test_a_retried_streams_step_header_counts_the_model_call_it_streams(proxy, upstream):
+    upstream.script(streamed(chat_completion(None)), answer("Lyon has 522,250 inhabitants."))
+
+    assert (streamed_steps(proxy, "counted-stream"), len(upstream.requests)) == ("2", 2)
+
+
+def test_a_streams_step_header_counts_its_one_model_call(proxy, upstream):
+    upstream.script(answer("Lyon has 522,250 inhabitants."))
+
+    assert streamed_steps(proxy, "one-stream") == "1"
+
+
 def test_reasoning_only_stream_is_retried_unseen(proxy, upstream):
     upstream.script(
         streamed(chat_completion(None, reasoning="I should search...")),
