@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from litestar import Litestar, MediaType, Request, Response, asgi, get, head
-from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
+from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException, ValidationException
 from litestar.openapi import ResponseSpec
 from litestar.status_codes import HTTP_503_SERVICE_UNAVAILABLE
 
@@ -21,7 +21,7 @@ from proxy.edge.openapi import describe_raw_routes, openapi_config
 from proxy.edge.routes import ProxyRoutes, Readiness
 from proxy.edge.sessions_api import session_routes
 from proxy.edge.tenants import TenantDirectory, load_tenants
-from proxy.errors import MethodNotAllowed, ProxyError, RouteNotFound
+from proxy.errors import InvalidRequest, MethodNotAllowed, ProxyError, RouteNotFound
 from proxy.loop.build import build_pipeline
 from proxy.loop.recording import Recorder
 from proxy.observe.logs import log_event
@@ -136,10 +136,40 @@ def _method_not_allowed(request: Request[Any, Any, Any], exc: MethodNotAllowedEx
     return _error_response(MethodNotAllowed(message, headers={"Allow": allowed} if allowed else None))
 
 
-def _http_exception(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
+def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
+    """litestar's own refusals (a query parameter of the wrong type, ...): a client's error is
+    an ``invalid_request_error`` naming the parameter and what it must be, not a server's."""
+    if isinstance(exc, ValidationException) or 400 <= exc.status_code < 500:
+        param, message = _invalid_parameter(exc.extra, _query_names(request))
+        refused = InvalidRequest(message or exc.detail or "The request is not valid.", param=param)
+        refused.status = exc.status_code  # type: ignore[misc]
+        return _error_response(refused)
     error = ProxyError(exc.detail or "Request failed.")
     error.status = exc.status_code  # type: ignore[misc]
     return _error_response(error)
+
+
+def _query_names(request: Request[Any, Any, Any]) -> dict[str, str]:
+    """The handler's parameters that the query names otherwise (``running`` is ``state``)."""
+    try:
+        parameters = request.route_handler.parsed_fn_signature.parameters
+    except AttributeError:  # no handler resolved (a refusal before routing)
+        return {}
+    definitions = {name: parameter.kwarg_definition for name, parameter in parameters.items()}
+    named = {name: getattr(kwarg, "query", None) or getattr(kwarg, "name", None) for name, kwarg in definitions.items()}
+    return {name: alias for name, alias in named.items() if isinstance(alias, str) and alias}
+
+
+def _invalid_parameter(extra: object, aliases: dict[str, str]) -> tuple[str | None, str | None]:
+    """The first refused parameter in a litestar validation error's ``extra`` and a sentence
+    about it (``Invalid query parameter 'limit': Expected `int`, got `str`.``)."""
+    first = extra[0] if isinstance(extra, list) and extra and isinstance(extra[0], dict) else None
+    if first is None or not first.get("key"):
+        return None, None
+    key = aliases.get(str(first["key"]), str(first["key"]))
+    source = str(getattr(first.get("source"), "value", first.get("source")) or "query")
+    why = str(first.get("message") or "not valid").rstrip(".")
+    return key, f"Invalid {source} parameter '{key}': {why}."
 
 
 def _proxy_error(_: Request[Any, Any, Any], exc: ProxyError) -> Response[bytes]:

@@ -175,15 +175,21 @@ def test_the_list_pages_by_an_opaque_cursor(tenants, upstream):
 
 @pytest.mark.parametrize(
     ("query", "param"),
-    [({"cursor": "not-a-cursor"}, "cursor"), ({"limit": 0}, None), ({"state": "paused"}, None)],
-    ids=["bad-cursor", "limit-zero", "unknown-state"],
+    [
+        ({"cursor": "not-a-cursor"}, "cursor"),
+        ({"limit": 0}, "limit"),
+        ({"limit": "ten"}, "limit"),
+        ({"state": "paused"}, "state"),
+        ({"since": "yesterday"}, "since"),
+    ],
+    ids=["bad-cursor", "limit-zero", "limit-not-a-number", "unknown-state", "since-not-a-number"],
 )
-def test_a_bad_query_is_a_400_in_the_apis_shape(tenants, query, param):
+def test_a_bad_query_is_a_400_invalid_request_naming_the_parameter(tenants, query, param):
     response = httpx.get(f"{tenants.base_url}/loopwarden/sessions", params=query, headers=ACME, timeout=10)
 
     error = assert_openai_error(response, 400)
-    if param is not None:
-        assert error["param"] == param
+    assert (error["type"], error["param"]) == ("invalid_request_error", param)
+    assert param in error["message"]
 
 
 def test_the_list_needs_a_key(tenants):
@@ -263,6 +269,15 @@ def test_a_bad_timeline_cursor_is_a_400(tenants, upstream):
     error = assert_openai_error(events(tenants, ACME, "s1", cursor="bm9wZQ"), 400)
 
     assert error["param"] == "cursor"
+
+
+def test_a_timeline_limit_that_is_no_number_is_a_400_naming_it(tenants, upstream):
+    upstream.script(Json(chat_completion()))
+    call(tenants, ACME, "s1")
+
+    error = assert_openai_error(events(tenants, ACME, "s1", limit="many"), 400)
+
+    assert (error["type"], error["param"]) == ("invalid_request_error", "limit")
 
 
 def test_a_timeline_over_its_cap_keeps_its_newest_events_and_says_how_many_went(make_proxy, upstream, state):
