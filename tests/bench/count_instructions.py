@@ -50,7 +50,14 @@ def send(port: int, name: str, count: int, unique: bool) -> None:
 
 
 def count(
-    name: str, requests: int, warmup: int, redis_url: str | None, unique: bool, log_level: str, tree: Path | None
+    name: str,
+    requests: int,
+    warmup: int,
+    redis_url: str | None,
+    unique: bool,
+    log_level: str,
+    tree: Path | None,
+    server: str = "proxy",
 ) -> float:
     upstream_port, proxy_port = free_port(), free_port()
     upstream = start_upstream(upstream_port)
@@ -63,7 +70,12 @@ def count(
             f"--callgrind-out-file={work}/out",
             f"--log-file={log}",
         ]
-        proxy = start_proxy(upstream_port, proxy_port, callgrind, redis_url, log_level=log_level, tree=tree)
+        if server == "proxy":
+            proxy = start_proxy(upstream_port, proxy_port, callgrind, redis_url, log_level=log_level, tree=tree)
+        else:  # the lean floor, the yardstick of the performance issue's targets
+            floor = [sys.executable, str(BENCH_DIR / "lean_floor_app.py"), "--upstream"]
+            argv = [*callgrind, *floor, f"http://127.0.0.1:{upstream_port}/v1", "--port", str(proxy_port)]
+            proxy = subprocess.Popen(argv, cwd=BENCH_DIR, stderr=subprocess.DEVNULL)
         try:
             wait_ready(upstream_port)
             wait_ready(proxy_port, timeout=120)
@@ -93,6 +105,12 @@ def main() -> int:
     parser.add_argument("--sessions", choices=("derived", "unique"), default="derived")
     parser.add_argument("--log-level", default="info", help="The proxy's --log-level (default: info, the default).")
     parser.add_argument("--tree", type=Path, help="Count the proxy of this tree (default: this one), e.g. main's.")
+    parser.add_argument(
+        "--server",
+        choices=("proxy", "lean-floor"),
+        default="proxy",
+        help="lean-floor: count the bare litestar + httpx-aiohttp pass-through instead (chat bodies only).",
+    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install -y valgrind)")
@@ -100,9 +118,17 @@ def main() -> int:
     for name in args.bodies.split(","):
         redis_url = args.redis_url if args.store == "redis" else None
         per_request = count(
-            name, args.requests, args.warmup, redis_url, args.sessions == "unique", args.log_level, args.tree
+            name,
+            args.requests,
+            args.warmup,
+            redis_url,
+            args.sessions == "unique",
+            args.log_level,
+            args.tree,
+            args.server,
         )
-        print(f"{name:13s} {args.store:6s} {args.sessions:7s} {per_request / 1e6:.3f} M instructions per request")
+        what = args.store if args.server == "proxy" else args.server
+        print(f"{name:13s} {what:6s} {args.sessions:7s} {per_request / 1e6:.3f} M instructions per request")
     return 0
 
 

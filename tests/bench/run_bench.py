@@ -61,7 +61,7 @@ _AGENT_BODY = json.dumps(
     {
         "model": "m",
         "messages": [
-            {"role": "system", "content": "You are a careful research agent. " * 12},
+            {"role": "system", "content": "You are a careful research agent. " * 22},
             {"role": "user", "content": "Find the population of Lyon and the weather there today, then summarize."},
             {
                 "role": "assistant",
@@ -85,7 +85,8 @@ BODIES = {
     "stream": b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}',
     "stream-tools": b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,'
     b'"tools":[{"type":"function","function":{"name":"search","parameters":{"type":"object"}}}]}',
-    # The performance issue's body: 2.3 KB of chat with three tools, an agent's second turn
+    # The performance issue's body: 2.3 KB of chat with three tools, an agent's step (a tool result in, the
+    # upstream answers the next tool call)
     "agent": _AGENT_BODY,
     # The same three on the Responses API (POST /v1/responses)
     "responses": b'{"model":"m","input":"hi"}',
