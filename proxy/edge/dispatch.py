@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 __all__ = ["GuardedFirst"]
@@ -25,7 +26,7 @@ class GuardedFirst:
         self._routes = dict(routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] == ScopeType.HTTP:
             handler = self._routes.get(scope["path"])
             if handler is not None:
                 await handler(scope, receive, send)
