@@ -85,4 +85,4 @@ async def test_a_body_read_whole_is_the_reply_as_sent_decoded_only_where_it_says
 
     assert (response.status_code, response.content, await response.aread()) == (200, _BODY, _BODY)
     assert response.headers.raw[:2] == [(b"Content-Type", b"application/json"), (b"Content-Length", b"%d" % len(sent))]
-    assert response.is_stream_consumed and response.is_closed
+    assert (response.is_stream_consumed, response.is_closed) == (True, True)
