@@ -84,6 +84,9 @@ class JsonFormatter(logging.Formatter):
 _LEVELS = {level: logging.getLevelName(level).lower() for level in (10, 20, 30, 40, 50)}
 _BATCH_PAUSE = 0.005
 """After writing a batch, the writer lets lines gather this long (seconds) before the next."""
+MAX_QUEUED_LINES = 65_536
+"""Lines waiting for a stderr nobody reads (a full pipe) are dropped past this many, and counted
+in a ``log_lines_dropped`` line once the writer gets through: memory stays bounded."""
 
 
 class JsonLines(logging.Handler):
@@ -99,6 +102,8 @@ class JsonLines(logging.Handler):
         self._writing = threading.Lock()
         self._writer: threading.Thread | None = None
         self._closed = False
+        self.dropped = 0
+        """Lines dropped since the last batch was written (see ``MAX_QUEUED_LINES``)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -114,6 +119,9 @@ class JsonLines(logging.Handler):
                 with self._writing:
                     self._drain([line])
                 return
+        if self._lines.qsize() >= MAX_QUEUED_LINES:
+            self.dropped += 1
+            return
         self._lines.put(line)
 
     def line(self, event: str, fields: Mapping[str, object], level: int) -> None:
@@ -152,6 +160,15 @@ class JsonLines(logging.Handler):
                 stop = True
             else:
                 lines.append(line)
+        if self.dropped:
+            dropped, self.dropped = self.dropped, 0  # a put racing this reset is counted in the next batch or lost
+            payload = {
+                "ts": _timestamp(time.time()),
+                "level": "warning",
+                "event": "log_lines_dropped",
+                "count": dropped,
+            }
+            lines.append(_encode(payload).decode() + "\n")
         if lines:
             try:
                 self.stream.write("".join(lines))

@@ -136,3 +136,32 @@ def test_a_closed_stream_loses_the_lines_without_failing_the_caller():
     handler = JsonLines(closed)
     handler.put("{}\n")
     handler.close()  # no exception: there is nobody left to tell
+
+
+class _Stuck(io.StringIO):
+    """A stderr whose reader went away: writes block until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released = threading.Event()
+
+    def write(self, text: str) -> int:
+        self.released.wait(60)
+        return super().write(text)
+
+
+def test_lines_for_a_stderr_nobody_reads_are_bounded_and_the_drop_is_told(monkeypatch):
+    monkeypatch.setattr(logs, "MAX_QUEUED_LINES", 10)
+    stuck = _Stuck()
+    handler = JsonLines(stuck)
+    handler.put('{"n":0}\n')  # the writer takes it and blocks writing it
+    assert wait_for(lambda: handler._lines.qsize() == 0)
+    for n in range(1, 26):
+        handler.put(f'{{"n":{n}}}\n')
+
+    stuck.released.set()
+    handler.close()
+
+    lines = [json.loads(line) for line in stuck.getvalue().splitlines()]
+    assert [line["n"] for line in lines if "n" in line] == list(range(11))
+    assert [(line["event"], line["count"]) for line in lines if "event" in line] == [("log_lines_dropped", 15)]
