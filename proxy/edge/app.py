@@ -240,7 +240,8 @@ def create_app(
     )
     background: list[asyncio.Task[None]] = []
 
-    model_calls = [asgi(wire.route, copy_scope=False, name=wire.name)(routes.model_route(wire)) for wire in FORMATS]
+    guarded = {wire.route: routes.model_route(wire) for wire in FORMATS}
+    model_calls = [asgi(wire.route, copy_scope=False, name=wire.name)(guarded[wire.route]) for wire in FORMATS]
 
     @asgi(list(CLAUDE_TELEMETRY), copy_scope=False)
     async def claude_telemetry(scope: object, receive: object, send: object) -> None:
@@ -324,5 +325,6 @@ def create_app(
         debug=False,
     )
     describe_raw_routes(app)
+    app.state.guarded_routes = guarded  # served before litestar by the server (see proxy.edge.dispatch)
     app.state.console = ConsoleSources(directory, state_store, routes.policy_for, series.scrape_registry)
     return app

@@ -28,6 +28,7 @@ from prometheus_client import multiprocess
 from proxy.edge.app import create_app
 from proxy.edge.connections import GuardedHttpProtocol, guarded_websocket_protocol
 from proxy.edge.console import Console
+from proxy.edge.dispatch import GuardedFirst
 from proxy.edge.metrics_listener import MetricsListener
 from proxy.edge.routes import Readiness
 from proxy.observe.metrics import Metrics
@@ -76,7 +77,7 @@ def build_server(settings: Settings, readiness: Readiness | None = None) -> Drai
     series = Metrics()
     app = create_app(settings, readiness=ready, metrics=series)
     config = uvicorn.Config(
-        app,
+        GuardedFirst(app, app.state.guarded_routes),
         host=settings.host,
         port=settings.port,
         loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",

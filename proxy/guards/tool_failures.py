@@ -26,7 +26,7 @@ def _fails(text: str, patterns: tuple[regex.Pattern[str], ...]) -> bool:
     """Tool results are untrusted text: each search is time-bounded (a timeout is no match)."""
     for pattern in patterns:
         try:
-            if pattern.search(text, timeout=MATCH_TIMEOUT_SECS):
+            if pattern.search(text, timeout=MATCH_TIMEOUT_SECS, concurrent=False):
                 return True
         except TimeoutError:
             continue

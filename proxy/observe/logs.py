@@ -3,20 +3,28 @@
 Callers pass only what is safe to log (names, counts, digests, statuses); message
 contents and keys never go in. Third-party loggers that would log every upstream call or
 URL (httpx, aiohttp, litestar) are turned down so they cannot leak what we keep out.
+
+At the default level every request logs a line or two, so a line must cost next to nothing
+on the event loop: :func:`log_event` renders it straight to JSON when the proxy's own handler
+is the only one listening (no ``LogRecord``, no caller lookup; anyone else attached, a test's
+handler or an operator's, gets records as usual), and :class:`JsonLines` writes the lines
+from a thread of its own, in batches, so a slow reader of stderr never stalls the loop.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import re
 import sys
+import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TextIO
 
 import msgspec
 
-__all__ = ["JsonFormatter", "configure_logging", "log_event", "logger", "redact"]
+__all__ = ["JsonFormatter", "JsonLines", "configure_logging", "log_event", "logger", "redact"]
 
 _SECRETS = re.compile(
     r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}|\b(sk|lw|rk|pk)-[A-Za-z0-9_-]{8,}|"
@@ -42,12 +50,26 @@ _encode = msgspec.json.Encoder().encode
 _HANDLER_NAME = "loopwarden-json"
 
 
+_this_second: tuple[int, str] = (-1, "")
+
+
+def _timestamp(created: float) -> str:
+    """``created`` (epoch seconds) as the lines write it, UTC to the millisecond; the part up
+    to the second is formatted once a second (one tuple, so any thread reads a matching pair)."""
+    global _this_second
+    second = int(created)
+    cached = _this_second
+    if cached[0] != second:
+        cached = _this_second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{cached[1]}.{int((created - second) * 1000):03d}Z"
+
+
 class JsonFormatter(logging.Formatter):
     """Renders a record as one JSON line: time, level, event, then the record's fields."""
 
     def format(self, record: logging.LogRecord) -> str:
         payload: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "ts": _timestamp(record.created),
             "level": record.levelname.lower(),
             "event": record.getMessage(),
         }
@@ -59,13 +81,133 @@ class JsonFormatter(logging.Formatter):
         return _encode(payload).decode()
 
 
+_LEVELS = {level: logging.getLevelName(level).lower() for level in (10, 20, 30, 40, 50)}
+_BATCH_PAUSE = 0.005
+"""After writing a batch, the writer lets lines gather this long (seconds) before the next."""
+MAX_QUEUED_LINES = 65_536
+"""Lines waiting for a stderr nobody reads (a full pipe) are dropped past this many, and counted
+in a ``log_lines_dropped`` line once the writer gets through: memory stays bounded."""
+
+
+class JsonLines(logging.Handler):
+    """The proxy's handler: each record as one JSON line, written to ``stream`` by a thread of
+    its own (see the module's docstring). Lines keep their order; :meth:`flush` (called at
+    exit by :func:`logging.shutdown`) returns once every line taken is written."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self.setFormatter(JsonFormatter())
+        self.stream = stream
+        self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._writing = threading.Lock()
+        self._writer: threading.Thread | None = None
+        self._closed = False
+        self.dropped = 0
+        """Lines dropped since the last batch was written (see ``MAX_QUEUED_LINES``)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.put(self.format(record) + "\n")
+        except Exception:
+            self.handleError(record)
+
+    def put(self, line: str) -> None:
+        """Queue one rendered line (ending in a newline) for the writer (once closed: written at once)."""
+        if self._writer is None:
+            self._start()
+            if self._closed:
+                with self._writing:
+                    self._drain([line])
+                return
+        if self._lines.qsize() >= MAX_QUEUED_LINES:
+            self.dropped += 1
+            return
+        self._lines.put(line)
+
+    def line(self, event: str, fields: Mapping[str, object], level: int) -> None:
+        """What :meth:`emit` writes for ``log_event(event, fields, level)``, made without a record."""
+        name = _LEVELS.get(level) or logging.getLevelName(level).lower()
+        payload: dict[str, Any] = {"ts": _timestamp(time.time()), "level": name, "event": event}
+        if fields:
+            payload.update(fields)
+        self.put(_encode(payload).decode() + "\n")
+
+    def _start(self) -> None:
+        with self._writing:
+            if self._writer is None and not self._closed:
+                self._writer = threading.Thread(target=self._write_on, name="loopwarden-log", daemon=True)
+                self._writer.start()
+
+    def _write_on(self) -> None:
+        while True:
+            first = self._lines.get()
+            with self._writing:
+                stop = self._drain([] if first is None else [first]) or first is None
+            if stop:
+                return
+            time.sleep(_BATCH_PAUSE)
+
+    def _drain(self, lines: list[str]) -> bool:
+        """Write ``lines`` and every line queued after them, at once; True when the writer was
+        told to stop meanwhile. Called with ``_writing`` held."""
+        stop = False
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                break
+            if line is None:
+                stop = True
+            else:
+                lines.append(line)
+        if self.dropped:
+            dropped, self.dropped = self.dropped, 0  # a put racing this reset is counted in the next batch or lost
+            payload = {
+                "ts": _timestamp(time.time()),
+                "level": "warning",
+                "event": "log_lines_dropped",
+                "count": dropped,
+            }
+            lines.append(_encode(payload).decode() + "\n")
+        if lines:
+            try:
+                self.stream.write("".join(lines))
+                self.stream.flush()
+            except (OSError, ValueError):  # stderr closed or gone: nothing to tell it
+                pass
+        return stop
+
+    def flush(self) -> None:
+        with self._writing:
+            if self._drain([]):
+                self._lines.put(None)  # the writer's stop, taken here: handed back to it
+
+    def close(self) -> None:
+        """Write what is queued and stop the writer."""
+        with self._writing:
+            self._closed = True
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            self._lines.put(None)
+            writer.join(5)
+        self.flush()
+        super().close()
+
+
+_sink: JsonLines | None = None
+
+
 def configure_logging(level: str) -> None:
     """Route the proxy's log to stderr as JSON and quiet libraries that log request lines."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    global _sink
+    handler = JsonLines(sys.stderr)
     handler.set_name(_HANDLER_NAME)
     # Replace only our own handler, so calling this twice does not log twice.
-    logger.handlers[:] = [h for h in logger.handlers if h.get_name() != _HANDLER_NAME] + [handler]
+    for old in [h for h in logger.handlers if h.get_name() == _HANDLER_NAME]:
+        logger.removeHandler(old)
+        old.close()
+    logger.addHandler(handler)
+    _sink = handler
     logger.setLevel(level.upper())
     logger.propagate = False
     for noisy in ("httpx", "httpcore", "aiohttp", "litestar", "uvicorn.access"):
@@ -73,6 +215,13 @@ def configure_logging(level: str) -> None:
 
 
 def log_event(event: str, fields: Mapping[str, object], level: int = logging.INFO) -> None:
-    """Log one structured event if the level is on; cheap when it is not."""
-    if logger.isEnabledFor(level):
+    """Log one structured event if the level is on; cheap when it is not, and when only the
+    proxy's own handler listens (the line is rendered at once, see the module's docstring)."""
+    if not logger.isEnabledFor(level):
+        return
+    handlers, sink = logger.handlers, _sink
+    alone = len(handlers) == 1 and handlers[0] is sink and not logger.filters
+    if alone and sink is not None and level >= sink.level and not sink.filters:
+        sink.line(event, fields, level)
+    else:
         logger.log(level, event, extra={"fields": fields})

@@ -149,7 +149,7 @@ def _condition_holds(condition: ArgumentCondition, arguments: Any, undecided: bo
         return bool(found == condition.equals and type(found) is type(condition.equals))
     text = found if isinstance(found, str) else json.dumps(found, sort_keys=True)
     try:
-        return _compiled(condition.regex).search(text, timeout=MATCH_TIMEOUT_SECS) is not None
+        return _compiled(condition.regex).search(text, timeout=MATCH_TIMEOUT_SECS, concurrent=False) is not None
     except TimeoutError:
         return undecided
 

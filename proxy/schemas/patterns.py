@@ -105,7 +105,7 @@ def search(pattern: str, string: str, flags: int = 0) -> regex.Match[str] | None
         if timeout <= 0:
             raise PatternUnchecked(pattern, "the time for checking patterns ran out")
     try:
-        return compiled.search(string, timeout=timeout)
+        return compiled.search(string, timeout=timeout, concurrent=False)
     except TimeoutError:
         raise PatternUnchecked(pattern, f"matching took longer than {timeout * 1000:.0f} ms") from None
 

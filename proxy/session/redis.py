@@ -259,7 +259,7 @@ class RedisStore:
         """
         if self._lean is None:  # (not held to ``max_connections``: that cap is for callers that wait)
             return None
-        beside, packed = self._lists.commit_call(key, delta, ttl_seconds)
+        beside, packed = self._lists.commit_call(key, delta, ttl_seconds, awaited=False)
         args = (packed, _epoch())
         keys = self._keys(key, _op_key(key), *beside)
         sent = self._commit.send_now(keys, args)

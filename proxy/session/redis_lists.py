@@ -54,9 +54,13 @@ def packed_delta(
     ttl_seconds: int,
     timeline_events: int = DEFAULT_TIMELINE_EVENTS,
     listing: tuple[str, int] | None = None,
+    *,
+    state: bool = True,
 ) -> bytes:
     """The commit script's one argument (see ``scripts.COMMIT``); ``listing``: (session id,
-    index cap) when the script lists the session itself."""
+    index cap) when the script lists the session itself; ``state``: the script answers with
+    the session as committed (else with nothing in its place: a commit sent without waiting
+    for the state spares both sides the hash)."""
     appends = [(name, keep, ",".join(items)) for name, (items, keep) in delta.appends.items()]
     return _json.encode(
         (
@@ -69,6 +73,7 @@ def packed_delta(
             appends,
             [(event.kind, event.at_ms, event.fields) for event in delta.events],
             timeline_events,
+            1 if state else 0,
             *(listing or ()),
         )
     )
@@ -108,14 +113,18 @@ class RedisLists:
         self._scanned: tuple[float, list[str]] | None = None
         """When the namespaces were last scanned (monotonic seconds), newest first."""
 
-    def commit_call(self, key: str, delta: SessionDelta, ttl_seconds: int) -> tuple[list[str], bytes]:
+    def commit_call(
+        self, key: str, delta: SessionDelta, ttl_seconds: int, *, awaited: bool = True
+    ) -> tuple[list[str], bytes]:
         """The commit script's keys beside the session's hash (its timeline, and when the
-        script lists the session, the namespace's index and summaries) and its argument."""
+        script lists the session, the namespace's index and summaries) and its argument. A
+        commit not ``awaited`` needs the state back only to list the session after it."""
         parts = split_session_key(key) if self._inline else None
         if parts is None:
             return [timeline_key(key)], packed_delta(delta, ttl_seconds, self.timeline_events)
         index = index_key(parts[0])
-        packed = packed_delta(delta, ttl_seconds, self.timeline_events, (parts[1], self._listed_cap))
+        listing = (parts[1], self._listed_cap)
+        packed = packed_delta(delta, ttl_seconds, self.timeline_events, listing, state=awaited)
         return [timeline_key(key), index, f"{index}:summaries"], packed
 
     async def committed(self, key: str, reply: list[Any], ttl_seconds: int) -> SessionState:

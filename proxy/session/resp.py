@@ -4,7 +4,9 @@ redis-py's asyncio client spends about 230 k instructions on every command, even
 (a pool, a retry object, observability hooks, a task per send): two commands per request made
 Redis state cost 1.4x memory state. The store's hot path is a handful of ``EVALSHA`` calls to
 one server, so it goes through this instead: one connection, commands pipelined back to back,
-replies matched to callers in order, each command with its own deadline.
+replies matched to callers in order, each command with its own deadline (watched by one timer
+per connection, on the oldest command still waiting: replies come in order, so no later command
+can be overdue before it).
 
 Failure semantics match redis-py's as the store uses it: a command that outlives its deadline
 raises :class:`TimeoutError` (and so does every command in flight on that connection, which is
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import hashlib
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -74,7 +77,9 @@ class _Protocol(asyncio.Protocol):
 
     def __init__(self) -> None:
         self._reader = hiredis.Reader(replyError=ResponseError, encoding="utf-8")
-        self._waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self._waiting: collections.deque[tuple[asyncio.Future[Any], float]] = collections.deque()
+        """Each command's future and deadline (loop time; inf: none), oldest first."""
+        self._watchdog: asyncio.TimerHandle | None = None
         self.transport: asyncio.Transport | None = None
         self.broken = False
 
@@ -87,7 +92,7 @@ class _Protocol(asyncio.Protocol):
             if not self._waiting:  # a reply nobody asked for: the stream is out of step
                 self.fail(RedisConnectionError("unexpected reply from Redis"))
                 return
-            waiter = self._waiting.popleft()
+            waiter, _ = self._waiting.popleft()
             if waiter.done():  # its caller gave up (deadline, cancellation): drop the reply
                 continue
             if isinstance(reply, ResponseError):
@@ -99,24 +104,44 @@ class _Protocol(asyncio.Protocol):
         self.broken = True
         self._fail_waiting(RedisConnectionError(f"Redis connection lost: {exc or 'closed'}"))
 
-    def send(self, payload: bytes, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
+    def send(self, payload: bytes, loop: asyncio.AbstractEventLoop, deadline: float = math.inf) -> asyncio.Future[Any]:
+        """Write one command; its future fails (and the connection with it) if no reply came
+        by ``deadline`` (loop time)."""
         waiter: asyncio.Future[Any] = loop.create_future()
         if self.transport is None:  # not connected yet: nothing can be sent
             raise RedisConnectionError("Redis connection not open")
-        self._waiting.append(waiter)
+        self._waiting.append((waiter, deadline))
         self.transport.write(payload)
+        if self._watchdog is None and deadline != math.inf:
+            self._watchdog = loop.call_at(deadline, self._watch, loop)
         return waiter
 
-    def fail(self, error: Exception) -> None:
+    def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The oldest command still waiting is overdue: the server is frozen or the network
+        dropped, and this connection is done. Otherwise look again at its deadline."""
+        self._watchdog = None
+        for waiter, deadline in self._waiting:
+            if waiter.done() or deadline == math.inf:  # a caller that gave up waits for nothing
+                continue
+            if deadline <= loop.time():
+                self.fail(TimeoutError("Redis did not answer in time"))
+            else:
+                self._watchdog = loop.call_at(deadline, self._watch, loop)
+            return
+
+    def fail(self, error: BaseException) -> None:
         """Close the connection, failing every command in flight with ``error``."""
         self.broken = True
         self._fail_waiting(error)
         if self.transport is not None:
             self.transport.close()
 
-    def _fail_waiting(self, error: Exception) -> None:
+    def _fail_waiting(self, error: BaseException) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         while self._waiting:
-            waiter = self._waiting.popleft()
+            waiter, _ = self._waiting.popleft()
             if not waiter.done():
                 waiter.set_exception(error)
 
@@ -151,10 +176,7 @@ class LeanConnection:
         if protocol is None or protocol.broken:
             return None
         loop = asyncio.get_running_loop()
-        waiter = protocol.send(_command(*args), loop)
-        deadline = loop.call_later(self._timeout, _expire, protocol, waiter)
-        waiter.add_done_callback(lambda _: deadline.cancel())  # a reply, a failure or a caller that gave up
-        return waiter
+        return protocol.send(_command(*args), loop, loop.time() + self._timeout)
 
     async def _open(self) -> _Protocol:
         """A new connection, shared by every caller that needs one meanwhile."""
@@ -199,12 +221,6 @@ class LeanConnection:
         if self._protocol is not None:
             self._protocol.fail(RedisConnectionError("closed"))
             self._protocol = None
-
-
-def _expire(protocol: _Protocol, waiter: asyncio.Future[Any]) -> None:
-    """A deadline passed: the server is frozen or the network dropped; this connection is done."""
-    if not waiter.done():
-        protocol.fail(TimeoutError("Redis did not answer in time"))
 
 
 class LeanScript:

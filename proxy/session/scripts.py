@@ -39,11 +39,12 @@ EPOCH = (
 LOAD = EPOCH + "return {epoch, redis.call('HGETALL', KEYS[1])}\n"
 DONE = "redis.call('SET', KEYS[2], '1', 'EX', 300)\n"
 
-# The session (its HGETALL) put first in its namespace's index, KEYS[4] and KEYS[5], as INDEX
-# does it (see there); the summary is the hash's non-empty summary fields and ``expires_ms``.
-# A session listed less than a second ago is listed again only when it ends (a busy session's
-# commits do not each rewrite the index; its place and counters lag by a second at most).
-# Returns the sessions unlisted over the cap, or -1 when the index keys hold something else.
+# The session put first in its namespace's index, KEYS[4] and KEYS[5], as INDEX does it (see
+# there); the summary is the hash's non-empty summary fields and ``expires_ms``. A session
+# listed less than a second ago is listed again only when it ends (a busy session's commits do
+# not each rewrite the index; its place and counters lag by a second at most). Returns the
+# sessions unlisted over the cap, or -1 when the index keys hold something else, and the
+# session's HGETALL when it read it (else nil).
 LIST_SESSION = (
     f"""
 local LIST_EVERY_MS = 1000
@@ -52,11 +53,12 @@ local TIMELINE_TOTAL, TIMELINE_DROPPED = '{FIELDS.TIMELINE_TOTAL}', '{FIELDS.TIM
 local TERMINATION = '{FIELDS.TERMINATION}'"""
     + """
 local function list_session(all, d)
-  local listed = redis.pcall('ZSCORE', KEYS[4], d[10])
+  local listed = redis.pcall('ZSCORE', KEYS[4], d[11])
   if type(listed) == 'string' and d[5][TERMINATION] == nil then
     local now = tonumber(redis.call('HGET', KEYS[1], LAST_SEEN_MS) or '0') or 0
-    if now - tonumber(listed) < LIST_EVERY_MS then return 0 end
+    if now - tonumber(listed) < LIST_EVERY_MS then return 0, all end
   end
+  all = all or redis.call('HGETALL', KEYS[1])
   local h = {}
   for j = 1, #all, 2 do h[all[j]] = all[j + 1] end
   local seen = tonumber(h[LAST_SEEN_MS] or '0') or 0
@@ -70,12 +72,12 @@ local function list_session(all, d)
     if h[f] and h[f] ~= '' then shown[f] = h[f] end
   end
   shown['expires_ms'] = seen + d[1]
-  local added = redis.pcall('ZADD', KEYS[4], seen, d[10])  -- the index is derived: a broken one
-  if type(added) == 'table' and added.err then return -1 end  -- is reported, the commit stands
+  local added = redis.pcall('ZADD', KEYS[4], seen, d[11])  -- the index is derived: a broken one
+  if type(added) == 'table' and added.err then return -1, all end  -- is reported, the commit stands
   local kind = redis.call('TYPE', KEYS[5]).ok
-  if kind ~= 'hash' and kind ~= 'none' then return -1 end
-  redis.call('HSET', KEYS[5], d[10], cjson.encode(shown))
-  local over = redis.call('ZCARD', KEYS[4]) - d[11]
+  if kind ~= 'hash' and kind ~= 'none' then return -1, all end
+  redis.call('HSET', KEYS[5], d[11], cjson.encode(shown))
+  local over = redis.call('ZCARD', KEYS[4]) - d[12]
   if over > 0 then
     redis.call('HDEL', KEYS[5], unpack(redis.call('ZRANGE', KEYS[4], 0, over - 1)))
     redis.call('ZREMRANGEBYRANK', KEYS[4], 0, over - 1)
@@ -84,7 +86,7 @@ local function list_session(all, d)
   end
   redis.call('PEXPIRE', KEYS[4], d[1])
   redis.call('PEXPIRE', KEYS[5], d[1])
-  return over
+  return over, all
 end
 """
 )
@@ -92,13 +94,16 @@ end
 # KEYS[1] = session hash, KEYS[3] = its timeline (a list). ARGV[1] = the delta as JSON (see
 # ``redis_lists.packed_delta``): [ttl_ms, replace (0|1), the reservation fields' prefix,
 # {defaults}, {assignments}, {increments}, [[field, keep, items (comma-joined)], ...],
-# [[kind, at_ms, {fields}], ...], timeline cap, and for a single server (no Cluster slots to
-# keep to) the session's id and the index cap]; one argument, so neither side encodes or
-# parses dozens of small ones. Events are stored as cjson writes them back.
+# [[kind, at_ms, {fields}], ...], timeline cap, whether to answer with the state (0|1), and for
+# a single server (no Cluster slots to keep to) the session's id and the index cap]; one
+# argument, so neither side encodes or parses dozens of small ones. Events are stored as cjson
+# writes them back. Assignments go in one HSET (and one HDEL).
 # Events are pushed and the list trimmed to the cap in the same step, the overflow counted in
 # the hash; the list's TTL follows the hash's. With KEYS[4], KEYS[5] (the namespace's index and
 # summaries, see INDEX) the session is listed in the same step too. A hash left with nothing
-# but zero reservations is deleted. Returns {epoch, HGETALL, events dropped, sessions unlisted}.
+# but zero reservations is deleted (looked for only when the delta wrote nothing else). Returns
+# {epoch, HGETALL (empty unless asked for), events dropped, sessions unlisted}; the hash is read
+# only where it is needed (listing, the answer, the look for a hash of reservations only).
 COMMIT = (
     EPOCH
     + ONCE.replace("{}", "{epoch, redis.call('HGETALL', KEYS[1]), 0, 0}")
@@ -128,10 +133,23 @@ if #events > 0 then
     redis.call('HINCRBY', key, TIMELINE_DROPPED, dropped)
   end
 end
-for field, value in pairs(d[4]) do redis.call('HSETNX', key, field, value) end
-for field, value in pairs(d[5]) do
-  if value == '' then redis.call('HDEL', key, field) else redis.call('HSET', key, field, value) end
+local other = #events > 0  -- the hash now holds a field that is no zero reservation (timeline_total here)
+local function keeps(field, value) return string.sub(field, 1, #prefix) ~= prefix or tonumber(value) ~= 0 end
+for field, value in pairs(d[4]) do
+  redis.call('HSETNX', key, field, value)
+  other = other or keeps(field, value)
 end
+local set, gone = {}, {}
+for field, value in pairs(d[5]) do
+  if value == '' then
+    gone[#gone + 1] = field
+  else
+    set[#set + 1] = field; set[#set + 1] = value
+    other = other or keeps(field, value)
+  end
+end
+if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
+if #set > 0 then redis.call('HSET', key, unpack(set)) end
 for field, by in pairs(d[6]) do redis.call('HINCRBY', key, field, by) end
 for _, append in ipairs(d[7]) do
   local field, keep, added = append[1], append[2], append[3]
@@ -142,19 +160,25 @@ for _, append in ipairs(d[7]) do
     list = string.sub(list, string.find(list, ',', 1, true) + 1); commas = commas - 1
   end
   redis.call('HSET', key, field, list)
+  other = other or keeps(field, list)
 end
-local all = redis.call('HGETALL', key)
-for j = 1, #all, 2 do
-  if string.sub(all[j], 1, #prefix) ~= prefix or tonumber(all[j + 1]) ~= 0 then
-    redis.call('PEXPIRE', key, d[1])
-    redis.call('PEXPIRE', KEYS[3], d[1])
-    local unlisted = 0
-    if #KEYS == 6 then unlisted = list_session(all, d) end
-    return {epoch, all, dropped, unlisted}
+local all = nil
+if not other then  -- only counters written: is anything but reservations given back left?
+  all = redis.call('HGETALL', key)
+  for j = 1, #all, 2 do
+    if string.sub(all[j], 1, #prefix) ~= prefix or tonumber(all[j + 1]) ~= 0 then other = true; break end
   end
 end
-redis.call('DEL', key, KEYS[3])  -- nothing but reservations given back: a session that never was
-return {epoch, {}, 0, 0}
+if not other then
+  redis.call('DEL', key, KEYS[3])  -- nothing but reservations given back: a session that never was
+  return {epoch, {}, 0, 0}
+end
+redis.call('PEXPIRE', key, d[1])
+redis.call('PEXPIRE', KEYS[3], d[1])
+local unlisted = 0
+if #KEYS == 6 then unlisted, all = list_session(all, d) end
+if d[10] == 1 then all = all or redis.call('HGETALL', key) else all = {} end
+return {epoch, all, dropped, unlisted}
 """
 )
 
@@ -223,7 +247,8 @@ end
 # KEYS[1] = session hash. ARGV[1] = the admission as JSON: [ttl_ms, replace (0|1), claim now_ms
 # (0: no claim), lease_ms, ending field, claim field, [[name, reserved field, amount, limit,
 # [used fields...]], ...]]; ARGV[2] = the epoch. Reserves all or nothing; a refusal claims the
-# ending when asked to. Returns {epoch, refused name or '', '1' when claimed or '', HGETALL}. The
+# ending when asked to (the hash read once, before). Returns {epoch, refused name or '', '1' when
+# claimed or '', HGETALL}. The
 # op marker holds the outcome ('1': admitted, else the refused limit that claimed), so a retry
 # answers the same.
 ADMIT = (
@@ -241,7 +266,10 @@ local now, lease, ending, claim = a[3], a[4], a[5], a[6]
     + CLAIM_IF_FREE
     + """
 if a[2] == 1 then redis.call('DEL', key) end
-local function num(field) return tonumber(redis.call('HGET', key, field) or '0') or 0 end
+local all = redis.call('HGETALL', key)  -- read once: the limits' fields and the state returned
+local h = {}
+for j = 1, #all, 2 do h[all[j]] = all[j + 1] end
+local function num(field) return tonumber(h[field] or '0') or 0 end
 local taken = {}
 for _, l in ipairs(a[7]) do
   local name, reserved, amount, limit = l[1], l[2], l[3], l[4]
@@ -254,14 +282,18 @@ for _, l in ipairs(a[7]) do
       redis.call('PEXPIRE', key, a[1])
       return {epoch, name, '1', redis.call('HGETALL', key)}
     end
-    return {epoch, name, '', redis.call('HGETALL', key)}
+    return {epoch, name, '', all}  -- nothing written: the hash as read
   end
   taken[#taken + 1] = {reserved, amount}
 end
-for _, t in ipairs(taken) do redis.call('HINCRBY', key, t[1], t[2]) end
+if #taken > 0 then
+  for _, t in ipairs(taken) do h[t[1]] = string.format('%d', redis.call('HINCRBY', key, t[1], t[2])) end
+  all = {}
+  for field, value in pairs(h) do all[#all + 1] = field; all[#all + 1] = value end
+end
 redis.call('SET', KEYS[2], '1', 'EX', 300)
 redis.call('PEXPIRE', key, a[1])
-return {epoch, '', '', redis.call('HGETALL', key)}
+return {epoch, '', '', all}
 """
 )
 

@@ -32,15 +32,16 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from run_bench import BODIES, REQUEST_HEADERS, path_for  # noqa: E402
+from run_bench import BODIES, REQUEST_HEADERS, path_of  # noqa: E402
 from ttfb import free_port, start_proxy, start_upstream, wait_ready  # noqa: E402
 
 
-def send(port: int, body: bytes, count: int, unique: bool) -> None:
+def send(port: int, name: str, count: int, unique: bool) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    body, path = BODIES[name], path_of(name)
     for _ in range(count):
         headers = {**REQUEST_HEADERS, "X-Session-Id": uuid.uuid4().hex} if unique else REQUEST_HEADERS
-        connection.request("POST", path_for(body), body=body, headers=headers)
+        connection.request("POST", path, body=body, headers=headers)
         response = connection.getresponse()
         response.read()
         if response.status != 200:
@@ -48,7 +49,16 @@ def send(port: int, body: bytes, count: int, unique: bool) -> None:
     connection.close()
 
 
-def count(body: bytes, requests: int, warmup: int, redis_url: str | None, unique: bool) -> float:
+def count(
+    name: str,
+    requests: int,
+    warmup: int,
+    redis_url: str | None,
+    unique: bool,
+    log_level: str,
+    tree: Path | None,
+    server: str = "proxy",
+) -> float:
     upstream_port, proxy_port = free_port(), free_port()
     upstream = start_upstream(upstream_port)
     with tempfile.TemporaryDirectory() as work:
@@ -60,13 +70,18 @@ def count(body: bytes, requests: int, warmup: int, redis_url: str | None, unique
             f"--callgrind-out-file={work}/out",
             f"--log-file={log}",
         ]
-        proxy = start_proxy(upstream_port, proxy_port, callgrind, redis_url)
+        if server == "proxy":
+            proxy = start_proxy(upstream_port, proxy_port, callgrind, redis_url, log_level=log_level, tree=tree)
+        else:  # the lean floor, the yardstick of the performance issue's targets
+            floor = [sys.executable, str(BENCH_DIR / "lean_floor_app.py"), "--upstream"]
+            argv = [*callgrind, *floor, f"http://127.0.0.1:{upstream_port}/v1", "--port", str(proxy_port)]
+            proxy = subprocess.Popen(argv, cwd=BENCH_DIR, stderr=subprocess.DEVNULL)
         try:
             wait_ready(upstream_port)
             wait_ready(proxy_port, timeout=120)
-            send(proxy_port, body, warmup, unique)
+            send(proxy_port, name, warmup, unique)
             subprocess.run(["callgrind_control", "-i", "on", str(proxy.pid)], check=True, capture_output=True)
-            send(proxy_port, body, requests, unique)
+            send(proxy_port, name, requests, unique)
             subprocess.run(["callgrind_control", "-i", "off", str(proxy.pid)], check=True, capture_output=True)
         finally:
             proxy.send_signal(signal.SIGTERM)
@@ -88,14 +103,32 @@ def main() -> int:
     parser.add_argument("--store", choices=("memory", "redis"), default="memory")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/15", help="With --store redis.")
     parser.add_argument("--sessions", choices=("derived", "unique"), default="derived")
+    parser.add_argument("--log-level", default="info", help="The proxy's --log-level (default: info, the default).")
+    parser.add_argument("--tree", type=Path, help="Count the proxy of this tree (default: this one), e.g. main's.")
+    parser.add_argument(
+        "--server",
+        choices=("proxy", "lean-floor"),
+        default="proxy",
+        help="lean-floor: count the bare litestar + httpx-aiohttp pass-through instead (chat bodies only).",
+    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install -y valgrind)")
         return 2
     for name in args.bodies.split(","):
         redis_url = args.redis_url if args.store == "redis" else None
-        per_request = count(BODIES[name], args.requests, args.warmup, redis_url, args.sessions == "unique")
-        print(f"{name:13s} {args.store:6s} {args.sessions:7s} {per_request / 1e6:.3f} M instructions per request")
+        per_request = count(
+            name,
+            args.requests,
+            args.warmup,
+            redis_url,
+            args.sessions == "unique",
+            args.log_level,
+            args.tree,
+            args.server,
+        )
+        what = args.store if args.server == "proxy" else args.server
+        print(f"{name:13s} {what:6s} {args.sessions:7s} {per_request / 1e6:.3f} M instructions per request")
     return 0
 
 

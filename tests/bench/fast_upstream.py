@@ -1,5 +1,6 @@
 """A deliberately dumb, fast fake model API for the benchmark: one fixed chat completion
-(or, for ``"stream":true``, one fixed text stream, or a tool-call stream when tools are offered);
+(a tool call when tools are offered; for ``"stream":true``, one fixed text stream, or a tool-call
+stream when tools are offered);
 for a Responses request (a body with ``"input"``) the same three as a Responses API answers them.
 the same three as Anthropic Messages for ``POST /v1/messages``.
 
@@ -47,6 +48,40 @@ RESPONSE = (
     b"Content-Length: " + str(len(_COMPLETION)).encode() + b"\r\n"
     b"\r\n" + _COMPLETION
 )
+_TOOL_COMPLETION = json.dumps(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_2",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"query":"Lyon"}'},
+                        }
+                    ],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": 480, "completion_tokens": 12, "total_tokens": 492},
+    },
+    separators=(",", ":"),
+).encode()
+TOOL_RESPONSE = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+    + str(len(_TOOL_COMPLETION)).encode()
+    + b"\r\n\r\n"
+    + _TOOL_COMPLETION
+)
+"""A chat completion that calls a tool (tools offered, not streamed): an agent's step in its loop."""
 
 
 def _sse(chunks: list[dict[str, object]]) -> bytes:
@@ -306,7 +341,7 @@ def _answer(head: bytes, body: bytes) -> bytes:
         return RESPONSES_RESPONSE
     if stream:
         return STREAM_TOOLS_RESPONSE if tools else STREAM_RESPONSE
-    return RESPONSE
+    return TOOL_RESPONSE if tools else RESPONSE
 
 
 def _content_length(head: bytes) -> int:

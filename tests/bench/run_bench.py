@@ -22,12 +22,13 @@ import platform
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 
@@ -38,22 +39,61 @@ HOST = "127.0.0.1"
 
 # What every load generator sends: a minimal chat completion request (``--body`` picks which).
 REQUEST_PATH = "/v1/chat/completions"
+_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"{name.replace('_', ' ')}: looks things up for the agent and returns what it found.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What to look for."},
+                    "limit": {"type": "integer"},
+                },
+                "required": ["query"],
+            },
+        },
+    }
+    for name in ("search_web", "read_page", "get_weather")
+]
+_AGENT_BODY = json.dumps(
+    {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "You are a careful research agent. " * 22},
+            {"role": "user", "content": "Find the population of Lyon and the weather there today, then summarize."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "search_web", "arguments": '{"query":"Lyon population"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "Lyon has about 520,000 inhabitants. " * 8},
+        ],
+        "tools": _TOOLS,
+    },
+    separators=(",", ":"),
+).encode()
 BODIES = {
     "plain": b'{"model":"m","messages":[{"role":"user","content":"hi"}]}',
     "stream": b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}',
     "stream-tools": b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,'
     b'"tools":[{"type":"function","function":{"name":"search","parameters":{"type":"object"}}}]}',
+    # The performance issue's body: 2.3 KB of chat with three tools, an agent's step (a tool result in, the
+    # upstream answers the next tool call)
+    "agent": _AGENT_BODY,
     # The same three on the Responses API (POST /v1/responses)
     "responses": b'{"model":"m","input":"hi"}',
     "responses-stream": b'{"model":"m","input":"hi","stream":true}',
     "responses-stream-tools": b'{"model":"m","input":"hi","stream":true,'
     b'"tools":[{"type":"function","name":"search","parameters":{"type":"object"}}]}',
 }
-
-
-def path_for(body: bytes) -> str:
-    """Where a body goes: a Responses request (it has ``input``) to ``/v1/responses``."""
-    return "/v1/responses" if b'"input"' in body else "/v1/chat/completions"
 
 
 MESSAGES_BODIES = {
@@ -64,6 +104,26 @@ MESSAGES_BODIES = {
 }
 """The same three, as Anthropic Messages requests (``POST /v1/messages``)."""
 BODIES.update(MESSAGES_BODIES)
+BODY_PATHS: dict[str, str] = {
+    **{name: "/v1/responses" for name in BODIES if name.startswith("responses")},
+    **{name: "/v1/messages" for name in MESSAGES_BODIES},
+}
+"""Where each body goes; a body not named here goes to ``/v1/chat/completions``. A new wire
+format (or transport) gets benchmarked by adding its bodies to ``BODIES`` and their route here:
+every tool here (``run_bench.py --body``, ``count_instructions.py --bodies``, ``ttfb.py``)
+takes the name."""
+
+
+def path_of(name: str) -> str:
+    """The route a named body is sent to."""
+    return BODY_PATHS.get(name, "/v1/chat/completions")
+
+
+def path_for(body: bytes) -> str:
+    """Where a body goes, by its bytes (for callers that hold a body, not its name)."""
+    return next((path_of(name) for name, known in BODIES.items() if known == body), "/v1/chat/completions")
+
+
 REQUEST_BODY = BODIES["plain"]
 REQUEST_HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench"}
 
@@ -88,32 +148,50 @@ class Target:
     command: ServerCommand | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     """Extra environment for the server process (e.g. LOOPWARDEN_* settings)."""
+    environment: Callable[[], Mapping[str, str]] | None = None
+    """Extra environment decided when the target starts (the tree a proxy target runs from)."""
+
+    def process_env(self) -> Mapping[str, str]:
+        return {**self.env, **(self.environment() if self.environment else {})}
 
 
-def _loopwarden() -> list[str]:
-    script = Path(PYTHON).with_name("loopwarden")
-    return [str(script)] if script.exists() else [PYTHON, "-m", "proxy"]
+LOG_LEVEL = "info"
+"""The proxy targets' ``--log-level``: the default setting, which is what users run (``--log-level``)."""
+BASE_TREE: Path | None = None
+"""Where ``proxy-base`` and ``proxy-redis-base`` run the proxy from (``--base-tree``: e.g. a
+``git worktree`` of main, to compare a change with it side by side)."""
 
 
-def proxy_target(name: str, description: str, *extra_flags: str, env: Mapping[str, str] | None = None) -> Target:
-    """A target running ``loopwarden serve`` with ``extra_flags`` after the common ones."""
+def proxy_target(
+    name: str, description: str, *extra_flags: str, env: Mapping[str, str] | None = None, base: bool = False
+) -> Target:
+    """A target running ``loopwarden serve`` with ``extra_flags`` after the common ones; from
+    ``BASE_TREE`` when ``base``."""
 
     def command(upstream: str, port: int) -> list[str]:
         return [
-            *_loopwarden(),
+            PYTHON,
+            "-m",
+            "proxy",
             "serve",
             "--upstream",
             upstream,
             "--port",
             str(port),
             "--log-level",
-            "warning",
+            LOG_LEVEL,
             "--metrics-port",
             "0",
             *extra_flags,
         ]
 
-    return Target(name, description, command, env or {})
+    def tree_env() -> Mapping[str, str]:
+        tree = BASE_TREE if base else REPO_DIR
+        if base and tree is None:
+            raise BenchError(f"{name} needs --base-tree")
+        return {**(env or {}), "PYTHONPATH": str(tree), "LOOPWARDEN_BENCH_TREE": str(tree)}
+
+    return Target(name, description, command, env or {}, tree_env)
 
 
 def _reference_command(upstream: str, port: int) -> list[str]:
@@ -160,6 +238,14 @@ TARGETS: dict[str, Target] = {
             "--redis-url",
             os.environ.get("LOOPWARDEN_BENCH_REDIS_URL", "redis://127.0.0.1:6379/15"),
         ),
+        proxy_target("proxy-base", "-> loopwarden serve from --base-tree (memory state) -> upstream", base=True),
+        proxy_target(
+            "proxy-redis-base",
+            "-> loopwarden serve from --base-tree (Redis state) -> upstream",
+            "--redis-url",
+            os.environ.get("LOOPWARDEN_BENCH_REDIS_URL", "redis://127.0.0.1:6379/15"),
+            base=True,
+        ),
     )
 }
 
@@ -203,7 +289,7 @@ class Processes:
         with log_path.open("wb") as log:
             process = subprocess.Popen(
                 list(argv),
-                cwd=REPO_DIR,
+                cwd=(env or {}).get("LOOPWARDEN_BENCH_TREE", REPO_DIR),
                 env={**os.environ, **(env or {})},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -343,7 +429,7 @@ end
 """
 
 
-def wrk_generator(script_dir: Path, unique_sessions: bool = False) -> LoadGenerator:
+def wrk_generator(script_dir: Path, unique_sessions: bool = False, cpus: str | None = None) -> LoadGenerator:
     """``wrk -t1 -cN --latency`` driven by a generated Lua script that reports JSON in ``done``."""
     body = REQUEST_BODY.decode()
     assert "]==]" not in body
@@ -365,7 +451,12 @@ def wrk_generator(script_dir: Path, unique_sessions: bool = False) -> LoadGenera
             f"http://{HOST}:{port}{REQUEST_PATH}",
         ]
         done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=duration + 30, check=False, preexec_fn=_die_with_parent
+            pinned(argv, cpus),
+            capture_output=True,
+            text=True,
+            timeout=duration + 30,
+            check=False,
+            preexec_fn=_die_with_parent,
         )
         line = next((ln for ln in done.stdout.splitlines() if ln.startswith(_WRK_MARKER)), None)
         if done.returncode != 0 or line is None:
@@ -457,6 +548,7 @@ class Result:
     """The same for the fake upstream: shows how close it comes to being the bottleneck."""
     non_2xx: int
     socket_errors: int
+    round: int = 1
 
 
 _COLUMNS = (
@@ -532,36 +624,74 @@ def measure(
     )
 
 
+def pinned(argv: Sequence[str], cpus: str | None) -> list[str]:
+    """``argv`` run on ``cpus`` only (``taskset -c``), when given."""
+    return ["taskset", "-c", cpus, *argv] if cpus else list(argv)
+
+
 def run(args: argparse.Namespace, generator: LoadGenerator, log_dir: Path) -> list[Result]:
+    """Every target at every concurrency, ``args.rounds`` times, the targets interleaved: on a
+    busy machine, rounds compare targets measured minutes apart at most."""
     results: list[Result] = []
     with Processes(log_dir) as processes:
         upstream_port = free_port()
         upstream = processes.start(
-            "upstream", [PYTHON, str(BENCH_DIR / "fast_upstream.py"), "--port", str(upstream_port)]
+            "upstream",
+            pinned([PYTHON, str(BENCH_DIR / "fast_upstream.py"), "--port", str(upstream_port)], args.load_cpus),
         )
         wait_ready(upstream, upstream_port)
         upstream_base = f"http://{HOST}:{upstream_port}/v1"
 
         print(format_header(), flush=True)
-        for name in args.targets:
-            target = TARGETS[name]
-            server: Server | None = None
-            port = upstream_port
-            if target.command is not None:
-                port = free_port()
-                server = processes.start(name, target.command(upstream_base, port), target.env)
-                wait_ready(server, port)
-            log(f"{name}: {target.description}" + (f" (pid {server.pid})" if server else ""))
-            smoke_test(name, port)
-            if args.warmup > 0:
-                generator(port, max(args.concurrency), args.warmup)
-            for concurrency in args.concurrency:
-                result = measure(generator, name, port, concurrency, args.duration, server, upstream)
-                results.append(result)
-                print(format_result(result), flush=True)
-            if server is not None:
-                processes.stop(server)  # one target at a time: they would compete for the cores
+        for round_number in range(1, args.rounds + 1):
+            for name in args.targets:
+                target = TARGETS[name]
+                server: Server | None = None
+                port = upstream_port
+                if target.command is not None:
+                    port = free_port()
+                    argv = pinned(target.command(upstream_base, port), args.server_cpus)
+                    server = processes.start(name, argv, target.process_env())
+                    wait_ready(server, port)
+                log(f"{name}: {target.description}" + (f" (pid {server.pid})" if server else ""))
+                smoke_test(name, port)
+                if args.warmup > 0:
+                    generator(port, max(args.concurrency), args.warmup)
+                for concurrency in args.concurrency:
+                    result = measure(generator, name, port, concurrency, args.duration, server, upstream)
+                    result = replace(result, round=round_number)
+                    results.append(result)
+                    print(format_result(result), flush=True)
+                if server is not None:
+                    processes.stop(server)  # one target at a time: they would compete for the cores
     return results
+
+
+def ratios(results: Sequence[Result], to: str) -> list[str]:
+    """Per target and concurrency: the median over rounds of req/s and CPU per request, and the
+    median of each round's ratio to target ``to`` measured in the same round."""
+    lines = [f"medians over rounds; ratios are medians of per-round ratios to {to}"]
+    lines.append(f"{'target':<18} {'conc':>5} {'req/s':>8} {'x rps':>7} {'µs/req':>8} {'x µs':>7} {'p99 ms':>8}")
+    keys = dict.fromkeys((r.target, r.concurrency) for r in results)
+    by_round = {(r.target, r.concurrency, r.round): r for r in results}
+    for target, concurrency in keys:
+        mine = [r for r in results if r.target == target and r.concurrency == concurrency]
+        paired = [(r, by_round.get((to, concurrency, r.round))) for r in mine]
+        rps_ratio = [r.rps / base.rps for r, base in paired if base is not None and base.rps]
+        cpu_ratio = [
+            r.server_cpu_us_per_req / base.server_cpu_us_per_req
+            for r, base in paired
+            if base is not None and r.server_cpu_us_per_req and base.server_cpu_us_per_req
+        ]
+        cpu = [r.server_cpu_us_per_req for r in mine if r.server_cpu_us_per_req is not None]
+        lines.append(
+            f"{target:<18} {concurrency:>5} {statistics.median(r.rps for r in mine):>8.0f} "
+            f"{statistics.median(rps_ratio) if rps_ratio else float('nan'):>7.3f} "
+            f"{statistics.median(cpu) if cpu else float('nan'):>8.0f} "
+            f"{statistics.median(cpu_ratio) if cpu_ratio else float('nan'):>7.3f} "
+            f"{statistics.median(r.p99_ms for r in mine):>8.2f}"
+        )
+    return lines
 
 
 def log(message: str) -> None:
@@ -617,12 +747,22 @@ def build_parser() -> argparse.ArgumentParser:
         "request, as the performance issue measured (every request loads or admits, and commits). wrk only.",
     )
     parser.add_argument("--keep-logs", action="store_true", help="Keep the servers' logs and print where.")
+    parser.add_argument("--rounds", type=int, default=1, help="Measure every target this often, interleaved.")
+    parser.add_argument("--ratio-to", metavar="TARGET", help="Print medians of per-round ratios to this target.")
+    parser.add_argument(
+        "--log-level", default="info", help="The proxy targets' --log-level (default: info, the default)."
+    )
+    parser.add_argument("--base-tree", type=Path, help="The tree proxy-base and proxy-redis-base run from.")
+    parser.add_argument("--server-cpus", help="taskset -c list for the server under test (e.g. 0).")
+    parser.add_argument("--load-cpus", help="taskset -c list for wrk and the fake upstream (e.g. 1).")
     return parser
 
 
-def _pick_generator(choice: str, script_dir: Path, unique_sessions: bool = False) -> tuple[str, LoadGenerator]:
+def _pick_generator(
+    choice: str, script_dir: Path, unique_sessions: bool = False, cpus: str | None = None
+) -> tuple[str, LoadGenerator]:
     if choice != "python" and shutil.which("wrk"):
-        return "wrk", wrk_generator(script_dir, unique_sessions)
+        return "wrk", wrk_generator(script_dir, unique_sessions, cpus)
     if choice == "wrk":
         raise BenchError("wrk is not installed (apt-get install -y wrk)")
     if choice == "auto":
@@ -651,10 +791,11 @@ def _work_dir(keep: bool) -> Iterator[Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    global REQUEST_BODY, REQUEST_PATH  # every generator and the smoke test send it
+    global REQUEST_BODY, REQUEST_PATH, LOG_LEVEL, BASE_TREE  # every generator and the smoke test send it
     REQUEST_BODY = BODIES[args.body]
-    REQUEST_PATH = path_for(REQUEST_BODY)
-    REQUEST_PATH = "/v1/messages" if args.body in MESSAGES_BODIES else REQUEST_PATH
+    LOG_LEVEL = args.log_level
+    BASE_TREE = args.base_tree.resolve() if args.base_tree else None
+    REQUEST_PATH = path_of(args.body)
     if not Path("/proc/self/stat").exists():
         log("this benchmark reads CPU times from /proc: Linux only")
         return 2
@@ -662,7 +803,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         with _work_dir(args.keep_logs) as work_dir:
-            loadgen, generator = _pick_generator(args.loadgen, work_dir, args.sessions == "unique")
+            loadgen, generator = _pick_generator(args.loadgen, work_dir, args.sessions == "unique", args.load_cpus)
             log(
                 f"loopwarden bench: {os.cpu_count()} CPUs, load generator {loadgen}, "
                 f"{args.duration}s per run, concurrency {args.concurrency}, targets {args.targets}"
@@ -675,6 +816,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"benchmark failed: {exc}")
         return 1
 
+    if args.ratio_to:
+        print("\n".join(ratios(results, args.ratio_to)), flush=True)
     failures = sum(r.non_2xx + r.socket_errors for r in results)
     if failures:
         log(f"WARNING: {failures} failed requests (see the non-2xx and sock err columns)")
@@ -690,6 +833,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "concurrency": args.concurrency,
                 "targets": args.targets,
                 "load_generator": loadgen,
+                "rounds": args.rounds,
+                "log_level": args.log_level,
+                "server_cpus": args.server_cpus,
+                "load_cpus": args.load_cpus,
             },
             "results": [asdict(r) for r in results],
         }

@@ -26,7 +26,7 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from run_bench import BODIES, REQUEST_HEADERS, path_for  # noqa: E402
+from run_bench import BODIES, REQUEST_HEADERS, path_of  # noqa: E402
 
 
 def free_port() -> int:
@@ -52,10 +52,18 @@ def start_upstream(port: int) -> subprocess.Popen[bytes]:
 
 
 def start_proxy(
-    upstream_port: int, port: int, wrapper: Sequence[str] = (), redis_url: str | None = None
+    upstream_port: int,
+    port: int,
+    wrapper: Sequence[str] = (),
+    redis_url: str | None = None,
+    *,
+    log_level: str = "info",
+    tree: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """``loopwarden serve`` (warning logs) in front of it, under ``wrapper`` if any; memory
-    state, or Redis state at ``redis_url``."""
+    """``loopwarden serve`` in front of it (at ``log_level``, by default the default setting;
+    its log to /dev/null, as a service's goes to a collector), under ``wrapper`` if any; memory
+    state, or Redis state at ``redis_url``; run from ``tree`` (default: this one)."""
+    tree = tree or BENCH_DIR.parents[1]
     return subprocess.Popen(
         [
             *wrapper,
@@ -68,23 +76,25 @@ def start_proxy(
             "--port",
             str(port),
             "--log-level",
-            "warning",
+            log_level,
             "--metrics-port",
             "0",
             *(("--redis-url", redis_url) if redis_url else ()),
         ],
-        cwd=BENCH_DIR.parents[1],
-        env={**os.environ, "PYTHONPATH": str(BENCH_DIR.parents[1])},
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        stderr=subprocess.DEVNULL,
     )
 
 
-def first_byte_times(port: int, body: bytes, count: int) -> list[float]:
-    """Seconds from sending each request to reading the first byte of its body."""
+def first_byte_times(port: int, name: str, count: int) -> list[float]:
+    """Seconds from sending each request (body ``name``) to reading the first byte of its body."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    body, path = BODIES[name], path_of(name)
     times = []
     for _ in range(count):
         started = time.perf_counter()
-        connection.request("POST", path_for(body), body=body, headers=REQUEST_HEADERS)
+        connection.request("POST", path, body=body, headers=REQUEST_HEADERS)
         response = connection.getresponse()
         first = response.read1(1)
         times.append(time.perf_counter() - started)
@@ -106,18 +116,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--redis-url", help="Serve with Redis state here (default: memory state).")
+    parser.add_argument("--bodies", default="stream,stream-tools,responses-stream,responses-stream-tools")
+    parser.add_argument("--log-level", default="info", help="The proxy's --log-level (default: info, the default).")
+    parser.add_argument("--tree", type=Path, help="Run the proxy from this tree (default: this one).")
     args = parser.parse_args()
     upstream_port, proxy_port = free_port(), free_port()
     upstream = start_upstream(upstream_port)
-    proxy = start_proxy(upstream_port, proxy_port, redis_url=args.redis_url)
+    proxy = start_proxy(upstream_port, proxy_port, redis_url=args.redis_url, log_level=args.log_level, tree=args.tree)
     try:
         wait_ready(upstream_port)
         wait_ready(proxy_port)
-        for name in ("stream", "stream-tools", "responses-stream", "responses-stream-tools"):
-            body = BODIES[name]
-            first_byte_times(proxy_port, body, 200)  # warm-up
-            direct = first_byte_times(upstream_port, body, args.requests)
-            proxied = first_byte_times(proxy_port, body, args.requests)
+        for name in args.bodies.split(","):
+            first_byte_times(proxy_port, name, 200)  # warm-up
+            direct = first_byte_times(upstream_port, name, args.requests)
+            proxied = first_byte_times(proxy_port, name, args.requests)
             added = (statistics.median(proxied) - statistics.median(direct)) * 1000
             print(f"{name:13s} direct {summary(direct)} | proxy {summary(proxied)} | added p50 {added:.3f} ms")
     finally:

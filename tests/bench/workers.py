@@ -25,14 +25,26 @@ from run_bench import HOST, PYTHON, Processes, Server, cpu_seconds, free_port, p
 
 
 def start_workers(
-    processes: Processes, count: int, upstream: str, port: int, redis_url: str, metrics_dir: Path
+    processes: Processes,
+    count: int,
+    upstream: str,
+    port: int,
+    redis_url: str,
+    metrics_dir: Path,
+    cpus: list[str] | None = None,
 ) -> list[Server]:
+    """``count`` workers on one port; worker n pinned to ``cpus[n % len(cpus)]`` when given."""
     target = proxy_target("proxy", "loopwarden serve", "--reuse-port", "--redis-url", redis_url)
     assert target.command is not None
     for stale in metrics_dir.glob("*.db"):
         stale.unlink()
     env = {"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
-    workers = [processes.start(f"worker{n}", target.command(upstream, port), env) for n in range(count)]
+    workers = [
+        processes.start(
+            f"worker{n}", run_bench.pinned(target.command(upstream, port), cpus[n % len(cpus)] if cpus else None), env
+        )
+        for n in range(count)
+    ]
     for worker in workers:
         wait_ready(worker, port)
     return workers
@@ -45,23 +57,37 @@ def main() -> int:
     parser.add_argument("--duration", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--sessions", choices=("derived", "unique"), default="unique")
+    parser.add_argument("--body", choices=tuple(run_bench.BODIES), default="plain")
+    parser.add_argument(
+        "--worker-cpus", help="taskset -c list per worker, ';'-separated (e.g. '0;1': worker 0 on CPU 0, worker 1 on 1)"
+    )
+    parser.add_argument("--load-cpus", help="taskset -c list for wrk and the fake upstream (e.g. 1).")
     args = parser.parse_args()
+    run_bench.REQUEST_BODY = run_bench.BODIES[args.body]
+    run_bench.REQUEST_PATH = run_bench.path_of(args.body)
+    cpus = args.worker_cpus.split(";") if args.worker_cpus else None
     results: dict[int, list[tuple[float, float, float, float]]] = {1: [], 2: []}
     with tempfile.TemporaryDirectory() as work, Processes(Path(work)) as processes:
         metrics_dir = Path(work) / "metrics"
         metrics_dir.mkdir()
-        generator = run_bench.wrk_generator(Path(work), args.sessions == "unique")
+        generator = run_bench.wrk_generator(Path(work), args.sessions == "unique", args.load_cpus)
         upstream_port = free_port()
         upstream = processes.start(
-            "upstream", [PYTHON, str(BENCH_DIR / "fast_upstream.py"), "--port", str(upstream_port)]
+            "upstream",
+            run_bench.pinned(
+                [PYTHON, str(BENCH_DIR / "fast_upstream.py"), "--port", str(upstream_port)], args.load_cpus
+            ),
         )
         wait_ready(upstream, upstream_port)
-        print(f"c={args.concurrency}, {args.duration} s per run, {args.sessions} sessions, Redis state")
+        print(
+            f"c={args.concurrency}, {args.duration} s per run, {args.sessions} sessions, body {args.body}, "
+            f"Redis state, workers on {cpus or 'any CPU'}, wrk and upstream on {args.load_cpus or 'any CPU'}"
+        )
         for round_ in range(1, args.rounds + 1):
             for count in (1, 2):
                 port = free_port()
                 workers = start_workers(
-                    processes, count, f"http://{HOST}:{upstream_port}/v1", port, args.redis_url, metrics_dir
+                    processes, count, f"http://{HOST}:{upstream_port}/v1", port, args.redis_url, metrics_dir, cpus
                 )
                 generator(port, args.concurrency, 1)  # warm-up
                 before = sum(cpu_seconds(w.pid) for w in workers)

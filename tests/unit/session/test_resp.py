@@ -51,6 +51,36 @@ async def test_commands_in_flight_past_their_deadline_all_time_out(private_redis
     await connection.aclose()
 
 
+async def test_a_command_sent_after_others_were_answered_still_times_out_on_its_own_deadline(private_redis):
+    connection = _lean(private_redis.url, timeout=0.4)
+    await connection.execute("PING")  # the watchdog is armed on this one's deadline
+    await asyncio.sleep(0.2)
+    private_redis.freeze()
+    try:
+        late = await asyncio.wait_for(asyncio.gather(connection.execute("ECHO", "late"), return_exceptions=True), 30)
+    finally:
+        private_redis.thaw()
+
+    assert [type(result) for result in late] == [TimeoutError]
+    await connection.aclose()
+
+
+async def test_pipelined_commands_share_one_watchdog_timer(private_redis, monkeypatch):
+    connection = _lean(private_redis.url)
+    await connection.execute("PING")
+    loop = asyncio.get_running_loop()
+    armed: list[float] = []
+    call_at, call_later = loop.call_at, loop.call_later
+    monkeypatch.setattr(loop, "call_at", lambda when, *args: armed.append(when) or call_at(when, *args))
+    monkeypatch.setattr(loop, "call_later", lambda delay, *args: armed.append(delay) or call_later(delay, *args))
+
+    replies = await asyncio.gather(*(connection.execute("ECHO", str(n)) for n in range(100)))
+
+    assert replies == [str(n) for n in range(100)]
+    assert len(armed) <= 1
+    await connection.aclose()
+
+
 async def test_a_cancelled_commands_late_reply_reaches_no_other_caller(private_redis):
     connection = _lean(private_redis.url)
     await connection.execute("PING")

@@ -115,6 +115,24 @@ def test_commit_leaves_the_state_the_delta_says_it_will(session, stored, changes
     assert dict(zip(flat[::2], flat[1::2], strict=True)) == after
 
 
+@pytest.mark.parametrize(("stored", "changes", "after"), COMMITTED)
+def test_a_commit_asked_for_no_state_leaves_the_same_state_and_answers_without_it(session, stored, changes, after):
+    session.store(stored)
+
+    _, flat, _, _ = session.run(COMMIT, packed_delta(changes, 60, state=False))
+
+    assert (session.values(), flat) == (after, [])
+
+
+def test_an_increment_of_a_counter_that_is_no_integer_fails_the_commit_as_hincrby_does(session):
+    session.store({FIELDS.STEPS: "x"})
+    delta = SessionDelta()
+    delta.incr(FIELDS.STEPS)
+
+    with pytest.raises(redis.ResponseError, match="not an integer"):
+        session.run(COMMIT, packed_delta(delta, 60))
+
+
 def test_a_commit_that_leaves_only_reservations_given_back_deletes_the_session(session):
     session.store({FIELDS.RESERVED_STEPS: "1"})
     delta = SessionDelta()

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import tracemalloc
 
 import httpx
 import pytest
 
-from proxy.upstream.transport import AiohttpTransport
+from proxy.upstream.transport import READ_BODY, READ_LIMIT, AiohttpTransport
 
 _OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 
@@ -43,3 +44,45 @@ async def test_distinct_long_urls_are_not_kept_parsed():
         await server.wait_closed()
 
     assert held < 4_000_000  # 400 more parsed 60 kB URLs kept would hold ~48 MB
+
+
+async def _serve_once(reply: bytes):
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(reply)
+        await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(answer, "127.0.0.1", 0)
+
+
+_BODY = b'{"id":"chatcmpl-1","choices":[]}'
+
+
+@pytest.mark.parametrize(
+    ("encoding", "sent"),
+    [
+        (None, _BODY),
+        ("identity", _BODY),
+        ("gzip", gzip.compress(_BODY)),  # an upstream that ignored accept-encoding: identity, decoded as before
+    ],
+)
+async def test_a_body_read_whole_is_the_reply_as_sent_decoded_only_where_it_says_so(encoding, sent):
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n" % len(sent)
+    if encoding:
+        head += b"Content-Encoding: " + encoding.encode() + b"\r\n"
+    server = await _serve_once(head + b"\r\n" + sent)
+    port = server.sockets[0].getsockname()[1]
+    transport = AiohttpTransport()
+    try:
+        request = httpx.Request("POST", f"http://127.0.0.1:{port}/v1/chat/completions", content=b"{}")
+        request.extensions = {READ_BODY: True, READ_LIMIT: None}
+        response = await transport.handle_async_request(request)
+    finally:
+        await transport.aclose()
+        server.close()
+        await server.wait_closed()
+
+    assert (response.status_code, response.content, await response.aread()) == (200, _BODY, _BODY)
+    assert response.headers.raw[:2] == [(b"Content-Type", b"application/json"), (b"Content-Length", b"%d" % len(sent))]
+    assert (response.is_stream_consumed, response.is_closed) == (True, True)

@@ -1,0 +1,34 @@
+"""The guarded model routes reached before litestar: every model call passes here.
+
+The model routes are raw ASGI handlers already (see :mod:`proxy.edge.routes`); going through
+litestar only to find them (its exception middleware, router, route lookup and a wrapped
+``send``) cost every model call more than its guards' bookkeeping. :class:`GuardedFirst` hands
+an HTTP request whose path is exactly one of those routes straight to its handler; everything
+else (other paths, other spellings of these, WebSockets, lifespan) goes to litestar, which
+serves the same handlers at the same paths, so both ways answer alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from litestar.enums import ScopeType
+from litestar.types import ASGIApp, Receive, Scope, Send
+
+__all__ = ["GuardedFirst"]
+
+
+class GuardedFirst:
+    """An ASGI app: ``routes`` (exact path → raw handler) first, then ``app``."""
+
+    def __init__(self, app: ASGIApp, routes: Mapping[str, ASGIApp]) -> None:
+        self.app = app
+        self._routes = dict(routes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == ScopeType.HTTP:
+            handler = self._routes.get(scope["path"])
+            if handler is not None:
+                await handler(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
