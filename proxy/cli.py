@@ -28,6 +28,7 @@ from proxy.observe.logs import configure_logging, log_event
 from proxy.policy.loader import BUNDLED_POLICIES, PolicyError, load_policies, load_policy_file, policy_files
 from proxy.policy.models import Policy
 from proxy.settings import Settings
+from proxy.version import VERSION
 
 __all__ = ["build_parser", "main", "policy_schema_json", "settings_from_args"]
 
@@ -111,6 +112,7 @@ def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loopwarden", description="OpenAI-compatible guarding proxy for LLM agents.")
+    parser.add_argument("--version", action="version", version=f"loopwarden {VERSION}", help="Print the version.")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="Run the proxy.")
     _add_settings_flags(serve)
