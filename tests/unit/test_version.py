@@ -16,7 +16,7 @@ def _pyproject_version() -> str:
 
 
 def test_the_version_is_the_one_pyproject_declares():
-    assert VERSION == _pyproject_version()
+    assert _pyproject_version() == VERSION
     assert proxy.__version__ == VERSION
 
 
