@@ -1,8 +1,9 @@
 """The session's books: load (and reserve) before a request, charge what it used, commit once.
 
 Every store round trip of a request happens here: one load or admission at the start (with
-the tenant's rolling-day admission when the tenant has caps), one commit at the end (and
-the tenant's settlement). What to do when the store fails is the policy's call:
+the tenant's rolling-day admission when the tenant has caps; a ping for a derived run's first
+request under ``closed``, which reads nothing else), one commit at the end (and the tenant's
+settlement). What to do when the store fails is the policy's call:
 ``state_fail_mode: open`` serves with what the request shows, ``closed`` answers 503.
 
 The admission reserves the call's step with its tokens and cost, so parallel calls cannot
@@ -30,15 +31,7 @@ from proxy.exchange import Usage
 from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 from proxy.request import AgentRequest, RequestNotes
-from proxy.session.base import (
-    FIELDS,
-    Claim,
-    Limit,
-    SessionDelta,
-    SessionState,
-    SessionStore,
-    StoreUnavailable,
-)
+from proxy.session.base import FIELDS, Claim, Limit, SessionDelta, SessionState, SessionStore, StoreUnavailable
 from proxy.session.limits import admit_in_place
 from proxy.verdict import Verdict
 
@@ -80,7 +73,11 @@ class Ledger:
             if fresh and request.session.derived:
                 # A derived run's first request: its session is named by the reply it will
                 # deliver (see proxy.session.identity), so nothing is read or reserved in the
-                # store yet; its one call is admitted against an empty session.
+                # store yet; its one call is admitted against an empty session. Failing closed,
+                # the store must answer first: a call it could not book never goes upstream.
+                if request.policy.state_fail_mode == "closed":
+                    with self._timed("ping"):
+                        await self._store.ping()
                 state, reserved = SessionState(), []
                 notes.refused = admit_in_place({}, limits) if limits else None
                 notes.claim = True  # should it end, no other request can be making this run's ending
