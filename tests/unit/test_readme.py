@@ -39,3 +39,21 @@ def test_the_tenants_section_shows_how_to_hash_a_key():
 
     assert "loopwarden hash-key" in section
     assert hashlib.sha256(b"password").hexdigest() not in README
+
+
+@pytest.mark.parametrize(
+    ("reply", "cause"),
+    [
+        ("Hello from the fake model.", "unparseable"),  # what a mock server answers the judge
+        ('{"done": true, "reason": "looks complete"}', "missing_nonce"),
+    ],
+    ids=["plain-text", "verdict-without-nonce"],
+)
+def test_the_quick_starts_mock_judge_note_names_the_cause_the_judge_gives(reply, cause):
+    from proxy.judge.client import parse_verdict
+
+    note = README.split("Trying it with a mock server", 1)[1].split("\n\n", 1)[0]
+    said = {"unparseable": "for a reply in plain text", "missing_nonce": "for a JSON verdict without the nonce"}
+
+    assert parse_verdict(reply, "n-1234").cause == cause
+    assert f'"cause": "{cause}"` {said[cause]}' in " ".join(note.split())
