@@ -76,6 +76,22 @@ def _check_tenant_policies(tenants: TenantDirectory, policies: PolicyRegistry) -
             )
 
 
+def _warn_caps_below_reserve(tenants: TenantDirectory, policies: PolicyRegistry) -> None:
+    """A tenant's daily token cap at or below what one of its policies reserves for a call that
+    sets no output limit: such calls can never fit (each gets a 400 naming the cap), only those
+    with a small ``max_tokens`` can. Valid, but worth a line at the start."""
+    for tenant in tenants.tenants:
+        if tenant.daily_tokens is None:
+            continue
+        for name in policies.names if tenant.any_policy else tenant.policies:
+            policy = policies.get(name)
+            if policy is not None and tenant.daily_tokens <= policy.budgets.reserve_tokens:
+                fields = {"tenant": tenant.name, "daily_tokens": tenant.daily_tokens, "policy": name}
+                reserve = {"reserve_tokens": policy.budgets.reserve_tokens}
+                effect = {"effect": "calls without an output limit get 400"}
+                log_event("tenant_cap_below_reserve", {**fields, **reserve, **effect}, logging.WARNING)
+
+
 def _check_recording(policies: PolicyRegistry, settings: Settings) -> None:
     """A policy that records to a Redis stream needs the proxy's Redis."""
     for name in policies.names:
@@ -197,6 +213,7 @@ def create_app(
     directory = tenants or load_tenant_directory(settings)
     registry = policies or PolicyRegistry(settings.policies_dir or BUNDLED_POLICIES)
     _check_tenant_policies(directory, registry)
+    _warn_caps_below_reserve(directory, registry)
     _check_recording(registry, settings)
     series = metrics or Metrics()
     client = upstream or UpstreamClient(settings, metrics=series)
