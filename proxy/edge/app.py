@@ -68,12 +68,15 @@ def build_store(settings: Settings, metrics: Metrics | None = None) -> SessionSt
 
 
 def _check_tenant_policies(tenants: TenantDirectory, policies: PolicyRegistry) -> None:
-    for tenant in tenants.tenants:
-        missing = [name for name in tenant.policies if policies.get(name) is None]
-        if missing:
-            raise PolicyError(
-                f"tenant {tenant.name!r} names policies that do not exist in {policies.directory}: {missing}"
-            )
+    """Every tenant's policies exist; all that do not are named at once."""
+    missing = {
+        tenant.name: names
+        for tenant in tenants.tenants
+        if (names := [name for name in tenant.policies if policies.get(name) is None])
+    }
+    if missing:
+        named = "; ".join(f"tenant {tenant!r}: {names}" for tenant, names in missing.items())
+        raise PolicyError(f"tenants name policies that do not exist in {policies.directory}: {named}")
 
 
 def _warn_caps_below_reserve(tenants: TenantDirectory, policies: PolicyRegistry) -> None:

@@ -52,3 +52,24 @@ def test_readiness_says_why_it_fails_and_what_requests_get_meanwhile(modes, says
     failed.__cause__ = ConnectionError("refused")
 
     assert _unready_reason(failed, registry) == says
+
+
+def test_every_tenant_naming_policies_that_do_not_exist_is_named_at_once(tmp_path, monkeypatch):
+    from proxy.edge.tenants import hash_key
+    from proxy.policy.loader import PolicyError
+
+    monkeypatch.setenv("PROVIDER_KEY", "sk-p")
+    tenants = tmp_path / "tenants.yaml"
+    tenants.write_text(
+        "tenants:\n"
+        + "".join(
+            f"  - {{name: {name}, key_sha256: ['{hash_key(name)}'], upstream: {{api_key_env: PROVIDER_KEY}}, "
+            f"policies: {policies}}}\n"
+            for name, policies in [("acme", "[default, tight]"), ("beta", "[default]"), ("gamma", "[loose]")]
+        )
+    )
+
+    with pytest.raises(PolicyError) as refused:
+        create_app(Settings(upstream="http://127.0.0.1:9/v1", tenants_file=tenants))
+
+    assert str(refused.value).endswith(": tenant 'acme': ['tight']; tenant 'gamma': ['loose']")

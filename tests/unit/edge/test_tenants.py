@@ -97,6 +97,64 @@ def test_bad_tenants_file_names_file_and_field(tmp_path, text, env, fragment):
     assert fragment in str(caught.value)
 
 
+def test_every_problem_of_every_tenant_is_reported_at_once_each_naming_tenant_and_field(tmp_path):
+    text = f"""
+tenants:
+  - name: acme
+    key_sha256: ["abc"]
+    upstream: {{base_url: "file:///etc/passwd", api_key_env: ACME_KEY}}
+    colour: blue
+  - name: beta
+    key_sha256: ["{hash_key("lw-beta")}"]
+    upstream: {{base_url: "http://169.254.169.254/", api_key_env: BETA_KEY}}
+  - name: gamma
+    key_sha256: ["{hash_key("lw-beta")}"]
+    upstream: {{api_key_env: ACME_KEY}}
+    daily_tokens: 0
+colour: red
+"""
+
+    with pytest.raises(TenantsFileError) as caught:
+        _load(tmp_path, text, env={})
+
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / 'tenants.yaml'}: 9 problems:\n")
+    for fragment in [
+        "tenants[0] (acme).upstream.api_key_env: Value error, environment variable ACME_KEY is not set",
+        "tenants[2] (gamma).upstream.api_key_env: Value error, environment variable ACME_KEY is not set",
+        "tenants[0] (acme).key_sha256: Value error, each key_sha256 entry must be 64 hex characters",
+        "tenants[0] (acme).upstream.base_url: Value error, upstream base_url must be an http(s) URL",
+        "tenants[0] (acme).colour: Extra inputs are not permitted",
+        "tenants[2] (gamma).daily_tokens: Input should be greater than or equal to 1",
+        "colour: Extra inputs are not permitted",
+        "tenants[1] (beta).upstream.base_url: ",
+        "tenants[1] (beta).upstream.api_key_env: Value error, environment variable BETA_KEY is not set",
+    ]:
+        assert f"  - {fragment}" in message
+    assert "metadata" in message.split("tenants[1] (beta).upstream.base_url: ", 1)[1].split("\n", 1)[0]
+
+
+def test_problems_between_tenants_are_reported_with_the_rest(tmp_path):
+    other = GOOD.replace("tenants:\n", "").replace("name: acme", "name: other")
+    unset = GOOD.replace("tenants:\n", "").replace("name: acme", "name: third").replace("ACME_KEY", "THIRD_KEY")
+
+    with pytest.raises(TenantsFileError) as caught:
+        _load(tmp_path, GOOD + other + GOOD.replace("tenants:\n", "") + unset)
+
+    assert str(caught.value).splitlines()[1:] == [
+        "  - tenants[3] (third).upstream.api_key_env: Value error, environment variable THIRD_KEY is not set",
+        "  - tenants[1] (other).key_sha256: key already belongs to acme",
+        "  - tenants[2] (acme).name: duplicate tenant name",
+    ]
+
+
+def test_a_default_upstream_that_is_no_model_api_names_the_flag(tmp_path):
+    text = GOOD.replace('base_url: "https://api.example.com/v1/", ', "")
+
+    with pytest.raises(TenantsFileError, match=r"tenants\[0\] \(acme\)\.upstream\.base_url \(--upstream\): "):
+        _load(tmp_path, text, default_upstream="http://169.254.169.254/v1")
+
+
 def test_same_key_for_two_tenants_is_rejected(tmp_path):
     text = GOOD + GOOD.replace("tenants:\n", "").replace("name: acme", "name: other")
 
