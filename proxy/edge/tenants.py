@@ -61,6 +61,8 @@ def check_upstream_url(url: str) -> str:
     reason = blocked_reason(parts.hostname)
     if reason is not None:
         raise ValueError(reason)
+    if parts.path.rstrip("/").lower().endswith("/v1/v1"):
+        raise ValueError(f"upstream base_url {url!r} ends in /v1/v1: give the API's base once (…/v1)")
     return url.rstrip("/")
 
 

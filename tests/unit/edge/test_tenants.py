@@ -211,7 +211,17 @@ def test_ordinary_upstream_urls_are_accepted(url):
 
 
 @pytest.mark.parametrize(
-    "url", ["ftp://x/v1", "http:///v1", "http://169.254.169.254/", "http://[fe80::1]/", "http://0.0.0.0/", "gopher://a"]
+    "url",
+    [
+        "ftp://x/v1",
+        "http:///v1",
+        "http://169.254.169.254/",
+        "http://[fe80::1]/",
+        "http://0.0.0.0/",
+        "gopher://a",
+        "https://api.openai.com/v1/v1",
+        "https://api.openai.com/V1/v1/",
+    ],
 )
 def test_dangerous_upstream_urls_are_rejected(url):
     with pytest.raises(ValueError, match="upstream"):
