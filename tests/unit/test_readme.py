@@ -57,3 +57,34 @@ def test_the_quick_starts_mock_judge_note_names_the_cause_the_judge_gives(reply,
 
     assert parse_verdict(reply, "n-1234").cause == cause
     assert f'"cause": "{cause}"` {said[cause]}' in " ".join(note.split())
+
+
+def _quick_start_blocks() -> list[str]:
+    section = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return [block.split("\n", 1)[1] for block in section.split("```sh")[1:]]
+
+
+def test_the_quick_start_makes_a_virtual_environment_before_installing():
+    lines = _quick_start_blocks()[0].splitlines()
+
+    assert lines[0].startswith("python3 -m venv .venv && . .venv/bin/activate")
+    assert lines[1] == "pip install ."
+
+
+def test_the_quick_start_names_both_ports_and_the_flags_that_move_them():
+    serve = _quick_start_blocks()[0]
+    section = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    settings = Settings(upstream="http://x/v1")
+
+    assert f"127.0.0.1:{settings.port}" in serve
+    assert f"127.0.0.1:{settings.metrics_port}" in serve
+    assert "`--port`" in section
+    assert "`--metrics-port`" in section
+
+
+def test_the_quick_starts_test_run_names_what_it_needs():
+    tests = _quick_start_blocks()[1]
+
+    assert "redis-server" in tests
+    assert "npm ci --prefix tests/agents" in tests
+    assert "pip install -e '.[test]'" in tests
