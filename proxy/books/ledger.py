@@ -28,7 +28,6 @@ from proxy.books.pricing import MICROS, PriceTable
 from proxy.books.tenant_day import day_refusal
 from proxy.errors import ServiceUnavailable
 from proxy.exchange import Usage
-from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import FIELDS, Claim, Limit, SessionDelta, SessionState, SessionStore, StoreUnavailable
@@ -218,10 +217,7 @@ class Ledger:
         estimate (4 bytes a token), as an unfinished stream is."""
         delta.incr(FIELDS.STEPS)
         self.charge(request, delta, Usage(prompt_bytes // 4, 0), None, kind="agent" if attempt == 1 else "nudge")
-        log_event(
-            "call_unfinished",
-            {**request.log_fields(), "usage_estimated": True},
-        )
+        request.log("call_unfinished", {"usage_estimated": True})
 
     async def release(self, request: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
         """Settle a request that reached no model: give back what it reserved, record nothing
@@ -273,11 +269,7 @@ class Ledger:
             mark.assign(FIELDS.ENDING_CLAIM, 0)
         with contextlib.suppress(StoreUnavailable):
             await self._store.commit(request.session.key, mark, request.policy.session_ttl_secs)
-        log_event(
-            "state_lost_refused",
-            request.log_fields(),
-            logging.WARNING,
-        )
+        request.log("state_lost_refused", {}, logging.WARNING)
         raise ServiceUnavailable(
             "This session's state was lost (the state store restarted empty), and this policy fails "
             "closed: the session is not restarted with fresh budgets behind your back. The loss is "
@@ -412,9 +404,7 @@ class Ledger:
     def _store_failed(self, request: AgentRequest, operation: str, exc: StoreUnavailable) -> None:
         """Every store failure is counted and logged alike; what follows is the caller's (the policy's fail mode)."""
         self._metrics.state_errors.labels(operation, request.policy.state_fail_mode).inc()
-        log_event(
-            "state_store_error", {**request.log_fields(), "operation": operation, "error": str(exc)}, logging.WARNING
-        )
+        request.log("state_store_error", {"operation": operation, "error": str(exc)}, logging.WARNING)
 
     @contextmanager
     def _timed(self, operation: str) -> Iterator[None]:

@@ -72,7 +72,14 @@ def configure_logging(level: str) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def log_event(event: str, fields: Mapping[str, object], level: int = logging.INFO) -> None:
-    """Log one structured event if the level is on; cheap when it is not."""
-    if logger.isEnabledFor(level):
+def log_event(event: str, fields: Mapping[str, object], level: int = logging.INFO, *, at: float | None = None) -> None:
+    """Log one structured event if the level is on; cheap when it is not. ``at``: when it
+    happened, for a line written later than that (epoch seconds; default now)."""
+    if not logger.isEnabledFor(level):
+        return
+    if at is None:
         logger.log(level, event, extra={"fields": fields})
+        return
+    record = logger.makeRecord(logger.name, level, __file__, 0, event, (), None, extra={"fields": fields})
+    record.created, record.msecs = at, (at % 1) * 1000
+    logger.handle(record)

@@ -20,3 +20,12 @@ from proxy.observe.logs import redact
 )
 def test_redact(text, expected):
     assert redact(text) == expected
+
+
+def test_a_line_written_later_keeps_when_it_happened(log_records):
+    from proxy.observe.logs import JsonFormatter, log_event
+
+    log_event("step", {"session": "s1"}, at=1_800_000_000.25)
+
+    line = JsonFormatter().format(log_records[-1])
+    assert line.startswith('{"ts":"2027-01-15T08:00:00.250Z","level":"info","event":"step","session":"s1"')
