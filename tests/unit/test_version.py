@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -32,3 +33,13 @@ def test_without_metadata_or_pyproject_the_version_says_it_is_unknown(tmp_path):
     broken = tmp_path / "pyproject.toml"
     broken.write_text("[project\n")
     assert package_version("loopwarden-not-installed", broken) == "0+unknown"
+
+
+def test_the_changelogs_latest_release_is_this_version_in_keep_a_changelog_form():
+    changelog = (PYPROJECT.parent / "CHANGELOG.md").read_text()
+    releases = re.findall(r"^## \[(?P<version>[^\]]+)\] - (?P<date>\d{4}-\d{2}-\d{2}|Unreleased)$", changelog, re.M)
+
+    assert releases, "no '## [version] - date' heading"
+    assert releases[0][0] == VERSION
+    sections = re.findall(r"^### (\w+)", changelog.split("## [", 2)[1], re.M)
+    assert set(sections) <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}
