@@ -71,11 +71,11 @@ class MetricsListener:
         self._console_app = _with_console(self._metrics_app, console) if console is not None else self._metrics_app
         self._with_console = False
 
-    def bind(self) -> None:
+    def bind(self) -> ThreadingWSGIServer:
         """Bind the port (once), before the proxy says it serves: a port that cannot be bound
         is a :class:`~proxy.edge.listening.ListenError` naming the flag that moves it."""
         if self._server is not None:
-            return
+            return self._server
         try:
             family = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0][0]
             shape = {"address_family": family, "allow_reuse_port": self._reuse_port}
@@ -84,6 +84,7 @@ class MetricsListener:
         except OSError as exc:
             raise cannot_listen(exc, self.host, self.port, METRICS) from None
         self.port = int(self._server.server_port)
+        return self._server
 
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Serve (binding first if :meth:`bind` was not called); ``loop`` (the proxy's) runs
@@ -91,10 +92,9 @@ class MetricsListener:
         if self.console is not None and loop is not None:
             self.console.bind(loop)
             self._with_console = True
-        self.bind()
-        assert self._server is not None
+        server = self.bind()
         self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(_POLL_SECS,), name="loopwarden-metrics", daemon=True
+            target=server.serve_forever, args=(_POLL_SECS,), name="loopwarden-metrics", daemon=True
         )
         self._thread.start()
         log_event("metrics_listening", {"host": self.host, "port": self.port})
