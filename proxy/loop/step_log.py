@@ -71,7 +71,9 @@ class StepLog:
         """One line per upstream step: what was asked and decided, never what was said; and
         the step's timeline event."""
         request, reply = step.request, step.reply
-        if self._recorder is not None and request.policy.recording.enabled:  # under its session's name
+        if self._recorder is not None and request.session.named:
+            self._recorder.record(step)
+        elif self._recorder is not None:  # recorded under the name the run's first reply gives
             request.when_named(functools.partial(self._recorder.record, step))
         tools = [c.name for c in reply.tool_calls]
         digests = [fingerprint(c.name, c.arguments) for c in reply.tool_calls]
