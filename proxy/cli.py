@@ -22,12 +22,13 @@ from typing import Any
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from proxy.edge.metrics_listener import MetricsListenError
+from proxy.edge.listening import ListenError
 from proxy.edge.tenants import TenantsFileError, hash_key
 from proxy.observe.logs import configure_logging, log_event
 from proxy.policy.loader import BUNDLED_POLICIES, PolicyError, load_policies, load_policy_file, policy_files
 from proxy.policy.models import Policy
 from proxy.settings import Settings
+from proxy.version import VERSION
 
 __all__ = ["build_parser", "main", "policy_schema_json", "settings_from_args"]
 
@@ -111,6 +112,7 @@ def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loopwarden", description="OpenAI-compatible guarding proxy for LLM agents.")
+    parser.add_argument("--version", action="version", version=f"loopwarden {VERSION}", help="Print the version.")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="Run the proxy.")
     _add_settings_flags(serve)
@@ -218,13 +220,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         server = build_server(settings)
+        server.bind()
     except (TenantsFileError, PolicyError, ValueError) as exc:
         print(f"loopwarden: {exc}", file=sys.stderr)
         return 2
-    log_event("serving", {"host": settings.host, "port": settings.port})
-    try:
-        server.run()
-    except MetricsListenError as exc:
+    except ListenError as exc:
         print(f"loopwarden: {exc.strerror}", file=sys.stderr)
         return 2
+    log_event(
+        "serving",
+        {
+            "version": VERSION,
+            "host": settings.host,
+            "port": server.port,
+            "metrics_host": server.metrics.host,
+            "metrics_port": server.metrics.port,
+        },
+    )
+    server.run()
     return 0

@@ -8,7 +8,8 @@ upstream client's own retries carries their count and ``x-should-retry: false`` 
 
     ProxyError                      500 server_error
     ├── InvalidRequest              400 invalid_request_error
-    │   └── MalformedJSON           400 invalid_request_error / invalid_json
+    │   ├── MalformedJSON           400 invalid_request_error / invalid_json
+    │   └── RepeatedBasePath        400 invalid_request_error / base_url_repeats_v1
     ├── AuthenticationFailed        401 authentication_error / invalid_api_key
     ├── PermissionDenied            403 permission_error
     ├── RouteNotFound               404 invalid_request_error / not_found
@@ -42,6 +43,7 @@ __all__ = [
     "PermissionDenied",
     "ProxyError",
     "RateLimited",
+    "RepeatedBasePath",
     "RouteNotFound",
     "ServiceUnavailable",
     "UpstreamDisconnected",
@@ -92,6 +94,12 @@ class InvalidRequest(ProxyError):
 
 class MalformedJSON(InvalidRequest):
     code = "invalid_json"
+
+
+class RepeatedBasePath(InvalidRequest):
+    """A path that starts ``/v1/v1``: the client's base URL already ends in ``/v1``."""
+
+    code = "base_url_repeats_v1"
 
 
 class AuthenticationFailed(ProxyError):

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from litestar.types import Send
 
 from proxy.exchange import Conversation
+from proxy.observe.logs import log_event, logger
 from proxy.policy.models import Policy
 from proxy.session.base import WindowLimit
 from proxy.session.identity import SessionRef
@@ -50,6 +54,8 @@ class AgentRequest:
     the pipeline then asks the store nothing more, as after its own first failure."""
     worst_tokens: int | None = field(default=None, init=False, repr=False, compare=False)
     """Its worst case in tokens, once :func:`proxy.books.budgets.worst_tokens` worked it out."""
+    _held: list[Callable[[], None]] = field(default_factory=list, init=False, repr=False, compare=False)
+    """What names the session and waits for its name (see :meth:`when_named`)."""
 
     def include_usage(self) -> bool:
         """A streaming client asked for the usage event (its format says how)."""
@@ -58,6 +64,40 @@ class AgentRequest:
     def log_fields(self) -> dict[str, object]:
         """The fields every log line about this request starts with."""
         return {"tenant": self.tenant, "policy": self.policy.name, "session": self.session.id}
+
+    def log(self, event: str, fields: Mapping[str, object], level: int = logging.INFO) -> None:
+        """One log line about this request, after :meth:`log_fields`: written when its session
+        has its name (at once but for a derived run's first request), keeping when it happened."""
+        if not logger.isEnabledFor(level):
+            return
+        if self.session.named:
+            log_event(event, {**self.log_fields(), **fields}, level)
+            return
+        at = time.time()
+        self._held.append(lambda: log_event(event, {**self.log_fields(), **fields}, level, at=at))
+
+    def when_named(self, action: Callable[[], None]) -> None:
+        """Run ``action`` (which names the session: a log line, a recorded step) once the
+        session has its name. A derived run's first request learns it only from the reply it
+        delivers (:func:`proxy.session.identity.named_run`); until then what would name the
+        session waits, so the log, the recording, the header, the timeline and the sessions API
+        all name one session."""
+        if self.session.named:
+            action()
+        else:
+            self._held.append(action)
+
+    def name_session(self, session: SessionRef) -> None:
+        """The one place a request's session is renamed: the run its delivered reply names."""
+        self.session = session
+        self.release()
+
+    def release(self) -> None:
+        """Let out what waited for the session's name, under the name it has now (when the
+        request ends without delivering a reply: the provisional one, which no run took)."""
+        held, self._held = self._held, []
+        for action in held:
+            action()
 
 
 @dataclass(slots=True)

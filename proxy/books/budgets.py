@@ -104,6 +104,40 @@ def check_request_cap(request: AgentRequest, enforce: bool, prices: PriceTable) 
         costs,
         prices.price(request.conversation.model) if any(v is not None for v in costs.values()) else None,
     )
+    if request.daily_tokens is not None or request.daily_cost_usd is not None:
+        _check_day_caps(request, prices)
+
+
+def _check_day_caps(request: AgentRequest, prices: PriceTable) -> None:
+    """A 400 for a request whose worst case (what the day's admission reserves: its prompt
+    plus its output limit, or the policy's ``reserve_tokens`` without one) is over a daily cap
+    on its own: a 429 saying the day frees up later would never come true."""
+    worst = worst_tokens(request)
+    asked = request.conversation.output_cap
+    output = asked[1] if asked is not None else request.policy.budgets.reserve_tokens
+    prompt = worst - output
+    source = (
+        f"its {asked[0]} {output}"
+        if asked is not None
+        else f"{output} the policy reserves (budgets.reserve_tokens) for a request that sets no output limit"
+    )
+    param = asked[0] if asked is not None else "max_tokens"
+    if request.daily_tokens is not None and worst > request.daily_tokens:
+        room = request.daily_tokens - prompt
+        fix = f"Set {param} to at most {room}, or raise" if room > 0 else "Its prompt alone is over it: raise"
+        fix += " the cap (daily_tokens in the tenants file)."
+        raise InvalidRequest(
+            f"This request may use up to {worst} tokens (about {prompt} of prompt plus {source}), more than the "
+            f"API key's daily token cap of {request.daily_tokens} tokens: it can never fit. {fix}",
+            param=param,
+        )
+    if request.daily_cost_usd is not None and worst_cost_micros(request, prices) > request.daily_cost_usd * MICROS:
+        raise InvalidRequest(
+            f"This request may use up to {worst} tokens (about {prompt} of prompt plus {source}), which at this "
+            f"model's price costs more than the API key's daily cost cap of ${request.daily_cost_usd:.2f}: it can "
+            f"never fit. Lower {param}, or raise the cap (daily_cost_usd in the tenants file).",
+            param=param,
+        )
 
 
 def check_output_cap(

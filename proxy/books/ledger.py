@@ -1,8 +1,9 @@
 """The session's books: load (and reserve) before a request, charge what it used, commit once.
 
 Every store round trip of a request happens here: one load or admission at the start (with
-the tenant's rolling-day admission when the tenant has caps), one commit at the end (and
-the tenant's settlement). What to do when the store fails is the policy's call:
+the tenant's rolling-day admission when the tenant has caps; a ping for a derived run's first
+request under ``closed``, which reads nothing else), one commit at the end (and the tenant's
+settlement). What to do when the store fails is the policy's call:
 ``state_fail_mode: open`` serves with what the request shows, ``closed`` answers 503.
 
 The admission reserves the call's step with its tokens and cost, so parallel calls cannot
@@ -27,18 +28,9 @@ from proxy.books.pricing import MICROS, PriceTable
 from proxy.books.tenant_day import day_refusal
 from proxy.errors import ServiceUnavailable
 from proxy.exchange import Usage
-from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 from proxy.request import AgentRequest, RequestNotes
-from proxy.session.base import (
-    FIELDS,
-    Claim,
-    Limit,
-    SessionDelta,
-    SessionState,
-    SessionStore,
-    StoreUnavailable,
-)
+from proxy.session.base import FIELDS, Claim, Limit, SessionDelta, SessionState, SessionStore, StoreUnavailable
 from proxy.session.limits import admit_in_place
 from proxy.verdict import Verdict
 
@@ -80,7 +72,11 @@ class Ledger:
             if fresh and request.session.derived:
                 # A derived run's first request: its session is named by the reply it will
                 # deliver (see proxy.session.identity), so nothing is read or reserved in the
-                # store yet; its one call is admitted against an empty session.
+                # store yet; its one call is admitted against an empty session. Failing closed,
+                # the store must answer first: a call it could not book never goes upstream.
+                if request.policy.state_fail_mode == "closed":
+                    with self._timed("ping"):
+                        await self._store.ping()
                 state, reserved = SessionState(), []
                 notes.refused = admit_in_place({}, limits) if limits else None
                 notes.claim = True  # should it end, no other request can be making this run's ending
@@ -221,10 +217,7 @@ class Ledger:
         estimate (4 bytes a token), as an unfinished stream is."""
         delta.incr(FIELDS.STEPS)
         self.charge(request, delta, Usage(prompt_bytes // 4, 0), None, kind="agent" if attempt == 1 else "nudge")
-        log_event(
-            "call_unfinished",
-            {**request.log_fields(), "usage_estimated": True},
-        )
+        request.log("call_unfinished", {"usage_estimated": True})
 
     async def release(self, request: AgentRequest, delta: SessionDelta, notes: RequestNotes) -> None:
         """Settle a request that reached no model: give back what it reserved, record nothing
@@ -276,11 +269,7 @@ class Ledger:
             mark.assign(FIELDS.ENDING_CLAIM, 0)
         with contextlib.suppress(StoreUnavailable):
             await self._store.commit(request.session.key, mark, request.policy.session_ttl_secs)
-        log_event(
-            "state_lost_refused",
-            request.log_fields(),
-            logging.WARNING,
-        )
+        request.log("state_lost_refused", {}, logging.WARNING)
         raise ServiceUnavailable(
             "This session's state was lost (the state store restarted empty), and this policy fails "
             "closed: the session is not restarted with fresh budgets behind your back. The loss is "
@@ -415,9 +404,7 @@ class Ledger:
     def _store_failed(self, request: AgentRequest, operation: str, exc: StoreUnavailable) -> None:
         """Every store failure is counted and logged alike; what follows is the caller's (the policy's fail mode)."""
         self._metrics.state_errors.labels(operation, request.policy.state_fail_mode).inc()
-        log_event(
-            "state_store_error", {**request.log_fields(), "operation": operation, "error": str(exc)}, logging.WARNING
-        )
+        request.log("state_store_error", {"operation": operation, "error": str(exc)}, logging.WARNING)
 
     @contextmanager
     def _timed(self, operation: str) -> Iterator[None]:

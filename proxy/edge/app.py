@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 import signal
 from pathlib import Path
 from typing import Any
@@ -67,12 +68,31 @@ def build_store(settings: Settings, metrics: Metrics | None = None) -> SessionSt
 
 
 def _check_tenant_policies(tenants: TenantDirectory, policies: PolicyRegistry) -> None:
+    """Every tenant's policies exist; all that do not are named at once."""
+    missing = {
+        tenant.name: names
+        for tenant in tenants.tenants
+        if (names := [name for name in tenant.policies if policies.get(name) is None])
+    }
+    if missing:
+        named = "; ".join(f"tenant {tenant!r}: {names}" for tenant, names in missing.items())
+        raise PolicyError(f"tenants name policies that do not exist in {policies.directory}: {named}")
+
+
+def _warn_caps_below_reserve(tenants: TenantDirectory, policies: PolicyRegistry) -> None:
+    """A tenant's daily token cap at or below what one of its policies reserves for a call that
+    sets no output limit: such calls can never fit (each gets a 400 naming the cap), only those
+    with a small ``max_tokens`` can. Valid, but worth a line at the start."""
     for tenant in tenants.tenants:
-        missing = [name for name in tenant.policies if policies.get(name) is None]
-        if missing:
-            raise PolicyError(
-                f"tenant {tenant.name!r} names policies that do not exist in {policies.directory}: {missing}"
-            )
+        if tenant.daily_tokens is None:
+            continue
+        for name in policies.names if tenant.any_policy else tenant.policies:
+            policy = policies.get(name)
+            if policy is not None and tenant.daily_tokens <= policy.budgets.reserve_tokens:
+                fields = {"tenant": tenant.name, "daily_tokens": tenant.daily_tokens, "policy": name}
+                reserve = {"reserve_tokens": policy.budgets.reserve_tokens}
+                effect = {"effect": "calls without an output limit get 400"}
+                log_event("tenant_cap_below_reserve", {**fields, **reserve, **effect}, logging.WARNING)
 
 
 def _check_recording(policies: PolicyRegistry, settings: Settings) -> None:
@@ -105,6 +125,25 @@ _NOT_READY = {
         generate_examples=False,
     )
 }
+
+
+def _failing_closed(policies: PolicyRegistry) -> list[str]:
+    """The policies that refuse requests (503) while the state store does not answer."""
+    return [name for name in policies.names if (p := policies.get(name)) is not None and p.state_fail_mode == "closed"]
+
+
+def _unready_reason(exc: StoreUnavailable, policies: PolicyRegistry) -> str:
+    """Why /readyz fails while the store does not answer, and what requests get meanwhile; the
+    store's address stays in the log (the ``state_store_unavailable`` line), off the API port."""
+    cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else "no answer"
+    closed = _failing_closed(policies)
+    meanwhile = (
+        f"requests under the policies that fail closed ({', '.join(closed)}) get 503 until it answers; the others "
+        "are served guarded only by what each request shows (X-LoopWarden-Degraded)"
+        if closed
+        else "requests are served guarded only by what each request shows (X-LoopWarden-Degraded)"
+    )
+    return f"the session state store does not answer ({cause}); {meanwhile}"
 
 
 def _error_response(error: ProxyError) -> Response[bytes]:
@@ -207,6 +246,7 @@ def create_app(
     directory = tenants or load_tenant_directory(settings)
     registry = policies or PolicyRegistry(settings.policies_dir or BUNDLED_POLICIES)
     _check_tenant_policies(directory, registry)
+    _warn_caps_below_reserve(directory, registry)
     _check_recording(registry, settings)
     series = metrics or Metrics()
     client = upstream or UpstreamClient(settings, metrics=series)
@@ -274,9 +314,19 @@ def create_app(
             return Response({"status": reason}, status_code=HTTP_503_SERVICE_UNAVAILABLE)
         try:
             await state_store.ping()
-        except StoreUnavailable:
-            return Response({"status": "state store unavailable"}, status_code=HTTP_503_SERVICE_UNAVAILABLE)
+        except StoreUnavailable as exc:
+            body = {"status": "state store unavailable", "reason": _unready_reason(exc, registry)}
+            return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
         return Response({"status": "ready"})
+
+    async def check_store() -> None:
+        """At the start, a store that does not answer is a warning naming where it is, at once
+        (not the first request's error): the proxy still starts, and /readyz says why it is not ready."""
+        try:
+            await state_store.ping()
+        except StoreUnavailable as exc:
+            closed = _failing_closed(registry)
+            log_event("state_store_unavailable", {"error": str(exc), "fail_closed_policies": closed}, logging.WARNING)
 
     async def on_startup() -> None:
         ready.started = True
@@ -291,6 +341,7 @@ def create_app(
             loop.add_signal_handler(signal.SIGHUP, registry.reload)  # only possible in the main thread
         if settings.policy_reload_interval > 0:
             background.append(asyncio.create_task(registry.watch(settings.policy_reload_interval)))
+        background.append(asyncio.create_task(check_store()))
 
     async def on_shutdown() -> None:
         ready.draining = True

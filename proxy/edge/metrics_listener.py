@@ -21,15 +21,11 @@ from prometheus_client import make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from proxy.edge.console import Console
+from proxy.edge.listening import METRICS, cannot_listen
 from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 
-__all__ = ["MetricsListenError", "MetricsListener"]
-
-
-class MetricsListenError(OSError):
-    """The metrics port cannot be bound (in use, or an address the host does not have)."""
-
+__all__ = ["MetricsListener"]
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -63,7 +59,6 @@ class MetricsListener:
     def __init__(
         self, metrics: Metrics, host: str, port: int, *, reuse_port: bool = False, console: Console | None = None
     ) -> None:
-        self._metrics = metrics
         self.console = console
         self.host = host
         self.port = port
@@ -72,33 +67,48 @@ class MetricsListener:
         worker's samples (``PROMETHEUS_MULTIPROC_DIR``)."""
         self._server: ThreadingWSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self._metrics_app: WsgiApp = make_wsgi_app(metrics.scrape_registry())
+        self._console_app = _with_console(self._metrics_app, console) if console is not None else self._metrics_app
+        self._with_console = False
 
-    def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        """Serve; ``loop`` (the proxy's) runs the console's store reads (no loop: no console)."""
-        app = make_wsgi_app(self._metrics.scrape_registry())
-        if self.console is not None and loop is not None:
-            self.console.bind(loop)
-            app = _with_console(app, self.console)
+    def bind(self) -> ThreadingWSGIServer:
+        """Bind the port (once), before the proxy says it serves: a port that cannot be bound
+        is a :class:`~proxy.edge.listening.ListenError` naming the flag that moves it."""
+        if self._server is not None:
+            return self._server
         try:
             family = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0][0]
             shape = {"address_family": family, "allow_reuse_port": self._reuse_port}
             server_class = type("MetricsServer", (ThreadingWSGIServer,), shape)
-            self._server = make_server(self.host, self.port, app, server_class, handler_class=_QuietHandler)
+            self._server = make_server(self.host, self.port, self._app, server_class, handler_class=_QuietHandler)
         except OSError as exc:
-            raise MetricsListenError(
-                exc.errno, f"cannot listen for metrics on {self.host}:{self.port}: {exc.strerror or exc}"
-            ) from exc
+            raise cannot_listen(exc, self.host, self.port, METRICS) from None
         self.port = int(self._server.server_port)
+        return self._server
+
+    def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Serve (binding first if :meth:`bind` was not called); ``loop`` (the proxy's) runs
+        the console's store reads (no loop: no console)."""
+        if self.console is not None and loop is not None:
+            self.console.bind(loop)
+            self._with_console = True
+        server = self.bind()
         self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(_POLL_SECS,), name="loopwarden-metrics", daemon=True
+            target=server.serve_forever, args=(_POLL_SECS,), name="loopwarden-metrics", daemon=True
         )
         self._thread.start()
         log_event("metrics_listening", {"host": self.host, "port": self.port})
 
+    def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        """The exposition, and the console once it is bound to the proxy's loop."""
+        app = self._console_app if self._with_console else self._metrics_app
+        return app(environ, start_response)
+
     def stop(self) -> None:
         if self._server is None:
             return
-        self._server.shutdown()
+        if self._thread is not None:  # bound and never served: nothing to shut down (it would wait forever)
+            self._server.shutdown()
         self._server.server_close()
         if self._thread is not None:
             self._thread.join(5)

@@ -10,7 +10,6 @@ The ``/v1/*`` pass-through forwards whatever the upstream serves and is describe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any, cast
 
 from litestar import Litestar, Router
@@ -32,6 +31,7 @@ from litestar.routes import BaseRoute
 from litestar.types import ControllerRouterHandler
 
 from proxy.books.grants import MOST_PER_GRANT
+from proxy.version import VERSION
 
 __all__ = [
     "ANTHROPIC_ERROR_SCHEMA",
@@ -168,13 +168,9 @@ class _DocumentRouter(Router):
 
 def openapi_config() -> OpenAPIConfig:
     """Only the JSON document, at ``/openapi.json`` (no UI pages, nothing else at the root)."""
-    try:
-        version = metadata.version("loopwarden")
-    except metadata.PackageNotFoundError:  # running from a source tree that was never installed
-        version = "0"
     return OpenAPIConfig(
         title="LoopWarden",
-        version=version,
+        version=VERSION,
         description=_DESCRIPTION,
         path="/openapi.json",
         use_handler_docstrings=True,

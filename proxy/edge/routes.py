@@ -145,7 +145,12 @@ class ProxyRoutes:
         if logger.isEnabledFor(logging.DEBUG):  # why a session continued or started over
             log_event(
                 "session_identified",
-                {"session": session.id, "derived": session.derived, "fresh": session.fresh, "policy": policy.name},
+                {  # a derived run's first request is named by the reply it delivers: not yet
+                    "session": session.id if session.named else None,
+                    "derived": session.derived,
+                    "fresh": session.fresh,
+                    "policy": policy.name,
+                },
                 logging.DEBUG,
             )
         request = AgentRequest(
@@ -168,15 +173,14 @@ class ProxyRoutes:
         )
         if request.stream:
             request.respond = send
-        facts: dict[str, object] = {
-            "tenant": request.tenant,
-            "policy": policy.name,
-            "session": session.id,
-            "stream": request.stream,
-        }
+        facts: dict[str, object] = {"tenant": request.tenant, "policy": policy.name, "session": None}
+        facts["stream"] = request.stream
         # Streamed or not, a client that hangs up cancels the upstream call (and any nudge or
         # judge call that would follow); the pipeline still commits what was used.
-        outcome = await unless_client_leaves(self._pipeline.run(request), receive, facts, tracker)
+        try:
+            outcome = await unless_client_leaves(self._pipeline.run(request), receive, facts, tracker)
+        finally:
+            facts["session"] = request.session.id  # named by now, if a reply named it
         await self._deliver(outcome, send, facts, request.headers, wire)
         return facts
 

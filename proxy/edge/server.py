@@ -7,18 +7,23 @@ On a stop signal the proxy reports not-ready at once, stops accepting connection
 in-flight requests finish for up to ``shutdown_timeout`` seconds, then exits. Metrics are
 served on a listener of their own (see :mod:`proxy.edge.metrics_listener`), up as long as the server.
 
-With ``reuse_port`` the API socket is bound here with ``SO_REUSEPORT`` (and the metrics
-listener likewise), so several independent ``loopwarden serve`` processes share one port and
-the kernel spreads new connections over them: one event loop per core. They share state
-through Redis and metrics through ``PROMETHEUS_MULTIPROC_DIR``; each drains on its own.
+Both ports are bound here, by :meth:`DrainingServer.bind`, before the proxy says it serves: a
+port that cannot be bound is one :class:`~proxy.edge.listening.ListenError` naming the flag
+that moves it (uvicorn is handed the bound socket and never binds one itself). With
+``reuse_port`` they are bound with ``SO_REUSEPORT``, so several independent ``loopwarden serve``
+processes share one port and the kernel spreads new connections over them: one event loop per
+core. They share state through Redis and metrics through ``PROMETHEUS_MULTIPROC_DIR``; each
+drains on its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import logging
 import math
 import os
+import signal
 import socket
 from types import FrameType
 
@@ -29,8 +34,10 @@ from proxy.edge.app import create_app
 from proxy.edge.connections import GuardedHttpProtocol, guarded_websocket_protocol
 from proxy.edge.console import Console
 from proxy.edge.dispatch import GuardedFirst
+from proxy.edge.listening import API, listening_socket
 from proxy.edge.metrics_listener import MetricsListener
 from proxy.edge.routes import Readiness
+from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 from proxy.settings import Settings
 
@@ -45,14 +52,30 @@ class DrainingServer(uvicorn.Server):
         config: uvicorn.Config,
         readiness: Readiness,
         metrics: MetricsListener,
-        sockets: list[socket.socket] | None = None,
+        *,
+        reuse_port: bool = False,
     ) -> None:
         super().__init__(config)
         self.readiness = readiness
         self.metrics = metrics
-        self._sockets = sockets
+        self._reuse_port = reuse_port
+        self._sockets: list[socket.socket] | None = None
+
+    @property
+    def port(self) -> int:
+        """The API's bound port (``config.port`` until :meth:`bind`: 0 picks a free one)."""
+        return int(self._sockets[0].getsockname()[1]) if self._sockets else self.config.port
+
+    def bind(self) -> None:
+        """Bind the API port and the metrics listener's (once): the ``serving`` line comes
+        after this, so a port that cannot be bound is its :class:`ListenError` instead."""
+        if self._sockets is None:
+            self._sockets = [listening_socket(self.config.host, self.config.port, API, reuse_port=self._reuse_port)]
+        self.metrics.bind()
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        if sockets is None:
+            self.bind()
         self.metrics.start(asyncio.get_running_loop())
         try:
             await super().serve(sockets or self._sockets)
@@ -60,8 +83,19 @@ class DrainingServer(uvicorn.Server):
             self.metrics.stop()
             if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
                 multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
+            log_event("stopped", {"in_flight": self.readiness.in_flight})
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if not self.readiness.draining:
+            log_event(
+                "shutting_down",
+                {
+                    "signal": signal.Signals(sig).name,
+                    "in_flight": self.readiness.in_flight,
+                    "grace_secs": self.config.timeout_graceful_shutdown,
+                },
+                logging.INFO,
+            )
         self.readiness.draining = True
         super().handle_exit(sig, frame)
         # uvicorn re-raises the signal after draining, so the process would die "killed by
@@ -102,15 +136,4 @@ def build_server(settings: Settings, readiness: Readiness | None = None) -> Drai
     listener = MetricsListener(
         series, settings.metrics_host, settings.metrics_port, reuse_port=settings.reuse_port, console=console
     )
-    sockets = [shared_socket(settings.host, settings.port)] if settings.reuse_port else None
-    return DrainingServer(config, ready, listener, sockets)
-
-
-def shared_socket(host: str, port: int) -> socket.socket:
-    """The API socket, bound with ``SO_REUSEPORT``: other processes may bind the same port."""
-    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
-    return sock
+    return DrainingServer(config, ready, listener, reuse_port=settings.reuse_port)

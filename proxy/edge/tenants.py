@@ -8,7 +8,7 @@ forwarded upstream and never logged.
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import hashlib
 import hmac
 import os
@@ -18,8 +18,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from proxy.edge.namespaces import bearer, caller_namespace
 from proxy.errors import AuthenticationFailed, PermissionDenied
 from proxy.upstream.addresses import blocked_reason
 from proxy.upstream.paths import OTHER_FAMILY, PASSTHROUGH_FAMILIES
@@ -30,9 +31,7 @@ __all__ = [
     "Tenant",
     "TenantDirectory",
     "TenantsFileError",
-    "caller_namespace",
     "hash_key",
-    "is_caller_namespace",
     "load_tenants",
 ]
 
@@ -61,6 +60,8 @@ def check_upstream_url(url: str) -> str:
     reason = blocked_reason(parts.hostname)
     if reason is not None:
         raise ValueError(reason)
+    if parts.path.rstrip("/").lower().endswith("/v1/v1"):
+        raise ValueError(f"upstream base_url {url!r} ends in /v1/v1: give the API's base once (…/v1)")
     return url.rstrip("/")
 
 
@@ -77,6 +78,16 @@ class UpstreamSpec(BaseModel):
     @classmethod
     def _valid_url(cls, value: str | None) -> str | None:
         return check_upstream_url(value) if value is not None else None
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _set_in_the_environment(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """Checked with the rest of the file (``env`` in the validation's context), so a missing
+        variable is reported beside every other problem, not after they are fixed."""
+        env = (info.context or {}).get("env")
+        if value and env is not None and not env.get(value):
+            raise ValueError(f"environment variable {value} is not set")
+        return value
 
     @model_validator(mode="after")
     def _one_credential_source(self) -> UpstreamSpec:
@@ -142,6 +153,13 @@ class TenantSpec(BaseModel):
             raise ValueError(f"default_policy {self.default_policy!r} is not among policies")
         return self
 
+    @model_validator(mode="after")
+    def _has_an_upstream(self, info: ValidationInfo) -> TenantSpec:
+        context = info.context or {}
+        if self.upstream.base_url is None and "default_upstream" in context and not context["default_upstream"]:
+            raise ValueError("upstream.base_url: missing and no --upstream given")
+        return self
+
 
 class TenantsFile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -202,47 +220,6 @@ class Credentials:
 
 
 _UNIFORM_401 = "Invalid or missing API key for this proxy."
-NAMESPACE_SEPARATOR = "~"
-"""Between a tenant's name and a caller digest in a session namespace."""
-_NAMESPACE_SALT = b"loopwarden/session-namespace/v1\x00"
-
-
-_CACHED_KEY_CHARS = 512
-"""Longest ``Authorization`` whose namespace is kept computed (a real key is far shorter)."""
-
-
-def caller_namespace(tenant: str, authorization: str | None) -> str:
-    """See :func:`_caller_namespace`; a value longer than any real key is not cached: 4096
-    distinct 60 kB headers, which anyone may send without a tenants file, would pin 250 MB."""
-    if authorization is not None and len(authorization) > _CACHED_KEY_CHARS:
-        return _caller_namespace.__wrapped__(tenant, authorization)
-    return _caller_namespace(tenant, authorization)
-
-
-@functools.lru_cache(maxsize=4096)
-def _caller_namespace(tenant: str, authorization: str | None) -> str:
-    """The session namespace of a caller of the implicit tenant: ``<tenant>~<digest>``
-    (``~`` is in no tenant name, so the tenant stays readable from the key: its caps and
-    metrics are the tenant's, not one per caller).
-
-    Without a tenants file every caller is the tenant ``default``; namespacing sessions by
-    a digest of the caller's ``Authorization`` keeps two callers with different keys from
-    ever sharing (reading, continuing, deleting) a session. The digest is a salted SHA-256
-    truncated to 128 bits: stable across restarts and replicas, and not reversible to the
-    key, which is never stored or logged. Callers without ``Authorization`` share the bare
-    tenant namespace (they can use no sessions API)."""
-    value = _bearer(authorization) or (authorization or "").strip()  # "bearer K" and "Bearer K" are one caller
-    if not value:
-        return tenant
-    return f"{tenant}{NAMESPACE_SEPARATOR}{hashlib.sha256(_NAMESPACE_SALT + value.encode()).hexdigest()[:32]}"
-
-
-def is_caller_namespace(tenant: str, namespace: str) -> bool:
-    """``namespace`` is one :func:`caller_namespace` makes for ``tenant`` (or its bare namespace)."""
-    name, separator, digest = namespace.partition(NAMESPACE_SEPARATOR)
-    if name != tenant:
-        return False
-    return not separator or (len(digest) == 32 and all(c in "0123456789abcdef" for c in digest))
 
 
 class TenantDirectory:
@@ -309,7 +286,7 @@ class TenantDirectory:
                     "were sent with."
                 )
             return Credentials(self._open, authorization, caller_namespace(self._open.name, caller))
-        client_key = _bearer(authorization) or (api_key.strip() if api_key else None)
+        client_key = bearer(authorization) or (api_key.strip() if api_key else None)
         presented = proxy_key if proxy_key is not None else client_key
         if not presented:
             raise AuthenticationFailed(_UNIFORM_401)
@@ -335,77 +312,97 @@ class TenantDirectory:
         return Credentials(tenant, tenant.upstream_authorization, tenant.name)
 
 
-def _bearer(authorization: str | None) -> str | None:
-    if not authorization:
-        return None
-    scheme, _, token = authorization.partition(" ")
-    if scheme.lower() != "bearer":
-        return None
-    return token.strip() or None
-
-
 def load_tenants(path: Path, default_upstream: str | None, environ: Mapping[str, str] | None = None) -> TenantDirectory:
-    """Load and check the tenants file; any problem names the file and the field."""
+    """Load and check the tenants file; every problem in it is reported at once, each naming
+    the file, the tenant and the field (not one per start)."""
     env = os.environ if environ is None else environ
     try:
         raw = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise TenantsFileError(f"{path}: cannot read tenants file: {exc}") from exc
-    try:
-        parsed = TenantsFile.model_validate(raw)
-    except ValidationError as exc:
-        raise TenantsFileError(f"{path}: {_describe(exc)}") from exc
-
+    problems: list[str] = []
     by_digest: dict[str, Tenant] = {}
     admins: dict[str, Tenant] = {}
     names: set[str] = set()
-    for index, spec in enumerate(parsed.tenants):
-        where = f"{path}: tenants[{index}] ({spec.name})"
+    context: dict[str, object] = {"env": env, "default_upstream": default_upstream}
+    for index, spec in _valid_specs(raw, context, problems):
+        where = _where(index, spec.name)
         if spec.name in names:
-            raise TenantsFileError(f"{where}.name: duplicate tenant name")
+            problems.append(f"{where}.name: duplicate tenant name")
+            continue
         names.add(spec.name)
-        base_url = spec.upstream.base_url or default_upstream
-        if not base_url:
-            raise TenantsFileError(f"{where}.upstream.base_url: missing and no --upstream given")
-        try:
-            base_url = check_upstream_url(base_url)
-        except ValueError as exc:
-            raise TenantsFileError(f"{where}.upstream.base_url: {exc}") from exc
-        authorization = None
-        if spec.upstream.api_key_env:
-            secret = env.get(spec.upstream.api_key_env)
-            if not secret:
-                raise TenantsFileError(
-                    f"{where}.upstream.api_key_env: environment variable {spec.upstream.api_key_env} is not set"
-                )
-            authorization = f"Bearer {secret}"
-        tenant = Tenant(
-            name=spec.name,
-            upstream_url=base_url,
-            upstream_authorization=authorization,
-            forward_client_key=spec.upstream.forward_client_key,
-            policies=tuple(spec.policies),
-            default_policy=spec.default_policy or spec.policies[0],
-            daily_tokens=spec.daily_tokens,
-            daily_cost_usd=spec.daily_cost_usd,
-            passthrough=None if spec.passthrough is None else frozenset(spec.passthrough),
-            forward_telemetry=spec.forward_telemetry,
-            admin_key_sha256=spec.admin_key_sha256,
-        )
+        tenant = _tenant(spec, where, default_upstream, env, problems)
         keys = [(digest, "key_sha256", by_digest) for digest in spec.key_sha256]
         if spec.admin_key_sha256 is not None:
             keys.append((spec.admin_key_sha256, "admin_key_sha256", admins))
         for digest, field_name, into in keys:
             owner = by_digest.get(digest) or admins.get(digest)
             if owner is not None:  # one key, one role: a proxy key is never also an admin key
-                raise TenantsFileError(f"{where}.{field_name}: key already belongs to {owner.name}")
-            into[digest] = tenant
+                problems.append(f"{where}.{field_name}: key already belongs to {owner.name}")
+            elif tenant is not None:
+                into[digest] = tenant
+    if problems:
+        listed = (
+            problems[0]
+            if len(problems) == 1
+            else f"{len(problems)} problems:\n" + "\n".join(f"  - {problem}" for problem in problems)
+        )
+        raise TenantsFileError(f"{path}: {listed}")
     return TenantDirectory(by_digest, admins=admins)
 
 
-def _describe(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors():
-        location = ".".join(str(p) for p in error["loc"]) or "(root)"
-        parts.append(f"{location}: {error['msg']}")
-    return "; ".join(parts)
+def _valid_specs(raw: object, context: dict[str, object], problems: list[str]) -> list[tuple[int, TenantSpec]]:
+    """The tenants that validate, by position; what does not is added to ``problems`` (every
+    field of every tenant, as one validation of the whole file finds them)."""
+    try:
+        return list(enumerate(TenantsFile.model_validate(raw, context=context).tenants))
+    except ValidationError as exc:
+        items = raw.get("tenants") if isinstance(raw, dict) else None
+        listed = items if isinstance(items, list) else []
+        for error in exc.errors():
+            problems.append(f"{_location(error['loc'], listed)}: {error['msg']}")
+    valid = []
+    for index, item in enumerate(listed):
+        with contextlib.suppress(ValidationError):  # reported above
+            valid.append((index, TenantSpec.model_validate(item, context=context)))
+    return valid
+
+
+def _where(index: int, name: object) -> str:
+    return f"tenants[{index}] ({name})" if isinstance(name, str) else f"tenants[{index}]"
+
+
+def _location(loc: tuple[int | str, ...], items: list[object]) -> str:
+    """``("tenants", 0, "upstream", "base_url")`` → ``tenants[0] (acme).upstream.base_url``."""
+    if len(loc) >= 2 and loc[0] == "tenants" and isinstance(loc[1], int) and loc[1] < len(items):
+        item = items[loc[1]]
+        where = _where(loc[1], item.get("name") if isinstance(item, dict) else None)
+        return ".".join([where, *(str(part) for part in loc[2:])])
+    return ".".join(str(part) for part in loc) or "(root)"
+
+
+def _tenant(
+    spec: TenantSpec, where: str, default_upstream: str | None, env: Mapping[str, str], problems: list[str]
+) -> Tenant | None:
+    """The tenant ``spec`` describes, or None after adding what is wrong with it to ``problems``."""
+    base_url = spec.upstream.base_url or default_upstream
+    try:
+        base_url = check_upstream_url(base_url or "")  # the tenant's own is checked already, --upstream is not
+    except ValueError as exc:
+        problems.append(f"{where}.upstream.base_url (--upstream): {exc}")
+        return None
+    key_env = spec.upstream.api_key_env
+    authorization = f"Bearer {env[key_env]}" if key_env else None  # validated: it is set
+    return Tenant(
+        name=spec.name,
+        upstream_url=base_url,
+        upstream_authorization=authorization,
+        forward_client_key=spec.upstream.forward_client_key,
+        policies=tuple(spec.policies),
+        default_policy=spec.default_policy or spec.policies[0],
+        daily_tokens=spec.daily_tokens,
+        daily_cost_usd=spec.daily_cost_usd,
+        passthrough=None if spec.passthrough is None else frozenset(spec.passthrough),
+        forward_telemetry=spec.forward_telemetry,
+        admin_key_sha256=spec.admin_key_sha256,
+    )

@@ -29,7 +29,6 @@ from proxy.goal.model import (
     load_goal,
     over_limit,
 )
-from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import FIELDS, SessionDelta, SessionState
@@ -191,12 +190,4 @@ class GoalKeeper:
         delta.assign(GOAL_FIELD, goal.dumps())
         notes.goal = goal.status
         self._metrics.goal_events.labels(request.tenant, request.policy.name, event).inc()
-        log_event(
-            "goal",
-            {
-                **request.log_fields(),
-                "change": event,
-                "status": goal.status,
-                "turns": goal.turns,
-            },
-        )
+        request.log("goal", {"change": event, "status": goal.status, "turns": goal.turns})

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from proxy.books.ledger import Ledger
 from proxy.exchange import Channel, Reply, Turn, Usage
 from proxy.guards.base import GuardContext, ResponseGuard
-from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 from proxy.request import AgentRequest
 from proxy.session.base import FIELDS, SessionDelta
@@ -129,14 +128,7 @@ class Attempts:
         delta.incr(FIELDS.STEPS)
         self._ledger.charge(request, delta, usage, assembler.model, kind="agent")
         self._metrics.of(self._metrics.stream_failures, request.tenant, request.policy.name, reason).inc()
-        log_event(
-            "stream_unfinished",
-            {
-                **request.log_fields(),
-                "reason": reason,
-                "usage_estimated": assembler.usage is None,
-            },
-        )
+        request.log("stream_unfinished", {"reason": reason, "usage_estimated": assembler.usage is None})
 
     def _estimate(self, request: AgentRequest, assembler: StreamAssembler, prompt_bytes: int, reason: str) -> Usage:
         """The tokens of a stream the upstream reported none for: its prompt and what it produced,

@@ -28,7 +28,6 @@ import msgspec
 from proxy.errors import InvalidRequest
 from proxy.exchange import Reply, Turn
 from proxy.loop.answer import Answer, Passed, Written, delivered_reply
-from proxy.observe.logs import log_event
 from proxy.request import AgentRequest
 from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore, StoreUnavailable
 from proxy.session.chains import MAX_REFERENCES, Chained, chained_session, remember_responses, unrecorded_chain
@@ -156,7 +155,7 @@ class Continuity:
         elif isinstance(ending, Written) and ending.upstream_saw is not None:
             self._record_turns(extra, *ending.upstream_saw)
         if request.session.fresh and request.session.derived and (first := delivered_reply(request, ending)):
-            request.session = named_run(request.session, turn_digest(first.content, first.tool_calls))
+            request.name_session(named_run(request.session, turn_digest(first.content, first.tool_calls)))
         answer = ending.body if isinstance(ending, Written) else _passed_reply(ending)
         chains = request.wire.chains
         self._links = [] if chains is None else chains.links(request.payload, replies, answer)
@@ -182,11 +181,7 @@ class Continuity:
         held = sum(len(name) + len(value) for name, value in self._state.values.items())
         adding = sum(len(name) + len(value) for name, value in records.items())
         if records and held + adding > MAX_RECORDED_BYTES:
-            log_event(
-                "transcript_not_recorded",
-                {"tenant": request.tenant, "session": request.session.id, "held": held, "adding": adding},
-                logging.WARNING,
-            )
+            request.log("transcript_not_recorded", {"held": held, "adding": adding}, logging.WARNING)
             return
         for name, value in records.items():
             self._delta.assign(name, value)

@@ -30,7 +30,6 @@ from proxy.errors import ProxyError
 from proxy.exchange import Conversation, Reply, ToolCall, Turn, Usage
 from proxy.loop.answer_channel import AnswerTool, answer_channel, noticed_call
 from proxy.loop.notice import notice_for, placed
-from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 from proxy.observe.tracing import Tracing
 from proxy.policy.models import Policy
@@ -262,7 +261,7 @@ class Endings:
                 return self._shared(request, verdict, seen, notes)
         local_only = verdict.reason == "budget_cost" and request.policy.budgets.hard_cost_cap
         now = self._clock()
-        notice = notice_for(verdict, delta.applied_to(state), request.policy, request.session.id, now)
+        notice = notice_for(verdict, delta.applied_to(state), request.policy, _named(request), now)
         ending = await self._finalizer.end(
             verdict,
             request.policy,
@@ -290,10 +289,9 @@ class Endings:
         delta.event("ending", round(now * 1000), reason=verdict.reason, guard=guard, notice=notice, summary_via=via)
         self._metrics.terminations.labels(request.tenant, request.policy.name, verdict.reason).inc()
         self._tracing.event("loopwarden.termination", {"reason": verdict.reason, "summary_via": ending.via})
-        log_event(
+        request.log(
             "termination",
             {
-                **request.log_fields(),
                 "reason": verdict.reason,
                 "summary_via": ending.via,
                 **({"cause": verdict.cause} if verdict.cause else {}),
@@ -315,17 +313,22 @@ class Endings:
         else:
             notes.terminated = verdict.reason
             policy = request.policy
-            notice = notice_for(verdict, seen, policy, request.session.id, self._clock())
+            notice = notice_for(verdict, seen, policy, _named(request), self._clock())
             summary = placed(local_summary(request.conversation, verdict.detail), notice, policy.finalize.notice)
             body = request.wire.codec.ending(summary, model=request.conversation.model)
             answer = "local"
         self._metrics.of(self._metrics.endings_shared, request.tenant, request.policy.name, answer).inc()
-        log_event(
+        request.log(
             "ending_shared",
             {
-                **request.log_fields(),
                 "reason": notes.terminated,
                 "answer": answer,
             },
         )
         return body
+
+
+def _named(request: AgentRequest) -> str | None:
+    """The session's name for a notice; None while the notice itself is about to name it (a
+    derived run's first request: its delivered reply, this ending, names the run)."""
+    return request.session.id if request.session.named else None

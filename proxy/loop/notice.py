@@ -38,19 +38,23 @@ def _budget_used(reason: str, state: SessionState, policy: Policy, now: float) -
     return "spent"
 
 
-def notice_for(verdict: Finalize, state: SessionState, policy: Policy, session_id: str, now: float) -> str | None:
+def notice_for(
+    verdict: Finalize, state: SessionState, policy: Policy, session_id: str | None, now: float
+) -> str | None:
     """The notice of ``verdict``'s ending (``state``: the session as this request leaves it);
-    None when the policy turns notices off."""
+    None when the policy turns notices off. ``session_id`` None: the session has no name yet
+    (the ending names it), so the notice points at the sessions list instead."""
     if policy.finalize.notice == "off":
         return None
     reason = verdict.reason
     unit = _UNITS.get(reason)
     if unit is not None:
         used = _budget_used(reason, state, policy, now)
-        route = GRANT_ROUTE.replace("{id}", session_id)
+        which = f"session {session_id}" if session_id is not None else "this session (the sessions list names it)"
+        route = GRANT_ROUTE.replace("{id}", session_id or "{id}")
         return (
             f"LoopWarden stopped this run ({reason}): the session's {unit} budget is spent ({used}). "
-            f"A new instruction cannot continue until the operator grants session {session_id} more {unit} "
+            f"A new instruction cannot continue until the operator grants {which} more {unit} "
             f"through the sessions API ({route})."
         )
     if reason.startswith("daily_"):

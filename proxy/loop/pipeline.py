@@ -31,7 +31,6 @@ from proxy.loop.finalize import Endings, FormatLookup
 from proxy.loop.inflight import InFlight
 from proxy.loop.recording import Step, StepRecorder
 from proxy.loop.step_log import StepLog, chat_attributes, response_headers, usage_attributes
-from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 from proxy.observe.tracing import Tracing
 from proxy.request import AgentRequest, Outcome, RequestNotes
@@ -95,7 +94,14 @@ class Pipeline:
         return await resolve_chain(self._store, chains, namespace, payload)
 
     async def run(self, request: AgentRequest) -> Outcome:
-        """One agent request. Whatever happens, what it reserved and spent is committed once."""
+        """One agent request. Whatever happens, what it reserved and spent is committed once,
+        and what waited for its session's name is let out (a request no reply named included)."""
+        try:
+            return await self._serve(request)
+        finally:
+            request.release()
+
+    async def _serve(self, request: AgentRequest) -> Outcome:
         notes = RequestNotes(started=self._clock())
         enforce = request.policy.mode == "enforce"
         limits = session_limits(request, self._prices, fresh=request.session.fresh) if enforce else []
@@ -131,7 +137,9 @@ class Pipeline:
                     # Shielded: a streamed request is cancelled when its client leaves, and
                     # what it reserved and spent must still be written.
                     await asyncio.shield(self._ledger.settle(request, delta, notes))
-            self._tracing.annotate(span, {"loopwarden.terminated": notes.terminated or ""})
+            self._tracing.annotate(
+                span, {"loopwarden.terminated": notes.terminated or "", "gen_ai.conversation.id": request.session.id}
+            )
             return outcome
 
     async def _new_run(self, request: AgentRequest, state: SessionState, notes: RequestNotes) -> SessionState:
@@ -146,7 +154,7 @@ class Pipeline:
             return without_run(state)  # this request guards with what it shows; its commit fails alike
         if notes.claim is False:  # a refused admission found the old ending: this run makes its own
             notes.claim = None
-        log_event("run_started", {**request.log_fields(), "run": run_number(state), "after": ended})
+        request.log("run_started", {"run": run_number(state), "after": ended})
         return without_run(state)
 
     async def _run(self, flight: InFlight) -> _Ending:

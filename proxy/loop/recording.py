@@ -31,6 +31,8 @@ from proxy.exchange import Reply
 from proxy.guards.base import GuardContext
 from proxy.observe.logs import log_event, redact
 from proxy.request import AgentRequest, RequestNotes
+from proxy.session.base import StoreUnavailable
+from proxy.session.resp import redis_target
 from proxy.verdict import Nudge, Verdict, verdict_name, verdict_reason
 
 __all__ = ["FORMAT_VERSION", "Recorder", "Step", "StepRecorder", "redacted", "step_record"]
@@ -132,6 +134,7 @@ class Recorder:
         batch: int = 256,
     ) -> None:
         self._redis_url = redis_url
+        self._target = redis_target(redis_url, cluster=cluster) if redis_url else "Redis"
         self._cluster = cluster
         self._timeout = timeout
         self._queue: asyncio.Queue[tuple[Any, dict[str, Any]]] | None = None
@@ -197,7 +200,9 @@ class Recorder:
             try:
                 await self._write(items)
                 self.written += len(items)
-            except (OSError, RedisError) as exc:
+            except (RedisError, TimeoutError) as exc:  # a file's OSError names its path; Redis's, here, its address
+                self._drop(len(items), str(StoreUnavailable.at(self._target, "writing the recording", exc)))
+            except OSError as exc:
                 self._drop(len(items), f"{type(exc).__name__}: {exc}")
             finally:
                 for _ in items:

@@ -10,6 +10,7 @@ the operator asked for contents (``--log-contents``, or a policy that records).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
@@ -19,7 +20,7 @@ from proxy.books.budgets import remaining
 from proxy.exchange import Reply
 from proxy.guards.fingerprint import fingerprint
 from proxy.loop.recording import Step, StepRecorder
-from proxy.observe.logs import log_event, logger, redact
+from proxy.observe.logs import logger, redact
 from proxy.observe.metrics import Metrics
 from proxy.observe.tracing import Tracing
 from proxy.request import AgentRequest, RequestNotes
@@ -69,9 +70,11 @@ class StepLog:
     def step(self, step: Step, delta: SessionDelta) -> None:
         """One line per upstream step: what was asked and decided, never what was said; and
         the step's timeline event."""
-        if self._recorder is not None:
-            self._recorder.record(step)
         request, reply = step.request, step.reply
+        if self._recorder is not None and request.session.named:
+            self._recorder.record(step)
+        elif self._recorder is not None:  # recorded under the name the run's first reply gives
+            request.when_named(functools.partial(self._recorder.record, step))
         tools = [c.name for c in reply.tool_calls]
         digests = [fingerprint(c.name, c.arguments) for c in reply.tool_calls]
         latency_ms = round(step.latency * 1000, 3)
@@ -94,7 +97,6 @@ class StepLog:
             return
         trailing = request.conversation.trailing_tool_results()
         fields: dict[str, object] = {
-            **request.log_fields(),
             "step": step.context.state.steps,
             "attempt": step.attempt,
             "model": reply.model,
@@ -110,7 +112,7 @@ class StepLog:
         if self._log_contents:
             fields["reply"] = redact(reply.content or "")
             fields["new_messages"] = [redact(m.text) for m in trailing]
-        log_event("step", fields)
+        request.log("step", fields)
 
     def retried(
         self, request: AgentRequest, attempt: int, upstream_attempts: int, status: int, delta: SessionDelta
@@ -181,18 +183,21 @@ class StepLog:
         self._logged(event, request, guard, kind, reason, **extra)
 
     def _logged(self, event: str, request: AgentRequest, guard: str, kind: str, reason: str, **extra: object) -> None:
-        """The decision's log line (with the session) and trace event."""
+        """The decision's log line (with the session, once it is named) and trace event."""
         named = {"guard": guard} if guard else {}
-        log_event(event, {**request.log_fields(), **named, "kind": kind, "reason": reason, **extra})
+        request.log(event, {**named, "kind": kind, "reason": reason, **extra})
         self._tracing.event(f"loopwarden.{event}", {**named, "kind": kind, "reason": reason})
 
 
 def response_headers(
     request: AgentRequest, after: SessionState, notes: RequestNotes, now: float
 ) -> list[tuple[bytes, bytes]]:
-    """The ``X-LoopWarden-*`` headers: the session after this request, and what happened on it."""
-    headers = [
-        (b"x-loopwarden-session", request.session.id.encode()),
+    """The ``X-LoopWarden-*`` headers: the session after this request, and what happened on it.
+    A stream that starts flowing before a derived run's first reply is whole does not know the
+    session's name yet (that reply names it): it goes without ``X-LoopWarden-Session`` rather
+    than with a name no session has."""
+    headers = [(b"x-loopwarden-session", request.session.id.encode())] if request.session.named else []
+    headers += [
         (b"x-loopwarden-policy", request.policy.name.encode()),
         (b"x-loopwarden-step", str(after.steps + notes.streaming).encode()),
         (b"x-loopwarden-interventions", (",".join(notes.interventions) or "none").encode()),

@@ -124,10 +124,10 @@ class JsonLines(logging.Handler):
             return
         self._lines.put(line)
 
-    def line(self, event: str, fields: Mapping[str, object], level: int) -> None:
+    def line(self, event: str, fields: Mapping[str, object], level: int, at: float | None = None) -> None:
         """What :meth:`emit` writes for ``log_event(event, fields, level)``, made without a record."""
         name = _LEVELS.get(level) or logging.getLevelName(level).lower()
-        payload: dict[str, Any] = {"ts": _timestamp(time.time()), "level": name, "event": event}
+        payload: dict[str, Any] = {"ts": _timestamp(time.time() if at is None else at), "level": name, "event": event}
         if fields:
             payload.update(fields)
         self.put(_encode(payload).decode() + "\n")
@@ -214,14 +214,20 @@ def configure_logging(level: str) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def log_event(event: str, fields: Mapping[str, object], level: int = logging.INFO) -> None:
+def log_event(event: str, fields: Mapping[str, object], level: int = logging.INFO, *, at: float | None = None) -> None:
     """Log one structured event if the level is on; cheap when it is not, and when only the
-    proxy's own handler listens (the line is rendered at once, see the module's docstring)."""
+    proxy's own handler listens (the line is rendered at once, see the module's docstring).
+    ``at``: when it happened, for a line written later than that (epoch seconds; default now)."""
     if not logger.isEnabledFor(level):
         return
     handlers, sink = logger.handlers, _sink
     alone = len(handlers) == 1 and handlers[0] is sink and not logger.filters
     if alone and sink is not None and level >= sink.level and not sink.filters:
-        sink.line(event, fields, level)
-    else:
+        sink.line(event, fields, level, at)
+        return
+    if at is None:
         logger.log(level, event, extra={"fields": fields})
+        return
+    record = logger.makeRecord(logger.name, level, __file__, 0, event, (), None, extra={"fields": fields})
+    record.created, record.msecs = at, (at % 1) * 1000
+    logger.handle(record)

@@ -90,6 +90,13 @@ class FIELDS:
 class StoreUnavailable(Exception):
     """The state store did not answer in time or at all."""
 
+    @classmethod
+    def at(cls, target: str, operation: str, error: BaseException) -> StoreUnavailable:
+        """A failed call, naming where the store is (``target``, never credentials: redis-py's
+        messages name the host and port, never the URL) and what went wrong."""
+        detail = str(error).strip()[:200]
+        return cls(f"{operation} failed at {target}: {type(error).__name__}" + (f" ({detail})" if detail else ""))
+
 
 @dataclass(frozen=True, slots=True)
 class Limit:

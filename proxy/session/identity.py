@@ -8,7 +8,9 @@ therefore never share a session, back to back or side by side: their first repli
 (call ids are unique); a client that sends the reply's calls back as text (smolagents'
 ``Calling tools:``) is read by those calls. A request carrying only the opening is a new run; it stores nothing
 under the opening, and commits under the run its reply names (:func:`named_run`), which
-is where the run's next request looks. Re-serialized arguments and messages inserted
+is where the run's next request looks; until then its ref is not ``named`` (what would
+show the id waits for the name, see :meth:`proxy.request.AgentRequest.when_named`), so one
+id names the session everywhere. Re-serialized arguments and messages inserted
 later do not move the id; a history whose first reply the proxy never delivered is a run
 of its own.
 
@@ -49,6 +51,9 @@ class SessionRef:
     """A derived session's opening, hashed (with its first reply it names the run)."""
     agent: str = ""
     """The ``@agent`` suffix of a sub-agent's id."""
+    named: bool = True
+    """False for a derived run's first request until its delivered reply names the run
+    (:func:`named_run`): ``id`` is provisional until then, and nothing may show it."""
 
 
 def session_key(tenant: str, session_id: str) -> str:
@@ -92,7 +97,8 @@ def identify(
     first = next((m for m in conversation.messages if m.role == "assistant"), None)
     if first is None:  # the opening alone: a new run, named by the reply it gets (see named_run)
         session_id = "d-" + opened[:32] + agent
-        return SessionRef(session_id, session_key(tenant, session_id), True, True, bool(agent), tenant, opened, agent)
+        key = session_key(tenant, session_id)
+        return SessionRef(session_id, key, True, True, bool(agent), tenant, opened, agent, named=False)
     calls = first.tool_calls or flattened_calls(first.text)  # smolagents sends its calls back as text
     session_id = _run_id(opened, turn_digest(first.text, calls), agent)
     return SessionRef(session_id, session_key(tenant, session_id), True, False, bool(agent), tenant, opened, agent)

@@ -73,7 +73,7 @@ _UNCAPPED = ""
 
 def tenant_of(key: str) -> str:
     """The tenant of a session key ``lw:{namespace:session}`` (namespaces hold no ':'; a
-    caller's namespace is ``tenant~digest``, see :func:`proxy.edge.tenants.caller_namespace`);
+    caller's namespace is ``tenant~digest``, see :func:`proxy.edge.namespaces.caller_namespace`);
     ``_UNCAPPED`` for any other key, e.g. a tenant's rolling day ``lw:{tenant}:daily``."""
     start = key.find("{")
     end = key.find("}", start + 1)

@@ -30,7 +30,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from proxy.session.base import (
     FIELDS,
@@ -49,15 +49,10 @@ from proxy.session.epochs import fresh_epoch as _epoch
 from proxy.session.epochs import unique_token as _token
 from proxy.session.limits import ENDING_FIELDS
 from proxy.session.redis_lists import RedisLists, state_of
-from proxy.session.resp import LeanConnection, LeanScript, lean_url
+from proxy.session.resp import LeanConnection, LeanScript, lean_url, redis_target
 from proxy.session.resp import once_more as _once_more
 from proxy.session.scripts import ADMIT, ADMIT_WINDOW, CLAIM, COMMIT, GRANT, LOAD
-from proxy.session.timeline import (
-    DEFAULT_LISTED_SESSIONS,
-    DEFAULT_TIMELINE_EVENTS,
-    Listed,
-    TimelinePage,
-)
+from proxy.session.timeline import DEFAULT_LISTED_SESSIONS, DEFAULT_TIMELINE_EVENTS, Listed, TimelinePage
 
 __all__ = ["RedisStore"]
 
@@ -84,10 +79,14 @@ class RedisStore:
         timeline_events: int = DEFAULT_TIMELINE_EVENTS,
         listed_sessions: int = DEFAULT_LISTED_SESSIONS,
         on_dropped: Callable[[str, str, int], None] | None = None,
+        target: str = "Redis",
     ) -> None:
         """``lean``: run the scripts over this pipelined connection (see :mod:`proxy.session.resp`);
-        ``client`` then serves only what is rare (a reset, a ping). The bounds as ``MemoryStore``'s."""
+        ``client`` then serves only what is rare (a reset, a ping). The bounds as ``MemoryStore``'s.
+        ``target``: where the store is, as its errors name it (:func:`redis_target`)."""
         self._client = client
+        self.target = target
+        self._unavailable = functools.partial(StoreUnavailable.at, target)
         cluster = isinstance(client, RedisCluster)
         # The pools raise at their cap instead of waiting for a free connection: callers wait
         # here instead (at most ``pool_timeout``). Cheaper than redis-py's blocking pool, whose
@@ -124,6 +123,7 @@ class RedisStore:
             listed_sessions=listed_sessions,
             on_dropped=on_dropped,
             inline=not cluster,
+            target=target,
         )
 
     @classmethod
@@ -155,6 +155,7 @@ class RedisStore:
                 clock,
                 max_connections=max_connections,
                 pool_timeout=timeout,
+                target=redis_target(url, cluster=True),
                 **bounds,
             )
         pool = redis.ConnectionPool.from_url(
@@ -171,7 +172,10 @@ class RedisStore:
         address = lean_url(url)
         lean = LeanConnection(address, timeout) if address is not None else None
         client = redis.Redis(connection_pool=pool)
-        return cls(client, clock, max_connections=max_connections, pool_timeout=timeout, lean=lean, **bounds)
+        target = redis_target(url)
+        return cls(
+            client, clock, max_connections=max_connections, pool_timeout=timeout, lean=lean, target=target, **bounds
+        )
 
     async def _run(self, command: Callable[[], Awaitable[Any]], after: str | None = None) -> Any:
         """Run a command at the connection cap; ``after``: once the commit of that key this
@@ -181,7 +185,10 @@ class RedisStore:
         if self._initialize is not None:
             async with self._init_lock:
                 if self._initialize is not None:
-                    await self._initialize()
+                    try:
+                        await self._initialize()
+                    except RedisClusterException as exc:  # no node reachable: not a RedisError, yet the same fault
+                        raise RedisConnectionError(str(exc)) from exc
                     self._initialize = None
         if self._gate.locked():
             async with asyncio.timeout(self._pool_timeout):
@@ -230,7 +237,7 @@ class RedisStore:
             keys = self._keys(key)
             epoch, flat = await self._run(lambda: self._load(keys=keys, args=[_epoch()]), key)
         except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"load failed: {type(exc).__name__}") from exc
+            raise self._unavailable("load", exc) from exc
         self._observe(key, epoch)
         return state_of(flat)
 
@@ -241,7 +248,7 @@ class RedisStore:
             keys = self._keys(key, _op_key(key), *beside)
             reply = await self._run(lambda: self._commit(keys=keys, args=args), key)
         except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"commit failed: {type(exc).__name__}") from exc
+            raise self._unavailable("commit", exc) from exc
         self._observe(key, reply[0])
         return await self._lists.committed(key, reply, ttl_seconds)
 
@@ -296,7 +303,7 @@ class RedisStore:
             self._retries.add(retry)
             retry.add_done_callback(self._retries.discard)
         else:
-            outcome.set_exception(StoreUnavailable(f"commit failed: {type(error).__name__}"))
+            outcome.set_exception(self._unavailable("commit", error))
 
     async def _commit_again(
         self, key: str, keys: list[str], args: tuple[bytes, str], ttl_seconds: int, outcome: asyncio.Future[None]
@@ -308,7 +315,7 @@ class RedisStore:
             reply = await self._run(lambda: self._commit(keys=keys, args=args))
         except (RedisError, OSError) as exc:
             if not outcome.done():
-                outcome.set_exception(StoreUnavailable(f"commit failed: {type(exc).__name__}"))
+                outcome.set_exception(self._unavailable("commit", exc))
         else:
             self._observe(key, reply[0])
             if not outcome.done():
@@ -316,7 +323,7 @@ class RedisStore:
             await self._lists.committed(key, reply, ttl_seconds)
         finally:  # cancelled, or failed otherwise: whoever waits on the commit is not left waiting
             if not outcome.done():
-                outcome.set_exception(StoreUnavailable("commit abandoned"))
+                outcome.set_exception(StoreUnavailable(f"commit abandoned at {self.target}"))
 
     def _commit_confirmed(self, key: str, outcome: asyncio.Future[None]) -> None:
         if self._started.get(key) is outcome:
@@ -339,7 +346,7 @@ class RedisStore:
             keys = self._keys(key, _op_key(key))
             epoch, refused, claimed, flat = await self._run(lambda: self._admit(keys=keys, args=args), key)
         except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"admit failed: {type(exc).__name__}") from exc
+            raise self._unavailable("admit", exc) from exc
         self._observe(key, epoch)
         return Admission(state_of(flat), refused or None, claimed=bool(claimed))
 
@@ -356,7 +363,7 @@ class RedisStore:
             keys = self._keys(key, _op_key(key))
             epoch, claimed, flat = await self._run(lambda: self._claim(keys=keys, args=args), key)
         except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"claim failed: {type(exc).__name__}") from exc
+            raise self._unavailable("claim", exc) from exc
         self._observe(key, epoch)
         return Admission(state_of(flat), claimed=bool(claimed))
 
@@ -379,7 +386,7 @@ class RedisStore:
             keys = self._keys(key, _op_key(key))
             epoch, refused, retry_after, flat = await self._run(lambda: self._admit_window(keys=keys, args=args), key)
         except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"admit failed: {type(exc).__name__}") from exc
+            raise self._unavailable("admit", exc) from exc
         self._observe(key, epoch)
         return Admission(state_of(flat), refused or None, float(retry_after) if retry_after else None)
 
@@ -393,7 +400,7 @@ class RedisStore:
             keys = self._keys(key, _op_key(key), *beside)
             answer = await self._run(lambda: self._grant(keys=keys, args=args), key)
         except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"grant failed: {type(exc).__name__}") from exc
+            raise self._unavailable("grant", exc) from exc
         self._observe(key, answer[0])
         if len(answer) == 3:  # refused: nothing changed
             return GrantOutcome(state_of(answer[1]), answer[2] or None)
@@ -405,7 +412,7 @@ class RedisStore:
                 await self._after_started(key)  # after the key's commit, or it returns
             return await self._lists.forget(self._client, key)
         except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"reset failed: {type(exc).__name__}") from exc
+            raise self._unavailable("reset", exc) from exc
 
     async def timeline(self, key: str, first: int, count: int) -> TimelinePage:
         if self._started:
@@ -413,7 +420,7 @@ class RedisStore:
         return await self._lists.timeline(key, first, count)
 
     async def namespaces(self, count: int) -> list[str]:
-        """After this process's registrations, as :meth:`sessions` waits for its index writes."""
+        """After this process's index writes, as :meth:`sessions`."""
         await self.settled()
         return await self._lists.namespaces(self._client, count)
 
@@ -426,7 +433,7 @@ class RedisStore:
         try:
             await self._run(self._client.ping)
         except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"ping failed: {type(exc).__name__}") from exc
+            raise self._unavailable("ping", exc) from exc
 
     async def settled(self) -> None:
         while self._unconfirmed:

@@ -99,8 +99,11 @@ class RedisLists:
         listed_sessions: int,
         on_dropped: Callable[[str, str, int], None] | None,
         inline: bool,
+        target: str = "Redis",
     ) -> None:
-        """``inline``: the commit script lists the session (a single server)."""
+        """``inline``: the commit script lists the session (a single server); ``target``:
+        where the store is, as its errors name it."""
+        self._unavailable = functools.partial(StoreUnavailable.at, target)
         self._index = script(INDEX)
         self._list = script(LIST)
         self._timeline = script(TIMELINE)
@@ -209,15 +212,14 @@ class RedisLists:
             try:
                 found = await self._run(lambda: _newest_namespaces(client))
             except (RedisError, OSError) as exc:
-                raise StoreUnavailable(f"namespaces failed: {type(exc).__name__}") from exc
+                raise self._unavailable("namespaces", exc) from exc
             self._scanned = (now, found)
         return self._scanned[1][:count]
 
-    @staticmethod
-    def _failed(key: str, error: BaseException) -> None:
+    def _failed(self, key: str, error: BaseException) -> None:
         log_event(
             "session_index_error",
-            {"tenant": tenant_of(key), "error": type(error).__name__},
+            {"tenant": tenant_of(key), "error": str(self._unavailable("index write", error))},
             logging.WARNING,
         )
 
@@ -242,7 +244,7 @@ class RedisLists:
         try:
             total, dropped, start, *raw = await self._run(lambda: self._timeline(keys=keys, args=args))
         except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"timeline failed: {type(exc).__name__}") from exc
+            raise self._unavailable("timeline", exc) from exc
         events = [(int(start) + i, decode_event(event)) for i, event in enumerate(raw)]
         return TimelinePage(events, int(total), int(dropped))
 
@@ -256,7 +258,7 @@ class RedisLists:
             try:
                 flat = await self._run(functools.partial(self._list, keys=keys, args=args))
             except (RedisError, OSError) as exc:
-                raise StoreUnavailable(f"list failed: {type(exc).__name__}") from exc
+                raise self._unavailable("list", exc) from exc
             for i in range(0, len(flat), 3):
                 session_id, seen = flat[i], int(float(flat[i + 1]))
                 if before is None or (seen, session_id) < before:

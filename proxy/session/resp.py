@@ -31,7 +31,7 @@ import hiredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
-__all__ = ["LeanConnection", "LeanScript", "RedisAddress", "lean_url", "once_more"]
+__all__ = ["LeanConnection", "LeanScript", "RedisAddress", "lean_url", "once_more", "redis_target"]
 
 _NOSCRIPT_RETRIES = 3
 
@@ -61,6 +61,25 @@ def lean_url(url: str) -> RedisAddress | None:
         unquote(parts.username) if parts.username else None,
         unquote(parts.password) if parts.password else None,
     )
+
+
+def redis_target(url: str, *, cluster: bool = False) -> str:
+    """Where a Redis URL points, as an error or a log line may name it: ``Redis at
+    10.0.0.5:6379/0``, ``Redis Cluster at node-1:7000``, ``Redis at unix:/run/redis.sock``;
+    never the credentials the URL carries."""
+    parts = urlsplit(url)
+    kind = "Redis Cluster" if cluster else "Redis"
+    if parts.scheme == "unix":
+        return f"{kind} at unix:{parts.path}"
+    try:
+        port = parts.port or 6379
+    except ValueError:  # a port that is no number: the URL cannot be reached anyway
+        return f"{kind} at {parts.hostname or '?'} (the URL's port is not a number)"
+    host = parts.hostname or "localhost"
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    database = parts.path.strip("/")
+    tls = " over TLS" if parts.scheme == "rediss" else ""
+    return f"{kind} at {where}" + (f"/{database}" if database and not cluster else "") + tls
 
 
 def _command(*args: str | bytes | int | float) -> bytes:

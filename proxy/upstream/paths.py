@@ -15,19 +15,23 @@ The guarded model routes (``/v1/chat/completions``, ``/v1/responses``, ``/v1/mes
 refused in every other spelling an upstream could still serve as a model call, outside every
 guard and cap: with ``;parameters`` (dropped by servlet-style servers), cut at a NUL, in
 another case or Unicode form, with a format suffix (``.json``), percent-encoded, or as the
-tail of a longer path (gateways that route ``…/deployments/x/chat/completions``).
+tail of a longer path (gateways that route ``…/deployments/x/chat/completions``). A path
+that repeats ``/v1`` (a client whose base URL already ends in it) is refused whatever follows,
+saying which base URL to set.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import unicodedata
 from urllib.parse import unquote_to_bytes
 
 import httpx
 
-from proxy.errors import InvalidRequest
+from proxy.errors import InvalidRequest, RepeatedBasePath
+from proxy.observe.logs import log_event
 
 __all__ = [
     "CLAUDE_TELEMETRY",
@@ -103,6 +107,20 @@ def _refuse_alias(raw_path: bytes, route: str) -> InvalidRequest:
     )
 
 
+def _repeated_v1(raw_path: bytes) -> RepeatedBasePath:
+    """``/v1/v1/…``: a base URL ending in ``/v1`` to which the client adds its own ``/v1``
+    (Anthropic's SDKs and Claude Code always do). No API has such a path; forwarding it would
+    pass a model call by the guards, so it is refused saying which base URL to set, and logged."""
+    shown = raw_path[:_MAX_SHOWN].decode("latin-1").encode("unicode_escape").decode("ascii")
+    log_event("base_url_repeats_v1", {"path": shown}, logging.WARNING)
+    return RepeatedBasePath(
+        f"The request path '{shown}' repeats /v1: the client's base URL already ends in /v1 and the client "
+        "adds /v1 again. Remove one: OpenAI clients take the proxy's address with /v1 "
+        "(base_url='http://HOST:PORT/v1', OPENAI_BASE_URL), Anthropic clients and Claude Code without it "
+        "(ANTHROPIC_BASE_URL=http://HOST:PORT)."
+    )
+
+
 def _has_unsafe_segment(path: bytes) -> bool:
     """``path`` is what follows the mount, starting with '/'. Backslashes count as separators,
     and a segment's ``;parameters`` are ignored (servers that strip them read ``..;x`` as ``..``)."""
@@ -150,6 +168,8 @@ def _checked(raw_path: bytes) -> bytes:
     for _ in range(_DECODINGS + 1):  # as sent, then as each decoding on the way would read it
         if _has_unsafe_segment(form):
             raise InvalidRequest(_REFUSED)
+        if _route_name(_SEPARATORS.split(form[1:], 1)[0]) == "v1":
+            raise _repeated_v1(raw_path)
         route = _alias(form, sent)
         if route is not None:
             raise _refuse_alias(raw_path, route)

@@ -12,6 +12,8 @@ import yaml
 
 CHART = Path(__file__).parents[2] / "helm" / "loopwarden"
 KUBE_VERSION = "1.30.0"
+REPOSITORY = "registry.example.com/loopwarden"
+"""Where an operator pushed the image they built: the one value the chart cannot default."""
 
 VALUES = {
     "defaults": {},
@@ -40,9 +42,11 @@ VALUES = {
 }
 
 
-def render(values: dict) -> list[dict]:
+def render(values: dict, *, repository: str | None = REPOSITORY) -> list[dict]:
+    """The chart's manifests for ``values``, with the image repository an install names."""
+    given = {**values, "image": {"repository": repository, **values.get("image", {})}} if repository else values
     chart = helm.Chart.load(str(CHART))
-    rendered = chart.render(values, name="lw", namespace="agents")
+    rendered = chart.render(given, name="lw", namespace="agents")
     return [doc for text in rendered.values() for doc in yaml.safe_load_all(text) if doc]
 
 
@@ -53,7 +57,7 @@ def by_kind(docs: list[dict], kind: str) -> dict:
 
 
 def test_chart_lints_clean():
-    report = helm.lint(str(CHART), strict=True)
+    report = helm.lint(str(CHART), {"image": {"repository": REPOSITORY}}, strict=True)
 
     assert report["errors"] == []
     assert [m for m in report["messages"] if m["severity"] >= 2] == []
@@ -180,3 +184,48 @@ def test_the_console_admin_digest_and_secure_cookie_reach_the_pods():
 def test_console_values_that_cannot_work_are_refused(console):
     with pytest.raises(Exception, match="console"):
         render({"console": console})
+
+
+def test_without_an_image_repository_the_chart_refuses_to_render_naming_how_to_build_and_push_one():
+    with pytest.raises(helm.HelmError) as refused:
+        render({}, repository=None)
+
+    message = str(refused.value)
+    assert "image.repository is required" in message
+    assert "docker build -t REGISTRY/loopwarden:TAG ." in message
+    assert "docker push REGISTRY/loopwarden:TAG" in message
+    assert "--set image.repository=REGISTRY/loopwarden" in message
+
+
+def test_the_shipped_values_name_no_image_a_registry_would_have_to_publish():
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    assert values["image"]["repository"] == ""
+
+
+def test_the_pod_runs_the_pushed_image_tagged_with_the_packages_version_unless_a_tag_is_set():
+    from proxy.version import VERSION
+
+    def image(values: dict) -> str:
+        return by_kind(render(values), "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
+
+    assert image({}) == f"{REPOSITORY}:{VERSION}"
+    assert image({"image": {"tag": "2026-12-01"}}) == f"{REPOSITORY}:2026-12-01"
+
+
+def test_the_charts_app_version_is_the_packages_version():
+    from proxy.version import VERSION
+
+    assert yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"] == VERSION
+
+
+def test_the_readme_builds_pushes_and_installs_the_image_with_the_packages_version():
+    from proxy.version import VERSION
+
+    readme = (CHART.parents[1] / "README.md").read_text()
+    deployment = readme.split("## Deployment", 1)[1]
+
+    assert f"docker build -t {REPOSITORY}:{VERSION} ." in deployment
+    assert f"docker push {REPOSITORY}:{VERSION}" in deployment
+    install = deployment.split("helm install lw helm/loopwarden", 1)[1].split("```", 1)[0]
+    assert f"--set image.repository={REPOSITORY}" in install

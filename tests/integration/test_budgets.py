@@ -177,6 +177,51 @@ def test_an_output_limit_above_the_daily_cap_is_a_400_naming_the_cap(tenants, up
     assert upstream.requests == []
 
 
+def test_a_request_without_an_output_limit_under_a_cap_below_the_reserve_is_a_400_naming_cap_and_reserve(
+    tenants, upstream
+):
+    response = httpx.post(
+        f"{tenants.base_url}/chat/completions",
+        json={"model": "m", "messages": MESSAGES},  # no max_tokens: the policy reserves 4,096 tokens
+        headers={"Authorization": "Bearer lw-capped", "X-Session-Id": "unlimited"},
+    )
+
+    error = assert_openai_error(response, 400)
+    assert error["param"] == "max_tokens"
+    assert "daily token cap of 1000 tokens: it can never fit" in error["message"]
+    assert "4096 the policy reserves (budgets.reserve_tokens)" in error["message"]
+    assert "Set max_tokens to at most" in error["message"]
+    assert "retry-after" not in response.headers
+    assert upstream.requests == []
+
+
+def test_a_daily_cap_below_a_policys_reserve_is_a_warning_at_the_start(make_proxy, write_tenants, log_records):
+    path = write_tenants({"capped": "lw-capped", "roomy": "lw-roomy"}, fields={"capped": "daily_tokens: 1000"})
+    make_proxy(tenants_file=path)
+
+    warned = [r.fields for r in log_records if r.getMessage() == "tenant_cap_below_reserve"]
+    assert warned == [
+        {
+            "tenant": "capped",
+            "daily_tokens": 1000,
+            "policy": "default",
+            "reserve_tokens": 4096,
+            "effect": "calls without an output limit get 400",
+        }
+    ]
+
+
+def test_a_prompt_and_output_limit_over_the_cap_together_are_a_400_not_a_429(tenants, upstream):
+    long = [{"role": "user", "content": "word " * 740}]  # about 940 tokens of prompt, 100 of output asked
+
+    response = post(tenants, "lw-capped", "long", messages=long)
+
+    error = assert_openai_error(response, 400)
+    assert "its max_tokens 100" in error["message"]
+    assert "it can never fit" in error["message"]
+    assert upstream.requests == []
+
+
 def test_an_output_limit_above_the_session_budget_is_a_400_and_the_session_goes_on(
     make_proxy, upstream, write_policies
 ):

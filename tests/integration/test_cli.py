@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import httpx
 import openai
@@ -123,6 +125,11 @@ def test_sigterm_lets_in_flight_requests_finish_then_refuses_new_ones(upstream, 
     assert result["response"].status_code == 200
     assert result["response"].json()["choices"][0]["message"]["content"] == "finished during drain"
     assert process.wait(PATIENCE_SECS) == 0
+    logged = [json.loads(line) for line in process.stderr.read().splitlines() if line.startswith("{")]
+    events = [line["event"] for line in logged]
+    (stopping,) = [line for line in logged if line["event"] == "shutting_down"]
+    assert stopping == {**stopping, "signal": "SIGTERM", "in_flight": 1, "grace_secs": 10}
+    assert events.index("shutting_down") < events.index("request") < events.index("stopped") == len(events) - 1
 
 
 def _refused(url: str) -> bool:
@@ -237,24 +244,74 @@ def test_serve_outside_the_checkout_has_the_shipped_policies_and_prices(upstream
     assert configuration["priced_models"] > 0
 
 
-def test_a_metrics_port_in_use_exits_2_naming_it(upstream):
+@pytest.mark.parametrize(
+    ("taken_by", "listener", "flag"),
+    [
+        pytest.param("--port", "the API", "--port (LOOPWARDEN_PORT)", id="api-port"),
+        pytest.param(
+            "--metrics-port", "the metrics listener", "--metrics-port (LOOPWARDEN_METRICS_PORT)", id="metrics"
+        ),
+    ],
+)
+def test_a_port_in_use_exits_2_naming_the_port_and_the_flag_before_saying_it_serves(upstream, taken_by, listener, flag):
     import socket
 
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
+    with socket.create_server(("127.0.0.1", 0)) as taken:
         busy = taken.getsockname()[1]
-        command = [sys.executable, "-m", "proxy", "serve", "--upstream", upstream.url, "--port", str(free_port())]
+        ports = {"--port": str(free_port()), "--metrics-port": "0", taken_by: str(busy)}
         result = subprocess.run(
-            [*command, "--metrics-port", str(busy)],
+            [
+                sys.executable,
+                "-m",
+                "proxy",
+                "serve",
+                "--upstream",
+                upstream.url,
+                *(x for p in ports.items() for x in p),
+            ],
             capture_output=True,
             text=True,
             timeout=PATIENCE_SECS,
+            env={**os.environ, "LOOPWARDEN_METRICS_PORT": "0"},
         )
 
     assert result.returncode == 2
-    assert f"cannot listen for metrics on 127.0.0.1:{busy}" in result.stderr
+    (said,) = [line for line in result.stderr.splitlines() if line.startswith("loopwarden: ")]
+    assert said.startswith(f"loopwarden: {listener} cannot listen on 127.0.0.1:{busy}: port {busy} is already in use")
+    assert said.endswith(flag)
     assert "Traceback" not in result.stderr
+    assert "Errno" not in result.stderr
+    assert '"serving"' not in result.stderr
+
+
+def test_the_serving_line_names_the_version_and_both_bound_ports(upstream, processes):
+    from proxy.version import VERSION
+
+    process = spawn(["serve", "--upstream", upstream.url, "--port", "0"])
+    processes.append(process)
+    first = process.stderr.readline()
+    while '"serving"' not in first and first:
+        first = process.stderr.readline()
+    serving = json.loads(first)
+
+    wait_healthy(f"http://127.0.0.1:{serving['port']}", process)
+    metrics = httpx.get(f"http://127.0.0.1:{serving['metrics_port']}/metrics", timeout=PATIENCE_SECS)
+    assert serving["version"] == VERSION
+    assert 0 not in (serving["port"], serving["metrics_port"])
+    assert metrics.status_code == 200
+
+
+def test_version_prints_the_version_of_the_installed_package():
+    from proxy.version import VERSION
+
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("loopwarden")), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE_SECS,
+    )
+
+    assert (result.returncode, result.stdout) == (0, f"loopwarden {VERSION}\n")
 
 
 def test_check_policies_without_a_directory_checks_what_serve_loads(tmp_path):

@@ -16,7 +16,8 @@ import httpx
 import pytest
 from playwright.sync_api import sync_playwright
 
-from proxy.edge.tenants import caller_namespace, hash_key
+from proxy.edge.namespaces import caller_namespace
+from proxy.edge.tenants import hash_key
 from proxy.session.base import FIELDS, SessionDelta
 from proxy.session.identity import session_key
 from tests.support.fake_upstream import Json, chat_completion, tool_call

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 import httpx
 import openai
 
+from proxy.observe.logs import JsonFormatter
 from tests.support.assertions import summary_of
 from tests.support.fake_upstream import Json, chat_completion
 from tests.support.timed import Stopwatch
+from tests.support.waiting import wait_for
 
 MESSAGES = [{"role": "user", "content": "Summarize the report."}]
 
@@ -140,3 +144,48 @@ def test_in_memory_sessions_over_the_tenant_cap_drop_the_least_recently_used(mak
 
     assert [known(s) for s in ("first", "second", "third")] == [False, True, True]
     assert 'loopwarden_sessions_evicted_total{tenant="default"} 1.0' in httpx.get(f"{proxy.metrics_url}/metrics").text
+
+
+def _unreachable_redis() -> tuple[int, str]:
+    from tests.support.processes import free_port
+
+    port = free_port()
+    return port, f"redis://:hunter2-secret@127.0.0.1:{port}/0"
+
+
+def test_an_unreachable_redis_at_start_is_one_warning_naming_host_and_port_never_the_password(make_proxy, log_records):
+    port, url = _unreachable_redis()
+    make_proxy(redis_url=url, redis_timeout=0.3)
+
+    assert wait_for(lambda: [r for r in log_records if r.getMessage() == "state_store_unavailable"])
+    (warning,) = [r for r in log_records if r.getMessage() == "state_store_unavailable"]
+    assert warning.levelno == logging.WARNING
+    assert warning.fields["error"].startswith(f"ping failed at Redis at 127.0.0.1:{port}/0: ConnectionError")
+    assert warning.fields["fail_closed_policies"] == ["strict"]
+    assert not [r for r in log_records if "hunter2" in JsonFormatter().format(r)]
+
+
+def test_readiness_says_the_store_does_not_answer_and_which_policies_refuse_meanwhile(make_proxy):
+    _, url = _unreachable_redis()
+    proxy = make_proxy(redis_url=url, redis_timeout=0.3)
+
+    response = httpx.get(f"{proxy.url}/readyz", timeout=5)
+
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "state store unavailable"
+    assert body["reason"].startswith("the session state store does not answer (ConnectionError)")
+    assert "policies that fail closed (strict) get 503" in body["reason"]
+    assert "127.0.0.1" not in body["reason"]  # the address is in the log, not on the API port
+
+
+def test_a_request_during_a_redis_outage_logs_the_error_naming_the_stores_address(make_proxy, upstream, log_records):
+    port, url = _unreachable_redis()
+    proxy = make_proxy(redis_url=url, redis_timeout=0.3)
+
+    assert post(proxy).status_code == 200
+
+    (error,) = [r.fields for r in log_records if r.getMessage() == "state_store_error"]
+    assert error["operation"] == "load"
+    assert f"at Redis at 127.0.0.1:{port}/0: ConnectionError" in error["error"]
+    assert "hunter2" not in error["error"]

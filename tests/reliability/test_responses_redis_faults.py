@@ -144,7 +144,7 @@ def test_a_chain_continuation_during_a_redis_freeze_costs_one_store_timeout(
     assert faulty_redis.swallowed.count(b"EVALSHA") == 1  # one store call, so one timeout
     if status == 200:
         assert continued.headers["x-loopwarden-degraded"] == "state-store"
-        assert not continued.headers["x-loopwarden-session"].startswith("chain-")  # no stray session
+        assert not continued.headers.get("x-loopwarden-session", "").startswith("chain-")  # no stray session
 
 
 def test_a_responses_call_during_a_redis_freeze_records_no_chain_after_its_first_timeout(freezing, faulty_redis):

@@ -11,7 +11,7 @@ import httpx
 import pytest
 import redis
 
-from proxy.edge.tenants import caller_namespace
+from proxy.edge.namespaces import caller_namespace
 from proxy.loop.continuity import MAX_RECORDED_BYTES
 from proxy.session.identity import session_key
 from tests.support.fake_messages import said, text, tool_use

@@ -128,3 +128,14 @@ def test_replay_of_a_recording_without_the_session_asked_for_exits_1(tmp_path, c
 
     assert main(["replay", "--policy", "default", str(recording), "--session", "s9"]) == 1
     assert "no recorded session to replay" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--version", "serve"]])
+def test_version_prints_the_packages_version_and_exits_0(argv, capsys):
+    from proxy.version import VERSION
+
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"loopwarden {VERSION}\n"

@@ -30,6 +30,7 @@ WHOLE_PACKAGE = {
     "test_mirror.py": "this file",
     "test_public_api.py": "the package's exported names",
     "test_readme.py": "the README's examples",
+    "test_documented.py": "every command and flag of the command line is documented",
     "test_wire_boundary.py": "no guard or neutral module imports a wire format",
     "test_layers.py": "layers import downward only",
     "test_test_redis.py": "the tests' own Redis servers (tests/support/redis.py)",

@@ -39,3 +39,52 @@ def test_the_tenants_section_shows_how_to_hash_a_key():
 
     assert "loopwarden hash-key" in section
     assert hashlib.sha256(b"password").hexdigest() not in README
+
+
+@pytest.mark.parametrize(
+    ("reply", "cause"),
+    [
+        ("Hello from the fake model.", "unparseable"),  # what a mock server answers the judge
+        ('{"done": true, "reason": "looks complete"}', "missing_nonce"),
+    ],
+    ids=["plain-text", "verdict-without-nonce"],
+)
+def test_the_quick_starts_mock_judge_note_names_the_cause_the_judge_gives(reply, cause):
+    from proxy.judge.client import parse_verdict
+
+    note = README.split("Trying it with a mock server", 1)[1].split("\n\n", 1)[0]
+    said = {"unparseable": "for a reply in plain text", "missing_nonce": "for a JSON verdict without the nonce"}
+
+    assert parse_verdict(reply, "n-1234").cause == cause
+    assert f'"cause": "{cause}"` {said[cause]}' in " ".join(note.split())
+
+
+def _quick_start_blocks() -> list[str]:
+    section = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return [block.split("\n", 1)[1] for block in section.split("```sh")[1:]]
+
+
+def test_the_quick_start_makes_a_virtual_environment_before_installing():
+    lines = _quick_start_blocks()[0].splitlines()
+
+    assert lines[0].startswith("python3 -m venv .venv && . .venv/bin/activate")
+    assert lines[1] == "pip install ."
+
+
+def test_the_quick_start_names_both_ports_and_the_flags_that_move_them():
+    serve = _quick_start_blocks()[0]
+    section = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    settings = Settings(upstream="http://x/v1")
+
+    assert f"127.0.0.1:{settings.port}" in serve
+    assert f"127.0.0.1:{settings.metrics_port}" in serve
+    assert "`--port`" in section
+    assert "`--metrics-port`" in section
+
+
+def test_the_quick_starts_test_run_names_what_it_needs():
+    tests = _quick_start_blocks()[1]
+
+    assert "redis-server" in tests
+    assert "npm ci --prefix tests/agents" in tests
+    assert "pip install -e '.[test]'" in tests

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from proxy.edge.namespaces import bearer
 from proxy.edge.tenants import TenantDirectory, hash_key
 from proxy.errors import AuthenticationFailed
 
@@ -100,13 +101,13 @@ class ConsoleAuth:
     def viewer_for_headers(self, authorization: str | None, proxy_key: str | None = None) -> Viewer | None:
         """An API client's viewer, from the headers the sessions API reads (``Authorization``,
         else ``X-LoopWarden-Key``); the console's admin key is also accepted as a bearer."""
-        bearer = _bearer(authorization)
-        if bearer is not None and proxy_key is None:
+        token = bearer(authorization)
+        if token is not None and proxy_key is None:
             admin = self._admin_digest
-            if admin is not None and hmac.compare_digest(hash_key(bearer), admin):
+            if admin is not None and hmac.compare_digest(hash_key(token), admin):
                 return Viewer("admin", None, None)
         try:
-            credentials = self._directory.authenticate(authorization, proxy_key or bearer, identified=True)
+            credentials = self._directory.authenticate(authorization, proxy_key or token, identified=True)
         except AuthenticationFailed:
             return None
         tenant = credentials.tenant.name
@@ -184,8 +185,3 @@ class ConsoleAuth:
 
 def _names(value: object) -> tuple[str, ...] | None:
     return tuple(str(item) for item in value) if isinstance(value, list) else None
-
-
-def _bearer(authorization: str | None) -> str | None:
-    scheme, _, token = (authorization or "").partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None

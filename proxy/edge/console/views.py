@@ -18,8 +18,9 @@ from prometheus_client import CollectorRegistry
 from proxy.books.budgets import active_ms, tokens_used
 from proxy.books.pricing import MICROS
 from proxy.edge.console.auth import Viewer
+from proxy.edge.namespaces import is_caller_namespace
 from proxy.edge.sessions_api import listed, scan
-from proxy.edge.tenants import Tenant, TenantDirectory, is_caller_namespace
+from proxy.edge.tenants import Tenant, TenantDirectory
 from proxy.errors import ProxyError
 from proxy.policy.models import Policy
 from proxy.session.base import FIELDS, SessionState, SessionStore, TimelineEvent

@@ -159,3 +159,30 @@ def test_the_worst_case_cost_of_an_unpriced_model_is_zero():
     request = agent_request({**TASK, "model": "unknown", "max_tokens": 100})
 
     assert worst_cost_micros(request, ONE_MODEL) == 0
+
+
+@pytest.mark.parametrize(
+    ("payload", "caps", "refused"),
+    [
+        pytest.param(TASK, {"daily_tokens": 1000}, "daily token cap of 1000 tokens", id="no-output-limit-token-cap"),
+        pytest.param({**TASK, "max_tokens": 100}, {"daily_tokens": 1000}, None, id="output-limit-fits"),
+        pytest.param(TASK, {"daily_tokens": 5000}, None, id="reserve-fits"),
+        pytest.param(
+            TASK, {"daily_cost_usd": 0.01}, "daily cost cap of $0.01", id="no-output-limit-cost-cap"
+        ),  # 4,096 + a few tokens at $8 per million: about $0.03
+        pytest.param({**TASK, "max_tokens": 100}, {"daily_cost_usd": 0.01}, None, id="cost-fits"),
+    ],
+)
+def test_a_request_whose_worst_case_alone_is_over_a_daily_cap_is_a_400_naming_the_cap(payload, caps, refused):
+    from proxy.books.budgets import check_request_cap
+    from proxy.errors import InvalidRequest
+
+    request = agent_request(payload, Policy(), **caps)
+
+    if refused is None:
+        check_request_cap(request, True, ONE_MODEL)
+        return
+    with pytest.raises(InvalidRequest, match="it can never fit") as failed:
+        check_request_cap(request, True, ONE_MODEL)
+    assert refused in str(failed.value)
+    assert failed.value.param == "max_tokens"

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from proxy.edge.metrics_listener import MetricsListener, MetricsListenError
+from proxy.edge.listening import ListenError
+from proxy.edge.metrics_listener import MetricsListener
 from proxy.observe.metrics import Metrics
 
 
@@ -35,19 +36,34 @@ def test_a_free_port_is_picked_and_the_exposition_served_there(listening):
     )
 
 
-def test_a_port_in_use_is_a_listen_error_naming_the_address(listening):
+def test_a_port_in_use_is_a_listen_error_naming_the_address_and_the_flag(listening):
     taken = MetricsListener(Metrics(), "127.0.0.1", listening.port)
 
-    with pytest.raises(MetricsListenError) as failed:
-        taken.start()
+    with pytest.raises(ListenError) as failed:
+        taken.bind()
 
     assert failed.value.errno == errno.EADDRINUSE
-    assert f"cannot listen for metrics on 127.0.0.1:{listening.port}" in failed.value.strerror
+    assert f"the metrics listener cannot listen on 127.0.0.1:{listening.port}" in failed.value.strerror
+    assert "--metrics-port (LOOPWARDEN_METRICS_PORT)" in failed.value.strerror
 
 
-def test_an_address_the_host_does_not_have_is_a_listen_error():
-    with pytest.raises(MetricsListenError, match=r"cannot listen for metrics on 192\.0\.2\.1:0"):
+def test_an_address_the_host_does_not_have_is_a_listen_error_naming_the_host_flag():
+    with pytest.raises(ListenError, match=r"cannot listen on 192\.0\.2\.1:0: .*--metrics-host"):
         MetricsListener(Metrics(), "192.0.2.1", 0).start()
+
+
+def test_a_bound_listener_knows_its_port_before_it_serves():
+    listener = MetricsListener(Metrics(), "127.0.0.1", 0)
+    listener.bind()
+    try:
+        bound = listener.port
+        listener.start()
+
+        assert bound != 0
+        assert listener.port == bound
+        assert httpx.get(f"http://127.0.0.1:{bound}/metrics").status_code == 200
+    finally:
+        listener.stop()
 
 
 def test_a_stopped_listener_frees_its_port_and_stops_again_harmlessly():

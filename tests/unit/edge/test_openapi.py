@@ -81,3 +81,10 @@ def test_the_budget_grant_is_documented_with_every_grantable_budget_and_its_erro
     body = operation["requestBody"]["content"]["application/json"]["schema"]
     assert set(body["properties"]) == {budget.name for budget in BUDGETS}
     assert {"400", "404", "409", "503"} <= set(operation["responses"])
+
+
+def test_the_document_carries_the_packages_version():
+    from proxy.edge.openapi import openapi_config
+    from proxy.version import VERSION
+
+    assert openapi_config().version == VERSION

@@ -6,7 +6,10 @@ from __future__ import annotations
 import signal
 import socket
 
-from proxy.edge.server import build_server, shared_socket
+import pytest
+
+from proxy.edge.listening import ListenError
+from proxy.edge.server import build_server
 from proxy.settings import Settings
 
 SETTINGS = Settings(upstream="http://127.0.0.1:9/v1", port=0, metrics_port=0, shutdown_timeout=2.5)
@@ -41,21 +44,40 @@ def test_a_stop_signal_flags_readiness_as_draining_and_exits_cleanly():
     assert not getattr(server, "_captured_signals", [])  # not re-raised after the drain
 
 
-def test_a_shared_socket_lets_another_process_bind_the_same_port():
-    first = shared_socket("127.0.0.1", 0)
-    port = first.getsockname()[1]
+def _closed(server) -> None:
+    for sock in server._sockets or []:
+        sock.close()
+    server.metrics.stop()
+
+
+def test_binding_takes_both_ports_before_serving_and_knows_the_ones_picked():
+    server = build_server(SETTINGS)
     try:
-        second = shared_socket("127.0.0.1", port)
-        second.close()
+        server.bind()
+
+        assert server.port != 0
+        assert server.metrics.port != 0
+        assert server.port != server.metrics.port
     finally:
-        first.close()
+        _closed(server)
 
 
-def test_with_reuse_port_the_api_socket_is_bound_before_serving():
+def test_with_reuse_port_the_api_socket_is_bound_shared():
     server = build_server(SETTINGS.model_copy(update={"reuse_port": True}))
     try:
+        server.bind()
         [bound] = server._sockets or []
         assert bound.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT) == 1
     finally:
-        for sock in server._sockets or []:
-            sock.close()
+        _closed(server)
+
+
+def test_an_api_port_in_use_is_a_listen_error_before_the_metrics_listener_is_bound():
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        server = build_server(SETTINGS.model_copy(update={"port": taken.getsockname()[1]}))
+        try:
+            with pytest.raises(ListenError, match="--port"):
+                server.bind()
+            assert server.metrics._server is None
+        finally:
+            _closed(server)

@@ -6,14 +6,13 @@ import tracemalloc
 
 import pytest
 
+from proxy.edge.namespaces import caller_namespace
 from proxy.edge.tenants import (
     Tenant,
     TenantDirectory,
     TenantsFileError,
-    caller_namespace,
     check_upstream_url,
     hash_key,
-    is_caller_namespace,
     load_tenants,
 )
 from proxy.errors import AuthenticationFailed, PermissionDenied
@@ -98,6 +97,64 @@ def test_bad_tenants_file_names_file_and_field(tmp_path, text, env, fragment):
     assert fragment in str(caught.value)
 
 
+def test_every_problem_of_every_tenant_is_reported_at_once_each_naming_tenant_and_field(tmp_path):
+    text = f"""
+tenants:
+  - name: acme
+    key_sha256: ["abc"]
+    upstream: {{base_url: "file:///etc/passwd", api_key_env: ACME_KEY}}
+    colour: blue
+  - name: beta
+    key_sha256: ["{hash_key("lw-beta")}"]
+    upstream: {{base_url: "http://169.254.169.254/", api_key_env: BETA_KEY}}
+  - name: gamma
+    key_sha256: ["{hash_key("lw-beta")}"]
+    upstream: {{api_key_env: ACME_KEY}}
+    daily_tokens: 0
+colour: red
+"""
+
+    with pytest.raises(TenantsFileError) as caught:
+        _load(tmp_path, text, env={})
+
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / 'tenants.yaml'}: 9 problems:\n")
+    for fragment in [
+        "tenants[0] (acme).upstream.api_key_env: Value error, environment variable ACME_KEY is not set",
+        "tenants[2] (gamma).upstream.api_key_env: Value error, environment variable ACME_KEY is not set",
+        "tenants[0] (acme).key_sha256: Value error, each key_sha256 entry must be 64 hex characters",
+        "tenants[0] (acme).upstream.base_url: Value error, upstream base_url must be an http(s) URL",
+        "tenants[0] (acme).colour: Extra inputs are not permitted",
+        "tenants[2] (gamma).daily_tokens: Input should be greater than or equal to 1",
+        "colour: Extra inputs are not permitted",
+        "tenants[1] (beta).upstream.base_url: ",
+        "tenants[1] (beta).upstream.api_key_env: Value error, environment variable BETA_KEY is not set",
+    ]:
+        assert f"  - {fragment}" in message
+    assert "metadata" in message.split("tenants[1] (beta).upstream.base_url: ", 1)[1].split("\n", 1)[0]
+
+
+def test_problems_between_tenants_are_reported_with_the_rest(tmp_path):
+    other = GOOD.replace("tenants:\n", "").replace("name: acme", "name: other")
+    unset = GOOD.replace("tenants:\n", "").replace("name: acme", "name: third").replace("ACME_KEY", "THIRD_KEY")
+
+    with pytest.raises(TenantsFileError) as caught:
+        _load(tmp_path, GOOD + other + GOOD.replace("tenants:\n", "") + unset)
+
+    assert str(caught.value).splitlines()[1:] == [
+        "  - tenants[3] (third).upstream.api_key_env: Value error, environment variable THIRD_KEY is not set",
+        "  - tenants[1] (other).key_sha256: key already belongs to acme",
+        "  - tenants[2] (acme).name: duplicate tenant name",
+    ]
+
+
+def test_a_default_upstream_that_is_no_model_api_names_the_flag(tmp_path):
+    text = GOOD.replace('base_url: "https://api.example.com/v1/", ', "")
+
+    with pytest.raises(TenantsFileError, match=r"tenants\[0\] \(acme\)\.upstream\.base_url \(--upstream\): "):
+        _load(tmp_path, text, default_upstream="http://169.254.169.254/v1")
+
+
 def test_same_key_for_two_tenants_is_rejected(tmp_path):
     text = GOOD + GOOD.replace("tenants:\n", "").replace("name: acme", "name: other")
 
@@ -154,7 +211,17 @@ def test_ordinary_upstream_urls_are_accepted(url):
 
 
 @pytest.mark.parametrize(
-    "url", ["ftp://x/v1", "http:///v1", "http://169.254.169.254/", "http://[fe80::1]/", "http://0.0.0.0/", "gopher://a"]
+    "url",
+    [
+        "ftp://x/v1",
+        "http:///v1",
+        "http://169.254.169.254/",
+        "http://[fe80::1]/",
+        "http://0.0.0.0/",
+        "gopher://a",
+        "https://api.openai.com/v1/v1",
+        "https://api.openai.com/V1/v1/",
+    ],
 )
 def test_dangerous_upstream_urls_are_rejected(url):
     with pytest.raises(ValueError, match="upstream"):
@@ -312,18 +379,3 @@ def test_an_admin_key_that_is_also_a_proxy_key_is_rejected(tmp_path):
 def test_an_admin_key_digest_must_be_a_sha256(tmp_path):
     with pytest.raises(TenantsFileError, match="admin_key_sha256"):
         _load(tmp_path, GOOD.replace("    policies:", '    admin_key_sha256: "nope"\n    policies:'))
-
-
-@pytest.mark.parametrize(
-    ("namespace", "is_one"),
-    [
-        pytest.param(caller_namespace("default", "Bearer sk-a"), True, id="a-callers"),
-        pytest.param("default", True, id="the-bare-tenant"),
-        pytest.param(caller_namespace("other", "Bearer sk-a"), False, id="another-tenants"),
-        pytest.param("default~" + "g" * 32, False, id="not-hex"),
-        pytest.param("default~abc", False, id="too-short"),
-        pytest.param("default~" + "a" * 32 + ":x", False, id="with-a-colon"),
-    ],
-)
-def test_a_caller_namespace_is_recognised_by_its_shape(namespace, is_one):
-    assert is_caller_namespace("default", namespace) is is_one

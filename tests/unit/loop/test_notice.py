@@ -88,3 +88,10 @@ def test_the_notice_goes_before_or_after_the_summary(placement, expected):
 
 def test_an_empty_summary_leaves_the_notice_alone():
     assert placed("  ", "Notice.", "first") == "Notice."
+
+
+def test_a_budget_ending_that_names_its_run_points_at_the_sessions_list_for_its_id():
+    told = notice_for(Finalize("budget_tokens", "spent"), SessionState(), Policy(budgets={"max_tokens": 100}), None, T0)
+
+    assert "grants this session (the sessions list names it) more tokens" in (told or "")
+    assert "PATCH /v1/loopwarden/sessions/{id}" in (told or "")

@@ -129,11 +129,14 @@ async def test_a_redis_stream_without_a_redis_url_is_dropped():
     await recorder.aclose()
 
 
-async def test_an_unreachable_redis_drops_the_batch():
-    recorder = Recorder(redis_url="redis://127.0.0.1:1/0", timeout=0.2)
+async def test_an_unreachable_redis_drops_the_batch_naming_where_it_is_never_its_password(log_records):
+    recorder = Recorder(redis_url="redis://:hunter2-secret@127.0.0.1:1/0", timeout=0.2)
 
     record_once(recorder, chat_request(RecordingSettings(enabled=True, redis_stream="steps")))
     await recorder.flush()
 
     assert (recorder.dropped, recorder.written) == (1, 0)
+    [why] = [r.fields["why"] for r in log_records if r.getMessage() == "recording_dropped"]
+    assert why.startswith("writing the recording failed at Redis at 127.0.0.1:1/0: ConnectionError")
+    assert "hunter2" not in why
     await recorder.aclose()

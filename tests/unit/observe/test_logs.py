@@ -165,3 +165,12 @@ def test_lines_for_a_stderr_nobody_reads_are_bounded_and_the_drop_is_told(monkey
     lines = [json.loads(line) for line in stuck.getvalue().splitlines()]
     assert [line["n"] for line in lines if "n" in line] == list(range(11))
     assert [(line["event"], line["count"]) for line in lines if "event" in line] == [("log_lines_dropped", 15)]
+
+
+def test_a_line_written_later_keeps_when_it_happened(log_records):
+    from proxy.observe.logs import JsonFormatter, log_event
+
+    log_event("step", {"session": "s1"}, at=1_800_000_000.25)
+
+    line = JsonFormatter().format(log_records[-1])
+    assert line.startswith('{"ts":"2027-01-15T08:00:00.250Z","level":"info","event":"step","session":"s1"')

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.session.base import FIELDS, SessionDelta, SessionState, only_released
+from proxy.session.base import FIELDS, SessionDelta, SessionState, StoreUnavailable, only_released
 
 
 @pytest.mark.parametrize(
@@ -133,3 +133,19 @@ def test_an_empty_assignment_removes_the_field():
     after = delta.applied_to(SessionState({"termination": "loop", "strike:x": "4"}))
 
     assert after.values == {"strike:x": "5"}
+
+
+@pytest.mark.parametrize(
+    ("error", "message"),
+    [
+        (
+            ConnectionError("Error 111 connecting to 10.0.0.5:6379."),
+            "load failed at Redis at 10.0.0.5:6379: ConnectionError (Error 111 connecting to 10.0.0.5:6379.)",
+        ),
+        (TimeoutError(), "load failed at Redis at 10.0.0.5:6379: TimeoutError"),
+        (ValueError("x" * 500), "load failed at Redis at 10.0.0.5:6379: ValueError (" + "x" * 200 + ")"),
+    ],
+    ids=["with-detail", "without", "long-detail-cut"],
+)
+def test_a_store_error_names_the_operation_where_the_store_is_and_what_went_wrong(error, message):
+    assert str(StoreUnavailable.at("Redis at 10.0.0.5:6379", "load", error)) == message

@@ -177,3 +177,20 @@ def test_the_session_header_wins_over_the_client_format_session_id():
     ref = identify("acme", conv(SYSTEM, USER), "run-42", None, "user_abc_session_1")
 
     assert ref.id == "run-42"
+
+
+@pytest.mark.parametrize(
+    ("messages", "session_header", "named"),
+    [
+        ((SYSTEM, USER), None, False),  # the opening alone: its reply will name the run
+        ((SYSTEM, USER, ASSISTANT_CALL, TOOL), None, True),
+        ((SYSTEM, USER), "explicit", True),
+    ],
+    ids=["opening-only", "later-turn", "x-session-id"],
+)
+def test_only_a_derived_runs_first_request_goes_unnamed_until_its_reply_names_it(messages, session_header, named):
+    ref = identify("acme", conv(*messages), session_header, None)
+
+    assert ref.named is named
+    if not named:
+        assert named_run(ref, turn_digest("3 flights.", [])).named

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 
-from proxy.edge.tenants import caller_namespace
+from proxy.edge.namespaces import caller_namespace
 from proxy.session.base import SessionDelta
 from proxy.session.identity import session_key
 from proxy.session.memory import EXPIRY_STEPS_PER_WRITE, MemoryStore, tenant_of

@@ -5,6 +5,7 @@ seen, applied once, and drained; and when a command runs again, and when it does
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 
 import pytest
@@ -232,3 +233,40 @@ async def test_commands_give_up_on_timeouts_and_lasting_faults(outcomes, error, 
     with pytest.raises(error):
         await _once_more(command)
     assert len(made) == calls
+
+
+def _operations(key: str):
+    """Every store call a request or the sessions API makes, by name."""
+    from proxy.session.base import Claim, Grant
+
+    return {
+        "load": lambda store: store.load(key),
+        "commit": lambda store: store.commit(key, _steps(1), 60),
+        "admit": lambda store: store.admit(key, [], 60, replace=False),
+        "claim": lambda store: store.claim_ending(key, Claim(0, 1000), 60),
+        "grant": lambda store: store.grant(key, [Grant("steps", "granted_steps", 1, 10)], [], SessionDelta(), 60),
+        "reset": lambda store: store.reset(key),
+        "timeline": lambda store: store.timeline(key, 0, 10),
+        "list": lambda store: store.sessions("test", None, 10),
+        "ping": lambda store: store.ping(),
+    }
+
+
+@pytest.mark.parametrize("cluster", [False, True], ids=["redis", "cluster"])
+@pytest.mark.parametrize("operation", list(_operations("k")))
+async def test_every_failed_call_names_the_stores_address_and_never_its_password(operation, cluster, key):
+    from tests.support.processes import free_port
+
+    port = free_port()  # nothing listens there
+    store = RedisStore.from_url(f"redis://:hunter2-secret@127.0.0.1:{port}/0", timeout=0.3, cluster=cluster)
+    try:
+        with pytest.raises(StoreUnavailable) as failed:
+            await _operations(key)[operation](store)
+    finally:
+        with contextlib.suppress(Exception):
+            await store.aclose()
+
+    kind = "Redis Cluster" if cluster else "Redis"
+    where = f"127.0.0.1:{port}" if cluster else f"127.0.0.1:{port}/0"
+    assert str(failed.value).startswith(f"{operation} failed at {kind} at {where}: ")
+    assert "hunter2" not in str(failed.value)

@@ -9,7 +9,7 @@ import pytest
 import redis.asyncio as redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from proxy.session.resp import LeanConnection, LeanScript, RedisAddress, lean_url
+from proxy.session.resp import LeanConnection, LeanScript, RedisAddress, lean_url, redis_target
 
 
 @pytest.mark.parametrize(
@@ -135,3 +135,21 @@ async def test_a_script_flushed_from_the_server_is_loaded_again(private_redis):
     assert (before, after) == ("v-k", "w-k")
     await admin.aclose()
     await connection.aclose()
+
+
+@pytest.mark.parametrize(
+    ("url", "cluster", "target"),
+    [
+        ("redis://127.0.0.1:6390/0", False, "Redis at 127.0.0.1:6390/0"),
+        ("redis://:s3cret@cache/3", False, "Redis at cache:6379/3"),
+        ("redis://user:s3cret@cache:7000", False, "Redis at cache:7000"),
+        ("rediss://user:s3cret@cache:6380/1", False, "Redis at cache:6380/1 over TLS"),
+        ("redis://[::1]:6379", False, "Redis at [::1]:6379"),
+        ("unix:///run/redis.sock?db=2", False, "Redis at unix:/run/redis.sock"),
+        ("redis://:s3cret@node-1:7000/0", True, "Redis Cluster at node-1:7000"),
+        ("redis://cache:sixty/0", False, "Redis at cache (the URL's port is not a number)"),
+    ],
+    ids=["plain", "password", "user", "tls", "ipv6", "unix", "cluster", "bad-port"],
+)
+def test_a_redis_target_names_where_the_url_points_and_never_its_credentials(url, cluster, target):
+    assert redis_target(url, cluster=cluster) == target

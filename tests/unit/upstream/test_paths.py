@@ -212,3 +212,35 @@ def test_telemetry_goes_by_default_only_where_the_base_is_the_apis_own_v1(base, 
 )
 def test_pass_through_requests_are_counted_by_api_family_from_a_fixed_set(raw_path, label):
     assert passthrough_route(raw_path) == label
+
+
+@pytest.mark.parametrize(
+    "raw_path",
+    [
+        b"/v1/v1/chat/completions",
+        b"/v1/v1/messages",
+        b"/v1/v1/responses",
+        b"/v1/v1/models",
+        b"/v1/v1",
+        b"/v1/V1/embeddings",
+        b"/v1/v1;x/files",
+        b"/v1/%76%31/files",
+        b"/v1/%2576%2531/models",
+    ],
+)
+def test_a_path_that_repeats_v1_is_refused_naming_the_base_url_to_set_and_logged(raw_path, log_records):
+    from proxy.errors import RepeatedBasePath
+
+    with pytest.raises(RepeatedBasePath) as refused:
+        passthrough_url("https://api.openai.com/v1", raw_path, b"")
+
+    assert refused.value.code == "base_url_repeats_v1"
+    assert "repeats /v1: the client's base URL already ends in /v1" in refused.value.message
+    assert "base_url='http://HOST:PORT/v1'" in refused.value.message
+    assert "ANTHROPIC_BASE_URL=http://HOST:PORT)" in refused.value.message
+    assert [r.getMessage() for r in log_records] == ["base_url_repeats_v1"]
+
+
+@pytest.mark.parametrize("raw_path", [b"/v1/models/v1", b"/v1/files/v1/content", b"/v1/v10/models"])
+def test_a_v1_later_in_the_path_is_no_repeated_base(raw_path):
+    assert passthrough_url("https://api.openai.com/v1", raw_path, b"").path.endswith(raw_path[3:].decode())

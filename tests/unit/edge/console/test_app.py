@@ -15,7 +15,8 @@ import pytest
 
 from proxy.edge.console import Console, ConsoleSources
 from proxy.edge.metrics_listener import MetricsListener
-from proxy.edge.tenants import TenantDirectory, caller_namespace, hash_key
+from proxy.edge.namespaces import caller_namespace
+from proxy.edge.tenants import TenantDirectory, hash_key
 from proxy.observe.metrics import Metrics
 from proxy.policy.models import Policy
 from proxy.session.base import FIELDS, SessionDelta, StoreUnavailable

@@ -9,7 +9,8 @@ import pytest
 
 from proxy.edge.console import auth as console_auth
 from proxy.edge.console.auth import ConsoleAuth, Viewer
-from proxy.edge.tenants import TenantDirectory, caller_namespace, hash_key
+from proxy.edge.namespaces import caller_namespace
+from proxy.edge.tenants import TenantDirectory, hash_key
 from tests.support.tenants import keyed_tenant
 
 ADMIN_KEY = "lw-console-admin"
