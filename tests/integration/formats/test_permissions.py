@@ -46,7 +46,11 @@ def test_a_refused_call_is_replaced_by_the_models_next_choice(wire_format, guard
     answer = wire_format.ask(guarded, wire_format.task(TASK), tools=TOOLS, stream=stream)
 
     assert [call.name for call in answer.calls] == ["list_files"]
-    assert answer.headers["x-loopwarden-interventions"] == "tools_hidden,permission_denied"
+    # A stream's headers leave with its first byte: where the refused attempt's reasoning flowed
+    # before its call was refused, they name only what was decided by then (the refusal sent
+    # upstream, below, shows the rest).
+    both, first = "tools_hidden,permission_denied", "tools_hidden"
+    assert answer.headers["x-loopwarden-interventions"] in ((both, first) if stream else (both,))
     refused = wire_format.sent(1)
     assert [call.name for call in refused.calls(-2)] == ["run_shell"]
     [(call_id, refusal)] = refused.results
