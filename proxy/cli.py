@@ -1,4 +1,5 @@
-"""``loopwarden`` command line: ``serve``, ``check-policies``, ``policy-schema``, ``hash-key``, ``replay``.
+"""``loopwarden`` command line: ``serve``, ``check-policies``, ``policy-schema``, ``policy-reference``, ``hash-key``,
+``replay``.
 
 Flags are derived from :class:`proxy.settings.Settings`, one per field, so every setting
 has a flag and a ``LOOPWARDEN_*`` variable with the same meaning. Flags win over variables.
@@ -27,6 +28,7 @@ from proxy.edge.tenants import TenantsFileError, hash_key
 from proxy.observe.logs import configure_logging, log_event
 from proxy.policy.loader import BUNDLED_POLICIES, PolicyError, load_policies, load_policy_file, policy_files
 from proxy.policy.models import Policy
+from proxy.policy.reference import policy_reference_markdown
 from proxy.settings import Settings
 from proxy.version import VERSION
 
@@ -128,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="Policy directory (default: what serve loads: $LOOPWARDEN_POLICIES_DIR, else the shipped policies).",
     )
     commands.add_parser("policy-schema", help="Print the JSON Schema of policy files.")
+    commands.add_parser("policy-reference", help="Print the policy reference page (Markdown) made from that schema.")
     replay = commands.add_parser(
         "replay", help="Run recorded sessions through a policy's guards offline and show what it would have done."
     )
@@ -206,6 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _check_policies(args.directory or _default_policies_dir())
     if args.command == "policy-schema":
         sys.stdout.write(policy_schema_json())
+        return 0
+    if args.command == "policy-reference":
+        sys.stdout.write(policy_reference_markdown(json.loads(policy_schema_json())))
         return 0
     if args.command == "replay":
         return _replay(args)
