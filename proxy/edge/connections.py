@@ -12,7 +12,8 @@ descriptor forever (slowloris). Two protocol classes close both holes:
   connection closes after that answer. It also closes a connection whose request head has
   not arrived ``header_timeout`` seconds after the connection opened or the request began.
 - :func:`guarded_websocket_protocol` wraps the WebSocket protocol so that a handshake the
-  library cannot parse gets a 400 and a close instead of silence.
+  library cannot parse gets a 400 and a close instead of silence (uvicorn 0.55 and newer
+  answer it themselves; the wrapper then stays quiet).
 """
 
 from __future__ import annotations

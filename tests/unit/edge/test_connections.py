@@ -66,7 +66,19 @@ async def test_a_handshake_the_library_cannot_parse_gets_a_400_and_a_close(port)
     key = b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
     reply = await until_closed(port, upgrade("GET", key + b"Content-Length: 3\r\n\r\nabc"))  # a body: unparsable
 
-    assert reply == BAD_HANDSHAKE
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ")
+    assert body_length(head) == len(body) > 0  # whole, then closed (until_closed read to EOF)
+
+
+def body_length(head: bytes) -> int:
+    """The Content-Length a response head declares (uvicorn >= 0.55 answers such a handshake
+    itself; older releases said nothing and the guarded protocol answers BAD_HANDSHAKE)."""
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value)
+    raise AssertionError(f"no content-length in {head!r}")
 
 
 async def test_a_request_head_that_does_not_arrive_in_time_closes_the_connection(port):
@@ -84,4 +96,4 @@ def test_a_head_deadline_of_its_own_leaves_the_protocol_it_derives_from_alone():
 def test_the_400_for_a_bad_handshake_declares_its_body_length():
     head, _, body = BAD_HANDSHAKE.partition(b"\r\n\r\n")
 
-    assert f"content-length: {len(body)}".encode() in head.split(b"\r\n")
+    assert body_length(head) == len(body)
