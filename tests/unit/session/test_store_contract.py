@@ -12,6 +12,7 @@ from proxy.session.base import FIELDS, Claim, Grant, Limit, SessionDelta, Sessio
 from proxy.session.memory import MemoryStore
 from proxy.session.redis import RedisStore
 from proxy.session.timeline import TimelinePage
+from tests.support.waiting import PATIENCE_SECS
 
 
 @pytest.fixture(params=["memory", "redis", "cluster"])
@@ -141,7 +142,7 @@ CONCURRENT = 2000
 
 
 async def test_redis_loses_no_update_under_2000_concurrent_commits(redis_url, key):
-    store = RedisStore.from_url(redis_url, max_connections=64)
+    store = RedisStore.from_url(redis_url, max_connections=64, timeout=PATIENCE_SECS)  # about updates, not speed
 
     await asyncio.gather(*(store.commit(key, _delta(steps=1, tokens_in=3), 60) for _ in range(CONCURRENT)))
     state = await store.load(key)
@@ -317,7 +318,7 @@ async def test_window_forgets_buckets_older_than_the_window(store, key):
 
 
 async def test_cluster_loses_no_update_under_2000_concurrent_commits(redis_cluster, key):
-    store = RedisStore.from_url(redis_cluster.url, cluster=True, max_connections=64)
+    store = RedisStore.from_url(redis_cluster.url, cluster=True, max_connections=64, timeout=PATIENCE_SECS)
 
     await asyncio.gather(*(store.commit(key, _delta(steps=1, tokens_in=3), 60) for _ in range(CONCURRENT)))
     state = await store.load(key)
