@@ -181,13 +181,14 @@ def test_a_budget_ends_the_run_with_a_summary(make_proxy, fake, write_policies, 
     assert "stream" not in summary
 
 
-def test_the_built_in_provider_falls_back_to_http_at_once(proxy, fake, tmp_path):
-    fake.script(text_response("Hello over HTTP."))
+def test_the_built_in_provider_runs_over_the_websocket_without_a_failed_connect(proxy, fake, tmp_path):
+    fake.script(text_response("Hello over the socket."))
 
     done = codex(proxy.base_url, tmp_path, "Say hello.", builtin=True)
 
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "Hello over HTTP."
+    assert done.stdout.strip() == "Hello over the socket."
+    assert "failed to connect" not in done.stderr + done.stdout
     assert "Reconnecting" not in done.stderr
     assert [(r.method, r.path) for r in fake.requests] == [("POST", "/v1/responses")]
     assert json.loads(fake.requests[0].body)["stream"] is True

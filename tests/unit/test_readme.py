@@ -9,12 +9,14 @@ import yaml
 from proxy.settings import Settings
 
 README = (Path(__file__).parents[2] / "README.md").read_text()
+DOCS = README + "".join(page.read_text() for page in sorted((Path(__file__).parents[2] / "docs").rglob("*.md")))
+"""The README and the docs site's pages: a setting may be documented on the page of its feature."""
 
 
 @pytest.mark.parametrize("name", list(Settings.model_fields))
 def test_every_setting_is_documented(name):
-    assert f"`--{name.replace('_', '-')}`" in README
-    assert f"`LOOPWARDEN_{name.upper()}`" in README
+    assert f"`--{name.replace('_', '-')}`" in DOCS
+    assert f"`LOOPWARDEN_{name.upper()}`" in DOCS
 
 
 def _tenants_example() -> str:
