@@ -23,7 +23,8 @@ What a socket can do wrong, and what it gets (the API's ``error`` events, the so
 - no event for ``socket_idle_timeout`` seconds with nothing in flight: closed with 1000;
   the server's pings find a dead peer sooner;
 - the client leaving mid-response: the turn is cancelled and booked like a cut stream;
-- the proxy stopping: no new turn starts, the one in flight finishes, then 1001.
+- the proxy stopping: the response in flight finishes (within the shutdown grace), then the
+  socket is closed with 1001; an idle socket is closed at once (1012).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any
 import msgspec
 from litestar.types import HTTPScope, Scope
 
+from proxy.edge.connections import BUSY, DRAIN
 from proxy.observe.logs import log_event
 from proxy.wire.responses.socket_chains import SocketChains, warm_up_events
 from proxy.wire.responses.stream import TERMINAL
@@ -171,6 +173,7 @@ class ResponsesSocket:
         self._send = send
         self._turn = turn
         self._idle = idle_timeout if idle_timeout > 0 else None
+        self._extensions: Any = scope.get("extensions")
         self._draining = draining
         self._chains = SocketChains()
         self._gone = asyncio.Event()
@@ -179,13 +182,15 @@ class ResponsesSocket:
         self._relay = self._out
         self._running: asyncio.Task[None] | None = None
         self.turns = 0
+        if isinstance(self._extensions, dict):  # the server's shutdown waits while a response is in flight
+            self._extensions[BUSY] = lambda: self._running is not None
 
     async def serve(self) -> int:
         """Read events until the client leaves, the socket idles out or the proxy stops; the close code."""
         reading: asyncio.Task[Message] | None = None
         try:
             while True:
-                if self._running is None and self._draining():
+                if self._running is None and self._stopping():
                     return await self._close(GOING_AWAY, "The proxy is shutting down.")
                 if reading is None:
                     reading = asyncio.ensure_future(self._receive())
@@ -208,6 +213,10 @@ class ResponsesSocket:
                 reading.cancel()
             if self._running is not None:
                 await asyncio.wait({self._running})
+
+    def _stopping(self) -> bool:
+        """The proxy is draining, or its server stopped while a response was in flight."""
+        return self._draining() or bool(isinstance(self._extensions, dict) and self._extensions.get(DRAIN))
 
     async def _close(self, code: int, reason: str) -> int:
         await self._send({"type": "websocket.close", "code": code, "reason": reason})

@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import json
+import signal
 
+import httpx
 import openai
 import pytest
 import websockets
 from websockets.sync.client import connect
 
 from tests.support.fake_responses import function_call, message, reasoning, response, text_response
+from tests.support.fake_upstream import Hang, Json
 from tests.support.responses_fixtures import fake, proxy, responses_server  # noqa: F401 (fixtures)
+from tests.support.waiting import wait_for
 
 KEY = {"Authorization": "Bearer sk-p"}
 TOOLS = [{"type": "function", "name": "search", "parameters": {"type": "object", "properties": {}}}]
@@ -96,3 +100,73 @@ def test_a_websocket_upgrade_on_chat_completions_is_still_refused_with_426(proxy
 
     assert refused.value.response.status_code == 426
     assert json.loads(refused.value.response.body)["error"]["code"] == "websocket_not_supported"
+
+
+def _socket(proxy, **options):
+    return connect(proxy.base_url.replace("http", "ws") + "/responses", additional_headers=KEY, **options)
+
+
+def _create(**fields) -> str:
+    return json.dumps({"type": "response.create", "model": "m", "store": False, **fields})
+
+
+def _until_terminal(connection) -> list[dict]:
+    events = []
+    while not events or events[-1]["type"] not in ("response.completed", "response.failed", "error"):
+        events.append(json.loads(connection.recv(timeout=30)))
+    return events
+
+
+def test_an_unknown_event_type_is_an_error_event_and_the_socket_goes_on(proxy, fake):
+    fake.script(text_response("Still here."))
+
+    with _socket(proxy) as connection:
+        connection.send(json.dumps({"type": "response.steer", "input": "x"}))
+        refused = json.loads(connection.recv(timeout=30))
+        connection.send(_create(input="Hello?"))
+        events = _until_terminal(connection)
+
+    assert (refused["type"], refused["code"]) == ("error", "unknown_event_type")
+    assert events[-1]["response"]["output"][0]["content"][0]["text"] == "Still here."
+
+
+def test_a_message_over_the_size_cap_closes_the_socket_with_1009(make_proxy, fake):
+    proxy = make_proxy(upstream=fake.url, max_body_bytes=4096)
+
+    with _socket(proxy) as connection:
+        connection.send(_create(input="x" * 8192))
+        with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+            connection.recv(timeout=30)
+
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1009
+    assert fake.requests == []
+
+
+def test_a_client_closing_mid_response_cancels_the_upstream_call(proxy, fake):
+    fake.script(Hang(30))
+
+    with _socket(proxy) as connection:
+        connection.send(_create(input="Hello?"))
+        assert wait_for(lambda: fake.requests)
+
+    assert wait_for(lambda: fake.hangups)
+    assert wait_for(
+        lambda: 'route="responses",status="client_disconnected"' in httpx.get(f"{proxy.metrics_url}/metrics").text
+    )
+
+
+def test_a_stopping_proxy_finishes_the_response_in_flight_then_closes_with_1001(proxy, fake):
+    fake.script(Json(text_response("Finished before the stop."), delay=1.0))
+
+    with _socket(proxy) as connection:
+        connection.send(_create(input="Hello?"))
+        assert wait_for(lambda: fake.requests)
+        proxy.server.handle_exit(signal.SIGTERM, None)
+        events = _until_terminal(connection)
+        with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+            connection.recv(timeout=30)
+
+    assert events[-1]["type"] == "response.completed"
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1001
