@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 from litestar.enums import ScopeType
@@ -23,6 +24,7 @@ from proxy.edge.client_watch import ResponseTracker, unless_client_leaves
 from proxy.edge.http import ClientDisconnected, header, read_body, send_error, send_reply
 from proxy.edge.passthrough import Passthrough, passthrough_wire, upstream_headers
 from proxy.edge.request_schemas import compile_request_schemas
+from proxy.edge.responses_socket import SOCKET_FORMATS, serve_socket
 from proxy.edge.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
 from proxy.edge.websockets import NO_WEBSOCKETS, asks_websocket, refuse_websocket
 from proxy.errors import (
@@ -104,12 +106,39 @@ class ProxyRoutes:
         """The guarded handler of one wire format's model call (its ``route``)."""
 
         async def handle(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == ScopeType.WEBSOCKET and wire.name in SOCKET_FORMATS:
+                await self._socket(wire, scope, receive, send)
+                return
+
             async def serve(scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
                 return await self._model_call(wire, scope, receive, tracker)
 
             await self._guarded(serve, scope, receive, send, wire.name, wire)
 
         return handle
+
+    async def _socket(self, wire: WireFormat, scope: Any, receive: Any, send: Any) -> None:
+        """A WebSocket on a format's route: authenticated at its handshake, then each of its
+        ``response.create`` events served as one request of this route."""
+
+        async def refusal() -> tuple[int, bytes] | None:
+            try:
+                credentials = self._authenticate(scope, ResponseTracker(send, begin()))
+                self.policy_for(credentials.tenant, header(scope, b"x-loopwarden-policy"))
+            except ProxyError as exc:
+                self._metrics.of(self._metrics.requests, "-", wire.name, f"{exc.status // 100}xx").inc()
+                log_event("request", {"route": wire.name, "method": "WEBSOCKET", "status": exc.status})
+                return exc.status, wire.codec.error_body(exc)
+            return None
+
+        async def turn(turn_scope: HTTPScope, body: bytes, respond: Any, watch: Any) -> None:
+            async def serve(scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
+                return await self._model_call(wire, scope, receive, tracker, body)
+
+            await self._guarded(serve, turn_scope, watch, respond, wire.name, wire)
+
+        idle = self._settings.socket_idle_timeout
+        await serve_socket(scope, receive, send, refusal, turn, idle, lambda: self._readiness.draining)
 
     async def passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
         wire = passthrough_wire(scope)  # type: ignore[arg-type]
@@ -120,8 +149,9 @@ class ProxyRoutes:
     # -- handlers -------------------------------------------------------------------
 
     async def _model_call(
-        self, wire: WireFormat, scope: HTTPScope, receive: Receive, tracker: ResponseTracker
+        self, wire: WireFormat, scope: HTTPScope, receive: Receive, tracker: ResponseTracker, body: bytes | None = None
     ) -> dict[str, object]:
+        """One model call; ``body``: a WebSocket event's, read already."""
         send: Send = tracker.send  # type: ignore[assignment]
         if scope["method"] != "POST":
             raise MethodNotAllowed(
@@ -129,7 +159,8 @@ class ProxyRoutes:
             )
         credentials = self._authenticate(scope, tracker)
         policy = self.policy_for(credentials.tenant, header(scope, b"x-loopwarden-policy"))
-        body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
+        if body is None:
+            body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         payload = _parse_object(body)
         conversation = await compile_request_schemas(
             wire.codec.declared_schemas(payload), wire.codec.parse_request(payload), self._schemas, len(body)
