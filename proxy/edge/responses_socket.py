@@ -142,15 +142,18 @@ class EventRelay:
             await self._whole(b"".join(self._body))
 
     async def _frame(self, frame: bytes) -> None:
-        data = b"\n".join(line[5:].lstrip() for line in frame.split(b"\n") if line.startswith(b"data:"))
+        lines = frame.split(b"\n")
+        data = b"\n".join(line[5:].lstrip() for line in lines if line.startswith(b"data:"))
         if not data or data == b"[DONE]":  # a keep-alive comment, a terminator
             return
-        try:
-            event = _decode(data)
-        except msgspec.DecodeError:
-            return
-        if isinstance(event, dict) and event.get("type") in TERMINAL and isinstance(event.get("response"), dict):
-            self._delivered(event["response"])
+        named = next((line[6:].strip().decode() for line in lines if line.startswith(b"event:")), None)
+        if named is None or named in TERMINAL:  # only the terminal event is read: it is the response
+            try:
+                event = _decode(data)
+            except msgspec.DecodeError:
+                return
+            if isinstance(event, dict) and event.get("type") in TERMINAL and isinstance(event.get("response"), dict):
+                self._delivered(event["response"])
         await self.text(data)
 
     async def _whole(self, body: bytes) -> None:
