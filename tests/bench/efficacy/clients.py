@@ -38,20 +38,7 @@ from typing import Any
 import openai
 
 from tests.bench.efficacy import scenarios
-
-
-async def run_socket(
-    base_url: str,
-    model: str,
-    session: str | None,
-    scenario: scenarios.Scenario,
-    stream: bool,
-    profile: scenarios.AgentProfile,
-) -> Any:
-    from tests.bench.efficacy.socket_client import run_openai_responses_socket
-
-    return await run_openai_responses_socket(base_url, model, session, scenario, stream, profile)
-
+from tests.bench.efficacy.socket_client import run_openai_responses_socket
 
 ClientRun = Callable[[str, str, str | None, scenarios.Scenario, bool, scenarios.AgentProfile], Awaitable[Any]]
 
@@ -485,7 +472,7 @@ CLIENTS: dict[str, ClientRun] = {
     "anthropic": run_anthropic,
     "smolagents": run_smolagents,
     "pydantic_ai": run_pydantic_ai,
-    "openai-responses-websocket": run_socket,
+    "openai-responses-websocket": run_openai_responses_socket,
 }
 NO_STRUCTURED_OUTPUT = frozenset({"smolagents"})
 """Clients without a structured answer: the schema scenarios are not theirs to run."""
