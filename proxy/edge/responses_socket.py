@@ -10,6 +10,10 @@ HTTP; the proxy carries the ``store=false`` chains of the socket itself
 (:mod:`proxy.wire.responses.socket_chains`), so a continuation the client sends with only
 its new items reaches the upstream whole, hidden attempts (a nudge, a summary) included.
 
+The proxy's own response headers (``X-LoopWarden-Session``, ``-Step``, ``-Terminated``…) have
+no place on a socket; a client that sends ``X-LoopWarden-Events: headers`` at its handshake
+gets them as a ``loopwarden.headers`` event before each response's events.
+
 What a socket can do wrong, and what it gets (the API's ``error`` events, the socket open):
 
 - an event that is not JSON, not an object, or of a type other than ``response.create``
@@ -42,7 +46,7 @@ from proxy.observe.logs import log_event
 from proxy.wire.responses.socket_chains import SocketChains, warm_up_events
 from proxy.wire.responses.stream import TERMINAL
 
-__all__ = ["SOCKET_FORMATS", "ResponsesSocket", "Turn", "error_event"]
+__all__ = ["HEADERS_EVENT", "SOCKET_FORMATS", "ResponsesSocket", "Turn", "error_event", "headers_event"]
 
 SOCKET_FORMATS = frozenset({"responses"})
 """The wire formats whose route takes a WebSocket."""
@@ -67,6 +71,10 @@ _HANDSHAKE_ONLY = frozenset(
         b"sec-websocket-protocol",
     }
 )
+_OWN = b"x-loopwarden-"
+HEADERS_EVENT = "loopwarden.headers"
+ASK_HEADERS = b"x-loopwarden-events"
+"""The handshake header (``headers``) that asks for a ``loopwarden.headers`` event before each response."""
 GOING_AWAY = 1001
 NORMAL = 1000
 
@@ -77,6 +85,13 @@ def error_event(status: int, message: str, code: object, param: object = None, k
     return _encode(
         {"type": "error", "status": status, "code": code, "message": message, "param": param, "error": error}
     )
+
+
+def headers_event(status: int, headers: list[tuple[bytes, bytes]]) -> bytes:
+    """The proxy's own response headers (``X-LoopWarden-*``: the session, the step, an ending) as
+    a ``loopwarden.headers`` event, for a socket that asked for them at its handshake."""
+    own = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers if k.lower().startswith(_OWN)}
+    return _encode({"type": HEADERS_EVENT, "status": status, "headers": own})
 
 
 def turn_scope(scope: Scope) -> HTTPScope:
@@ -94,10 +109,11 @@ class EventRelay:
     """``send`` for one turn: the route's answer (a stream's events, or an error body) as the
     socket's messages; a stream's terminal response is handed to ``delivered``."""
 
-    __slots__ = ("_body", "_buffer", "_delivered", "_send", "_sse", "_status", "closed")
+    __slots__ = ("_body", "_buffer", "_delivered", "_headers", "_send", "_sse", "_status", "closed")
 
-    def __init__(self, send: Send, delivered: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, send: Send, delivered: Callable[[dict[str, Any]], None], *, headers: bool = False) -> None:
         self._send = send
+        self._headers = headers
         self._delivered = delivered
         self._buffer = b""
         self._body: list[bytes] = []
@@ -112,6 +128,8 @@ class EventRelay:
                 k.lower() == b"content-type" and v.lower().startswith(b"text/event-stream")
                 for k, v in message["headers"]
             )
+            if self._headers:
+                await self.text(headers_event(self._status, message["headers"]))
             return
         body: bytes = message.get("body", b"")
         if self._sse:
@@ -124,15 +142,18 @@ class EventRelay:
             await self._whole(b"".join(self._body))
 
     async def _frame(self, frame: bytes) -> None:
-        data = b"\n".join(line[5:].lstrip() for line in frame.split(b"\n") if line.startswith(b"data:"))
+        lines = frame.split(b"\n")
+        data = b"\n".join(line[5:].lstrip() for line in lines if line.startswith(b"data:"))
         if not data or data == b"[DONE]":  # a keep-alive comment, a terminator
             return
-        try:
-            event = _decode(data)
-        except msgspec.DecodeError:
-            return
-        if isinstance(event, dict) and event.get("type") in TERMINAL and isinstance(event.get("response"), dict):
-            self._delivered(event["response"])
+        named = next((line[6:].strip().decode() for line in lines if line.startswith(b"event:")), None)
+        if named is None or named in TERMINAL:  # only the terminal event is read: it is the response
+            try:
+                event = _decode(data)
+            except msgspec.DecodeError:
+                return
+            if isinstance(event, dict) and event.get("type") in TERMINAL and isinstance(event.get("response"), dict):
+                self._delivered(event["response"])
         await self.text(data)
 
     async def _whole(self, body: bytes) -> None:
@@ -169,6 +190,7 @@ class ResponsesSocket:
         self, scope: Scope, receive: Receive, send: Send, turn: Turn, idle_timeout: float, draining: Callable[[], bool]
     ) -> None:
         self._scope = turn_scope(scope)
+        self._headers = any(k == ASK_HEADERS and b"headers" in v.lower() for k, v in scope["headers"])
         self._receive = receive
         self._send = send
         self._turn = turn
@@ -261,7 +283,7 @@ class ResponsesSocket:
             for event in events:
                 await self._out.text(_encode(event))
             return
-        relay = EventRelay(self._send, lambda response: self._chains.record(sent, response))
+        relay = EventRelay(self._send, lambda response: self._chains.record(sent, response), headers=self._headers)
         self._relay = relay
 
         async def receive() -> Message:

@@ -11,6 +11,7 @@ the performance issue measured (every request then loads, or admits, and commits
 default sends none, so each request is a derived run's opening.
 
     .venv/bin/python tests/bench/count_instructions.py --bodies plain,stream --requests 200
+    .venv/bin/python tests/bench/count_instructions.py --bodies responses-stream --transport websocket
     .venv/bin/python tests/bench/count_instructions.py --store redis --redis-url redis://127.0.0.1:6390 \
         --sessions unique
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import re
 import shutil
 import signal
@@ -49,6 +51,26 @@ def send(port: int, name: str, count: int, unique: bool) -> None:
     connection.close()
 
 
+def send_socket(port: int, name: str, count: int, unique: bool) -> None:
+    """``count`` turns of a Responses body over one WebSocket."""
+    from websockets.sync.client import connect
+
+    event = json.dumps({**json.loads(BODIES[name]), "type": "response.create"})
+    url = f"ws://127.0.0.1:{port}{path_of(name)}"
+    with connect(url, additional_headers=REQUEST_HEADERS, max_size=None) as socket:
+        for _ in range(count):
+            if unique:
+                raise RuntimeError("--sessions unique is per connection over a WebSocket: use derived")
+            socket.send(event)
+            while (kind := json.loads(socket.recv(timeout=60))["type"]) not in TERMINAL:
+                if kind == "error":
+                    raise RuntimeError("an error event")
+
+
+TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+SENDERS = {"http": send, "websocket": send_socket}
+
+
 def count(
     name: str,
     requests: int,
@@ -58,6 +80,7 @@ def count(
     log_level: str,
     tree: Path | None,
     server: str = "proxy",
+    transport: str = "http",
 ) -> float:
     upstream_port, proxy_port = free_port(), free_port()
     upstream = start_upstream(upstream_port)
@@ -79,9 +102,9 @@ def count(
         try:
             wait_ready(upstream_port)
             wait_ready(proxy_port, timeout=120)
-            send(proxy_port, name, warmup, unique)
+            SENDERS[transport](proxy_port, name, warmup, unique)
             subprocess.run(["callgrind_control", "-i", "on", str(proxy.pid)], check=True, capture_output=True)
-            send(proxy_port, name, requests, unique)
+            SENDERS[transport](proxy_port, name, requests, unique)
             subprocess.run(["callgrind_control", "-i", "off", str(proxy.pid)], check=True, capture_output=True)
         finally:
             proxy.send_signal(signal.SIGTERM)
@@ -111,6 +134,12 @@ def main() -> int:
         default="proxy",
         help="lean-floor: count the bare litestar + httpx-aiohttp pass-through instead (chat bodies only).",
     )
+    parser.add_argument(
+        "--transport",
+        choices=tuple(SENDERS),
+        default="http",
+        help="websocket: the Responses bodies as response.create events over one socket (responses* bodies only).",
+    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install -y valgrind)")
@@ -126,9 +155,11 @@ def main() -> int:
             args.log_level,
             args.tree,
             args.server,
+            args.transport,
         )
         what = args.store if args.server == "proxy" else args.server
-        print(f"{name:13s} {what:6s} {args.sessions:7s} {per_request / 1e6:.3f} M instructions per request")
+        line = f"{name:13s} {what:6s} {args.sessions:7s} {args.transport:9s} {per_request / 1e6:.3f} M"
+        print(line + " instructions per request")
     return 0
 
 

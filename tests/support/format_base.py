@@ -112,6 +112,8 @@ class Format:
     session they name): ``X-Session-Id`` (and a sub-agent's ``X-Agent-Id``) in every format,
     then the ids the format's own clients send."""
     history_key: ClassVar[str] = "messages"
+    always_streams: ClassVar[bool] = False
+    """Every answer streams, whatever ``stream`` asks (a WebSocket knows no other way)."""
     """The field the conversation goes in."""
 
     def ask(

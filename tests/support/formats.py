@@ -25,6 +25,7 @@ from tests.support.fake_upstream import FakeUpstream, emptied, tool_call
 from tests.support.format_base import TASK, Answer, Format, Sent, Tool, arguments_of, text_of
 from tests.support.proxy_server import RunningProxy
 from tests.support.responses_clients import checked_sdk, create
+from tests.support.socket_clients import socket_turn
 from tests.support.turns import Call
 
 __all__ = ["FORMATS", "TASK", "Answer", "Format", "Sent", "Tool", "fake", "proxy", "wire_format"]
@@ -156,6 +157,22 @@ class Responses(Format):
         return text_of(item["output"] if item.get("type") == "function_call_output" else item.get("content"))
 
 
+class ResponsesOverSocket(Responses):
+    """The Responses API over the proxy's WebSocket (always streamed: a socket has no other way)."""
+
+    name = "responses-websocket"
+    always_streams = True
+
+    def _send(self, proxy: RunningProxy, request: dict[str, Any], *, stream: bool, headers: dict[str, str]) -> Answer:
+        turn = socket_turn(proxy.base_url, request, headers)
+        reply = turn.response
+        items = [item.model_dump(exclude_none=True) for item in reply.output]
+        found = [
+            Call(i["name"], arguments_of(i["arguments"]), i["call_id"]) for i in items if i["type"] == "function_call"
+        ]
+        return Answer(turn.headers, reply.output_text, found, reply.id, reply.status or "", items)
+
+
 class Messages(Format):
     name = "messages"
     wire_name = "messages"
@@ -230,6 +247,7 @@ FORMATS: dict[str, tuple[type[Format], str]] = {
     "chat": (Chat, "_upstream_server"),
     "responses": (Responses, "responses_server"),
     "messages": (Messages, "messages_server"),
+    "responses-websocket": (ResponsesOverSocket, "responses_server"),
 }
 """Each format's client, and the session fixture of the fake that answers it."""
 

@@ -9,6 +9,8 @@
 - ``openai-responses``, ``agents-responses``, ``langgraph-responses``: the same three on the
   Responses API (``responses.create`` with the whole input each turn, as Codex sends it; the
   Agents SDK's default model; ``ChatOpenAI(use_responses_api=True)``);
+- ``openai-responses-websocket``: that loop over ``responses.connect()``, each turn only its
+  new items and ``previous_response_id`` (:mod:`tests.bench.efficacy.socket_client`);
 - ``anthropic``: the anthropic SDK with the same hand-written loop, on ``/v1/messages``;
 - ``smolagents``: its ``ToolCallingAgent`` (``max_steps=20``, its default), which answers only
   through its ``final_answer`` tool and sends tool calls and results back as text (no
@@ -36,6 +38,7 @@ from typing import Any
 import openai
 
 from tests.bench.efficacy import scenarios
+from tests.bench.efficacy.socket_client import run_openai_responses_socket
 
 ClientRun = Callable[[str, str, str | None, scenarios.Scenario, bool, scenarios.AgentProfile], Awaitable[Any]]
 
@@ -469,6 +472,7 @@ CLIENTS: dict[str, ClientRun] = {
     "anthropic": run_anthropic,
     "smolagents": run_smolagents,
     "pydantic_ai": run_pydantic_ai,
+    "openai-responses-websocket": run_openai_responses_socket,
 }
 NO_STRUCTURED_OUTPUT = frozenset({"smolagents"})
 """Clients without a structured answer: the schema scenarios are not theirs to run."""

@@ -44,6 +44,7 @@ def test_a_refused_call_is_replaced_by_the_models_next_choice(wire_format, guard
     )
 
     answer = wire_format.ask(guarded, wire_format.task(TASK), tools=TOOLS, stream=stream)
+    stream = stream or wire_format.always_streams
 
     assert [call.name for call in answer.calls] == ["list_files"]
     # A stream's headers leave with its first byte: where the refused attempt's reasoning flowed

@@ -55,6 +55,8 @@ def _everywhere(wire_format, proxy, session: str) -> dict[str, object]:
 def test_a_derived_runs_first_request_names_one_session_everywhere(
     wire_format, proxy, fake, log_records, first, stream
 ):
+    if wire_format.always_streams and not first.calls:
+        pytest.skip("streamed text leaves before a derived session is named, as over HTTP: tested there")
     fake.script(first)
     since = len(log_records)
 

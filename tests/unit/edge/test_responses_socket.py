@@ -220,3 +220,13 @@ async def test_a_warm_up_is_answered_by_the_proxy_without_a_request():
 
     assert turns == []
     assert [e["type"] for e in client.events] == ["response.created", "response.in_progress", "response.completed"]
+
+
+async def test_a_socket_that_asked_gets_the_proxys_own_headers_before_each_response():
+    client = Client()
+    relay = EventRelay(client.send, lambda _: None, headers=True)
+    headers = [(b"content-type", b"text/event-stream"), (b"X-LoopWarden-Step", b"2"), (b"x-request-id", b"r")]
+
+    await relay({"type": "http.response.start", "status": 200, "headers": headers})
+
+    assert client.events == [{"type": "loopwarden.headers", "status": 200, "headers": {"x-loopwarden-step": "2"}}]

@@ -13,6 +13,7 @@ import random
 
 import pytest
 
+from proxy.edge.responses_socket import SOCKET_FORMATS, EventRelay
 from proxy.errors import InvalidRequest, UpstreamError
 from proxy.exchange import Echo, Message, Note, Reply, ReturnCalls, Tool, ToolCall, Usage
 from proxy.judge.client import parse_verdict
@@ -391,3 +392,45 @@ def test_a_transcript_gives_the_upstream_back_what_the_proxy_added(wire):
     assert Message("user", "Check the tests first.") in upstream_sees
     assert [m.text for m in upstream_sees if m.role == "assistant"] == ["Done.", TEXT.content]
     assert wire.transcript.spliced(following, {}) is following
+
+
+# -- over a WebSocket (the formats whose route takes one) -----------------------------------
+
+
+@pytest.fixture(params=[w for w in FORMATS if w.name in SOCKET_FORMATS], ids=lambda wire: wire.name)
+def socket_wire(request: pytest.FixtureRequest) -> WireFormat:
+    return request.param
+
+
+async def _over_a_socket(status: int, content_type: bytes, pieces: list[bytes]) -> list[dict]:
+    messages: list[dict] = []
+
+    async def send(message: dict) -> None:
+        messages.append(json.loads(message["text"]))
+
+    relay = EventRelay(send, lambda _: None)
+    await relay({"type": "http.response.start", "status": status, "headers": [(b"content-type", content_type)]})
+    for piece in pieces:
+        await relay({"type": "http.response.body", "body": piece, "more_body": True})
+    await relay({"type": "http.response.body", "body": b"", "more_body": False})
+    return messages
+
+
+@pytest.mark.parametrize("seed", range(5))
+async def test_over_a_websocket_a_stream_is_its_events_one_message_each(socket_wire, seed):
+    stream = socket_wire.stream.streamed(socket_wire.codec.render_reply(ACTING), include_usage=True)
+    cuts = sorted(random.Random(seed).sample(range(1, len(stream)), 20))
+    pieces = [stream[start:end] for start, end in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+
+    messages = await _over_a_socket(200, b"text/event-stream", pieces)
+
+    assert messages == [json.loads(event.data) for event in parsed(iter([stream])) if event.data != "[DONE]"]
+
+
+async def test_over_a_websocket_an_error_answer_is_one_error_event_with_its_message(socket_wire):
+    body = socket_wire.codec.error_body(InvalidRequest("The input is too long.", param="input"))
+
+    [event] = await _over_a_socket(400, b"application/json", [body])
+
+    assert (event["type"], event["status"], event["param"]) == ("error", 400, "input")
+    assert SPEAKS[socket_wire.name].error_message(event) == "The input is too long."
