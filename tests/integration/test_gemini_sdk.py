@@ -9,7 +9,7 @@ import httpx
 from google import genai
 from google.genai import types
 
-from tests.support.fake_gemini import MISSING_SIGNATURE
+from tests.support.fake_gemini import MISSING_SIGNATURE, signature
 from tests.support.turns import Turn, calling
 
 MODEL = "gemini-fake"
@@ -81,7 +81,7 @@ def test_a_function_call_and_its_signature_go_round_trip(make_proxy, gemini_upst
     assert second.text == "Sunny, 21 degrees."
     assert gemini_upstream.rejected == []
     model_turn = gemini_upstream.requests[1].json()["contents"][1]
-    assert model_turn["parts"][0]["thoughtSignature"].startswith("sig-")
+    assert model_turn["parts"][0]["thoughtSignature"] == signature("get_weather", {"city": "Paris"})
 
 
 def test_a_json_schema_answer_is_relayed(make_proxy, gemini_upstream):
