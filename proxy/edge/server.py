@@ -127,6 +127,12 @@ def build_server(settings: Settings, readiness: Readiness | None = None) -> Drai
         timeout_keep_alive=75,
     )
     secret = settings.console_secret.get_secret_value().encode() if settings.console_secret else None
+    if secret is None and settings.reuse_port:
+        log_event(
+            "console_secret_unset",
+            {"effect": "a console sign-in holds only in the worker that made it", "fix": "--console-secret"},
+            logging.WARNING,
+        )
     console = Console(
         app.state.console,
         settings.console_admin_key_sha256,

@@ -7,6 +7,7 @@ import signal
 import socket
 
 import pytest
+from pydantic import SecretStr
 
 from proxy.edge.listening import ListenError
 from proxy.edge.server import build_server
@@ -81,3 +82,17 @@ def test_an_api_port_in_use_is_a_listen_error_before_the_metrics_listener_is_bou
             assert server.metrics._server is None
         finally:
             _closed(server)
+
+
+def test_reuse_port_workers_without_a_console_secret_are_warned_that_sign_ins_stay_per_worker(log_records):
+    build_server(SETTINGS.model_copy(update={"reuse_port": True}))
+
+    warned = [r.fields for r in log_records if r.getMessage() == "console_secret_unset"]
+    assert warned == [{"effect": "a console sign-in holds only in the worker that made it", "fix": "--console-secret"}]
+
+
+@pytest.mark.parametrize("update", [{"reuse_port": False}, {"reuse_port": True, "console_secret": SecretStr("s" * 32)}])
+def test_a_single_process_or_a_shared_console_secret_draws_no_console_warning(log_records, update):
+    build_server(SETTINGS.model_copy(update=update))
+
+    assert "console_secret_unset" not in [r.getMessage() for r in log_records]
