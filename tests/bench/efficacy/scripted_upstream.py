@@ -23,7 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from proxy.wire.chat.render import completion_as_sse
-from tests.bench.efficacy import messages_api, scenarios
+from tests.bench.efficacy import gemini_api, messages_api, scenarios
 from tests.support.fake_responses import function_call, message, reasoning, response, stream_events
 from tests.support.fake_upstream import FakeUpstream, Json, Sse, chat_completion
 
@@ -73,6 +73,9 @@ class ScriptedUpstream(FakeUpstream):
         responses = request.path.endswith("/responses")
         if responses:
             payload = _as_chat(payload)
+        gemini = ":generateContent" in request.path or ":streamGenerateContent" in request.path
+        if gemini:  # the model is in the path; the scenarios read chat's shape
+            payload = gemini_api.chat_view(payload, gemini_api.bench_model(request.path))
         model = str(payload.get("model", ""))
         scenario = scenario_of(model)
         if scenario is None:
@@ -100,9 +103,13 @@ class ScriptedUpstream(FakeUpstream):
             error = {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}
             if anthropic:
                 error = {"type": "error", "error": {"type": "rate_limit_error", "message": "Rate limit reached"}}
+            if gemini:
+                error = {"error": {"code": 429, "message": "Rate limit reached", "status": "RESOURCE_EXHAUSTED"}}
             return await self._answer(request, Json(error, status=reply.status, headers={"retry-after": "1"}))
         if anthropic:
             return await self._message(request, model, reply, len(body) // 4, purpose, payload, book)
+        if gemini:
+            return await self._generated(request, model, reply, len(body) // 4, purpose, payload, book)
         completion = _completion(model, reply, prompt_tokens=len(body) // 4)
         usage = completion["usage"]
         added = scenarios.guard_added_bytes(payload) // 4 if purpose == "agent" else 0
@@ -152,6 +159,31 @@ class ScriptedUpstream(FakeUpstream):
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await response.prepare(request)
             await response.write(messages_api.streamed(body))
+            await response.write_eof()
+            return response
+        return web.json_response(body)
+
+    async def _generated(
+        self,
+        request: web.Request,
+        model: str,
+        reply: scenarios.Reply,
+        prompt_tokens: int,
+        purpose: str,
+        view: dict[str, Any],
+        book: Ledger,
+    ) -> web.StreamResponse:
+        """The reply as a Gemini ``GenerateContentResponse``, streamed when the path says so."""
+        body = gemini_api.response(model, reply, prompt_tokens=prompt_tokens)
+        added = scenarios.guard_added_bytes(view) // 4 if purpose == "agent" else 0
+        with self._books_lock:
+            book.calls[purpose] += 1
+            book.tokens[purpose] += body["usageMetadata"]["totalTokenCount"]
+            book.added_tokens += added
+        if request.path.endswith(":streamGenerateContent"):
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            await response.write(gemini_api.streamed(body))
             await response.write_eof()
             return response
         return web.json_response(body)
