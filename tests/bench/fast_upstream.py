@@ -2,7 +2,8 @@
 (a tool call when tools are offered; for ``"stream":true``, one fixed text stream, or a tool-call
 stream when tools are offered);
 for a Responses request (a body with ``"input"``) the same three as a Responses API answers them.
-the same three as Anthropic Messages for ``POST /v1/messages``.
+the same three as Anthropic Messages for ``POST /v1/messages``; a Gemini answer (plain or
+``alt=sse``) for ``…:generateContent`` and ``…:streamGenerateContent``.
 
 It must never be the bottleneck, so it is a raw asyncio ``Protocol`` on uvloop that parses
 only what HTTP/1.1 framing needs (end of headers, ``Content-Length``) and answers every
@@ -285,6 +286,39 @@ MESSAGE_STREAM_TOOLS_RESPONSE = _message_stream(
     "tool_use",
 )
 
+def _gemini_chunk(parts: list[dict[str, object]], finish: str | None = None) -> dict[str, object]:
+    candidate: dict[str, object] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    chunk: dict[str, object] = {"candidates": [candidate], "modelVersion": "m", "responseId": "gemini-bench"}
+    if finish:
+        candidate["finishReason"] = finish
+        chunk["usageMetadata"] = {"promptTokenCount": 8, "candidatesTokenCount": 7, "totalTokenCount": 15}
+    return chunk
+
+
+_GEMINI = json.dumps(_gemini_chunk([{"text": "".join(_WORDS)}], "STOP"), separators=(",", ":")).encode()
+GEMINI_RESPONSE = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+    + str(len(_GEMINI)).encode()
+    + b"\r\n\r\n"
+    + _GEMINI
+)
+"""A Gemini ``generateContent`` answer."""
+_GEMINI_EVENTS = b"".join(
+    b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\r\n\r\n"
+    for chunk in [
+        *(_gemini_chunk([{"text": w}]) for w in _WORDS[:-1]),
+        _gemini_chunk([{"text": _WORDS[-1]}], "STOP"),
+    ]
+)
+GEMINI_STREAM_RESPONSE = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    + f"{len(_GEMINI_EVENTS):x}".encode()
+    + b"\r\n"
+    + _GEMINI_EVENTS
+    + b"\r\n0\r\n\r\n"
+)
+"""A Gemini ``streamGenerateContent?alt=sse`` answer (no sentinel: the last chunk has the finish)."""
+
 _NOT_IMPLEMENTED = b"HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 _MAX_HEAD = 64 * 1024
 
@@ -328,9 +362,14 @@ class _Upstream(asyncio.Protocol):
 
 
 def _answer(head: bytes, body: bytes) -> bytes:
-    """The one fixed answer for a request: by its format (Messages by path, Responses by an
+    """The one fixed answer for a request: by its format (Messages and Gemini by path, Responses by an
     ``input`` field, else chat), streamed or not, a tool call when tools are offered."""
     stream, tools = b'"stream":true' in body, b'"tools"' in body
+    line = head.partition(b"\r\n")[0]
+    if b":streamgeneratecontent" in line:
+        return GEMINI_STREAM_RESPONSE
+    if b":generatecontent" in line:
+        return GEMINI_RESPONSE
     if head.startswith(b"post /v1/messages"):
         if stream:
             return MESSAGE_STREAM_TOOLS_RESPONSE if tools else MESSAGE_STREAM_RESPONSE

@@ -104,9 +104,17 @@ MESSAGES_BODIES = {
 }
 """The same three, as Anthropic Messages requests (``POST /v1/messages``)."""
 BODIES.update(MESSAGES_BODIES)
+GEMINI_BODIES = {
+    "gemini": b'{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}',
+    "gemini-stream": b'{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{}}',
+}
+"""Plain and streamed, as Gemini ``generateContent`` requests (the path streams, not the body)."""
+BODIES.update(GEMINI_BODIES)
 BODY_PATHS: dict[str, str] = {
     **{name: "/v1/responses" for name in BODIES if name.startswith("responses")},
     **{name: "/v1/messages" for name in MESSAGES_BODIES},
+    "gemini": "/v1beta/models/m:generateContent",
+    "gemini-stream": "/v1beta/models/m:streamGenerateContent?alt=sse",
 }
 """Where each body goes; a body not named here goes to ``/v1/chat/completions``. A new wire
 format (or transport) gets benchmarked by adding its bodies to ``BODIES`` and their route here:
@@ -731,7 +739,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="plain",
         help="plain: a JSON completion; stream: a text SSE stream; stream-tools: a streamed tool call "
         "(held back by the proxy until checked); responses, responses-stream, responses-stream-tools: the same "
-        "on POST /v1/responses; messages*: the same three on /v1/messages.",
+        "on POST /v1/responses; messages*: the same three on /v1/messages; gemini, gemini-stream: "
+        "plain and streamed Gemini generateContent.",
     )
     parser.add_argument(
         "--loadgen",

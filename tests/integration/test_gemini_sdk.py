@@ -9,7 +9,8 @@ import httpx
 from google import genai
 from google.genai import types
 
-from tests.support.fake_gemini import MISSING_SIGNATURE
+from tests.support.fake_gemini import MISSING_SIGNATURE, signature
+from tests.support.fake_upstream import Json
 from tests.support.turns import Turn, calling
 
 MODEL = "gemini-fake"
@@ -81,7 +82,7 @@ def test_a_function_call_and_its_signature_go_round_trip(make_proxy, gemini_upst
     assert second.text == "Sunny, 21 degrees."
     assert gemini_upstream.rejected == []
     model_turn = gemini_upstream.requests[1].json()["contents"][1]
-    assert model_turn["parts"][0]["thoughtSignature"].startswith("sig-")
+    assert model_turn["parts"][0]["thoughtSignature"] == signature("get_weather", {"city": "Paris"})
 
 
 def test_a_json_schema_answer_is_relayed(make_proxy, gemini_upstream):
@@ -162,3 +163,38 @@ def test_a_call_sent_back_without_its_signature_is_refused_by_the_fake(make_prox
 
     assert reply.status_code == 400
     assert MISSING_SIGNATURE in reply.json()["error"]["message"]
+
+
+QUERY_KEY = "gk-secret-in-the-query-0042"
+
+
+def test_a_key_in_the_query_string_reaches_no_log_metric_or_timeline(make_proxy, gemini_upstream, log_records):
+    gemini_upstream.script(Turn("Sunny."))
+    proxy = make_proxy(upstream=gemini_upstream.url)
+    body = {"contents": [{"role": "user", "parts": [{"text": "Weather?"}]}]}
+    url = f"{proxy.url}/v1beta/models/{MODEL}:streamGenerateContent?alt=sse&key={QUERY_KEY}"
+
+    reply = httpx.post(url, json=body, headers={"X-Session-Id": "keyed"})
+    timeline = httpx.get(f"{proxy.base_url}/loopwarden/sessions/keyed/events", headers={"x-goog-api-key": QUERY_KEY})
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics")
+
+    assert reply.status_code == 200
+    assert timeline.status_code == 200
+    assert timeline.json()["data"]
+    logged = [f"{r.getMessage()} {getattr(r, 'fields', {})}" for r in log_records]
+    assert logged
+    for text in (*logged, timeline.text, metrics.text, reply.text):
+        assert QUERY_KEY not in text
+
+
+def test_an_upstream_error_quoting_the_query_key_is_relayed_masked_in_googles_shape(make_proxy, gemini_upstream):
+    message = f"API key not valid: {QUERY_KEY}"
+    gemini_upstream.script(Json({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}, status=400))
+    proxy = make_proxy(upstream=gemini_upstream.url)
+    body = {"contents": [{"role": "user", "parts": [{"text": "Hi?"}]}]}
+
+    reply = httpx.post(f"{proxy.url}/v1beta/models/{MODEL}:generateContent?key={QUERY_KEY}", json=body)
+
+    assert reply.status_code == 400
+    assert QUERY_KEY not in reply.text
+    assert reply.json()["error"]["status"] == "INVALID_ARGUMENT"

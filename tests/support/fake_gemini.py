@@ -10,6 +10,7 @@ its calls back without that signature. ``countTokens`` and the model list are an
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from collections.abc import Iterator
@@ -22,7 +23,15 @@ from aiohttp import web
 from tests.support.fake_upstream import FakeUpstream, Recorded, Sse, emptied, running
 from tests.support.turns import Turn
 
-__all__ = ["MISSING_SIGNATURE", "FakeGemini", "Generated", "gemini_body", "gemini_server", "gemini_upstream"]
+__all__ = [
+    "MISSING_SIGNATURE",
+    "FakeGemini",
+    "Generated",
+    "gemini_body",
+    "gemini_server",
+    "gemini_upstream",
+    "signature",
+]
 
 MISSING_SIGNATURE = "Function call is missing a thought_signature"
 
@@ -34,8 +43,9 @@ class Generated:
     body: dict[str, Any]
 
 
-def _signature(name: str, args: Any) -> str:
-    return "sig-" + hashlib.sha256(json.dumps([name, args], sort_keys=True).encode()).hexdigest()[:24]
+def signature(name: str, args: Any) -> str:
+    """The signature the fake gives a call (base64, as the API's ``thoughtSignature`` bytes are)."""
+    return base64.b64encode(hashlib.sha256(json.dumps([name, args], sort_keys=True).encode()).digest()).decode()
 
 
 def gemini_body(reply: Turn, model: str = "gemini-fake") -> dict[str, Any]:
@@ -50,7 +60,7 @@ def gemini_body(reply: Turn, model: str = "gemini-fake") -> dict[str, Any]:
         parts.append({"functionCall": {"name": call.name, "args": args, "id": call.id}})
     first_call = next((p for p in parts if "functionCall" in p), None)
     if first_call is not None:
-        first_call["thoughtSignature"] = _signature(
+        first_call["thoughtSignature"] = signature(
             first_call["functionCall"]["name"], first_call["functionCall"]["args"]
         )
     return {
@@ -65,6 +75,13 @@ def gemini_body(reply: Turn, model: str = "gemini-fake") -> dict[str, Any]:
     }
 
 
+def _bytes(value: Any) -> bytes | None:
+    """A signature's bytes, whichever base64 alphabet carries it (the SDK writes it URL-safe)."""
+    if not isinstance(value, str):
+        return None
+    return base64.urlsafe_b64decode(value.replace("+", "-").replace("/", "_"))
+
+
 def unsigned(payload: Any) -> str | None:
     """Where a request sends a signed call of the fake's back without its signature."""
     contents = payload.get("contents") if isinstance(payload, dict) else None
@@ -72,8 +89,8 @@ def unsigned(payload: Any) -> str | None:
         if not isinstance(content, dict) or content.get("role") != "model":
             continue
         parts = [p for p in content.get("parts") or [] if isinstance(p, dict) and "functionCall" in p]
-        if parts and parts[0].get("thoughtSignature") != _signature(
-            parts[0]["functionCall"].get("name"), parts[0]["functionCall"].get("args")
+        if parts and _bytes(parts[0].get("thoughtSignature")) != _bytes(
+            signature(parts[0]["functionCall"].get("name"), parts[0]["functionCall"].get("args"))
         ):
             return f"contents[{index}].parts: {MISSING_SIGNATURE}."
     return None

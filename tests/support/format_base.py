@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import httpx
 
-from tests.support.fake_upstream import FakeUpstream
+from tests.support.fake_upstream import FakeUpstream, Recorded
 from tests.support.proxy_server import RunningProxy
 from tests.support.turns import Call
 
@@ -185,6 +185,15 @@ class Format:
             history = self.handed_back(history, answer, [tool(c) for c in answer.calls])
         assert answer is not None
         return max_turns, answer, history
+
+    def exchanged(self, said: str, then: str) -> list[dict[str, Any]]:
+        """An assistant turn saying ``said``, then a user turn saying ``then``, as a client writes them."""
+        return [{"role": "assistant", "content": said}, {"role": "user", "content": then}]
+
+    @staticmethod
+    def streamed(sent: Recorded) -> bool:
+        """The request the fake received asked for a stream."""
+        return bool(sent.json().get("stream") is True)
 
     def forced(self, name: str) -> dict[str, Any]:
         """The format's ``tool_choice`` forcing tool ``name``."""

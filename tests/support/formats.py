@@ -6,7 +6,7 @@ client sends a request with the format's SDK (every stream it reads checked by t
 strict validator), how the answer's text, tool calls and id read, how an agent hands tool
 results back, and how the request the proxy sent upstream reads (tools offered, tool choice,
 the tool results and the last words it ends with). The fixtures at the bottom (``wire_format``
-over chat, responses and messages; ``fake``; ``proxy``) are imported by
+over chat, responses, messages and gemini; ``fake``; ``proxy``) are imported by
 ``tests/integration/formats/conftest.py``.
 """
 
@@ -16,19 +16,34 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
+import anthropic
 import openai
 import pytest
+from google.genai import errors as genai_errors
 
 from tests.support.fake_messages import FakeMessages, check_stream, checking_client, tool_use
 from tests.support.fake_responses import FakeResponses
 from tests.support.fake_upstream import FakeUpstream, emptied, tool_call
 from tests.support.format_base import TASK, Answer, Format, Sent, Tool, arguments_of, text_of
+from tests.support.gemini_format import Gemini
 from tests.support.proxy_server import RunningProxy
 from tests.support.responses_clients import checked_sdk, create
 from tests.support.socket_clients import socket_turn
 from tests.support.turns import Call
 
-__all__ = ["FORMATS", "TASK", "Answer", "Format", "Sent", "Tool", "fake", "proxy", "wire_format"]
+__all__ = [
+    "FORMATS",
+    "REFUSED",
+    "TASK",
+    "Answer",
+    "Format",
+    "Sent",
+    "Tool",
+    "fake",
+    "proxy",
+    "status_of",
+    "wire_format",
+]
 
 
 class Chat(Format):
@@ -243,11 +258,21 @@ class Messages(Format):
         return text_of(last["content"]) if last.get("type") == "tool_result" else text_of([last])
 
 
+REFUSED = (openai.APIStatusError, anthropic.APIStatusError, genai_errors.APIError)
+"""What each format's SDK raises for an error status."""
+
+
+def status_of(error: BaseException) -> int:
+    """The HTTP status of an SDK's error (``status_code``; google-genai's ``code``)."""
+    return int(getattr(error, "status_code", None) or getattr(error, "code", 0))
+
+
 FORMATS: dict[str, tuple[type[Format], str]] = {
     "chat": (Chat, "_upstream_server"),
     "responses": (Responses, "responses_server"),
     "messages": (Messages, "messages_server"),
     "responses-websocket": (ResponsesOverSocket, "responses_server"),
+    "gemini": (Gemini, "gemini_server"),
 }
 """Each format's client, and the session fixture of the fake that answers it."""
 

@@ -8,6 +8,8 @@ gives each a positional one (``lw:``…), which it never sends upstream.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -21,10 +23,12 @@ __all__ = [
     "call_of",
     "candidate_parts",
     "declared_schemas",
+    "field",
     "finish_reason",
     "forced_tool",
     "function_responses",
     "json_schema",
+    "key_of",
     "offered_tools",
     "parse_conversation",
     "parse_reply",
@@ -33,10 +37,12 @@ __all__ = [
     "reply_of",
     "requested_schema",
     "session_hint",
+    "snake",
     "wants_structured_output",
 ]
 
 _decode = msgspec.json.decode
+_UPPER = re.compile(r"[A-Z]")
 SYNTHETIC = "lw:"
 """The prefix of a call id the proxy made up (the call had none): never sent upstream."""
 _FINISH = {
@@ -49,6 +55,31 @@ _FINISH = {
     "SPII": "content_filter",
     "IMAGE_SAFETY": "content_filter",
 }
+
+
+@functools.cache
+def snake(name: str) -> str:
+    """A field's snake_case spelling (``functionCall``: ``function_call``)."""
+    return _UPPER.sub(lambda match: "_" + match[0].lower(), name)
+
+
+_CAMEL = {
+    snake(name): name
+    for name in ("anyOf", "maxItems", "minItems", "maxLength", "minLength", "propertyOrdering", "maxProperties")
+}
+"""Google's schema keywords in snake_case, as JSON Schema spells them."""
+
+
+def key_of(mapping: Mapping[str, Any], name: str) -> str:
+    """The spelling of field ``name`` (camelCase) that ``mapping`` uses: the API takes both,
+    and the google-genai SDK writes some fields in snake_case (``parameters_json_schema``)."""
+    return name if name in mapping or snake(name) not in mapping else snake(name)
+
+
+def field(mapping: Mapping[str, Any], name: str) -> Any:
+    """Field ``name`` (camelCase) of ``mapping``, in whichever spelling it comes."""
+    value = mapping.get(name)
+    return value if value is not None else mapping.get(snake(name))
 
 
 def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
@@ -64,7 +95,7 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
         if isinstance(content, dict):
             messages.extend(_messages(index, content, ids))
     config = _generation_config(payload)
-    cap = config.get("maxOutputTokens")
+    cap = field(config, "maxOutputTokens")
     return Conversation(
         messages=messages,
         tools=offered_tools(payload),
@@ -75,7 +106,7 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
 
 
 def _system(payload: Mapping[str, Any]) -> str:
-    system = payload.get("systemInstruction", payload.get("system_instruction"))
+    system = field(payload, "systemInstruction")
     if isinstance(system, str):
         return system
     return _text(system.get("parts")) if isinstance(system, dict) else ""
@@ -92,13 +123,13 @@ def _text(parts: Any, *, thought: bool = False) -> str:
 
 
 def _generation_config(payload: Mapping[str, Any]) -> Mapping[str, Any]:
-    config = payload.get("generationConfig", payload.get("generation_config"))
+    config = field(payload, "generationConfig")
     return config if isinstance(config, dict) else {}
 
 
 def call_of(raw: Mapping[str, Any], synthetic: str) -> ToolCall:
     """A ``functionCall`` part's call; ``synthetic``: its id when it has none."""
-    call = raw.get("functionCall")
+    call = field(raw, "functionCall")
     call = call if isinstance(call, dict) else {}
     ident = call.get("id")
     args = call.get("args")
@@ -126,12 +157,12 @@ def function_responses(payload: Mapping[str, Any]) -> Iterator[tuple[tuple[int, 
         if content.get("role") == "model":
             pending = {}
             for position, part in enumerate(parts):
-                if isinstance(part, dict) and isinstance(part.get("functionCall"), dict):
+                if isinstance(part, dict) and isinstance(field(part, "functionCall"), dict):
                     call = call_of(part, _synthetic(index, position))
                     pending.setdefault(call.name, []).append(call.id)
             continue
         for position, part in enumerate(parts):
-            answer = part.get("functionResponse") if isinstance(part, dict) else None
+            answer = field(part, "functionResponse") if isinstance(part, dict) else None
             if not isinstance(answer, dict):
                 continue
             ident = answer.get("id")
@@ -153,12 +184,12 @@ def _messages(index: int, content: Mapping[str, Any], ids: Mapping[tuple[int, in
         calls = tuple(
             call_of(p, _synthetic(index, position))
             for position, p in enumerate(parts)
-            if isinstance(p, dict) and isinstance(p.get("functionCall"), dict)
+            if isinstance(p, dict) and isinstance(field(p, "functionCall"), dict)
         )
         return [Message("assistant", _text(parts), calls, None, _text(parts, thought=True))]
     out: list[Message] = []
     for position, part in enumerate(parts):
-        answer = part.get("functionResponse") if isinstance(part, dict) else None
+        answer = field(part, "functionResponse") if isinstance(part, dict) else None
         if isinstance(answer, dict):
             out.append(Message("tool", _response_text(answer.get("response")), call_id=ids.get((index, position))))
     text = _text(parts)
@@ -181,7 +212,7 @@ def _declarations(payload: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str
     """(param path, declaration) of every ``tools[].functionDeclarations[]`` entry."""
     tools = payload.get("tools")
     for index, tool in enumerate(tools if isinstance(tools, list) else ()):
-        declarations = tool.get("functionDeclarations") if isinstance(tool, dict) else None
+        declarations = field(tool, "functionDeclarations") if isinstance(tool, dict) else None
         for position, declaration in enumerate(declarations if isinstance(declarations, list) else ()):
             if isinstance(declaration, dict) and isinstance(declaration.get("name"), str):
                 yield f"tools[{index}].functionDeclarations[{position}]", declaration
@@ -190,8 +221,8 @@ def _declarations(payload: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str
 def _parameters(declaration: Mapping[str, Any]) -> tuple[str, Any]:
     """(field, JSON Schema) of a declaration's arguments: ``parametersJsonSchema`` as it is,
     ``parameters`` (Google's OpenAPI subset) as JSON Schema."""
-    if isinstance(declaration.get("parametersJsonSchema"), dict):
-        return "parametersJsonSchema", declaration["parametersJsonSchema"]
+    if isinstance(field(declaration, "parametersJsonSchema"), dict):
+        return "parametersJsonSchema", field(declaration, "parametersJsonSchema")
     return "parameters", json_schema(declaration.get("parameters"))
 
 
@@ -230,7 +261,8 @@ def json_schema(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
-    for key, value in schema.items():
+    for raw, value in schema.items():
+        key: str = _CAMEL.get(str(raw), str(raw))
         if key == "type" and isinstance(value, str):
             out[key] = value.lower()
         elif key == "properties" and isinstance(value, dict):
@@ -247,16 +279,16 @@ def json_schema(schema: Any) -> Any:
 def requested_schema(payload: Mapping[str, Any]) -> dict[str, Any] | None:
     """``generationConfig.responseJsonSchema``, or ``responseSchema`` as JSON Schema."""
     config = _generation_config(payload)
-    schema = config.get("responseJsonSchema")
+    schema = field(config, "responseJsonSchema")
     if not isinstance(schema, dict):
-        schema = json_schema(config.get("responseSchema"))
+        schema = json_schema(field(config, "responseSchema"))
     return schema if isinstance(schema, dict) else None
 
 
 def wants_structured_output(payload: Mapping[str, Any]) -> bool:
     """A JSON answer: ``responseMimeType: application/json`` or an output schema."""
     config = _generation_config(payload)
-    return config.get("responseMimeType") == "application/json" or any(
+    return field(config, "responseMimeType") == "application/json" or any(
         isinstance(config.get(name), dict) for name in ("responseSchema", "responseJsonSchema")
     )
 
@@ -264,11 +296,11 @@ def wants_structured_output(payload: Mapping[str, Any]) -> bool:
 def forced_tool(payload: Mapping[str, Any]) -> str | None:
     """The one function ``toolConfig.functionCallingConfig`` forces (mode ``ANY`` with one
     allowed name)."""
-    tool_config = payload.get("toolConfig")
-    config = tool_config.get("functionCallingConfig") if isinstance(tool_config, dict) else None
+    tool_config = field(payload, "toolConfig")
+    config = field(tool_config, "functionCallingConfig") if isinstance(tool_config, dict) else None
     if not isinstance(config, dict) or config.get("mode") != "ANY":
         return None
-    names = config.get("allowedFunctionNames")
+    names = field(config, "allowedFunctionNames")
     if isinstance(names, list) and len(names) == 1 and isinstance(names[0], str):
         return names[0]
     return None
@@ -318,7 +350,7 @@ def part_channel(part: Any) -> str | None:
     """``text``, ``thought`` or ``call``: what a part carries (None: something else)."""
     if not isinstance(part, dict):
         return None
-    if isinstance(part.get("functionCall"), dict):
+    if isinstance(field(part, "functionCall"), dict):
         return "call"
     if isinstance(part.get("text"), str):
         return "thought" if part.get("thought") else "text"
@@ -342,20 +374,20 @@ def reply_of(payload: Mapping[str, Any]) -> Reply:
     calls = tuple(call_of(p, f"{SYNTHETIC}{position}") for position, p in enumerate(parts) if part_channel(p) == "call")
     candidates = payload.get("candidates")
     first = candidates[0] if isinstance(candidates, list) and candidates and isinstance(candidates[0], dict) else {}
-    reason = finish_reason(first.get("finishReason"), bool(calls))
-    feedback = payload.get("promptFeedback")
-    if not first and isinstance(feedback, dict) and feedback.get("blockReason"):
+    reason = finish_reason(field(first, "finishReason"), bool(calls))
+    feedback = field(payload, "promptFeedback")
+    if not first and isinstance(feedback, dict) and field(feedback, "blockReason"):
         reason = "content_filter"
     text = [p["text"] for p in parts if part_channel(p) == "text"]
-    message = first.get("finishMessage")  # the proxy's refusal (see render.as_refusal)
+    message = field(first, "finishMessage")  # the proxy's refusal (see render.as_refusal)
     refused = message if isinstance(message, str) and message and reason == "other" and not text else None
-    model = payload.get("modelVersion")
+    model = field(payload, "modelVersion")
     return Reply(
         content="".join(text) if text else None,
         reasoning=_text(parts, thought=True) or None,
         tool_calls=calls,
         finish_reason=reason,
-        usage=parse_usage(payload.get("usageMetadata")),
+        usage=parse_usage(field(payload, "usageMetadata")),
         model=model if isinstance(model, str) else None,
         refusal=refused,
         other_output=any(isinstance(p, dict) and part_channel(p) is None and p for p in parts),

@@ -14,7 +14,15 @@ from typing import Any
 
 from proxy.exchange import Echo, Note, Reply, ToolCall, Turn, Usage
 from proxy.wire.common import encode, encode_overridden
-from proxy.wire.gemini.parse import SYNTHETIC, candidate_parts, function_responses, part_channel
+from proxy.wire.gemini.parse import (
+    SYNTHETIC,
+    candidate_parts,
+    field,
+    function_responses,
+    key_of,
+    part_channel,
+    snake,
+)
 from proxy.wire.sse import frame
 
 __all__ = [
@@ -102,8 +110,9 @@ def amended(
     for (index, position), note in targets.items():
         content = contents[index]
         parts = list(content["parts"])
-        answer = parts[position]["functionResponse"]
-        parts[position] = {**parts[position], "functionResponse": {**answer, "response": _noted(answer, note)}}
+        name = key_of(parts[position], "functionResponse")
+        answer = parts[position][name]
+        parts[position] = {**parts[position], name: {**answer, "response": _noted(answer, note)}}
         contents[index] = {**content, "parts": parts}
     result["contents"] = contents
     return result
@@ -125,26 +134,30 @@ def _noted(answer: Mapping[str, Any], note: str) -> dict[str, Any]:
 def _drop(result: dict[str, Any], dropped: set[str]) -> None:
     tools = []
     for tool in result.get("tools") or []:
-        declarations = tool.get("functionDeclarations") if isinstance(tool, dict) else None
+        declarations = field(tool, "functionDeclarations") if isinstance(tool, dict) else None
         if not isinstance(declarations, list):
             tools.append(tool)
             continue
         kept = [d for d in declarations if not (isinstance(d, dict) and d.get("name") in dropped)]
+        name = key_of(tool, "functionDeclarations")
         if kept or len(tool) > 1:
-            tools.append({**tool, "functionDeclarations": kept} if kept else _without(tool, "functionDeclarations"))
+            tools.append({**tool, name: kept} if kept else _without(tool, name))
     if tools:
         result["tools"] = tools
     else:
         result.pop("tools", None)
         result.pop("toolConfig", None)
+        result.pop("tool_config", None)
         return
-    config = (result.get("toolConfig") or {}).get("functionCallingConfig")
-    if isinstance(config, dict) and isinstance(config.get("allowedFunctionNames"), list):
-        names = [n for n in config["allowedFunctionNames"] if n not in dropped]
-        calling = {**config, "allowedFunctionNames": names} if names else _without(config, "allowedFunctionNames")
+    tool_config = field(result, "toolConfig") or {}
+    config = field(tool_config, "functionCallingConfig")
+    if isinstance(config, dict) and isinstance(field(config, "allowedFunctionNames"), list):
+        names = [n for n in field(config, "allowedFunctionNames") if n not in dropped]
+        allowed = key_of(config, "allowedFunctionNames")
+        calling = {**config, allowed: names} if names else _without(config, allowed)
         if not names and calling.get("mode") == "ANY":
             calling = {"mode": "AUTO"}
-        result["toolConfig"] = {**result["toolConfig"], "functionCallingConfig": calling}
+        result[key_of(result, "toolConfig")] = {**tool_config, key_of(tool_config, "functionCallingConfig"): calling}
 
 
 def _without(mapping: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -207,11 +220,14 @@ def as_refusal(body: Mapping[str, Any]) -> dict[str, Any]:
 def capped_config(payload: Mapping[str, Any], cap: int | None, *, force: bool) -> dict[str, Any]:
     """``generationConfig`` with ``maxOutputTokens`` at most ``cap`` (set when the request
     has none only if ``force``)."""
-    config = payload.get("generationConfig")
+    config = field(payload, "generationConfig")
     config = dict(config) if isinstance(config, dict) else {}
-    current = config.get("maxOutputTokens")
+    current = field(config, "maxOutputTokens")
+    config.pop("max_output_tokens", None)
     if cap is not None and isinstance(current, int):
         config["maxOutputTokens"] = min(current, cap)
+    elif isinstance(current, int):
+        config["maxOutputTokens"] = current
     elif cap is not None and force:
         config["maxOutputTokens"] = cap
     return config
@@ -221,10 +237,13 @@ def summary_overrides(payload: Mapping[str, Any], cap: int | None, force: bool) 
     """The last call of an ending: functions declared but not to be called, prose (no output
     schema), its length capped. (Not streamed is the path's business: the same URL is used,
     and a streamed answer is read whole.)"""
-    config = {k: v for k, v in capped_config(payload, cap, force=force).items() if k not in _ANSWER_CONSTRAINTS}
+    constraints = {*_ANSWER_CONSTRAINTS, *map(snake, _ANSWER_CONSTRAINTS)}
+    config = {k: v for k, v in capped_config(payload, cap, force=force).items() if k not in constraints}
     return {
         "toolConfig": {"functionCallingConfig": {"mode": "NONE"}} if payload.get("tools") else None,
+        "tool_config": None,
         "generationConfig": config or None,
+        "generation_config": None,
     }
 
 
@@ -236,7 +255,7 @@ def forced_config(name: str) -> dict[str, Any]:
 def without_calls(body: Mapping[str, Any], name: str) -> dict[str, Any]:
     """The response with the ``functionCall`` parts of ``name`` taken out (goal mode's own tool)."""
     parts = candidate_parts(body)
-    kept = [p for p in parts if not (part_channel(p) == "call" and p["functionCall"].get("name") == name)]
+    kept = [p for p in parts if not (part_channel(p) == "call" and field(p, "functionCall").get("name") == name)]
     return _replaced(body, kept or [{"text": ""}])
 
 

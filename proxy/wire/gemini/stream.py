@@ -16,7 +16,7 @@ import msgspec
 
 from proxy.exchange import Channel, Reply, Usage
 from proxy.wire.common import AssemblyProgress
-from proxy.wire.gemini.parse import candidate_parts, parse_usage, part_channel, reply_of
+from proxy.wire.gemini.parse import candidate_parts, field, parse_usage, part_channel, reply_of
 from proxy.wire.sse import SSEParser
 
 __all__ = ["CHANNELS", "GeminiAssembler", "joined", "split_chunk"]
@@ -64,15 +64,15 @@ class GeminiAssembler(AssemblyProgress):
 
     def add(self, chunk: Mapping[str, Any]) -> int:
         """Take one chunk; return what it carries (channels, plus ``FINISH`` / ``BARE`` marks)."""
-        if isinstance(chunk.get("modelVersion"), str):
-            self.model = chunk["modelVersion"]
-        if isinstance(chunk.get("usageMetadata"), dict):
-            self.usage = parse_usage(chunk["usageMetadata"])
+        if isinstance(field(chunk, "modelVersion"), str):
+            self.model = field(chunk, "modelVersion")
+        if isinstance(field(chunk, "usageMetadata"), dict):
+            self.usage = parse_usage(field(chunk, "usageMetadata"))
         self._last.update((k, v) for k, v in chunk.items() if k != "candidates")
         candidates = chunk.get("candidates")
         first = candidates[0] if isinstance(candidates, list) and candidates else None
         if not isinstance(first, dict):
-            if isinstance(chunk.get("promptFeedback"), dict):
+            if isinstance(field(chunk, "promptFeedback"), dict):
                 self.complete = True  # a blocked prompt: no candidate follows
                 return Channel.FINISH
             return Channel.BARE
@@ -87,17 +87,17 @@ class GeminiAssembler(AssemblyProgress):
                 continue
             if kind == "call":
                 self.has_tool_calls = True
-                self.produced_chars += len(msgspec.json.encode(part["functionCall"]))
+                self.produced_chars += len(msgspec.json.encode(field(part, "functionCall")))
             elif kind == "thought":
                 self.has_reasoning = self.has_reasoning or bool(part["text"].strip())
                 self.produced_chars += len(part["text"])
             else:
                 self._answer_text(part["text"])
                 self.produced_chars += len(part["text"])
-            if kind == "call" or part.get("text") or part.get("thoughtSignature"):
+            if kind == "call" or part.get("text") or field(part, "thoughtSignature"):
                 found |= CHANNELS[kind]
             self._take(part, kind)
-        if first.get("finishReason"):
+        if field(first, "finishReason"):
             self.complete = True
             found |= Channel.FINISH
         return found or Channel.BARE
@@ -114,7 +114,7 @@ class GeminiAssembler(AssemblyProgress):
         ):
             last["text"] += part["text"]
             if "thoughtSignature" in part:
-                last["thoughtSignature"] = part["thoughtSignature"]
+                last["thoughtSignature"] = field(part, "thoughtSignature")
             return
         self._parts.append(dict(part))
 

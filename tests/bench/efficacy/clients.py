@@ -462,6 +462,66 @@ async def run_anthropic(
         await client.close()
 
 
+async def run_gemini(
+    base_url: str,
+    model: str,
+    session: str | None,
+    scenario: scenarios.Scenario,
+    stream: bool,
+    profile: scenarios.AgentProfile,
+) -> Any:
+    """The google-genai SDK on ``generateContent``, with the same hand-written loop as ``openai``:
+    it sends every model turn back as it came (thought signatures included)."""
+    from google import genai
+    from google.genai import types
+
+    from tests.bench.efficacy.gemini_api import gemini_tools, path_model
+
+    options = types.HttpOptions(base_url=base_url.removesuffix("/v1"), headers=headers(session, scenario))
+    client = genai.Client(api_key="gk-bench", http_options=options)
+    config = types.GenerateContentConfig(
+        system_instruction=profile.instructions,
+        tools=gemini_tools(profile),  # type: ignore[arg-type]
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+        **(
+            {"response_mime_type": "application/json", "response_json_schema": scenarios.SCHEMA}
+            if scenario.schema
+            else {}
+        ),
+    )
+    contents: list[Any] = [{"role": "user", "parts": [{"text": scenarios.TASK}]}]
+    name = path_model(model)
+    for _ in range(scenario.cap or 15):
+        if stream:
+            pieces = [
+                c
+                async for c in await client.aio.models.generate_content_stream(
+                    model=name, contents=contents, config=config
+                )
+            ]
+        else:
+            pieces = [await client.aio.models.generate_content(model=name, contents=contents, config=config)]
+        parts = [p for c in pieces for cand in c.candidates or [] if cand.content for p in cand.content.parts or []]
+        last = pieces[-1].candidates[0] if pieces[-1].candidates else None
+        if last is not None and last.finish_reason == types.FinishReason.OTHER and last.finish_message:
+            return scenarios.Refusal(last.finish_message)  # the proxy's refusal of a JSON answer
+        contents.append(types.Content(role="model", parts=parts))
+        calls = [p.function_call for p in parts if p.function_call is not None]
+        if not calls:
+            return "".join(p.text for p in parts if p.text and not p.thought) or None
+        results = [
+            types.Part.from_function_response(
+                name=c.name or "", response={"output": scenarios.weather((c.args or {})["city"])}
+            )
+            for c in calls  # a call without its city raises, as most loops do
+        ]
+        for part, call in zip(results, calls, strict=True):
+            assert part.function_response is not None
+            part.function_response.id = call.id
+        contents.append(types.Content(role="user", parts=results))
+    raise AgentGaveUp(f"no answer after {scenario.cap or 15} model calls")
+
+
 CLIENTS: dict[str, ClientRun] = {
     "openai": run_openai,
     "agents": run_agents_sdk,
@@ -470,6 +530,7 @@ CLIENTS: dict[str, ClientRun] = {
     "agents-responses": partial(run_agents_sdk, responses=True),
     "langgraph-responses": partial(run_langgraph, responses=True),
     "anthropic": run_anthropic,
+    "gemini": run_gemini,
     "smolagents": run_smolagents,
     "pydantic_ai": run_pydantic_ai,
     "openai-responses-websocket": run_openai_responses_socket,

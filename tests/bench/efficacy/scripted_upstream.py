@@ -23,7 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from proxy.wire.chat.render import completion_as_sse
-from tests.bench.efficacy import messages_api, scenarios
+from tests.bench.efficacy import gemini_api, messages_api, scenarios
 from tests.support.fake_responses import function_call, message, reasoning, response, stream_events
 from tests.support.fake_upstream import FakeUpstream, Json, Sse, chat_completion
 
@@ -73,6 +73,9 @@ class ScriptedUpstream(FakeUpstream):
         responses = request.path.endswith("/responses")
         if responses:
             payload = _as_chat(payload)
+        gemini = ":generateContent" in request.path or ":streamGenerateContent" in request.path
+        if gemini:  # the model is in the path; the scenarios read chat's shape
+            payload = gemini_api.chat_view(payload, gemini_api.bench_model(request.path))
         model = str(payload.get("model", ""))
         scenario = scenario_of(model)
         if scenario is None:
@@ -100,9 +103,20 @@ class ScriptedUpstream(FakeUpstream):
             error = {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}
             if anthropic:
                 error = {"type": "error", "error": {"type": "rate_limit_error", "message": "Rate limit reached"}}
+            if gemini:
+                error = {"error": {"code": 429, "message": "Rate limit reached", "status": "RESOURCE_EXHAUSTED"}}
             return await self._answer(request, Json(error, status=reply.status, headers={"retry-after": "1"}))
-        if anthropic:
-            return await self._message(request, model, reply, len(body) // 4, purpose, payload, book)
+        if anthropic:  # Anthropic Messages' shape (``POST /v1/messages``)
+            message = messages_api.message(model, reply, prompt_tokens=len(body) // 4)
+            tokens = message["usage"]["input_tokens"] + message["usage"]["output_tokens"]
+            sse = messages_api.streamed(message) if json.loads(body).get("stream") is True else None
+            return await self._booked(request, message, tokens, sse, purpose, payload, book)
+        if gemini:  # a GenerateContentResponse, streamed when the path says so
+            generated = gemini_api.response(model, reply, prompt_tokens=len(body) // 4)
+            streaming = request.path.endswith(":streamGenerateContent")
+            sse = gemini_api.streamed(generated) if streaming else None
+            tokens = generated["usageMetadata"]["totalTokenCount"]
+            return await self._booked(request, generated, tokens, sse, purpose, payload, book)
         completion = _completion(model, reply, prompt_tokens=len(body) // 4)
         usage = completion["usage"]
         added = scenarios.guard_added_bytes(payload) // 4 if purpose == "agent" else 0
@@ -131,27 +145,27 @@ class ScriptedUpstream(FakeUpstream):
         await stream.write_eof()
         return stream
 
-    async def _message(
+    async def _booked(
         self,
         request: web.Request,
-        model: str,
-        reply: scenarios.Reply,
-        prompt_tokens: int,
+        body: dict[str, Any],
+        tokens: int,
+        sse: bytes | None,
         purpose: str,
         view: dict[str, Any],
         book: Ledger,
     ) -> web.StreamResponse:
-        """The reply in Anthropic Messages' shape (``POST /v1/messages``), booked like the chat one."""
-        body = messages_api.message(model, reply, prompt_tokens=prompt_tokens)
+        """A reply in another format's shape (Messages, Gemini), booked like the chat one: the
+        body, or ``sse`` (its stream) when the request streams."""
         added = scenarios.guard_added_bytes(view) // 4 if purpose == "agent" else 0
         with self._books_lock:
             book.calls[purpose] += 1
-            book.tokens[purpose] += body["usage"]["input_tokens"] + body["usage"]["output_tokens"]
+            book.tokens[purpose] += tokens
             book.added_tokens += added
-        if json.loads(await request.read()).get("stream") is True:
+        if sse is not None:
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await response.prepare(request)
-            await response.write(messages_api.streamed(body))
+            await response.write(sse)
             await response.write_eof()
             return response
         return web.json_response(body)

@@ -101,10 +101,7 @@ def test_a_history_the_session_never_delivered_starts_a_run_of_its_own(wire_form
     fake.script(calls("a", 1), turn("fine"))
     Run(wire_format, proxy).step()
     made_up = Run(wire_format, proxy)
-    made_up.history += [
-        {"role": "assistant", "content": "I already searched."},
-        {"role": "user", "content": "Go on."},
-    ]
+    made_up.history += wire_format.exchanged("I already searched.", "Go on.")
 
     answer = wire_format.ask(proxy, made_up.history)
 

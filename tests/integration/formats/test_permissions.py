@@ -58,7 +58,7 @@ def test_a_refused_call_is_replaced_by_the_models_next_choice(wire_format, guard
     assert call_id == "c1"
     assert "rule no-root-rm" in refusal
     assert "never allowed" in refusal
-    assert [r.json().get("stream") is True for r in fake.requests] == [stream, stream]
+    assert [wire_format.streamed(r) for r in fake.requests] == [stream, stream]
     assert wire_format.rejected() == []  # echoed thinking kept its signature
 
 

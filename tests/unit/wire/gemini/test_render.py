@@ -116,8 +116,19 @@ def test_the_summary_call_forbids_functions_drops_the_schema_and_caps_the_output
 
     assert overrides == {
         "toolConfig": {"functionCallingConfig": {"mode": "NONE"}},
+        "tool_config": None,
         "generationConfig": {"maxOutputTokens": 300, "temperature": 0},
+        "generation_config": None,
     }
+
+
+def test_snake_case_fields_are_read_and_not_sent_twice():
+    payload = {**REQUEST, "generation_config": {"max_output_tokens": 900, "response_json_schema": {}}}
+
+    overrides = summary_overrides(payload, 300, False)
+
+    assert overrides["generationConfig"] == {"maxOutputTokens": 300}
+    assert overrides["generation_config"] is None
 
 
 def test_an_ending_is_a_stopped_text_candidate():
