@@ -5,6 +5,10 @@ detections nudge, the ``max_strikes``-th ends the session with reason ``no_progr
 Results and texts are compared by digest after whitespace is collapsed; results also with
 their volatile fields masked (timestamps, ids, durations: :mod:`proxy.guards.volatile`)
 unless ``mask_volatile`` is off.
+
+A request that continues a stored Responses chain carries only its new items: the earlier
+results are read from the session, where every request leaves the digests of the results
+it carried (:func:`remember_results`).
 """
 
 from __future__ import annotations
@@ -12,16 +16,20 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from proxy.exchange import Channel, PartialReply, Reply
+from proxy.exchange import Channel, Conversation, PartialReply, Reply
 from proxy.guards.base import GuardContext
 from proxy.guards.fingerprint import digest
 from proxy.guards.strikes import strike_verdict
 from proxy.guards.volatile import without_volatile
+from proxy.policy.models import NoProgressSettings
+from proxy.session.base import FIELDS, SessionDelta, SessionState
 from proxy.verdict import PASS, ReplyVerdict, RequestVerdict
 
-__all__ = ["NoProgressGuard", "trailing_run"]
+__all__ = ["NoProgressGuard", "remember_results", "trailing_run"]
 
 _SPACE = re.compile(r"\s+")
+_KEPT_RESULTS = 16
+"""Results remembered per session for chained requests (far more than ``repeats`` needs)."""
 
 
 def trailing_run(items: Sequence[str], limit: int | None = None) -> int:
@@ -39,15 +47,49 @@ def _digest(text: str) -> str:
     return digest(_SPACE.sub(" ", text).strip())
 
 
+def _result_digest(text: str, settings: NoProgressSettings) -> str:
+    return _digest(without_volatile(text) if settings.mask_volatile else text)
+
+
+def remember_results(delta: SessionDelta, conversation: Conversation, settings: NoProgressSettings) -> None:
+    """Keep the digests of the results this request carried, for continuations of a chain."""
+    if not settings.enabled:
+        return
+    for message in conversation.trailing_tool_results():
+        mark = f"{_result_digest(message.text, settings)}:{digest(str(message.call_id))[:8]}"
+        delta.append(FIELDS.RESULT_SEQUENCE, mark, _KEPT_RESULTS)
+
+
+def _earlier_results(state: SessionState, conversation: Conversation) -> list[str]:
+    """The digests of the results a chained request does not carry, oldest first (each call
+    once: a request the client sent again left its results twice)."""
+    if not conversation.held_upstream:
+        return []
+    seen: set[str] = set()
+    earlier = []
+    for item in state.items(FIELDS.RESULT_SEQUENCE):
+        result, _, call = item.partition(":")
+        if call not in seen:
+            seen.add(call)
+            earlier.append(result)
+    return earlier
+
+
+def _tail_run(digests: Sequence[str], limit: int) -> int:
+    run = 1 if digests else 0
+    while run < len(digests) and run < limit and digests[-run - 1] == digests[-1]:
+        run += 1
+    return run
+
+
 class NoProgressGuard:
     def check_request(self, context: GuardContext) -> RequestVerdict:
         settings = context.policy.no_progress
         if not settings.enabled or not context.conversation.trailing_tool_results():
             return PASS
-        results = [m.text for m in context.conversation.tool_results()]
-        if settings.mask_volatile:
-            results = [without_volatile(text) for text in results]
-        run = trailing_run(results, settings.repeats)
+        earlier = _earlier_results(context.state, context.conversation)
+        results = context.conversation.tool_results()[-settings.repeats :]
+        run = _tail_run([*earlier, *(_result_digest(m.text, settings) for m in results)], settings.repeats)
         return strike_verdict(
             run >= settings.repeats,
             context,

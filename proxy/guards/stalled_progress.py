@@ -11,7 +11,9 @@ Then, when the judge is on, it is asked whether the recent steps make progress t
 task: no → the calls go back to the model unexecuted with a note (a nudge), and the
 ``max_strikes``-th no in a row ends the session (``no_progress``); yes → the reply passes.
 Without the judge, or when it fails, a nudge, never an ending. The question is asked again
-every ``stalled_results`` more results, at most once per request. Results that differ never
+every ``stalled_results`` more results, and after a "no" at the very next call that
+continues the run (so the ending comes one request after the first nudge, within the
+turn caps clients commonly set), at most once per request. Results that differ never
 match, so a run of real lookups is never disturbed.
 """
 
@@ -173,8 +175,8 @@ class StalledProgressGuard:
         if tool is None or all(tool_call.name != tool for tool_call in reply.tool_calls):
             return Pass(clear_strikes=(STRIKE,)) if context.state.strikes(STRIKE) else PASS
         run = len(steps)
-        if run % needed:
-            return PASS  # asked at needed, 2 * needed, … results
+        if run % needed and not context.state.strikes(STRIKE):
+            return PASS  # asked at needed, 2 * needed, … results; once struck, at every call
         target = context.judge_target if context.policy.judge.use_llm_judge else None
         seen = f"{run} results the same but for the arguments"
         if target is None or self._judge is None:

@@ -24,6 +24,7 @@ from proxy.exchange import Channel, Reply, Turn
 from proxy.goal.keeper import GoalKeeper, GoalRun, GoalStrip
 from proxy.guards.base import RequestGuard, ResponseGuard, guard_name
 from proxy.guards.fingerprint import remember_calls
+from proxy.guards.no_progress import remember_results
 from proxy.loop.answer import Answer, Failed, Passed, Tried, Unusable, Written, client_stream, render
 from proxy.loop.attempts import Attempts
 from proxy.loop.continuity import Chaining, ChainPoint, resolve_chain
@@ -222,6 +223,7 @@ class Pipeline:
         remembers follows it, before the client can continue from one."""
         request, delta, notes = flight.request, flight.delta, flight.notes
         flight.continuity.record(ending, flight.extra, flight.replies)
+        remember_results(delta, request.conversation, request.policy.no_progress)
         if isinstance(ending, Unusable):
             await self._ledger.settle(request, delta, notes)
         else:

@@ -52,7 +52,8 @@ class Metrics:
         )
         self.upstream_attempts = Counter(
             "loopwarden_upstream_attempts",
-            "Upstream attempts, by outcome: ok, retried (a transient fault, tried again), failed.",
+            "Upstream attempts, by outcome: ok, retried (a transient fault, tried again), failed; exhausted: "
+            "a request whose retry budget (shared with the client's retries of it) ran out.",
             ["outcome"],
             registry=self.registry,
         )

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import hashlib
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -28,17 +30,21 @@ from proxy.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
+from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 from proxy.observe.timing import waiting
 from proxy.settings import Settings
 from proxy.upstream.egress import EgressBlocked
-from proxy.upstream.retry import RETRYABLE_STATUSES, RetryBudget, RetryPolicy, parse_retry_after
+from proxy.upstream.retry import RETRYABLE_STATUSES, RetryBudget, RetryPolicy, SharedAttempts, parse_retry_after
 from proxy.upstream.transport import READ_BODY, READ_LIMIT, AiohttpTransport
 
 __all__ = ["ATTEMPTS_HEADER", "UpstreamClient", "UpstreamReply"]
 
 ATTEMPTS_HEADER = "x-loopwarden-upstream-attempts"
 """How many times the proxy asked the upstream for the answer the client gets."""
+SHARED_FACTOR = 2
+"""A request and the client's retries of it may use this many times ``retry_attempts``."""
+_CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
 _CACHED_URL_CHARS = 512
 """Longest upstream URL kept parsed (a tenant's base, a route, ``?beta=true`` fit easily)."""
 
@@ -50,6 +56,8 @@ class UpstreamReply:
     response: httpx.Response
     attempts: int
     waited: float
+    budget_left: bool = False
+    """Attempts are left in the budget this request shares with the client's retries of it."""
     """Seconds spent in backoff sleeps, so callers can tell proxy time from waiting."""
 
     @property
@@ -61,6 +69,7 @@ class UpstreamReply:
         response = self.response
         return (
             self.attempts > 1
+            and not self.budget_left
             and response.status_code >= 400
             and response.status_code != 429
             and parse_retry_after(response.headers) is None
@@ -91,6 +100,9 @@ class UpstreamClient:
         self._retry_after_send = settings.retry_after_send
         self._max_reply_bytes = settings.max_reply_bytes
         self._budget = RetryBudget(settings.retry_budget)
+        # A request and the client's retries of it share twice the proxy's own attempts.
+        attempts = settings.retry_attempts
+        self._shared = SharedAttempts(SHARED_FACTOR * attempts) if attempts > 1 else None
         self._total_timeout = settings.total_timeout
         self._timeouts = {
             "connect": settings.connect_timeout,
@@ -155,8 +167,11 @@ class UpstreamClient:
         waited = 0.0
         paced = 0.0  # of ``waited``: the waits the upstream asked for
         attempt = 0
+        key = _request_key(url, headers, body) if self._shared is not None else ""
         while True:
             attempt += 1
+            if self._shared is not None:
+                self._shared.spend(key)
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise _spent(UpstreamTimeout("The upstream model API did not answer before the deadline."), attempt - 1)
@@ -177,9 +192,10 @@ class UpstreamClient:
             except httpx.TransportError as exc:
                 error = _as_proxy_error(exc)
                 retryable = _never_sent(exc) or self._retry_after_send
-                delay = self._policy.delay(attempt, None, self._draw) if retryable else None
+                delay = self._next_delay(attempt, None, paced, key) if retryable else None
                 if delay is None or loop.time() + delay >= deadline or not self._budget.withdraw():
-                    raise _spent(error, attempt) from None
+                    left = self._gave_up(key, attempt, type(exc).__name__) if retryable else False
+                    raise _spent(error, attempt, left) from None
                 self._count("retried")
                 await self._sleep(delay)
                 waited += delay
@@ -188,15 +204,44 @@ class UpstreamClient:
             if response.status_code not in RETRYABLE_STATUSES:
                 return UpstreamReply(response, attempt, waited)
             retry_after = parse_retry_after(response.headers)
-            delay = self._policy.delay(attempt, retry_after, self._draw, paced)
+            delay = self._next_delay(attempt, retry_after, paced, key)
             if delay is None or loop.time() + delay >= deadline or not self._budget.withdraw():
-                return UpstreamReply(response, attempt, waited)
+                left = self._gave_up(key, attempt, str(response.status_code))
+                return UpstreamReply(response, attempt, waited, left)
             self._count("retried")
             await response.aclose()
             await self._sleep(delay)
             waited += delay
             if retry_after is not None:
                 paced += delay
+
+    def _next_delay(self, attempt: int, retry_after: float | None, paced: float, key: str) -> float | None:
+        """The wait before the next attempt, None to stop. Without a wait the upstream named,
+        the shared budget bounds the attempts too, and the backoff grows with every attempt
+        spent on the request, the client's retries included (a fast-failing upstream is given
+        longer to recover each time the client comes back)."""
+        shared = self._shared
+        if retry_after is not None or shared is None:
+            return self._policy.delay(attempt, retry_after, self._draw, paced)
+        used = shared.used(key)
+        if attempt >= self._policy.attempts or used >= shared.limit:
+            return None
+        return self._policy.backoff(used, self._draw)
+
+    def _gave_up(self, key: str, attempt: int, fault: str) -> bool:
+        """The retryable fault goes to the client: True while the shared budget has attempts
+        left (the client may retry); else the budget ran out, which is logged and counted."""
+        shared = self._shared
+        left = shared.left(key) if shared is not None else 0
+        if left:
+            return True
+        used = shared.used(key) if shared is not None else attempt
+        if used > 1:
+            self._count("exhausted")
+            log_event(
+                "upstream_retries_exhausted", {"attempts": attempt, "shared": used, "fault": fault}, logging.WARNING
+            )
+        return False
 
     def _url(self, url: str | httpx.URL) -> httpx.URL:
         """Parse each distinct upstream URL once; model calls reuse a handful of them. A
@@ -236,12 +281,22 @@ def _request(
         return httpx.Request(method, url, headers=encoded, stream=httpx.ByteStream(body), extensions=extensions)
 
 
-def _spent(error: ProxyError, attempts: int) -> ProxyError:
+def _request_key(url: str | httpx.URL, headers: Sequence[tuple[str, str]], body: bytes) -> str:
+    """What makes a client's retry "the same request": the URL, its credentials, the body."""
+    credentials = [v for k, v in headers if k.lower() in _CREDENTIAL_HEADERS]
+    digest = hashlib.blake2b(str(url).encode(), digest_size=16)
+    digest.update("\x00".join(credentials).encode("utf-8", "surrogatepass"))
+    digest.update(body)
+    return digest.hexdigest()
+
+
+def _spent(error: ProxyError, attempts: int, budget_left: bool = False) -> ProxyError:
     """An error the proxy answers with once its own attempts are over: it says how many there
-    were and, when the proxy already retried, asks SDKs (openai's honors ``x-should-retry``) not
-    to multiply them by their own (3 by 3 attempts per call during an outage otherwise)."""
+    were and, when the proxy already retried and the budget it shares with the client's
+    retries is spent, asks SDKs (openai's honors ``x-should-retry``) not to multiply them by
+    their own (3 by 3 attempts per call during an outage otherwise)."""
     error.headers[ATTEMPTS_HEADER] = str(attempts)
-    if attempts > 1:
+    if attempts > 1 and not budget_left:
         error.headers["x-should-retry"] = "false"
     return error
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["RETRYABLE_STATUSES", "RetryBudget", "RetryPolicy", "parse_retry_after"]
+__all__ = ["RETRYABLE_STATUSES", "RetryBudget", "RetryPolicy", "SharedAttempts", "parse_retry_after"]
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 
@@ -72,6 +72,10 @@ class RetryPolicy:
             return retry_after if paced + retry_after <= self.retry_after_cap else None
         if attempt >= self.attempts:
             return None
+        return self.backoff(attempt, draw)
+
+    def backoff(self, attempt: int, draw: Callable[[], float]) -> float:
+        """The jittered exponential wait after failed attempt ``attempt`` (1-based)."""
         return draw() * min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1))
 
 
@@ -96,3 +100,46 @@ class RetryBudget:
             self._tokens -= 1.0
             return True
         return False
+
+
+class SharedAttempts:
+    """One budget of attempts for a request and the client's retries of it.
+
+    A client that gets an error retries the same body; counted apart, the proxy's attempts
+    and the client's would multiply (3 by 3) or, with ``x-should-retry: false``, the client
+    would stop where it would have gone on alone. Counted together (by a digest of the
+    request, for ``window`` seconds), the proxy uses what is left of ``limit`` and tells the
+    client to stop only once it is spent. Held per process (a client's retry that reaches
+    another worker starts that worker's count), at most ``size`` requests (oldest dropped).
+    """
+
+    def __init__(
+        self, limit: int, window: float = 120.0, size: int = 4096, clock: Callable[[], float] = time.monotonic
+    ):
+        self.limit = limit
+        self._window = window
+        self._size = size
+        self._clock = clock
+        self._used: dict[str, tuple[int, float]] = {}
+
+    def used(self, key: str) -> int:
+        """Attempts already spent on this request (0 once its window passed)."""
+        entry = self._used.get(key)
+        if entry is None:
+            return 0
+        if self._clock() - entry[1] > self._window:
+            del self._used[key]
+            return 0
+        return entry[0]
+
+    def spend(self, key: str) -> int:
+        """Book one attempt; the attempts spent so far."""
+        used = self.used(key) + 1
+        self._used.pop(key, None)
+        if len(self._used) >= self._size:
+            del self._used[next(iter(self._used))]
+        self._used[key] = (used, self._clock())
+        return used
+
+    def left(self, key: str) -> int:
+        return max(0, self.limit - self.used(key))

@@ -42,15 +42,71 @@ def test_client_errors_are_not_retried(proxy, upstream, status):
 
 
 def test_exhausted_retries_of_a_5xx_return_its_status_and_ask_the_client_not_to_retry(make_proxy, upstream):
-    proxy = make_proxy(retry_attempts=3, retry_base_delay=0.01)
+    proxy = make_proxy(retry_attempts=3, retry_base_delay=0.01)  # 6 attempts shared with the client's retries
+    upstream.script(*[Json(OVERLOADED, status=503) for _ in range(6)])
+
+    httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH)
+    response = httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH)  # the client's retry
+
+    assert response.status_code == 503
+    assert response.headers["x-should-retry"] == "false"
+    assert response.json() == OVERLOADED
+    assert len(upstream.requests) == 6
+
+
+def test_a_5xx_while_the_shared_budget_lasts_leaves_the_client_its_retry(make_proxy, upstream):
+    proxy = make_proxy(retry_attempts=3, retry_base_delay=0.01)  # 6 attempts shared with the client's retries
     upstream.script(*[Json(OVERLOADED, status=503) for _ in range(3)])
 
     response = httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH)
 
     assert response.status_code == 503
-    assert response.headers["x-should-retry"] == "false"
-    assert response.json() == OVERLOADED
+    assert "x-should-retry" not in response.headers
     assert len(upstream.requests) == 3
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_three_500s_then_a_good_reply_reach_the_openai_sdk_as_a_success(make_proxy, upstream, stream):
+    # Alone, the SDK's 3 attempts use up the three 500s and it fails; through the proxy its first
+    # retry gets the attempts left in the budget it shares with the proxy's own.
+    proxy = make_proxy(retry_attempts=3, retry_base_delay=0.01)
+    failing = {"error": {"message": "boom", "type": "server_error", "param": None, "code": None}}
+    upstream.script(*[Json(failing, status=500) for _ in range(3)], Json(chat_completion("fine")))
+    sent: list[httpx.Request] = []
+    client = openai.OpenAI(
+        base_url=proxy.base_url, api_key="sk-provider", http_client=httpx.Client(event_hooks={"request": [sent.append]})
+    )
+
+    answer = client.chat.completions.create(model="m", messages=BODY["messages"], stream=stream)
+
+    text = (
+        "".join(c.choices[0].delta.content or "" for c in answer if c.choices)
+        if stream
+        else answer.choices[0].message.content
+    )
+    assert text == "fine"
+    assert len(upstream.requests) == 4
+    assert len(sent) == 2
+
+
+def test_a_spent_shared_budget_stops_the_openai_sdk_and_is_logged(make_proxy, upstream, log_records):
+    proxy = make_proxy(retry_attempts=3, retry_base_delay=0.01)
+    failing = {"error": {"message": "boom", "type": "server_error", "param": None, "code": None}}
+    upstream.script(*[Json(failing, status=500) for _ in range(9)])
+    sent: list[httpx.Request] = []
+    client = openai.OpenAI(
+        base_url=proxy.base_url, api_key="sk-provider", http_client=httpx.Client(event_hooks={"request": [sent.append]})
+    )
+
+    with pytest.raises(openai.InternalServerError) as raised:
+        client.chat.completions.create(model="m", messages=BODY["messages"])
+
+    assert len(upstream.requests) == 6  # not 3 x 3
+    assert len(sent) == 2
+    assert raised.value.response.headers["x-should-retry"] == "false"
+    assert [r.fields["shared"] for r in log_records if r.getMessage() == "upstream_retries_exhausted"] == [6]
+    metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
+    assert re.search(r'^loopwarden_upstream_attempts_total\{outcome="exhausted"\} 1\.0$', metrics, re.M)
 
 
 def test_exhausted_named_waits_return_the_status_and_its_retry_after_for_the_client(make_proxy, upstream):
@@ -202,12 +258,15 @@ def _refused_url() -> str:
 def _upstream_attempts(proxy) -> float:
     """Every attempt the proxy made upstream, from its own metrics (refused ones included)."""
     text = httpx.get(f"{proxy.metrics_url}/metrics").text
-    return sum(float(v) for v in re.findall(r"^loopwarden_upstream_attempts_total\{[^}]*\} (\S+)$", text, re.M))
+    found = re.findall(r'^loopwarden_upstream_attempts_total\{outcome="(\w+)"\} (\S+)$', text, re.M)
+    return sum(float(v) for outcome, v in found if outcome != "exhausted")  # exhausted: a request, no attempt
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
-def test_after_the_proxy_retried_a_refused_connection_the_openai_sdk_does_not_retry_again(make_proxy, stream):
-    proxy = make_proxy(upstream=_refused_url(), retry_attempts=3)
+def test_after_the_proxy_retried_a_refused_connection_the_openai_sdk_retries_once_within_the_shared_budget(
+    make_proxy, stream
+):
+    proxy = make_proxy(upstream=_refused_url(), retry_attempts=3, retry_base_delay=0.01)
     sent: list[httpx.Request] = []
     client = openai.OpenAI(  # the SDK's default: 2 retries of its own
         base_url=proxy.base_url,
@@ -218,8 +277,8 @@ def test_after_the_proxy_retried_a_refused_connection_the_openai_sdk_does_not_re
     with pytest.raises(openai.InternalServerError) as raised:
         client.chat.completions.create(model="m", messages=BODY["messages"], stream=stream)
 
-    assert _upstream_attempts(proxy) == 3
-    assert len(sent) == 1
+    assert _upstream_attempts(proxy) == 6  # 3 of the first call, 3 of the SDK's one retry: the shared budget
+    assert len(sent) == 2
     assert raised.value.status_code == 502
     assert raised.value.response.headers["x-should-retry"] == "false"
     assert raised.value.response.headers["x-loopwarden-upstream-attempts"] == "3"
@@ -227,9 +286,10 @@ def test_after_the_proxy_retried_a_refused_connection_the_openai_sdk_does_not_re
 
 @pytest.mark.parametrize("path", ["/chat/completions", "/embeddings"])
 def test_an_error_after_the_proxy_retried_says_how_many_attempts_and_not_to_retry(make_proxy, path):
-    proxy = make_proxy(upstream=_refused_url(), retry_attempts=2)
+    proxy = make_proxy(upstream=_refused_url(), retry_attempts=2, retry_base_delay=0.01)
 
-    response = httpx.post(f"{proxy.base_url}{path}", json=BODY, headers=AUTH)
+    httpx.post(f"{proxy.base_url}{path}", json=BODY, headers=AUTH)
+    response = httpx.post(f"{proxy.base_url}{path}", json=BODY, headers=AUTH)  # the client's retry
 
     assert response.status_code == 502
     assert response.headers["x-loopwarden-upstream-attempts"] == "2"

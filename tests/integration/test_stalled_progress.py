@@ -69,9 +69,10 @@ def no_progress_judge(request: dict[str, Any]) -> Json:
     return verdict(request, True)
 
 
-STALLED_RUN = 8
+STALLED_RUN = 6
 """Searches the model makes before its session ends: 3 results (judged: a nudge, its calls
-handed back, one more search), then 6 results (judged again: the end)."""
+handed back, one more search), then at its next search (judged again: the end), on the
+client's 5th request: within the lowest turn caps clients set (Agents SDK max_turns 5)."""
 
 
 def sample(metrics: str, name: str, **labels: str) -> float:
@@ -93,8 +94,8 @@ def test_ever_new_queries_for_the_same_empty_result_end_with_no_progress_before_
     assert last.headers["x-loopwarden-terminated"] == "no_progress"
     assert summary_of(last.parse().choices[0].message.content) == SUMMARY
     assert len(responses) < CLIENT_CAP
-    assert len(responses) == 7
-    assert [is_progress_question(r.json()) for r in upstream.judge_requests] == [True, True]  # at 3 and 6 results
+    assert len(responses) == 5
+    assert [is_progress_question(r.json()) for r in upstream.judge_requests] == [True, True]  # at 3 and 4 results
     nudge = next(r.json()["messages"] for r in upstream.requests if "Not run:" in r.body.decode())
     assert nudge[-1]["role"] == "tool"
     assert "same result" in nudge[-1]["content"]
@@ -170,10 +171,10 @@ def test_smolagents_observations_stall_and_end_through_final_answer(proxy, upstr
         api_key="sk-p",
         client_kwargs={"max_retries": 0, "default_headers": {"X-Session-Id": "smol-stalled"}},
     )
-    agent = ToolCallingAgent(tools=[search], model=model, max_steps=CLIENT_CAP, verbosity_level=0)
+    agent = ToolCallingAgent(tools=[search], model=model, max_steps=5, verbosity_level=0)  # its low end
 
     assert summary_of(agent.run(TASK)) == SUMMARY
     assert sum(is_progress_question(r.json()) for r in upstream.judge_requests) == 2
     sent = upstream.requests[-2].json()["messages"]
     observations = [m for m in sent if m["role"] == "user" and "Observation:" in json.dumps(m["content"])]
-    assert len(observations) >= 6
+    assert len(observations) >= 4

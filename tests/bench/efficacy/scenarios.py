@@ -165,7 +165,13 @@ def weather(city: str) -> str:
     with a digit in it, a station code the network does not know, the same answer each time)."""
     if any(ch.isdigit() for ch in city):
         return json.dumps({"city": city, "error": "no station with this name", "source": "station network"})
-    mark = zlib.crc32(city.strip().lower().encode())  # each place its own reading
+    mark = zlib.crc32(city.strip().lower().encode())
+    if city.strip().lower() in WEATHER and city != city.strip().title():  # the flaky backend's fault
+        stamp = zlib.crc32(city.encode())
+        return (
+            f"503 Service Unavailable: weather backend overloaded (request_id={stamp:08x}, "
+            f"at 2026-12-01T10:{stamp % 60:02d}:{stamp // 60 % 60:02d}Z)"
+        )  # each place its own reading
     temp, sky = WEATHER.get(city.strip().lower(), (mark % 25, "cloudy"))
     return json.dumps(
         {
@@ -210,12 +216,16 @@ MISBEHAVIOURS = {
     "token_hog": "researches every city, 2,500 tokens a step",
     "ever_new": "new station names for Berlin, the same 'no station' answer",
     "wander": "both cities, then a new place every step, never an answer",
+    "flaky": "Paris spelled anew each time (paris, 'PARIS '…), the tool answers 503 with a fresh request id",
 }
-CAPS = {"repeat": 6, "cycle": 6, "wander": 50}
+CAPS = {"repeat": 6, "cycle": 6, "ever_new": 6, "flaky": 5, "wander": 50}
 """Tight but ordinary client caps: six model requests (the Agents SDK's ``max_turns`` or a
-LangGraph ``recursion_limit`` in common configurations) for the loops, and for ``wander`` a
+LangGraph ``recursion_limit`` in common configurations) for the loops, five (smolagents'
+``max_steps`` at its low end) for the flaky tool, and for ``wander`` a
 limit equal to the ``steps`` policy's ``max_steps``, so the proxy's ending must come first."""
 POLICIES = {"wander": "steps"}
+SPELLINGS = ("paris", "PARIS ", " Paris", "pARIS", "paris ", "PaRiS", " PARIS", "parIS")
+"""How the flaky scenario's model spells Paris: each time anew, never as the backend wants it."""
 STORM = (2, 6)
 """The rate-limit storm: agent requests 2 to 6 of a run get 429 with ``Retry-After: 1``."""
 WELL_BEHAVED = {
@@ -463,6 +473,8 @@ def _respond(scenario: Scenario, seen: Seen, request_number: int) -> Reply:
         return Reply(json.dumps({"paris_c": WEATHER["paris"][0]}))
     if name == "ever_new" and paris_done and "berlin" not in seen.found:
         return Reply(tool_calls=[_call(f"Berolina {seen.calls}", seen.calls)])
+    if name == "flaky" and not paris_done:
+        return Reply(tool_calls=[_call(SPELLINGS[seen.calls % len(SPELLINGS)], seen.calls)])
     if name == "wander":
         missing = [c for c in ("Paris", "Berlin") if c.lower() not in seen.found]
         return Reply(tool_calls=[_call(missing[0] if missing else _place(seen.calls), seen.calls)])

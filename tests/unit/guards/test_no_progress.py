@@ -6,8 +6,9 @@ import pytest
 
 from proxy.exchange import Message, Note, ToolCall
 from proxy.guards import NoProgressGuard
-from proxy.guards.no_progress import trailing_run
+from proxy.guards.no_progress import remember_results, trailing_run
 from proxy.policy.models import Policy
+from proxy.session.base import SessionDelta, SessionState
 from proxy.verdict import PASS, Finalize, Nudge, Pass
 from tests.unit.guards.given import TASK, called, context, conversation, reply, session
 
@@ -157,3 +158,38 @@ def test_the_same_reply_again(messages, given, strikes, policy, expected):
 )
 def test_trailing_run(items, limit, run):
     assert trailing_run(items, limit) == run
+
+
+def _remembered(*results: str) -> SessionState:
+    """The session after requests that carried ``results`` (one each, call ids c0, c1, ...)."""
+    delta = SessionDelta()
+    for n, result in enumerate(results):
+        chained = conversation(Message("tool", result, call_id=f"c{n}"), held_upstream=True)
+        remember_results(delta, chained, POLICY.no_progress)
+    return delta.applied_to(SessionState())
+
+
+def test_a_chained_request_counts_the_results_the_server_holds():
+    state = _remembered("pending", "pending")
+    chained = conversation(Message("tool", "pending", call_id="c2"), held_upstream=True)
+
+    assert NoProgressGuard().check_request(context(POLICY, state, chained)) == SAME_RESULTS
+
+
+def test_a_result_the_client_sent_twice_counts_once():
+    state = _remembered("pending", "pending")  # c0, then c1
+    resent = conversation(Message("tool", "pending", call_id="c0"), held_upstream=True)
+    chained = conversation(Message("tool", "pending", call_id="c9"), held_upstream=True)
+    delta = SessionDelta()
+    remember_results(delta, resent, POLICY.no_progress)
+    once = _remembered("pending")
+    remember_results(delta, resent, POLICY.no_progress)
+
+    assert NoProgressGuard().check_request(context(POLICY, delta.applied_to(once), chained)) is PASS
+    assert NoProgressGuard().check_request(context(POLICY, state, chained)) == SAME_RESULTS
+
+
+def test_a_request_that_resends_its_history_ignores_the_remembered_results():
+    state = _remembered("pending", "pending")
+
+    assert NoProgressGuard().check_request(context(POLICY, state, conversation(*called("pending")))) is PASS

@@ -140,6 +140,16 @@ async def test_the_last_strike_ends_the_session_with_no_progress():
     assert "every search came back empty" in verdict.detail
 
 
+async def test_after_a_no_the_judge_is_asked_again_at_the_next_call_so_the_ending_comes_one_request_later():
+    judge = FakeJudge(NO_PROGRESS)
+    ctx = context(JUDGE_POLICY, native(echoing(4)), strikes=JUDGE_POLICY.no_progress.max_strikes - 1)
+
+    verdict = await decide(StalledProgressGuard(judge), next_call(), ctx)  # type: ignore[arg-type]
+
+    assert isinstance(verdict, Finalize)
+    assert len(judge.asked) == 1
+
+
 async def test_steps_the_judge_finds_progressing_pass_and_clear_the_strike():
     judge = FakeJudge(PROGRESS)
 

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from proxy.errors import UpstreamDisconnected, UpstreamTimeout, UpstreamUnreachable
+from proxy.observe.metrics import Metrics
 from proxy.settings import Settings
 from proxy.upstream.client import UpstreamClient
 from tests.support.waiting import async_wait_for
@@ -97,7 +98,7 @@ async def test_retries_stop_when_the_retry_budget_is_spent():
     outcomes = [503] * 100
     client, calls, _ = _client(outcomes, retry_attempts=3, retry_budget=0.0)
 
-    replies = [await _send(client) for _ in range(10)]
+    replies = [await client.send("POST", "http://up/v1/chat/completions", [], b"%d" % n) for n in range(10)]
 
     assert all(r.response.status_code == 503 for r in replies)
     assert len(calls) == 10 + 10  # the burst of 10 retries, then none at all
@@ -112,10 +113,12 @@ async def test_a_non_ascii_header_value_is_sent_as_utf8():
 
 
 async def test_an_error_after_retries_carries_the_attempts_and_asks_clients_not_to_retry():
-    client, _, _ = _client([httpx.ConnectError("refused")] * 3, retry_attempts=3)
+    client, _, _ = _client([httpx.ConnectError("refused")] * 6, retry_attempts=3)  # 6 shared with the client
+    with pytest.raises(UpstreamUnreachable):
+        await _send(client)
 
     with pytest.raises(UpstreamUnreachable) as raised:
-        await _send(client)
+        await _send(client)  # the client's retry
 
     assert raised.value.headers == {"x-loopwarden-upstream-attempts": "3", "x-should-retry": "false"}
 
@@ -169,9 +172,10 @@ async def test_named_waits_stop_at_the_paced_attempts():
 
 
 async def test_a_retried_5xx_without_retry_after_asks_clients_not_to_retry():
-    client, _, _ = _client([503, 503, 503], retry_attempts=3)
+    client, _, _ = _client([503] * 6, retry_attempts=3)
 
-    reply = await _send(client)
+    await _send(client)
+    reply = await _send(client)  # the client's retry spends the shared budget
 
     assert reply.retries_spent
 
@@ -205,3 +209,78 @@ async def test_distinct_long_urls_are_not_kept_parsed():
         tracemalloc.stop()
 
     assert held < 2_000_000  # 200 parsed 60 kB URLs kept would hold ~24 MB
+
+
+# -- the budget a request shares with the client's retries of it ---------------------------
+
+
+async def test_a_client_retry_of_the_same_request_gets_the_attempts_left():
+    client, calls, _ = _client([503, 503, 503, 200], retry_attempts=3)
+
+    first = await _send(client)
+    again = await _send(client)
+
+    assert (first.response.status_code, first.budget_left, first.retries_spent) == (503, True, False)
+    assert (again.response.status_code, again.attempts) == (200, 1)
+    assert len(calls) == 4
+
+
+async def test_the_shared_budget_bounds_the_attempts_of_a_request_and_its_client_retries():
+    client, calls, _ = _client([503] * 10, retry_attempts=3)
+
+    replies = [await _send(client) for _ in range(3)]
+
+    assert [r.attempts for r in replies] == [3, 3, 1]
+    assert [r.retries_spent for r in replies] == [False, True, False]  # the last: a single attempt
+    assert len(calls) == 7
+
+
+async def test_an_error_while_the_shared_budget_lasts_leaves_retrying_to_the_client():
+    client, _, _ = _client([httpx.ConnectError("refused")] * 3, retry_attempts=3)
+
+    with pytest.raises(UpstreamUnreachable) as raised:
+        await _send(client)
+
+    assert raised.value.headers == {"x-loopwarden-upstream-attempts": "3"}
+
+
+async def test_a_client_retry_backs_off_longer_than_the_first_request():
+    client, _, sleeps = _client([503] * 6, retry_attempts=3)
+
+    await _send(client)
+    await _send(client)
+
+    assert sleeps == [0.5, 1.0, 4.0, 8.0]  # full jitter drawn at its top; 8 s is retry_max_delay
+
+
+async def test_different_bodies_or_keys_are_different_requests():
+    client, calls, _ = _client([503] * 12, retry_attempts=2)  # 4 shared
+
+    for _ in range(2):
+        await client.send("POST", "http://up/v1/chat/completions", [], b"{}")
+        await client.send("POST", "http://up/v1/chat/completions", [], b'{"a": 1}')
+        await client.send("POST", "http://up/v1/chat/completions", [("authorization", "Bearer other")], b"{}")
+
+    assert len(calls) == 12  # each of the three its own 4
+
+
+async def test_a_spent_shared_budget_is_logged_and_counted(log_records):
+    metrics = Metrics()
+    calls: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return httpx.Response(503, json={})
+
+    async def sleep(seconds: float) -> None:
+        return None
+
+    settings = Settings(upstream="http://up/v1", retry_attempts=3)
+    client = UpstreamClient(settings, httpx.MockTransport(handler), sleep=sleep, metrics=metrics)
+
+    await _send(client)
+    await _send(client)
+
+    (record,) = [r for r in log_records if r.getMessage() == "upstream_retries_exhausted"]
+    assert record.fields == {"attempts": 3, "shared": 6, "fault": "503"}
+    assert metrics.registry.get_sample_value("loopwarden_upstream_attempts_total", {"outcome": "exhausted"}) == 1.0
