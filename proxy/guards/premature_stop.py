@@ -8,7 +8,9 @@ replies pass. Not done → the model is told why and continues, transparently. A
 times out, errs or returns anything but a valid verdict with its nonce counts as not done
 unless ``judge_fail_open``. A definite verdict is reused for the same task and answer for
 ``verdict_memory_secs``. With the judge off, a long task answered in a few words is
-still nudged (``detect_short_response``). What the judge did rides on the verdict
+still nudged (``detect_short_response``). A long reply that only hands the turn back (a
+question to the user, an announced next step, little else: :mod:`proxy.guards.hand_back`)
+is judged all the same, or with the judge off nudged (``hand_back_check``). What the judge did rides on the verdict
 (:class:`~proxy.verdict.JudgeCall`) for the step log to count: the guard writes no metrics.
 """
 
@@ -19,7 +21,9 @@ import asyncio
 from proxy.exchange import Channel, Echo, Note, PartialReply, Reply, ReturnCalls, Turn
 from proxy.guards.base import GuardContext
 from proxy.guards.fingerprint import CALL_SEQUENCE
+from proxy.guards.hand_back import hands_back, substance
 from proxy.judge.client import Judge, JudgeRequest
+from proxy.policy.models import JudgeSettings
 from proxy.schemas.compiled import answer_errors
 from proxy.session.base import FIELDS
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass, ReplyVerdict
@@ -29,6 +33,27 @@ __all__ = ["PrematureStopGuard"]
 STRIKE = "judge_continue"
 _STOPPED_EARLY = "the model kept answering before the task was done, as often as the policy allows"
 _SKIPPED = Pass(seen=(JudgeCall("skipped"),))
+_HANDED_BACK = "the reply only asks what to do next or announces work, it gives no answer"
+_SENTENCE_DONE = (".", "!", "?", "\n", ":")
+
+
+def _hands_back(answer: str, settings: JudgeSettings) -> bool:
+    """A long reply that hands the turn back (see :mod:`proxy.guards.hand_back`)."""
+    return (
+        settings.hand_back_check
+        and len(answer) < settings.hand_back_max_chars
+        and hands_back(answer, settings.hand_back_min_substance)
+    )
+
+
+def _answers_so_far(text: str, settings: JudgeSettings) -> bool:
+    """What of a streamed text has arrived already holds an answer's substance (its complete
+    sentences only: the one still arriving may yet turn into a question), or is too long to
+    be a hand-back: the rest cannot make it one."""
+    if not settings.hand_back_check or len(text) >= settings.hand_back_max_chars:
+        return True
+    cut = max(text.rfind(mark) for mark in _SENTENCE_DONE)
+    return cut > 0 and substance(text[: cut + 1])[0] >= settings.hand_back_min_substance
 
 
 def _answer(reply: Reply, completion_tools: tuple[str, ...]) -> tuple[str | None, str | None]:
@@ -97,6 +122,9 @@ class PrematureStopGuard:
             return PASS
         task = _task(context)
         if target is None:
+            if len(answer) >= settings.judge_skip_threshold and _hands_back(answer, settings):
+                text = context.policy.nudges.judge_not_done.format(reason=_HANDED_BACK)
+                return Nudge("hand_back_nudge", _HANDED_BACK, _continue_turns(reply, call_id, text), STRIKE)
             short = len(task) >= settings.long_task_chars and len(answer.strip()) < settings.short_response_chars
             if settings.detect_short_response and short:
                 text = context.policy.nudges.short_response
@@ -109,7 +137,8 @@ class PrematureStopGuard:
             return PASS
         if reply.preamble and call_id is None:
             return _preamble(reply, context, exhausted)
-        if len(answer) >= settings.judge_skip_threshold or len(task) + len(answer) > settings.judge_max_input_chars:
+        long = len(answer) >= settings.judge_skip_threshold and not _hands_back(answer, settings)
+        if long or len(task) + len(answer) > settings.judge_max_input_chars:
             return _SKIPPED
         if not settings.judge_schema_valid_answers and await _schema_valid(reply, context):
             return _SKIPPED
@@ -155,8 +184,9 @@ class PrematureStopGuard:
         )
 
     def holds(self, partial: PartialReply, context: GuardContext) -> int:
-        """A text that may end the task waits until it is long enough to pass unjudged (then it
-        streams on); a shorter one is judged whole at the end. A completion tool call waits."""
+        """A text that may end the task waits until it is long enough to pass unjudged and holds
+        an answer's substance (then it streams on); any other is judged whole at the end.
+        A completion tool call waits."""
         settings = context.policy.judge
         used_tools = context.conversation.used_tools or bool(context.state.items(CALL_SEQUENCE))
         llm = settings.use_llm_judge and context.judge_target is not None
@@ -166,12 +196,11 @@ class PrematureStopGuard:
         tools = Channel.TOOL_CALLS if settings.completion_tools else Channel.NONE
         if partial.has_tool_calls:
             return tools
-        if llm:
-            short = partial.text_length < settings.judge_skip_threshold
-        elif settings.detect_short_response:
+        short = (llm and partial.text_length < settings.judge_skip_threshold) or not _answers_so_far(
+            partial.content, settings
+        )
+        if not llm and not short and settings.detect_short_response:
             task = _task(context)
             answer = partial.content.strip()
             short = len(task) >= settings.long_task_chars and len(answer) < settings.short_response_chars
-        else:
-            short = False
         return tools | (Channel.TEXT if short else Channel.NONE)

@@ -148,6 +148,19 @@ class JudgeSettings(BaseModel):
 
     use_llm_judge: bool = True
     judge_skip_threshold: int = Field(256, ge=0, description="Replies at least this long are not judged.")
+    hand_back_check: bool = Field(
+        True,
+        description="A reply of judge_skip_threshold or more that only asks the user what to do next or only "
+        "announces work (little else in it) is judged all the same: a local check, no model call for a real answer.",
+    )
+    hand_back_min_substance: int = Field(
+        100, ge=1, description="A reply with at least this many characters besides questions and plans is an answer."
+    )
+    hand_back_max_chars: int = Field(
+        1500,
+        ge=0,
+        description="Replies at least this long are never taken for a hand-back (a stream holds no longer).",
+    )
     judge_fail_open: bool = Field(False, description="false: a judge timeout or error counts as not done.")
     judge_timeout_secs: float = Field(10.0, gt=0)
     detect_short_response: bool = Field(True, description="Long task + short reply: nudge, even with the judge off.")

@@ -16,6 +16,7 @@ from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass
 from proxy.wire.chat.format import CHAT_COMPLETIONS
 from proxy.wire.responses.format import RESPONSES
 from proxy.wire.responses.parse import parse_reply
+from tests.support.answer_shapes import LEGITIMATE
 from tests.support.fake_judge import FakeJudge
 from tests.support.fake_responses import message, response
 from tests.unit.guards.given import context, conversation, reply, session
@@ -366,3 +367,49 @@ async def test_a_final_answer_is_judged_as_usual():
 
     assert isinstance(verdict, Pass)
     assert len(judge.asked) == 1
+
+
+HAND_BACK = reply(
+    "I found the weather. Would you like me to look up the local time as well, or would you rather I check "
+    "the forecast for the coming days first, or compare the two cities' averages for this time of year?"
+    " Just tell me which of these you prefer and I will do it right away for you."
+)
+HAND_BACK_OFF = Policy.model_validate({"judge": {"hand_back_check": False}})
+
+
+async def test_a_long_reply_that_hands_the_turn_back_is_judged():
+    judge = FakeJudge(NOT_DONE)
+
+    verdict = await PrematureStopGuard(judge).check_reply(HAND_BACK, context(POLICY, talk=USED_TOOLS, judge=TARGET))  # type: ignore[arg-type]
+
+    assert isinstance(verdict, Nudge)
+    assert verdict.kind == "judge_continue"
+    assert len(judge.asked) == 1
+
+
+async def test_a_long_hand_back_passes_unjudged_with_the_check_off():
+    judge = FakeJudge(NOT_DONE)
+
+    verdict = await PrematureStopGuard(judge).check_reply(
+        HAND_BACK, context(HAND_BACK_OFF, talk=USED_TOOLS, judge=TARGET)
+    )  # type: ignore[arg-type]
+
+    assert verdict == SKIPPED
+    assert judge.asked == []
+
+
+async def test_a_long_hand_back_is_nudged_with_the_judge_off():
+    verdict = await PrematureStopGuard(FakeJudge(DONE)).check_reply(HAND_BACK, context(JUDGE_OFF, talk=USED_TOOLS))  # type: ignore[arg-type]
+
+    assert isinstance(verdict, Nudge)
+    assert verdict.kind == "hand_back_nudge"
+
+
+@pytest.mark.parametrize("text", list(LEGITIMATE.values()), ids=list(LEGITIMATE))
+async def test_a_long_legitimate_answer_passes_without_a_judge_call(text):
+    judge = FakeJudge(NOT_DONE)
+
+    verdict = await PrematureStopGuard(judge).check_reply(reply(text), context(POLICY, talk=USED_TOOLS, judge=TARGET))  # type: ignore[arg-type]
+
+    assert verdict == SKIPPED
+    assert judge.asked == []

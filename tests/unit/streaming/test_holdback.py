@@ -121,10 +121,25 @@ def test_judge_holds_a_short_answer_after_tool_use():
     assert guard.holds(partial("Done."), context(AFTER_TOOLS)) & Channel.TEXT
 
 
-def test_judge_releases_text_past_the_skip_threshold():
+def test_judge_releases_text_past_the_skip_threshold_whose_sentences_hold_an_answer():
     guard = PrematureStopGuard(Judge(None))  # type: ignore[arg-type]
 
-    assert not guard.holds(partial("x" * 256), context(AFTER_TOOLS)) & Channel.TEXT
+    assert not guard.holds(partial("Lyon has 522,250 inhabitants. " * 9), context(AFTER_TOOLS)) & Channel.TEXT
+
+
+def test_judge_holds_long_text_that_so_far_only_hands_the_turn_back():
+    guard = PrematureStopGuard(Judge(None))  # type: ignore[arg-type]
+    asking = "I found it. " + "Would you like me to look up the other districts as well, or the suburbs? " * 4
+
+    assert guard.holds(partial(asking), context(AFTER_TOOLS)) & Channel.TEXT
+
+
+def test_judge_releases_long_text_that_hands_back_with_the_check_off():
+    guard = PrematureStopGuard(Judge(None))  # type: ignore[arg-type]
+    asking = "I found it. " + "Would you like me to look up the other districts as well, or the suburbs? " * 4
+    off = Policy.model_validate({"judge": {"hand_back_check": False}})
+
+    assert not guard.holds(partial(asking), context(AFTER_TOOLS, policy=off)) & Channel.TEXT
 
 
 def test_judge_holds_nothing_before_any_tool_use():
