@@ -286,6 +286,7 @@ MESSAGE_STREAM_TOOLS_RESPONSE = _message_stream(
     "tool_use",
 )
 
+
 def _gemini_chunk(parts: list[dict[str, object]], finish: str | None = None) -> dict[str, object]:
     candidate: dict[str, object] = {"content": {"role": "model", "parts": parts}, "index": 0}
     chunk: dict[str, object] = {"candidates": [candidate], "modelVersion": "m", "responseId": "gemini-bench"}
