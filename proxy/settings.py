@@ -134,7 +134,15 @@ class Settings(BaseSettings):
         description="Seconds a client has to send a request's headers, from connecting or from the request's "
         "first byte; a slower client's connection is closed (0 = no limit).",
     )
-    max_body_bytes: int = Field(10 * MiB, gt=0, description="Largest request body accepted (413 above).")
+    max_body_bytes: int = Field(
+        10 * MiB, gt=0, description="Largest request body accepted (413 above), and WebSocket message (closed 1009)."
+    )
+    socket_idle_timeout: float = Field(
+        300.0,
+        ge=0,
+        description="Seconds a Responses WebSocket may stay open with no event and no response in flight; "
+        "then it is closed with 1000 (0 = no limit).",
+    )
     max_reply_bytes: int = Field(
         64 * MiB,
         gt=0,

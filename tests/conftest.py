@@ -17,7 +17,8 @@ from tests.support.fake_upstream import FakeUpstream
 from tests.support.proxy_server import RunningProxy, start_proxy
 from tests.support.waiting import wait_for
 
-pytest_plugins = ["tests.support.fake_messages"]  # the fake Messages API's fixtures
+# the fake Messages and Gemini APIs' fixtures
+pytest_plugins = ["tests.support.fake_messages", "tests.support.fake_gemini"]
 
 # Property tests are bounded by their examples, not by time: hypothesis's default 200 ms
 # deadline per example fails a correct test on a busy machine.

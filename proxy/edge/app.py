@@ -281,7 +281,10 @@ def create_app(
     background: list[asyncio.Task[None]] = []
 
     guarded = {wire.route: routes.model_route(wire) for wire in FORMATS}
-    model_calls = [asgi(wire.route, copy_scope=False, name=wire.name)(guarded[wire.route]) for wire in FORMATS]
+    model_calls = [
+        asgi(wire.route, is_mount=wire.addressing is not None, copy_scope=False, name=wire.name)(guarded[wire.route])
+        for wire in FORMATS
+    ]
 
     @asgi(list(CLAUDE_TELEMETRY), copy_scope=False)
     async def claude_telemetry(scope: object, receive: object, send: object) -> None:

@@ -13,7 +13,10 @@ descriptor forever (slowloris). Two protocol classes close both holes:
   not arrived ``header_timeout`` seconds after the connection opened or the request began.
 - :func:`guarded_websocket_protocol` wraps the WebSocket protocol so that a handshake the
   library cannot parse gets a 400 and a close instead of silence (uvicorn 0.55 and newer
-  answer it themselves; the wrapper then stays quiet).
+  answer it themselves; the wrapper then stays quiet). On shutdown it leaves open a socket
+  whose app says a response is in flight (:data:`BUSY` in the scope's extensions): the app
+  closes it with 1001 once that response is done, within the graceful-shutdown grace;
+  every other socket is closed at once (1012), as uvicorn does.
 """
 
 from __future__ import annotations
@@ -25,7 +28,12 @@ from typing import Any, cast
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.websockets.auto import AutoWebSocketsProtocol
 
-__all__ = ["GuardedHttpProtocol", "guarded_websocket_protocol"]
+__all__ = ["BUSY", "DRAIN", "GuardedHttpProtocol", "guarded_websocket_protocol"]
+
+BUSY = "loopwarden.socket_busy"
+"""The scope extension through which a socket's app says whether a response is in flight."""
+DRAIN = "loopwarden.socket_drain"
+"""The scope extension set when the server stops while the socket's response is in flight."""
 
 logger = logging.getLogger(__name__)
 
@@ -112,5 +120,14 @@ def guarded_websocket_protocol() -> type[asyncio.Protocol] | None:
             if failed and not self.handshake_initiated and not self.transport.is_closing():
                 self.transport.write(BAD_HANDSHAKE)
                 self.transport.close()
+
+        def shutdown(self) -> None:
+            scope = getattr(self, "scope", None)
+            extensions = scope.get("extensions") if isinstance(scope, dict) else None
+            busy = extensions.get(BUSY) if isinstance(extensions, dict) else None
+            if isinstance(extensions, dict) and callable(busy) and busy():
+                extensions[DRAIN] = True  # the app closes the socket (1001) once its response is done
+                return
+            super().shutdown()
 
     return GuardedWebSocketProtocol

@@ -12,7 +12,8 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import msgspec
 from litestar.enums import ScopeType
@@ -23,6 +24,7 @@ from proxy.edge.client_watch import ResponseTracker, unless_client_leaves
 from proxy.edge.http import ClientDisconnected, header, read_body, send_error, send_reply
 from proxy.edge.passthrough import Passthrough, passthrough_wire, upstream_headers
 from proxy.edge.request_schemas import compile_request_schemas
+from proxy.edge.responses_socket import SOCKET_FORMATS, serve_socket
 from proxy.edge.tenants import API_KEY_HEADERS, Credentials, Tenant, TenantDirectory
 from proxy.edge.websockets import NO_WEBSOCKETS, asks_websocket, refuse_websocket
 from proxy.errors import (
@@ -46,7 +48,8 @@ from proxy.upstream.client import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
 from proxy.upstream.headers import reply_headers
 from proxy.upstream.paths import passthrough_route, passthrough_url
 from proxy.upstream.relayed_errors import credential_values, relayed_error, secret_forms
-from proxy.wire.base import WireFormat
+from proxy.wire.base import Address, WireFormat
+from proxy.wire.gemini.address import keyed
 
 __all__ = ["ProxyRoutes", "Readiness"]
 
@@ -101,27 +104,75 @@ class ProxyRoutes:
     # -- entry points ---------------------------------------------------------------
 
     def model_route(self, wire: WireFormat) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
-        """The guarded handler of one wire format's model call (its ``route``)."""
+        """The guarded handler of one wire format's model call (its ``route``; for a format whose
+        path names the call, its mount: what is not a model call there is passed through)."""
 
         async def handle(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == ScopeType.WEBSOCKET and wire.name in SOCKET_FORMATS:
+                await self._socket(wire, scope, receive, send)
+                return
+            address = None
+            if wire.addressing is not None:
+                scope = _keyed(scope)
+                address = wire.addressing.guarded(scope.get("raw_path") or b"")
+                if address is None:  # Gemini's countTokens, models
+                    await self.passthrough(scope, receive, send)
+                    return
+
             async def serve(scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
-                return await self._model_call(wire, scope, receive, tracker)
+                return await self._model_call(wire, scope, receive, tracker, address)
 
             await self._guarded(serve, scope, receive, send, wire.name, wire)
 
         return handle
 
+    async def _socket(self, wire: WireFormat, scope: Any, receive: Any, send: Any) -> None:
+        """A WebSocket on a format's route: authenticated at its handshake, then each of its
+        ``response.create`` events served as one request of this route."""
+
+        async def refusal() -> tuple[int, bytes] | None:
+            try:
+                credentials = self._authenticate(scope, ResponseTracker(send, begin()))
+                self.policy_for(credentials.tenant, header(scope, b"x-loopwarden-policy"))
+            except ProxyError as exc:
+                self._metrics.of(self._metrics.requests, "-", wire.name, f"{exc.status // 100}xx").inc()
+                log_event("request", {"route": wire.name, "method": "WEBSOCKET", "status": exc.status})
+                return exc.status, wire.codec.error_body(exc)
+            return None
+
+        async def turn(turn_scope: HTTPScope, body: bytes, respond: Any, watch: Any) -> None:
+            async def serve(scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
+                return await self._model_call(wire, scope, receive, tracker, body=body)
+
+            await self._guarded(serve, turn_scope, watch, respond, wire.name, wire)
+
+        idle = self._settings.socket_idle_timeout
+        await serve_socket(scope, receive, send, refusal, turn, idle, lambda: self._readiness.draining)
+
     async def passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope = _keyed(scope)
+        raw = scope.get("raw_path") or b""
         wire = passthrough_wire(scope)  # type: ignore[arg-type]
-        await self._guarded(
-            self._passthrough, scope, receive, send, passthrough_route(scope.get("raw_path") or b""), wire
-        )
+        if wire is not None and wire.addressing is not None:
+            if wire.addressing.guarded(raw) is not None:  # the SDK's /v1/models/{model}:generateContent
+                await self.model_route(wire)(scope, receive, send)
+                return
+            scope = {**scope, "raw_path": wire.addressing.passthrough_path(raw)}  # type: ignore[assignment]
+        await self._guarded(self._passthrough, scope, receive, send, passthrough_route(scope["raw_path"]), wire)
 
     # -- handlers -------------------------------------------------------------------
 
     async def _model_call(
-        self, wire: WireFormat, scope: HTTPScope, receive: Receive, tracker: ResponseTracker
+        self,
+        wire: WireFormat,
+        scope: HTTPScope,
+        receive: Receive,
+        tracker: ResponseTracker,
+        address: Address | None = None,
+        body: bytes | None = None,
     ) -> dict[str, object]:
+        """One model call; ``address``: what a format whose path names the call read from it
+        (Gemini's model and whether it streams); ``body``: a WebSocket event's, read already."""
         send: Send = tracker.send  # type: ignore[assignment]
         if scope["method"] != "POST":
             raise MethodNotAllowed(
@@ -129,10 +180,14 @@ class ProxyRoutes:
             )
         credentials = self._authenticate(scope, tracker)
         policy = self.policy_for(credentials.tenant, header(scope, b"x-loopwarden-policy"))
-        body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
+        if body is None:
+            body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
         payload = _parse_object(body)
+        parsed = wire.codec.parse_request(payload)
+        if address is not None:  # the path names the model and whether it streams
+            parsed = replace(parsed, model=address.model, stream=address.stream)
         conversation = await compile_request_schemas(
-            wire.codec.declared_schemas(payload), wire.codec.parse_request(payload), self._schemas, len(body)
+            wire.codec.declared_schemas(payload), parsed, self._schemas, len(body)
         )
         hint = wire.codec.session_hint(payload, lambda name: header(scope, name))
         point = await self._pipeline.resume(wire.chains, credentials.namespace, payload)
@@ -160,7 +215,7 @@ class ProxyRoutes:
             payload=payload,
             body=body,
             conversation=conversation,
-            url=_model_url(credentials.tenant.upstream_url, wire, scope["query_string"]),
+            url=_model_url(credentials.tenant.upstream_url, wire, scope["query_string"], address),
             headers=upstream_headers(scope, credentials, wire, identity_encoding=True),
             stream=conversation.stream,
             daily_tokens=credentials.tenant.daily_tokens,
@@ -322,13 +377,26 @@ class ProxyRoutes:
         await send_reply(send, response.status_code, headers, body)
 
 
-def _model_url(base_url: str, wire: WireFormat, query: bytes) -> str:
-    """Where a model call goes: the tenant's base plus the format's path, with the client's
-    query string when it sends one (Claude Code's ``?beta=true``, Azure's ``api-version``),
-    checked as a pass-through URL is."""
+def _model_url(base_url: str, wire: WireFormat, query: bytes, address: Address | None = None) -> str:
+    """Where a model call goes: the tenant's base plus the format's path (the one the path
+    names, for Gemini), with the client's query string when it sends one (Claude Code's
+    ``?beta=true``, Azure's ``api-version``), checked as a pass-through URL is."""
+    if address is not None and wire.addressing is not None:
+        query = wire.addressing.upstream_query(query, address.stream)
+        return str(passthrough_url(base_url, b"/v1" + address.upstream_path().encode(), query))
     if not query:
         return base_url + wire.upstream_path
     return str(passthrough_url(base_url, b"/v1" + wire.upstream_path.encode(), query))
+
+
+def _keyed(scope: Scope) -> Scope:
+    """The scope with a key sent as ``?key=`` (Google's clients) moved into ``x-goog-api-key``,
+    before anything reads the request: no log, metric, record or upstream URL carries it."""
+    query = scope.get("query_string") or b""
+    if b"key=" not in query:
+        return scope
+    moved, headers = keyed(query, list(scope["headers"]))
+    return {**scope, "query_string": moved, "headers": headers}  # type: ignore[return-value]
 
 
 def _api_key(scope: HTTPScope) -> str | None:

@@ -117,6 +117,7 @@ def build_server(settings: Settings, readiness: Readiness | None = None) -> Drai
         loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
         http=GuardedHttpProtocol.with_header_timeout(settings.header_timeout),
         ws=guarded_websocket_protocol() or "none",
+        ws_max_size=settings.max_body_bytes,
         lifespan="on",
         access_log=False,
         log_config=None,

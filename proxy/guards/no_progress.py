@@ -2,7 +2,9 @@
 
 Detected from what the request shows (the client resends its history); the first
 detections nudge, the ``max_strikes``-th ends the session with reason ``no_progress``.
-Results and texts are compared by digest after whitespace is collapsed.
+Results and texts are compared by digest after whitespace is collapsed; results also with
+their volatile fields masked (timestamps, ids, durations: :mod:`proxy.guards.volatile`)
+unless ``mask_volatile`` is off.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from proxy.exchange import Channel, PartialReply, Reply
 from proxy.guards.base import GuardContext
 from proxy.guards.fingerprint import digest
 from proxy.guards.strikes import strike_verdict
+from proxy.guards.volatile import without_volatile
 from proxy.verdict import PASS, ReplyVerdict, RequestVerdict
 
 __all__ = ["NoProgressGuard", "trailing_run"]
@@ -42,6 +45,8 @@ class NoProgressGuard:
         if not settings.enabled or not context.conversation.trailing_tool_results():
             return PASS
         results = [m.text for m in context.conversation.tool_results()]
+        if settings.mask_volatile:
+            results = [without_volatile(text) for text in results]
         run = trailing_run(results, settings.repeats)
         return strike_verdict(
             run >= settings.repeats,

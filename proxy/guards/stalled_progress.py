@@ -34,6 +34,7 @@ from proxy.exchange import (
     flattened_calls,
 )
 from proxy.guards.base import GuardContext
+from proxy.guards.volatile import without_volatile
 from proxy.judge.client import Judge, JudgeRequest
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass, ReplyVerdict
 
@@ -110,9 +111,10 @@ def _values(arguments: Any) -> list[str]:
 
 def masked(result: str, tool_call: ToolCall) -> str:
     """The result with the call's own argument values blanked out (longest first, any case),
-    whitespace collapsed: what it says apart from what the model passed in."""
+    and its volatile fields (timestamps, ids, durations), whitespace collapsed: what it says
+    apart from what the model passed in."""
     arguments, _ = tool_call.parsed_arguments()
-    text = result[:_MAX_RESULT_CHARS]
+    text = without_volatile(result[:_MAX_RESULT_CHARS])
     for value in sorted(set(_values(arguments)), key=len, reverse=True):
         text = re.sub(re.escape(value), "\u2026", text, flags=re.IGNORECASE)
     return _SPACE.sub(" ", text).strip()

@@ -1,5 +1,6 @@
-"""Failing tools: N consecutive tool results that the policy's patterns mark as errors end
-the session with reason ``tool_failures`` (a circuit breaker, not a retry)."""
+"""Failing tools: N consecutive tool results that the policy's patterns mark as errors, or
+whose shape is a failure's (:mod:`proxy.guards.failure_shapes`, unless ``shapes`` is off),
+end the session with reason ``tool_failures`` (a circuit breaker, not a retry)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from functools import lru_cache
 import regex
 
 from proxy.guards.base import GuardContext
+from proxy.guards.failure_shapes import failure_shape
 from proxy.policy.permissions import MATCH_TIMEOUT_SECS
 from proxy.verdict import PASS, Finalize, RequestVerdict
 
@@ -42,7 +44,7 @@ class ToolFailuresGuard:
         run = 0
         for message in reversed(context.conversation.tool_results()):
             text = message.text[:_SCANNED]
-            if not _fails(text, patterns):
+            if not _fails(text, patterns) and not (settings.shapes and failure_shape(text)):
                 break
             run += 1
         if run >= settings.max_consecutive:

@@ -22,6 +22,10 @@ cycle too long to repeat before those counts is warned at its first repeated cal
 (``p + 1``) and ended at the next (``p + 2``): never ended unwarned, unless the policy never
 warns (``warn_at`` = ``block_at``). Distinct calls never
 form a run: a run of new calls (new arguments each time) is never touched.
+
+A **near repeat** (the same call but for case and whitespace in its string arguments:
+``Paris``, ``paris``, ``PARIS ``) counts at a softer rung: warned at ``warn_at`` near calls
+like an exact repeat, ended at ``near_block_at`` (0: near repeats are not counted).
 """
 
 from __future__ import annotations
@@ -32,7 +36,14 @@ from dataclasses import dataclass
 
 from proxy.exchange import Channel, Note, PartialReply, Reply, ToolCall
 from proxy.guards.base import GuardContext
-from proxy.guards.fingerprint import CALL_COUNT_PREFIX, CALL_SEQUENCE, canonical_arguments, fingerprint
+from proxy.guards.fingerprint import (
+    CALL_COUNT_PREFIX,
+    CALL_SEQUENCE,
+    NEAR_COUNT_PREFIX,
+    canonical_arguments,
+    fingerprint,
+    near_fingerprint,
+)
 from proxy.policy.models import LoopSettings
 from proxy.verdict import PASS, Amend, Finalize, Nudge, ReplyVerdict, RequestVerdict
 
@@ -67,6 +78,13 @@ class Repetition:
     """0 for a repeated call, else the cycle's period."""
     warn_at: int
     block_at: int
+    near: bool = False
+    """A near repeat: the same call but for case and whitespace."""
+
+    @staticmethod
+    def near_of(calls: int, settings: LoopSettings) -> Repetition | None:
+        """A near repeat's rung (None: near repeats are off)."""
+        return Repetition(calls, 0, settings.warn_at, settings.near_block_at, True) if settings.near_block_at else None
 
     @staticmethod
     def of(calls: int, period: int, settings: LoopSettings) -> Repetition:
@@ -90,12 +108,16 @@ def _describe(tool_call: ToolCall) -> str:
     return f"{tool_call.name}({arguments})"
 
 
-def _what(tool_call: ToolCall, period: int) -> str:
+def _what(tool_call: ToolCall, period: int, near: bool = False) -> str:
+    if near:
+        return f"{_describe(tool_call)} (but for case and spacing)"
     return _describe(tool_call) if not period else f"a cycle of {period} calls ending with {_describe(tool_call)}"
 
 
 def _evidence(tool_call: ToolCall, found: Repetition) -> str:
     """The ending's evidence: the tool's name and the count, never its arguments."""
+    if found.near:
+        return f"{tool_call.name} was called {found.calls} times with the same arguments but for case and spacing"
     if not found.period:
         return f"{tool_call.name} was called {found.calls} times with the same arguments"
     return f"a cycle of {found.period} tool calls ending with {tool_call.name} repeated for {found.calls} calls"
@@ -116,17 +138,21 @@ class ToolLoopGuard:
         new: list[str] = []
         for tool_call in reply.tool_calls:
             mark = fingerprint(tool_call.name, tool_call.arguments)
+            near = NEAR_COUNT_PREFIX + near_fingerprint(tool_call.name, tool_call.arguments)
             in_reply[mark] += 1
+            in_reply[near] += 1
             new.append(mark)
             repeated = Repetition.of(context.state.counter(CALL_COUNT_PREFIX + mark) + in_reply[mark], 0, settings)
+            nearly = Repetition.near_of(context.state.counter(near) + in_reply[near], settings)
             cycles = cycle_runs([*sequence, *new], settings.max_period)
-            for found in (repeated, *(Repetition.of(calls, period, settings) for calls, period in cycles)):
+            found_here = (repeated, *(Repetition.of(calls, period, settings) for calls, period in cycles))
+            for found in (*found_here, *((nearly,) if nearly is not None and nearly.calls > repeated.calls else ())):
                 if worst is None or (found.level, found.calls) > (worst[0].level, worst[0].calls):
                     worst = (found, tool_call)
         if worst is None or not worst[0].level:
             return PASS
         found, tool_call = worst
-        what = _what(tool_call, found.period)
+        what = _what(tool_call, found.period, found.near)
         often = f"({found.calls} calls)" if found.period else f"{found.calls} times"
         if found.level == 2:
             return Finalize(
@@ -156,8 +182,12 @@ class ToolLoopGuard:
                 continue
             mark = fingerprint(tool_call.name, tool_call.arguments)
             count = context.state.counter(CALL_COUNT_PREFIX + mark)
+            near = context.state.counter(NEAR_COUNT_PREFIX + near_fingerprint(tool_call.name, tool_call.arguments))
             if count >= settings.warn_at:
                 notes[tool_call.id] = context.policy.nudges.loop_warning.format(call=_describe(tool_call), count=count)
+            elif settings.near_block_at and near >= settings.warn_at:
+                what = _what(tool_call, 0, near=True)
+                notes[tool_call.id] = context.policy.nudges.loop_warning.format(call=what, count=near)
             elif cycle is not None and mark in in_cycle:
                 what = _what(tool_call, cycle.period)
                 notes[tool_call.id] = context.policy.nudges.loop_warning.format(call=what, count=cycle.calls)

@@ -234,11 +234,19 @@ class LoopSettings(BaseModel):
         3, ge=1, le=10, description="Longest cycle (A-B-A-B is 2) counted as a loop; 1: exact repeats only."
     )
     history: int = Field(60, ge=4, le=500, description="Recent tool calls remembered per session.")
+    near_block_at: int = Field(
+        6,
+        ge=0,
+        description="Near repeats (the same call but for case and whitespace in its string arguments: Paris, "
+        "paris, 'PARIS '): warned at warn_at, the session ends (reason: loop) at this many calls; 0: off.",
+    )
 
     @model_validator(mode="after")
     def _warn_before_block(self) -> LoopSettings:
         if self.block_at < self.warn_at:
             raise ValueError("block_at must be at least warn_at")
+        if self.near_block_at and self.near_block_at < self.warn_at:
+            raise ValueError("near_block_at must be 0 or at least warn_at")
         return self
 
 
@@ -257,6 +265,11 @@ class NoProgressSettings(BaseModel):
         "same once each call's own argument values are masked, and the model calls it again. The judge (when "
         "on) is asked whether the steps make progress: no nudges, and the max_strikes-th no ends the session "
         "(no_progress); without the judge, a nudge. Asked again every as many more results. 0: off.",
+    )
+    mask_volatile: bool = Field(
+        True,
+        description="Compare tool results with their volatile fields masked (timestamps, UUIDs, request ids, "
+        "long hex ids, durations), so a result stamped anew each time still counts as the same.",
     )
 
 
@@ -288,6 +301,11 @@ class ToolFailureSettings(BaseModel):
             r'^\s*\{\s*"error"\s*:',
         ),
         description="Regexes (searched in the first 2,000 characters of a tool result) that mark a failure.",
+    )
+    shapes: bool = Field(
+        True,
+        description="Also recognise failures by their shape: HTTP status lines and JSON status fields of 400 "
+        "or more, tracebacks, errno names (ECONNREFUSED), non-zero exit codes in shell output.",
     )
 
     @field_validator("patterns")

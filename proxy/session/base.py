@@ -62,6 +62,8 @@ class FIELDS:
     response and so carries only its new items: what the completion judge checks against."""
     CALL_COUNT_PREFIX = "fp:"
     """How often the run received each tool call (by fingerprint)."""
+    NEAR_COUNT_PREFIX = "fpn:"
+    """How often the run received each call but for case and spacing (by near fingerprint)."""
     CALL_SEQUENCE = "fp_seq"
     """The run's last tool calls in order (fingerprints), for cycles."""
     RUN = "run"

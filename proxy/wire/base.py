@@ -37,6 +37,8 @@ from proxy.errors import ProxyError
 from proxy.exchange import Conversation, PartialReply, Reply, Tool, Turn, Usage
 
 __all__ = [
+    "Address",
+    "Addressing",
     "Chains",
     "Codec",
     "JudgeDialect",
@@ -332,6 +334,42 @@ class JudgeDialect(Protocol):
         ...
 
 
+class Address(Protocol):
+    """A guarded call as its path names it (see :class:`Addressing`)."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def stream(self) -> bool: ...
+
+    def upstream_path(self) -> str:
+        """What follows the tenant's upstream base URL for it."""
+        ...
+
+
+class Addressing(Protocol):
+    """A format whose path names the model and the method (Gemini's
+    ``/v1beta/models/{model}:streamGenerateContent``): its route is a mount, the path says what
+    the body does not, and some of its calls come below the OpenAI mount (``/v1/models/…``)."""
+
+    def guarded(self, raw_path: bytes) -> Address | None:
+        """The guarded call the path makes; None: a call passed through."""
+        ...
+
+    def claims(self, path: str, header: Callable[[bytes], str | None]) -> bool:
+        """A call below ``/v1`` that is this format's, not OpenAI's (``header`` reads one request header)."""
+        ...
+
+    def passthrough_path(self, raw_path: bytes) -> bytes:
+        """The path of a call passed through as the ``/v1`` pass-through takes it."""
+        ...
+
+    def upstream_query(self, query: bytes, stream: bool) -> bytes:
+        """The client's query string as the upstream gets it."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class WireFormat:
     """One wire format: where it is served and sent, and the roles it has."""
@@ -352,3 +390,5 @@ class WireFormat:
     """None: every request carries its whole history (nothing stored upstream to continue)."""
     transcript: Transcript | None
     """None: the upstream binds no reply to its exact prefix (nothing to record or splice)."""
+    addressing: Addressing | None = None
+    """None: one fixed route, the model and streaming named in the body (every format but Gemini)."""

@@ -126,6 +126,8 @@ class JsonCodec:
     capped at the given cap (always, when forced)."""
     forced_choice: Callable[[str], dict[str, Any]]
     """``tool_choice`` forcing a call of the named tool."""
+    forced_field: ClassVar[str] = "tool_choice"
+    """The top-level field :attr:`forced_choice` goes in (Gemini's ``toolConfig``)."""
     wants_structured_output: Callable[[Mapping[str, Any]], bool]
     as_refusal: Callable[[Mapping[str, Any]], dict[str, Any]]
     """A complete reply carrying its text as a refusal (an ending for a JSON-mode request)."""
@@ -147,7 +149,7 @@ class JsonCodec:
     ) -> bytes:
         overrides = self.summary_overrides(payload, max_tokens, force_cap)
         if answer_tool is not None:  # a structured answer tool: forced, its call is the ending
-            overrides["tool_choice"] = self.forced_choice(answer_tool)
+            overrides[self.forced_field] = self.forced_choice(answer_tool)
         return self.render_request(payload, [*turns, Note(instruction)], **overrides)
 
     def shaped(self, payload: Mapping[str, Any], body: dict[str, Any], *, text_started: bool) -> dict[str, Any]:

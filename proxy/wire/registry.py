@@ -13,6 +13,7 @@ from collections.abc import Callable
 from proxy.upstream.paths import CLAUDE_TELEMETRY
 from proxy.wire.base import WireFormat
 from proxy.wire.chat.format import CHAT_COMPLETIONS
+from proxy.wire.gemini.format import GEMINI
 from proxy.wire.messages.format import MESSAGES
 from proxy.wire.responses.format import RESPONSES
 
@@ -22,6 +23,7 @@ FORMATS: tuple[WireFormat, ...] = (
     CHAT_COMPLETIONS,
     RESPONSES,
     MESSAGES,
+    GEMINI,
 )
 
 
@@ -37,10 +39,14 @@ def passthrough_format(path: str, header: Callable[[bytes], str | None]) -> Wire
     """The wire format of a call the proxy passes through, for its errors' shape and where its
     key goes: the format whose route the path extends (``/v1/messages/count_tokens``), or
     Messages for a call an Anthropic client marks with ``anthropic-version`` (Claude Code's
-    ``GET /v1/models``); None: OpenAI's."""
+    ``GET /v1/models``), or the format that claims it (Gemini's ``/v1/models/x:countTokens``);
+    None: OpenAI's."""
     path = path.partition("?")[0]
     if path in CLAUDE_TELEMETRY:
         return MESSAGES
+    claimed = next((w for w in FORMATS if w.addressing is not None and w.addressing.claims(path, header)), None)
+    if claimed is not None:  # Gemini's calls below /v1 (``/v1/models/x:countTokens``)
+        return claimed
     for wire in FORMATS:
         if path.startswith(wire.route + "/"):
             return wire

@@ -26,6 +26,10 @@ pytestmark = [
 ]
 
 
+TRANSPORTS = pytest.mark.parametrize("builtin", [False, True], ids=["http", "websocket"])
+"""The recommended custom provider (HTTP), and the built-in one (a WebSocket to the proxy)."""
+
+
 def codex(
     base_url: str,
     home: Path,
@@ -59,10 +63,11 @@ def outputs(payload: dict) -> list[dict]:
     return [item for item in payload["input"] if item.get("type") == "function_call_output"]
 
 
-def test_a_well_behaved_run_passes_untouched(proxy, fake, tmp_path):
+@TRANSPORTS
+def test_a_well_behaved_run_passes_untouched(proxy, fake, tmp_path, builtin):
     fake.script(exec_call("c1"), text_response("Lyon has 522,250 inhabitants."))
 
-    done = codex(proxy.base_url, tmp_path)
+    done = codex(proxy.base_url, tmp_path, builtin=builtin)
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("Lyon has 522,250 inhabitants.")
@@ -71,10 +76,11 @@ def test_a_well_behaved_run_passes_untouched(proxy, fake, tmp_path):
     assert fake.rejections == []
 
 
-def test_an_empty_reply_is_nudged_once_and_codex_sees_only_the_good_one(proxy, fake, tmp_path):
+@TRANSPORTS
+def test_an_empty_reply_is_nudged_once_and_codex_sees_only_the_good_one(proxy, fake, tmp_path, builtin):
     fake.script(response(message("")), text_response("Lyon has 522,250 inhabitants."))
 
-    done = codex(proxy.base_url, tmp_path)
+    done = codex(proxy.base_url, tmp_path, builtin=builtin)
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Lyon has 522,250 inhabitants."
@@ -91,10 +97,11 @@ def test_a_reasoning_only_model_is_ended_gracefully(proxy, fake, tmp_path):
     assert fake.rejections == []
 
 
-def test_codex_prints_the_notice_of_why_loopwarden_stopped_the_run(proxy, fake, tmp_path):
+@TRANSPORTS
+def test_codex_prints_the_notice_of_why_loopwarden_stopped_the_run(proxy, fake, tmp_path, builtin):
     fake.script(*[exec_call(f"c{n}") for n in range(7)], text_response("Lyon: 522,250."))
 
-    done = codex(proxy.base_url, tmp_path)
+    done = codex(proxy.base_url, tmp_path, builtin=builtin)
 
     assert done.returncode == 0, done.stderr
     assert (
@@ -165,14 +172,15 @@ def test_a_premature_done_is_judged_and_continued(proxy, fake, tmp_path):
     assert len(fake.judge_requests) == 1
 
 
-def test_a_budget_ends_the_run_with_a_summary(make_proxy, fake, write_policies, tmp_path):
+@TRANSPORTS
+def test_a_budget_ends_the_run_with_a_summary(make_proxy, fake, write_policies, tmp_path, builtin):
     proxy = make_proxy(upstream=fake.url, policies_dir=str(write_policies(default="budgets: {max_tokens: 40000}\n")))
     fake.script(
         response(function_call("exec_command", '{"cmd": "echo lyon-522250"}', "c1"), usage=(30000, 100)),
         text_response("Found: 522,250. Missing: a source. Next: cite INSEE."),
     )
 
-    done = codex(proxy.base_url, tmp_path)
+    done = codex(proxy.base_url, tmp_path, builtin=builtin)
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("Found: 522,250. Missing: a source. Next: cite INSEE.")
@@ -181,13 +189,14 @@ def test_a_budget_ends_the_run_with_a_summary(make_proxy, fake, write_policies, 
     assert "stream" not in summary
 
 
-def test_the_built_in_provider_falls_back_to_http_at_once(proxy, fake, tmp_path):
-    fake.script(text_response("Hello over HTTP."))
+def test_the_built_in_provider_runs_over_the_websocket_without_a_failed_connect(proxy, fake, tmp_path):
+    fake.script(text_response("Hello over the socket."))
 
     done = codex(proxy.base_url, tmp_path, "Say hello.", builtin=True)
 
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "Hello over HTTP."
+    assert done.stdout.strip() == "Hello over the socket."
+    assert "failed to connect" not in done.stderr + done.stdout
     assert "Reconnecting" not in done.stderr
     assert [(r.method, r.path) for r in fake.requests] == [("POST", "/v1/responses")]
     assert json.loads(fake.requests[0].body)["stream"] is True

@@ -321,19 +321,3 @@ def test_the_other_responses_routes_pass_through(make_proxy, upstream, method, p
     metrics = httpx.get(f"{proxy.metrics_url}/metrics").text
     family = path.split("/")[2]
     assert f'route="passthrough:{family}"' in metrics
-
-
-def test_a_websocket_upgrade_is_refused_with_426_so_clients_use_http(proxy, fake):
-    upgrade = {
-        "Authorization": "Bearer sk-p",
-        "Connection": "Upgrade",
-        "Upgrade": "websocket",
-        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
-        "Sec-WebSocket-Version": "13",
-    }
-
-    reply = httpx.get(f"{proxy.base_url}/responses", headers=upgrade)
-
-    assert reply.status_code == 426
-    assert reply.json()["error"]["code"] == "websocket_not_supported"
-    assert fake.requests == []

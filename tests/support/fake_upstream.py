@@ -200,8 +200,10 @@ def is_progress_question(request: dict[str, Any]) -> bool:
 
 def judge_prompt(request: dict[str, Any]) -> str:
     """The judge's prompt in whichever format it was asked: the Responses ``instructions``, the
-    Messages ``system`` or the first chat message ("" for a body of none of these shapes)."""
-    for place in (request.get("instructions"), request.get("system")):
+    Messages ``system``, Gemini's ``systemInstruction`` or the first chat message ("" for a
+    body of none of these shapes)."""
+    system = request.get("systemInstruction")  # Gemini's
+    for place in (request.get("instructions"), request.get("system"), (system or {}).get("parts")):
         if isinstance(place, str):
             return place
         if isinstance(place, list):

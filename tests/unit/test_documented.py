@@ -1,25 +1,29 @@
-"""Every command and every flag of the command line is documented where a user looks it up.
+"""Every command, every flag and every policy key is documented where a user looks it up.
 
-The documentation is the README today; when the docs site lands, add its pages to ``DOCS`` (or
-point it at ``docs/``) and the same checks run over them. A flag counts as documented for its
-command when a paragraph or code block that names ``loopwarden <command>`` names the flag too
-(``serve``'s flags: in the configuration reference's table).
+The documentation is the site under ``docs/`` (and the README, its front door). A flag counts
+as documented for its command when a paragraph or code block that names ``loopwarden
+<command>`` names the flag too (``serve``'s flags: in the configuration reference's table). A
+policy key counts when a page written by hand names it by its dotted path (``judge.model``):
+the generated reference lists every key anyway, so it alone does not count.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from functools import cache
 from pathlib import Path
 
 import pytest
 
-from proxy.cli import build_parser
+from proxy.cli import build_parser, policy_schema_json
 
 ROOT = Path(__file__).parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 """The documentation a user reads: every Markdown page of it."""
+REFERENCE = ROOT / "docs" / "reference" / "policies.md"
+"""The policy reference page, generated from the policy JSON Schema."""
 
 
 @cache
@@ -83,3 +87,44 @@ def test_every_flag_of_every_command_is_documented(command, flag):
 )
 def test_a_flag_counts_only_where_its_command_is_documented(command, flag, found):
     assert documented(command, flag) is found
+
+
+def policy_keys(schema: dict) -> list[str]:
+    """Every key a policy file may set, as a dotted path (a nested section's keys under it)."""
+    definitions = schema.get("$defs", {})
+
+    def section(spec: dict) -> dict | None:
+        reference = spec.get("$ref") or next((s["$ref"] for s in spec.get("allOf", ()) if "$ref" in s), None)
+        target = definitions.get(reference.rsplit("/", 1)[-1], {}) if reference else spec
+        return target if target.get("type") == "object" and "properties" in target else None
+
+    def walk(properties: dict, prefix: str) -> list[str]:
+        found = []
+        for name, spec in sorted(properties.items()):
+            inner = section(spec)
+            found += walk(inner["properties"], f"{prefix}{name}.") if inner else [f"{prefix}{name}"]
+        return found
+
+    return walk(schema["properties"], "")
+
+
+KEYS = policy_keys(json.loads(policy_schema_json()))
+
+
+def _handwritten() -> str:
+    return "\n".join(page.read_text(encoding="utf-8") for page in DOCS if page != REFERENCE)
+
+
+def test_the_policy_keys_are_read_from_the_schema():
+    assert {"max_steps", "judge.model", "budgets.grant_ceiling.steps", "permissions.rules"} <= set(KEYS)
+    assert "budgets" not in KEYS  # a section is not a key of its own
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_every_policy_key_is_in_the_generated_reference(key):
+    assert f"| `{key}` |" in REFERENCE.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_every_policy_key_is_named_on_a_page_written_by_hand(key):
+    assert f"`{key}`" in _handwritten(), f"policy key {key}: named on no page but the generated reference"

@@ -23,7 +23,10 @@ def nudged(what: str, strike: str, miss: str, count: int = 3) -> Nudge:
 SAME_RESULTS = nudged("the tool results were identical", "no_progress_results", "rounds of identical tool results")
 SAME_TEXT = nudged("you repeated the same reply", "no_progress_text", "identical replies")
 
+STAMPED = [f"503 Service Unavailable (request_id={n}f3a2c at 2026-12-01T10:00:0{n}Z)" for n in range(3)]
 RESULT_CASES = [
+    pytest.param(STAMPED, 0, POLICY, SAME_RESULTS, id="results-differing-in-timestamps-and-ids-are-identical"),
+    pytest.param(STAMPED, 0, Policy(no_progress={"mask_volatile": False}), PASS, id="unless-the-policy-compares-raw"),
     # tool results in the history, strikes so far, policy, the verdict
     pytest.param(["pending", "pending"], 0, POLICY, PASS, id="two-identical-results-are-not-yet-a-run"),
     pytest.param(["pending"] * 3, 0, POLICY, SAME_RESULTS, id="three-identical-results-are-nudged"),

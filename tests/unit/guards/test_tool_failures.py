@@ -62,6 +62,18 @@ CASES = [
         PASS,
         id="a-disabled-guard-passes-everything",
     ),
+    pytest.param(
+        ["503 Service Unavailable (request_id=a1)", '{"status": 502}', "connect ECONNREFUSED 10.0.0.1:80"],
+        POLICY,
+        Finalize("tool_failures", "the last 3 tool calls all failed"),
+        id="failures-are-recognised-by-their-shape",
+    ),
+    pytest.param(
+        ["503 Service Unavailable"] * 3,
+        Policy(tool_failures={"shapes": False}),
+        PASS,
+        id="the-policy-can-turn-shapes-off",
+    ),
 ]
 
 

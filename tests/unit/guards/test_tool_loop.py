@@ -9,7 +9,7 @@ import pytest
 
 from proxy.exchange import Message, Note, Reply, ToolCall, Usage
 from proxy.guards import GuardContext, ToolLoopGuard
-from proxy.guards.fingerprint import canonical_arguments, fingerprint, remember_calls
+from proxy.guards.fingerprint import canonical_arguments, fingerprint, near_fingerprint, remember_calls
 from proxy.guards.tool_loop import cycle_runs
 from proxy.policy.models import LoopSettings, Policy
 from proxy.session.base import SessionDelta, SessionState
@@ -241,6 +241,10 @@ CALLS = {
     "C": ToolCall("c", "read", '{"page": 2}'),
     "D": ToolCall("d", "list", "{}"),
     "E": ToolCall("e", "stat", "{}"),
+    "P": ToolCall("p", "get_weather", '{"city": "Paris"}'),
+    "p": ToolCall("p", "get_weather", '{"city": "paris"}'),
+    "Q": ToolCall("p", "get_weather", '{"city": "PARIS "}'),
+    "R": ToolCall("r", "get_weather", '{"city": "Pa ris"}'),
 }
 
 
@@ -350,3 +354,33 @@ def test_a_cycles_evidence_names_its_period_and_last_tool():
 
     assert isinstance(verdict, Finalize)
     assert verdict.evidence == "a cycle of 2 tool calls ending with fetch repeated for 6 calls"
+
+
+def test_a_near_repeat_is_warned_like_an_exact_one_and_ended_one_call_later():
+    # Paris, paris, "PARIS ", "Pa ris" (no cycle of 2 or 3 calls among them): warned from the 3rd near
+    # call, ended at the 6th (an exact repeat: at its 5th).
+    assert _play(list("PpQRPpQR")) == (5, [3, 4, 5], "loop")
+
+
+def test_near_repeats_are_not_counted_when_the_policy_turns_them_off():
+    policy = Policy(loop=LoopSettings(near_block_at=0))
+    # Only exact counts: each spelling twice.
+    assert _play(list("PpQRPpQR"), policy) == (8, [], None)
+
+
+def test_a_near_repeats_ending_says_so_in_its_evidence():
+    state = session(**{"fpn:" + near_fingerprint("get_weather", '{"city": "Paris"}'): 5})
+
+    verdict = ToolLoopGuard().check_reply(reply(None, CALLS["Q"]), context(POLICY, state))
+
+    assert isinstance(verdict, Finalize)
+    assert verdict.evidence == "get_weather was called 6 times with the same arguments but for case and spacing"
+
+
+def test_near_repeat_warnings_ride_on_the_result_upstream():
+    state = session(**{"fpn:" + near_fingerprint("get_weather", '{"city": "paris"}'): 3})
+
+    verdict = ToolLoopGuard().check_request(context(POLICY, state, conversation(*result_of(CALLS["Q"]))))
+
+    assert isinstance(verdict, Amend)
+    assert "but for case and spacing" in verdict.tool_notes["p"]

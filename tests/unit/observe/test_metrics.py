@@ -39,12 +39,12 @@ def test_a_remembered_child_is_the_same_series_as_labels():
     assert metrics.upstream_calls.labels("acme", "default", "agent")._value.get() == 2
 
 
-README = (Path(__file__).parents[3] / "README.md").read_text()
+OBSERVABILITY = (Path(__file__).parents[3] / "docs" / "observability.md").read_text()
 _DOCUMENTED = re.compile(r"`(loopwarden_[a-z_]+)(?:\{([a-z_,]*)\})?`")
 
 
 def _documented_series() -> dict[str, tuple[str, ...]]:
-    table = README.split("**Metrics**", 1)[1].split("\n\n", 2)[1]
+    table = OBSERVABILITY.split("**Metrics**", 1)[1].split("\n\n", 2)[1]
     return {name: tuple(labels.split(",")) if labels else () for name, labels in _DOCUMENTED.findall(table)}
 
 
@@ -58,7 +58,7 @@ def _exposed_series() -> dict[str, tuple[str, ...]]:
     return exposed
 
 
-def test_the_readme_documents_every_metric_with_its_exact_labels():
+def test_the_observability_page_documents_every_metric_with_its_exact_labels():
     documented, exposed = _documented_series(), _exposed_series()
 
     assert {name: sorted(labels) for name, labels in documented.items()} == {

@@ -85,6 +85,17 @@ SPEAKS: dict[str, Speaks] = {
         error_event=b"error",
         session=({"metadata": {"user_id": json.dumps({"session_id": "s-42"})}}, {}),
     ),
+    "gemini": Speaks(
+        request={
+            "x_top": 1,
+            "systemInstruction": {"parts": [{"text": "Be brief."}]},
+            "contents": [{"role": "user", "parts": [{"text": "Find it."}], "x_msg": 2}],
+            "tools": [{"functionDeclarations": [{"name": "search", "parametersJsonSchema": SCHEMA}]}],
+        },
+        json_mode={"generationConfig": {"responseMimeType": "application/json"}},
+        error_message=_openai_error,
+        error_event=b"",
+    ),
 }
 
 

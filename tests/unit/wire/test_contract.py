@@ -51,7 +51,8 @@ def test_every_registered_format_has_a_row_in_the_table():
 
 def test_formats_have_one_name_and_one_route_each():
     assert len({wire.name for wire in FORMATS}) == len({wire.route for wire in FORMATS}) == len(FORMATS)
-    assert all(wire.route == "/v1" + wire.upstream_path for wire in FORMATS)
+    # one fixed route below /v1, or a mount whose path names the call (Gemini's)
+    assert all(wire.route == "/v1" + wire.upstream_path or wire.addressing is not None for wire in FORMATS)
     assert all(format_named(wire.name) is wire for wire in FORMATS)
 
 
@@ -311,7 +312,7 @@ def test_the_judge_asks_in_the_formats_dialect(wire):
     payload = json.loads(body)
     conversation = wire.codec.parse_request(payload)
     assert [(m.role, m.text) for m in conversation.messages] == [("system", "Judge strictly."), ("user", "Is it done?")]
-    assert conversation.model == "judge-m"
+    assert conversation.model == ("judge-m" if wire.addressing is None else None)  # Gemini's is in the path
     assert wire.codec.wants_structured_output(payload)
     assert not conversation.stream
 
@@ -329,7 +330,12 @@ def test_the_judges_verdict_is_read_from_its_formats_reply(wire):
 def test_a_judge_with_its_own_endpoint_and_key_is_called_as_the_format_takes_them(wire):
     headers = dict(wire.judge.headers("sk-judge"))
 
-    assert wire.judge.url("http://judge:8000/v1/") == "http://judge:8000/v1" + wire.upstream_path
+    own = (
+        "http://judge:8000/v1" + wire.upstream_path
+        if wire.addressing is None
+        else "http://judge:8000/v1:generateContent"
+    )
+    assert wire.judge.url("http://judge:8000/v1/") == own  # Gemini's names the model: its base is the model's URL
     assert headers[wire.key_header].endswith("sk-judge")
 
 

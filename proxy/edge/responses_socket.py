@@ -1,0 +1,305 @@
+"""The Responses API over one long-lived WebSocket on ``/v1/responses``, guarded as over HTTP.
+
+The handshake is authenticated as a request is (a refusal is an HTTP answer in OpenAI's
+error shape, before any socket exists). Then each ``response.create`` event is one request:
+its fields (``stream`` implicit) run through the very route a ``POST /v1/responses`` does,
+with the handshake's headers (the session id, the policy, the goal), so the same guards,
+ledger, timeline, metrics and log line see it, and the stream's events go out as the
+socket's messages, in order, with the streaming hold-back rules. The upstream is served over
+HTTP; the proxy carries the ``store=false`` chains of the socket itself
+(:mod:`proxy.wire.responses.socket_chains`), so a continuation the client sends with only
+its new items reaches the upstream whole, hidden attempts (a nudge, a summary) included.
+
+What a socket can do wrong, and what it gets (the API's ``error`` events, the socket open):
+
+- an event that is not JSON, not an object, or of a type other than ``response.create``
+  (``invalid_json``, ``unknown_event_type``);
+- a ``response.create`` while one is in flight: the API runs one response at a time per
+  socket (``response_in_progress``; the one in flight goes on);
+- a warm-up (``generate: false``): answered by the proxy, an empty response, no upstream call;
+- a ``store=false`` continuation of a response this socket never delivered
+  (``previous_response_not_found``, as the API answers);
+- a message over ``max_body_bytes``: the server closes with 1009 (message too big);
+- no event for ``socket_idle_timeout`` seconds with nothing in flight: closed with 1000;
+  the server's pings find a dead peer sooner;
+- the client leaving mid-response: the turn is cancelled and booked like a cut stream;
+- the proxy stopping: the response in flight finishes (within the shutdown grace), then the
+  socket is closed with 1001; an idle socket is closed at once (1012).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+from litestar.types import HTTPScope, Scope
+
+from proxy.edge.connections import BUSY, DRAIN
+from proxy.observe.logs import log_event
+from proxy.wire.responses.socket_chains import SocketChains, warm_up_events
+from proxy.wire.responses.stream import TERMINAL
+
+__all__ = ["SOCKET_FORMATS", "ResponsesSocket", "Turn", "error_event"]
+
+SOCKET_FORMATS = frozenset({"responses"})
+"""The wire formats whose route takes a WebSocket."""
+
+Message = dict[str, Any]
+Send = Callable[[Message], Awaitable[None]]
+Receive = Callable[[], Awaitable[Message]]
+"""ASGI's, untyped: this module speaks both sides of it (a socket's messages, a request's)."""
+Turn = Callable[[HTTPScope, bytes, Send, Receive], Awaitable[None]]
+"""Runs one request through the guarded route: its scope, body, where its answer goes, and a
+``receive`` that says ``http.disconnect`` when the client leaves."""
+
+_decode = msgspec.json.decode
+_encode = msgspec.json.Encoder().encode
+_HANDSHAKE_ONLY = frozenset(
+    {
+        b"upgrade",
+        b"connection",
+        b"sec-websocket-key",
+        b"sec-websocket-version",
+        b"sec-websocket-extensions",
+        b"sec-websocket-protocol",
+    }
+)
+GOING_AWAY = 1001
+NORMAL = 1000
+
+
+def error_event(status: int, message: str, code: object, param: object = None, kind: object = None) -> bytes:
+    """The API's ``error`` event: its fields at the top (as the SDK reads them) and as ``error``."""
+    error = {"type": kind or "invalid_request_error", "code": code, "message": message, "param": param}
+    return _encode(
+        {"type": "error", "status": status, "code": code, "message": message, "param": param, "error": error}
+    )
+
+
+def turn_scope(scope: Scope) -> HTTPScope:
+    """The handshake as the scope of one ``POST``: its headers, but those of the upgrade, and
+    an ``OpenAI-Beta`` naming WebSockets (the upstream is served over HTTP)."""
+    headers = [
+        (name, value)
+        for name, value in scope["headers"]
+        if name not in _HANDSHAKE_ONLY and not (name == b"openai-beta" and b"websocket" in value.lower())
+    ]
+    return {**scope, "type": "http", "method": "POST", "headers": headers}  # type: ignore[typeddict-item]
+
+
+class EventRelay:
+    """``send`` for one turn: the route's answer (a stream's events, or an error body) as the
+    socket's messages; a stream's terminal response is handed to ``delivered``."""
+
+    __slots__ = ("_body", "_buffer", "_delivered", "_send", "_sse", "_status", "closed")
+
+    def __init__(self, send: Send, delivered: Callable[[dict[str, Any]], None]) -> None:
+        self._send = send
+        self._delivered = delivered
+        self._buffer = b""
+        self._body: list[bytes] = []
+        self._sse = False
+        self._status = 200
+        self.closed = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self._status = int(message["status"])
+            self._sse = any(
+                k.lower() == b"content-type" and v.lower().startswith(b"text/event-stream")
+                for k, v in message["headers"]
+            )
+            return
+        body: bytes = message.get("body", b"")
+        if self._sse:
+            *frames, self._buffer = (self._buffer + body).split(b"\n\n")
+            for frame in frames:
+                await self._frame(frame)
+            return
+        self._body.append(body)
+        if not message.get("more_body"):
+            await self._whole(b"".join(self._body))
+
+    async def _frame(self, frame: bytes) -> None:
+        data = b"\n".join(line[5:].lstrip() for line in frame.split(b"\n") if line.startswith(b"data:"))
+        if not data or data == b"[DONE]":  # a keep-alive comment, a terminator
+            return
+        try:
+            event = _decode(data)
+        except msgspec.DecodeError:
+            return
+        if isinstance(event, dict) and event.get("type") in TERMINAL and isinstance(event.get("response"), dict):
+            self._delivered(event["response"])
+        await self.text(data)
+
+    async def _whole(self, body: bytes) -> None:
+        """A reply that is not a stream: an error (before any event), as the API's error event."""
+        try:
+            decoded = _decode(body) if body else {}
+        except msgspec.DecodeError:
+            decoded = {}
+        error = decoded.get("error") if isinstance(decoded, dict) else None
+        if self._status < 400 and isinstance(decoded, dict) and decoded.get("object") == "response":
+            self._delivered(decoded)
+            await self.text(_encode({"type": "response.completed", "sequence_number": 0, "response": decoded}))
+            return
+        if not isinstance(error, dict):
+            error = {"message": f"The upstream model API answered {self._status}."}
+        message = str(error.get("message") or "The request failed.")
+        event = error_event(self._status, message, error.get("code"), error.get("param"), error.get("type"))
+        await self.text(event)
+
+    async def text(self, data: bytes) -> None:
+        """One message to the client; nothing once the socket is gone (its turn is being cancelled)."""
+        if self.closed:
+            return
+        try:
+            await self._send({"type": "websocket.send", "text": data.decode()})
+        except (OSError, RuntimeError):  # uvicorn: the socket closed meanwhile
+            self.closed = True
+
+
+class ResponsesSocket:
+    """One client socket: its events read in order, one ``response.create`` run at a time."""
+
+    def __init__(
+        self, scope: Scope, receive: Receive, send: Send, turn: Turn, idle_timeout: float, draining: Callable[[], bool]
+    ) -> None:
+        self._scope = turn_scope(scope)
+        self._receive = receive
+        self._send = send
+        self._turn = turn
+        self._idle = idle_timeout if idle_timeout > 0 else None
+        self._extensions: Any = scope.get("extensions")
+        self._draining = draining
+        self._chains = SocketChains()
+        self._gone = asyncio.Event()
+        self._out = EventRelay(send, lambda _: None)
+        """Where the socket's own error events go (a turn's go through the turn's relay)."""
+        self._relay = self._out
+        self._running: asyncio.Task[None] | None = None
+        self.turns = 0
+        if isinstance(self._extensions, dict):  # the server's shutdown waits while a response is in flight
+            self._extensions[BUSY] = lambda: self._running is not None
+
+    async def serve(self) -> int:
+        """Read events until the client leaves, the socket idles out or the proxy stops; the close code."""
+        reading: asyncio.Task[Message] | None = None
+        try:
+            while True:
+                if self._running is None and self._stopping():
+                    return await self._close(GOING_AWAY, "The proxy is shutting down.")
+                if reading is None:
+                    reading = asyncio.ensure_future(self._receive())
+                waits: set[asyncio.Future[Any]] = {reading, *([self._running] if self._running else [])}
+                timeout = None if self._running else self._idle
+                done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    return await self._close(NORMAL, "Idle for too long.")
+                if self._running is not None and self._running in done:
+                    self._running = None
+                if reading in done:
+                    message, reading = reading.result(), None
+                    if message["type"] == "websocket.disconnect":
+                        return int(message.get("code") or 1005)
+                    await self._event(message)
+        finally:
+            self._gone.set()
+            self._out.closed = self._relay.closed = True
+            if reading is not None:
+                reading.cancel()
+            if self._running is not None:
+                await asyncio.wait({self._running})
+
+    def _stopping(self) -> bool:
+        """The proxy is draining, or its server stopped while a response was in flight."""
+        return self._draining() or bool(isinstance(self._extensions, dict) and self._extensions.get(DRAIN))
+
+    async def _close(self, code: int, reason: str) -> int:
+        await self._send({"type": "websocket.close", "code": code, "reason": reason})
+        return code
+
+    async def _event(self, message: Message) -> None:
+        raw = message.get("text")
+        data: bytes = raw.encode() if isinstance(raw, str) else message.get("bytes") or b""
+        try:
+            event = _decode(data)
+        except (msgspec.DecodeError, RecursionError):
+            event = None
+        if not isinstance(event, dict):
+            await self._out.text(error_event(400, "The event is not a JSON object.", "invalid_json"))
+            return
+        kind = event.get("type")
+        if kind != "response.create":
+            text = f"Unknown event type {kind!r}: this socket takes response.create."
+            await self._out.text(error_event(400, text, "unknown_event_type", "type"))
+            return
+        if self._running is not None:
+            text = "A response is in progress on this socket; send the next response.create after its last event."
+            await self._out.text(error_event(400, text, "response_in_progress"))
+            return
+        self._start({key: value for key, value in event.items() if key != "type"})
+
+    def _start(self, payload: dict[str, Any]) -> None:
+        payload["stream"] = True
+        self.turns += 1
+        self._running = asyncio.ensure_future(self._run(payload))
+
+    async def _run(self, payload: dict[str, Any]) -> None:
+        sent = self._chains.carried(payload)
+        if sent is None:
+            previous = payload.get("previous_response_id")
+            text = f"Previous response with id {previous!r} not found on this socket."
+            await self._out.text(error_event(400, text, "previous_response_not_found", "previous_response_id"))
+            return
+        if payload.get("generate") is False:  # a warm-up: nothing to generate, nothing to guard
+            body, events = warm_up_events(sent)
+            self._chains.record(sent, body)
+            for event in events:
+                await self._out.text(_encode(event))
+            return
+        relay = EventRelay(self._send, lambda response: self._chains.record(sent, response))
+        self._relay = relay
+
+        async def receive() -> Message:
+            await self._gone.wait()
+            return {"type": "http.disconnect"}
+
+        try:
+            await self._turn(self._scope, _encode(sent), relay, receive)
+        except Exception as exc:  # the route answers its own failures: anything else is a bug
+            log_event("socket_turn_failed", {"error_type": type(exc).__name__}, logging.ERROR)
+
+
+async def serve_socket(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    refusal: Callable[[], Awaitable[tuple[int, bytes] | None]],
+    turn: Turn,
+    idle_timeout: float,
+    draining: Callable[[], bool],
+) -> None:
+    """Accept the socket unless ``refusal`` (the handshake's authentication) gives an HTTP
+    answer, then serve it until it closes."""
+    message = await receive()
+    if message["type"] != "websocket.connect":
+        return
+    refused = await refusal()
+    if refused is not None:
+        status, body = refused
+        if "websocket.http.response" not in (scope.get("extensions") or {}):
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+        await send({"type": "websocket.http.response.body", "body": body})
+        return
+    await send({"type": "websocket.accept"})
+    log_event("socket_opened", {"route": scope["path"], "upstream_transport": "http"})
+    socket = ResponsesSocket(scope, receive, send, turn, idle_timeout, draining)
+    code = await socket.serve()
+    log_event("socket_closed", {"route": scope["path"], "code": code, "turns": socket.turns})

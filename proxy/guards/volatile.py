@@ -1,0 +1,36 @@
+"""Volatile fields masked out of tool results before they are compared.
+
+A failing tool that stamps each answer with the time and a fresh request id never returns
+"the same result" byte for byte. :func:`without_volatile` replaces what changes from call
+to call without meaning anything, so results that say the same thing compare equal:
+timestamps (ISO 8601 and HTTP dates, bare clock times), UUIDs, request/trace ids
+(``request_id=…``, ``req_…``), long hexadecimal ids (12 or more hex digits, one at least a
+digit), and durations (``123 ms``, ``1.5s``). Each becomes one placeholder character.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["without_volatile"]
+
+_MARK = "\u2400"
+_VOLATILE = re.compile(
+    "|".join(
+        (
+            r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?",
+            r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{1,2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2}(?: GMT| [+-]\d{4})?",
+            r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b",
+            r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
+            r"(?i:\b(?:x-)?(?:request|req|trace|correlation|span)[_-]?id\b[\"']?\s*[:=]\s*[\"']?)[\w.:-]+",
+            r"\b(?:req|request|trace)_[A-Za-z0-9]{6,}\b",
+            r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{12,}\b",
+            r"\b\d+(?:\.\d+)?\s?(?:ms|µs|us|ns|s|sec|secs|seconds|milliseconds)\b",
+        )
+    )
+)
+
+
+def without_volatile(text: str) -> str:
+    """The text with its volatile fields (see the module) each replaced by one mark."""
+    return _VOLATILE.sub(_MARK, text)

@@ -1,0 +1,1 @@
+"""The Gemini API (generateContent): the only code that knows its shape."""

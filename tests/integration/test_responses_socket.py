@@ -1,0 +1,172 @@
+"""Responses over a WebSocket on ``/v1/responses``, guarded as over HTTP: the openai SDK's
+``responses.connect()`` against the proxy in front of the scripted (HTTP) Responses upstream."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import httpx
+import openai
+import pytest
+import websockets
+from websockets.sync.client import connect
+
+from tests.support.fake_responses import function_call, message, reasoning, response, text_response
+from tests.support.fake_upstream import Hang, Json
+from tests.support.responses_fixtures import fake, proxy, responses_server  # noqa: F401 (fixtures)
+from tests.support.waiting import wait_for
+
+KEY = {"Authorization": "Bearer sk-p"}
+TOOLS = [{"type": "function", "name": "search", "parameters": {"type": "object", "properties": {}}}]
+
+
+def turn(connection, **fields) -> list:
+    """Send one response.create, return its events up to the terminal one (or an error)."""
+    connection.response.create(model="m", **fields)
+    events = []
+    for event in connection:
+        events.append(event)
+        if event.type in ("response.completed", "response.incomplete", "response.failed", "error"):
+            return events
+    return events
+
+
+@pytest.fixture
+def client(proxy):
+    return openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
+
+
+def test_a_response_create_is_answered_with_the_streams_events_in_order(client, fake):
+    fake.script(text_response("Lyon has 522,250 inhabitants."))
+
+    with client.responses.connect() as connection:
+        events = turn(connection, input="How many people live in Lyon?", store=False)
+
+    assert events[0].type == "response.created"
+    assert events[-1].type == "response.completed"
+    assert events[-1].response.output_text == "Lyon has 522,250 inhabitants."
+    assert [event.sequence_number for event in events] == sorted(event.sequence_number for event in events)
+    assert json.loads(fake.requests[0].body)["stream"] is True
+
+
+def test_a_store_false_continuation_reaches_the_upstream_whole(client, fake):
+    fake.script(response(reasoning("Search."), function_call("search", "{}", "c1")), text_response("522,250."))
+
+    with client.responses.connect() as connection:
+        first = turn(connection, input="How many people live in Lyon?", tools=TOOLS, store=False)[-1].response
+        output = [{"type": "function_call_output", "call_id": "c1", "output": "522,250"}]
+        second = turn(connection, input=output, tools=TOOLS, store=False, previous_response_id=first.id)
+
+    assert second[-1].response.output_text == "522,250."
+    sent = fake.agent_payloads[1]
+    assert "previous_response_id" not in sent
+    assert [item.get("type", "message") for item in sent["input"]] == [
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+    ]
+    assert fake.rejections == []
+
+
+def test_an_empty_reply_is_nudged_and_the_client_sees_only_the_good_one(client, fake):
+    fake.script(response(message("")), text_response("Lyon has 522,250 inhabitants."))
+
+    with client.responses.connect() as connection:
+        events = turn(connection, input="How many people live in Lyon?", store=False)
+        again = turn(connection, input="And Paris?", store=False, previous_response_id=events[-1].response.id)
+
+    assert events[-1].response.output_text == "Lyon has 522,250 inhabitants."
+    assert again[-1].type == "response.completed"
+    assert len(fake.requests) == 3
+    assert fake.rejections == []
+
+
+def test_a_handshake_with_a_wrong_key_is_refused_401_in_openais_shape(make_proxy, fake, write_tenants):
+    proxy = make_proxy(upstream=fake.url, tenants_file=write_tenants({"acme": "lw-acme"}, provider_key="sk-up"))
+
+    with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
+        connect(proxy.base_url.replace("http", "ws") + "/responses", additional_headers={"Authorization": "Bearer no"})
+
+    assert refused.value.response.status_code == 401
+    assert json.loads(refused.value.response.body)["error"]["code"] == "invalid_api_key"
+    assert fake.requests == []
+
+
+def test_a_websocket_upgrade_on_chat_completions_is_still_refused_with_426(proxy, fake):
+    with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
+        connect(proxy.base_url.replace("http", "ws") + "/chat/completions", additional_headers=KEY)
+
+    assert refused.value.response.status_code == 426
+    assert json.loads(refused.value.response.body)["error"]["code"] == "websocket_not_supported"
+
+
+def _socket(proxy, **options):
+    return connect(proxy.base_url.replace("http", "ws") + "/responses", additional_headers=KEY, **options)
+
+
+def _create(**fields) -> str:
+    return json.dumps({"type": "response.create", "model": "m", "store": False, **fields})
+
+
+def _until_terminal(connection) -> list[dict]:
+    events = []
+    while not events or events[-1]["type"] not in ("response.completed", "response.failed", "error"):
+        events.append(json.loads(connection.recv(timeout=30)))
+    return events
+
+
+def test_an_unknown_event_type_is_an_error_event_and_the_socket_goes_on(proxy, fake):
+    fake.script(text_response("Still here."))
+
+    with _socket(proxy) as connection:
+        connection.send(json.dumps({"type": "response.steer", "input": "x"}))
+        refused = json.loads(connection.recv(timeout=30))
+        connection.send(_create(input="Hello?"))
+        events = _until_terminal(connection)
+
+    assert (refused["type"], refused["code"]) == ("error", "unknown_event_type")
+    assert events[-1]["response"]["output"][0]["content"][0]["text"] == "Still here."
+
+
+def test_a_message_over_the_size_cap_closes_the_socket_with_1009(make_proxy, fake):
+    proxy = make_proxy(upstream=fake.url, max_body_bytes=4096)
+
+    with _socket(proxy) as connection:
+        connection.send(_create(input="x" * 8192))
+        with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+            connection.recv(timeout=30)
+
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1009
+    assert fake.requests == []
+
+
+def test_a_client_closing_mid_response_cancels_the_upstream_call(proxy, fake):
+    fake.script(Hang(30))
+
+    with _socket(proxy) as connection:
+        connection.send(_create(input="Hello?"))
+        assert wait_for(lambda: fake.requests)
+
+    assert wait_for(lambda: fake.hangups)
+    assert wait_for(
+        lambda: 'route="responses",status="client_disconnected"' in httpx.get(f"{proxy.metrics_url}/metrics").text
+    )
+
+
+def test_a_stopping_proxy_finishes_the_response_in_flight_then_closes_with_1001(proxy, fake):
+    fake.script(Json(text_response("Finished before the stop."), delay=1.0))
+
+    with _socket(proxy) as connection:
+        connection.send(_create(input="Hello?"))
+        assert wait_for(lambda: fake.requests)
+        proxy.server.handle_exit(signal.SIGTERM, None)
+        events = _until_terminal(connection)
+        with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+            connection.recv(timeout=30)
+
+    assert events[-1]["type"] == "response.completed"
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1001
