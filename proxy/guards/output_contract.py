@@ -6,7 +6,9 @@ answer goes back to the model with the path-level errors (``$.score: 'high' is n
 type 'number'``). After ``max_retries`` the session ends (``invalid_output``), which a
 client that asked for JSON receives as a refusal, as OpenAI's structured outputs promise
 (a valid object or a refusal); ``after_max_retries: pass`` lets the answer through instead,
-flagged ``output_schema_invalid``.
+flagged ``output_schema_invalid``. A valid answer wrapped in a fence or a sentence reaches the
+client as the bare JSON the contract checked (a Rewrite, ``json_unwrapped``): strict parsers
+(the openai SDK's ``parse``, the Agents SDK's ``output_type``) read nothing else.
 
 Checking a long answer, or one against a schema with patterns, runs in a worker thread.
 """
@@ -14,12 +16,13 @@ Checking a long answer, or one against a schema with patterns, runs in a worker 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable
 
 from proxy.exchange import Channel, Echo, Note, PartialReply, Reply
 from proxy.guards.base import GuardContext
-from proxy.schemas.compiled import CompiledSchema, answer_errors
-from proxy.verdict import PASS, Finalize, Nudge, Pass, ReplyVerdict
+from proxy.schemas.compiled import CompiledSchema, answer_errors, json_text
+from proxy.verdict import PASS, Finalize, Nudge, Pass, ReplyVerdict, Rewrite
 
 __all__ = ["OutputContractGuard"]
 
@@ -42,7 +45,14 @@ class OutputContractGuard:
     def _decide(self, reply: Reply, content: str, schema: CompiledSchema, context: GuardContext) -> ReplyVerdict:
         errors = answer_errors(content, schema)
         if not errors:
-            return PASS
+            bare = json_text(content)
+            if bare is None or bare == content.strip():
+                return PASS
+            return Rewrite(
+                "json_unwrapped",
+                "the valid JSON answer came wrapped: sent bare",
+                dataclasses.replace(reply, content=bare),
+            )
         settings = context.policy.output_contract
         if context.retries.get("schema_retry", 0) >= settings.max_retries:
             if settings.after_max_retries == "pass":

@@ -417,6 +417,18 @@ def extract_json(text: str) -> tuple[Any, str | None]:
 
     Returns (value, None) or (None, why it is not JSON).
     """
+    value, _, problem = _extracted(text)
+    return value, problem
+
+
+def json_text(text: str) -> str | None:
+    """The bare JSON text a reply carries (the candidate :func:`extract_json` read), None
+    when it carries none: what a client that asked for JSON must receive."""
+    _, found, problem = _extracted(text)
+    return None if problem else found
+
+
+def _extracted(text: str) -> tuple[Any, str, str | None]:
     candidates = [text.strip()]
     candidates += [m.strip() for m in _FENCE.findall(text)]
     for opener, closer in (("{", "}"), ("[", "]")):
@@ -428,9 +440,9 @@ def extract_json(text: str) -> tuple[Any, str | None]:
         if not candidate:
             continue
         try:
-            return json.loads(candidate), None
+            return json.loads(candidate), candidate, None
         except ValueError as exc:  # JSONDecodeError, or a number past int's 4,300 digits
             first_error = first_error or f"the answer is not valid JSON: {exc}"
         except RecursionError:
             first_error = first_error or "the answer is nested too deeply"
-    return None, first_error or "the answer is empty"
+    return None, "", first_error or "the answer is empty"

@@ -270,8 +270,8 @@ def test_an_answer_violating_the_schema_is_retried_with_the_errors(proxy, upstre
 
     raw = ask(proxy, TASK, response_format=RESPONSE_FORMAT)
 
-    assert "522250" in raw.parse().choices[0].message.content
-    assert raw.headers["x-loopwarden-interventions"] == "schema_retry"
+    assert raw.parse().choices[0].message.content == '{"city": "Lyon", "population": 522250}'  # sent bare
+    assert raw.headers["x-loopwarden-interventions"] == "schema_retry,json_unwrapped"
     feedback = upstream.requests[1].json()["messages"][-1]["content"]
     assert "$.population: 'about half a million' is not of type 'number'" in feedback
 

@@ -9,7 +9,8 @@ import pytest
 from proxy.exchange import Echo, Note, ToolCall
 from proxy.guards import OutputContractGuard
 from proxy.policy.models import Policy
-from proxy.verdict import PASS, Finalize, Nudge, Pass
+from proxy.verdict import PASS, Finalize, Nudge, Pass, Rewrite
+from tests.support.answer_shapes import JSON_REPLIES
 from tests.unit.guards.given import context, conversation, reply
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"], "additionalProperties": False}
@@ -26,6 +27,10 @@ def sent_back(answer: str, *errors: str) -> Nudge:
     return Nudge("schema_retry", f"{len(errors)} schema error(s): {errors[0]}", (Echo(reply(answer)), Note(text)))
 
 
+def bare(json_text: str) -> Rewrite:
+    return Rewrite("json_unwrapped", "the valid JSON answer came wrapped: sent bare", reply(json_text))
+
+
 def check(answer: str, retries: int = 0, policy: Policy = POLICY, talk=ASKED, *calls: ToolCall):
     verdict = OutputContractGuard().check_reply(
         reply(answer, *calls), context(policy, talk=talk, retries={"schema_retry": retries})
@@ -37,8 +42,13 @@ def check(answer: str, retries: int = 0, policy: Policy = POLICY, talk=ASKED, *c
 CASES = [
     # the answer, schema retries so far in this request, policy, the conversation, the verdict
     pytest.param('{"n": 3}', 0, POLICY, ASKED, PASS, id="a-valid-answer-passes-unflagged"),
-    pytest.param('Here:\n```json\n{"n": 2}\n```', 0, POLICY, ASKED, PASS, id="json-in-a-fenced-block-is-read"),
-    pytest.param('The answer is {"n": 1}.', 0, POLICY, ASKED, PASS, id="the-outermost-object-in-prose-is-read"),
+    pytest.param(
+        'Here:\n```json\n{"n": 2}\n```', 0, POLICY, ASKED, bare('{"n": 2}'), id="json-in-a-fenced-block-is-sent-bare"
+    ),
+    pytest.param(
+        'The answer is {"n": 1}.', 0, POLICY, ASKED, bare('{"n": 1}'), id="the-outermost-object-in-prose-is-sent-bare"
+    ),
+    pytest.param('  {"n": 3}\n', 0, POLICY, ASKED, PASS, id="whitespace-around-valid-json-is-no-wrapping"),
     pytest.param(
         '{"n": "three"}',
         0,
@@ -112,3 +122,10 @@ async def test_an_error_quoting_a_huge_answer_is_clipped():
 
     assert isinstance(verdict, Nudge)
     assert len(verdict.reason) < 400
+
+
+@pytest.mark.parametrize(("wrapped", "json_text"), list(JSON_REPLIES.values()), ids=list(JSON_REPLIES))
+def test_a_wrapped_valid_answer_reaches_the_client_as_the_bare_json(wrapped, json_text):
+    schema = {"type": "object", "required": ["paris_c", "berlin_c"]}
+
+    assert check(wrapped, talk=conversation(output_schema=schema)) == bare(json_text)
