@@ -120,3 +120,19 @@ def test_schema_errors_go_back_to_the_model_path_by_path(wire_format, proxy, fak
     assert call_id == "c1"
     assert "$.q: 'q' is a required property" in feedback
     assert "Additional properties are not allowed ('query' was unexpected)" in feedback
+
+
+@STREAMED
+def test_an_ending_after_only_relayed_reasoning_reached_the_client_starts_with_its_notice(
+    wire_format, make_proxy, fake, write_policies, stream
+):
+    policies = write_policies(default="streaming: {reasoning: relay}\n")
+    proxy = make_proxy(upstream=fake.url, policies_dir=str(policies))
+    fake.script(
+        *[Turn(reasoning=f"Thinking, round {n}.") for n in range(3)],
+        turn("Found: nothing yet. Missing: the figure. Next: search INSEE."),
+    )
+
+    answer = wire_format.ask(proxy, stream=stream)
+
+    assert answer.text.startswith("LoopWarden stopped this run (reasoning_only): ")  # no blank line first
