@@ -32,6 +32,7 @@ from proxy.goal.model import (
 from proxy.observe.metrics import Metrics
 from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import FIELDS, SessionDelta, SessionState
+from proxy.session.instructions import human_instructions
 from proxy.verdict import Nudge
 
 __all__ = ["GoalDecision", "GoalKeeper", "GoalRun", "GoalStrip", "GoalTurn"]
@@ -89,7 +90,8 @@ class GoalKeeper:
         if goal is None:
             objective, criteria = request.goal, request.goal_criteria
             if objective is None:
-                first = request.conversation.first_text("user") or ""
+                said = human_instructions(request.conversation)
+                first = said[0] if said else ""
                 if first.startswith(settings.command):
                     objective = first[len(settings.command) :].strip() or None
             if objective is None:

@@ -25,7 +25,7 @@ from proxy.guards.hand_back import hands_back, substance
 from proxy.judge.client import Judge, JudgeRequest
 from proxy.policy.models import JudgeSettings
 from proxy.schemas.compiled import answer_errors
-from proxy.session.base import FIELDS
+from proxy.session.instructions import task_of
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass, ReplyVerdict
 
 __all__ = ["PrematureStopGuard"]
@@ -85,9 +85,9 @@ def _continue_turns(reply: Reply, call_id: str | None, text: str) -> tuple[Turn,
 
 
 def _task(context: GuardContext) -> str:
-    """The task: the request's first user turn, or for a continuation of a stored response
-    (only new items) the one its run began with."""
-    return context.conversation.first_text("user") or context.state.values.get(FIELDS.TASK) or ""
+    """The task: the person's latest instruction (with the first, where the latest only says to
+    go on), or for a continuation of a stored response (only new items) the one its run began with."""
+    return task_of(context.conversation, context.state)
 
 
 def _preamble(reply: Reply, context: GuardContext, exhausted: bool) -> ReplyVerdict:

@@ -38,6 +38,7 @@ from proxy.exchange import (
 from proxy.guards.base import GuardContext
 from proxy.guards.volatile import without_volatile
 from proxy.judge.client import Judge, JudgeRequest
+from proxy.session.instructions import task_of
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass, ReplyVerdict
 
 __all__ = [
@@ -182,7 +183,7 @@ class StalledProgressGuard:
         if target is None or self._judge is None:
             return self._nudge(reply, context, tool, run, seen, f"{tool}: {seen}")
         request = JudgeRequest(
-            context.conversation.first_text("user") or "",
+            task_of(context.conversation, context.state),
             _transcript(steps),
             target,
             context.policy.judge.judge_timeout_secs,

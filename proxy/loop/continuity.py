@@ -32,6 +32,7 @@ from proxy.request import AgentRequest
 from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore, StoreUnavailable
 from proxy.session.chains import MAX_REFERENCES, Chained, chained_session, remember_responses, unrecorded_chain
 from proxy.session.identity import named_run, turn_digest
+from proxy.session.instructions import task_of
 
 __all__ = ["MAX_RECORDED_BYTES", "ChainPoint", "Chaining", "Continuity", "Links", "resolve_chain"]
 
@@ -159,7 +160,7 @@ class Continuity:
         answer = ending.body if isinstance(ending, Written) else _passed_reply(ending)
         chains = request.wire.chains
         self._links = [] if chains is None else chains.links(request.payload, replies, answer)
-        if self._links and (task := request.conversation.first_text("user")):
+        if self._links and (task := task_of(request.conversation)):
             self._delta.default(FIELDS.TASK, task[:_TASK_CHARS])  # for the judge of continuations
 
     async def remember(self, store: SessionStore) -> None:

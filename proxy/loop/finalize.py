@@ -36,6 +36,7 @@ from proxy.policy.models import Policy
 from proxy.request import AgentRequest, RequestNotes
 from proxy.schemas.compiled import compiled
 from proxy.session.base import FIELDS, SessionDelta, SessionState
+from proxy.session.instructions import task_of
 from proxy.session.runs import instruction_mark
 from proxy.upstream.client import UpstreamClient
 from proxy.verdict import Finalize
@@ -92,7 +93,7 @@ def local_summary(conversation: Conversation, detail: str) -> str:
     for message in conversation.tool_results():  # ``Observation:`` turns too
         if message.text.strip():
             found.append(f"{names.get(str(message.call_id), 'a tool')} returned: {_clip(message.text)}")
-    task = _clip(conversation.first_text("user") or "the task", 200)
+    task = _clip(task_of(conversation) or "the task", 200)
     lines = [f"I have to stop here: {detail}.", "", "What was found:"]
     lines += [f"- {item}" for item in found[-5:]] or ["- Nothing conclusive yet."]
     lines += ["", "What is missing:", f"- A complete answer to: {task}"]

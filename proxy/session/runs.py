@@ -12,10 +12,10 @@ conversation, or adds tool results to it, is the same run (and gets its ending).
 from __future__ import annotations
 
 import hashlib
-import re
 
-from proxy.exchange import Conversation, Message
+from proxy.exchange import Conversation
 from proxy.session.base import FIELDS, SessionDelta, SessionState
+from proxy.session.instructions import human_instructions, human_turns, instruction_text
 
 __all__ = [
     "RUN_FIELDS",
@@ -39,37 +39,23 @@ RUN_FIELDS = (
     FIELDS.RUN_SAID,
 )
 """What starts over with a run (the run's evidence and its ending); budgets carry on."""
-_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
-_WRAPPERS = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions")
-
-
-def _said(message: Message) -> str:
-    """A user turn's words as a person's instruction: empty for a client's context wrapper."""
-    text = _REMINDER.sub("", message.text or "").strip()
-    return "" if text.startswith(_WRAPPERS) else text
 
 
 def instruction_mark(conversation: Conversation) -> str:
     """How many turns and human instructions the conversation holds and a digest of the last
     instruction: what an ending remembers, so that a resend of the ended conversation is told
     apart from one adding an instruction, or from a fresh one asking the same again."""
-    said = [text for message in _human_turns(conversation) if (text := _said(message))]
+    said = human_instructions(conversation)
     last = hashlib.sha256(said[-1].encode("utf-8", "surrogatepass")).hexdigest()[:16] if said else ""
     return f"{len(conversation.messages)}:{len(said)}:{last}"
-
-
-def _human_turns(conversation: Conversation) -> list[Message]:
-    """User turns that are not tool results (``Observation:`` turns are)."""
-    results = {id(message) for message in conversation.tool_results()}
-    return [message for message in conversation.messages if message.role == "user" and id(message) not in results]
 
 
 def _ends_with_instruction(conversation: Conversation) -> bool:
     """The request's last turn (system turns aside) is a person's instruction, not tool results."""
     for message in reversed(conversation.messages):
-        if message.role in ("system", "developer") or (message.role == "user" and not _said(message)):
+        if message.role in ("system", "developer") or (message.role == "user" and not instruction_text(message)):
             continue
-        return message.role == "user" and any(turn is message for turn in _human_turns(conversation))
+        return message.role == "user" and any(turn is message for turn in human_turns(conversation))
     return False
 
 

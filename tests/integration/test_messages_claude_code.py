@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -236,3 +237,22 @@ def test_claude_codes_premature_done_is_judged_and_continued(messages_proxy, ant
     assert continued[-2]["content"][-1] == text("Done.")
     assert "no evidence yet" in json.dumps(continued[-1])
     assert anthropic_upstream.rejected == []
+
+
+def test_the_judge_checks_the_question_claude_code_was_given_not_its_reminders(
+    messages_proxy, anthropic_upstream, tmp_path
+):
+    anthropic_upstream.judge = lambda request: judge_verdict(request, True)
+    anthropic_upstream.script(
+        said(thinking("Check."), tool_use("Bash", {"command": "echo 42", "description": "n"}, "toolu_1")),
+        said(thinking("Enough."), text("It prints 42.")),
+    )
+
+    result = claude(messages_proxy, tmp_path, "What does echo 42 print?", "--allowedTools", "Bash")
+
+    assert result["result"] == "It prints 42."
+    assert "<system-reminder>" in json.dumps(anthropic_upstream.requests[0].json()["messages"][0])  # what it wraps
+    asked = json.dumps(anthropic_upstream.judge_requests[0].json()["messages"])
+    found = re.search(r"<task-[0-9a-f]+>\\n(.*?)\\n</task-", asked, re.DOTALL)
+    assert found is not None, asked[:400]
+    assert found.group(1) == "What does echo 42 print?"

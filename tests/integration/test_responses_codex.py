@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -170,6 +171,26 @@ def test_a_premature_done_is_judged_and_continued(proxy, fake, tmp_path):
     assert "INSEE, 2021 census" in done.stdout
     assert "About 500k." not in done.stdout
     assert len(fake.judge_requests) == 1
+
+
+def judged_task(recorded) -> str:
+    """The task a judge request asked about (the text inside its nonce-named task tags)."""
+    asked = json.dumps(recorded.json()["input"])
+    found = re.search(r"<task-[0-9a-f]+>\\n(.*?)\\n</task-", asked, re.DOTALL)
+    assert found is not None, asked[:400]
+    return found.group(1)
+
+
+def test_the_judge_checks_the_question_codex_was_given_not_its_environment_context(proxy, fake, tmp_path):
+    fake.judge = lambda request: verdict(request, True)
+    fake.script(exec_call("c1"), text_response("About 522k."))
+
+    done = codex(proxy.base_url, tmp_path, "How many people live in Lyon?")
+
+    assert done.returncode == 0, done.stderr
+    first_input = fake.agent_payloads[0]["input"]
+    assert "<environment_context>" in json.dumps(first_input)  # what Codex sends before the question
+    assert judged_task(fake.judge_requests[0]) == "How many people live in Lyon?"
 
 
 @TRANSPORTS
