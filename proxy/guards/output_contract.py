@@ -30,7 +30,12 @@ __all__ = ["OutputContractGuard"]
 class OutputContractGuard:
     def holds(self, partial: PartialReply, context: GuardContext) -> int:
         """A structured answer is valid or not only as a whole."""
-        if context.conversation.output_schema is None and context.policy.output_contract.schema_ is None:
+        conversation = context.conversation
+        if (
+            conversation.output_schema is None
+            and not conversation.json_answer
+            and context.policy.output_contract.schema_ is None
+        ):
             return Channel.NONE
         return Channel.TEXT
 

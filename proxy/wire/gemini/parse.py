@@ -100,6 +100,7 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
         messages=messages,
         tools=offered_tools(payload),
         output_schema=requested_schema(payload),
+        json_answer=wants_structured_output(payload),
         output_cap=("maxOutputTokens", cap) if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None,
         forced_tool=forced_tool(payload),
     )

@@ -58,6 +58,7 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
         model=model if isinstance(model, str) else None,
         tools=offered_tools(payload),
         output_schema=requested_schema(payload),
+        json_answer=wants_structured_output(payload),
         stream=payload.get("stream") is True,
         output_cap=("max_tokens", cap) if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None,
         forced_tool=_forced_tool(payload),
