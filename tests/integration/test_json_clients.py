@@ -13,7 +13,6 @@ the same rewrite in every wire format in formats/test_json_answers.py.)
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -24,11 +23,10 @@ from google import genai
 from google.genai import types
 from pydantic import BaseModel
 
-from tests.support.fake_messages import check_stream, checking_client
 from tests.support.fake_responses import FakeResponses
 from tests.support.fake_upstream import emptied
-from tests.support.responses_clients import checked_sdk
 from tests.support.responses_fixtures import responses_server  # noqa: F401 (fixture)
+from tests.support.structured_clients import agents_run, anthropic_parsed, responses_parsed
 from tests.support.turns import turn
 
 STREAMED = pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
@@ -59,12 +57,7 @@ def test_responses_parse_reads_a_fenced_answer_as_its_model(make_proxy, response
     responses_fake.script(turn(FENCED))
     proxy = make_proxy(upstream=responses_fake.url)
 
-    with checked_sdk(proxy.base_url) as (client, _):
-        if stream:
-            with client.responses.stream(model="m", input=TASK, text_format=Weather) as events:
-                final = events.get_final_response()
-        else:
-            final = client.responses.parse(model="m", input=TASK, text_format=Weather)
+    final = responses_parsed(proxy.base_url, Weather, TASK, stream=stream)
 
     assert (final.output_text, final.output_parsed) == (BARE, WEATHER)
 
@@ -75,25 +68,11 @@ def test_responses_parse_reads_a_fenced_answer_as_its_model(make_proxy, response
 @STREAMED
 def test_anthropic_messages_parse_reads_a_fenced_answer_as_its_model(messages_proxy, anthropic_upstream, stream):
     anthropic_upstream.script(turn(IN_A_SENTENCE))
-    streams: list[bytes] = []
-    client = checking_client(messages_proxy, streams)
-    request: dict[str, Any] = {
-        "model": "claude-fake",
-        "max_tokens": 500,
-        "messages": [{"role": "user", "content": TASK}],
-        "output_format": Weather,
-    }
 
-    if stream:
-        with client.messages.stream(**request) as events:
-            final = events.get_final_message()
-    else:
-        final = client.messages.parse(**request)
+    final = anthropic_parsed(messages_proxy, Weather, TASK, stream=stream)
 
     assert final.parsed_output == WEATHER
     assert anthropic_upstream.requests[0].json()["output_config"]["format"]["type"] == "json_schema"
-    for each in streams:
-        check_stream(each)
 
 
 # -- google-genai over the Gemini API -----------------------------------------------------------
@@ -168,34 +147,12 @@ def test_a_prose_answer_in_json_mode_is_sent_back_as_not_json(proxy, upstream):
 # -- the OpenAI Agents SDK ----------------------------------------------------------------------
 
 
-def agents_run(base_url: str, *, chat: bool, stream: bool) -> Any:
-    from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, set_tracing_disabled
-
-    set_tracing_disabled(True)
-
-    async def go() -> Any:
-        client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-p", max_retries=0)
-        kind = OpenAIChatCompletionsModel if chat else OpenAIResponsesModel
-        agent: Agent[None] = Agent(name="weather", model=kind(model="m", openai_client=client), output_type=Weather)
-        try:
-            if stream:
-                result = Runner.run_streamed(agent, TASK)
-                async for _ in result.stream_events():
-                    pass
-                return result.final_output
-            return (await Runner.run(agent, TASK)).final_output
-        finally:
-            await client.close()
-
-    return asyncio.run(go())
-
-
 @STREAMED
 def test_the_agents_sdk_output_type_reads_a_fenced_answer_over_responses(make_proxy, responses_fake, stream):
     responses_fake.script(turn(FENCED))
     proxy = make_proxy(upstream=responses_fake.url)
 
-    assert agents_run(proxy.base_url, chat=False, stream=stream) == WEATHER
+    assert agents_run(proxy.base_url, Weather, TASK, chat=False, stream=stream) == WEATHER
     assert responses_fake.agent_payloads[0]["text"]["format"]["type"] == "json_schema"
 
 
@@ -203,7 +160,7 @@ def test_the_agents_sdk_output_type_reads_a_fenced_answer_over_responses(make_pr
 def test_the_agents_sdk_output_type_reads_a_fenced_answer_over_chat(proxy, upstream, stream):
     upstream.script(turn(FENCED))
 
-    assert agents_run(proxy.base_url, chat=True, stream=stream) == WEATHER
+    assert agents_run(proxy.base_url, Weather, TASK, chat=True, stream=stream) == WEATHER
 
 
 # -- LangGraph ----------------------------------------------------------------------------------
