@@ -15,27 +15,16 @@ from typing import Any
 
 import pytest
 
-from tests.support import capped_agents
 from tests.support.assertions import summary_of
-from tests.support.capped_agents import SUMMARY, LoopingModel, Tool
+from tests.support.capped_agents import SUMMARY, LoopingModel, Tool, run_capped
 from tests.support.fake_upstream import is_progress_question, verdict
 from tests.support.turns import Call
 
 pytestmark = pytest.mark.shared_proxy
 
-CLIENTS: dict[str, Callable[[str, str, list[Tool], bool], Any]] = {
-    "agents-max_turns-5": lambda url, s, tools, stream: capped_agents.agents_sdk(
-        url, s, tools, max_turns=5, stream=stream
-    ),
-    "agents-max_turns-6": lambda url, s, tools, stream: capped_agents.agents_sdk(
-        url, s, tools, max_turns=6, stream=stream
-    ),
-    "langgraph-6-model-calls": lambda url, s, tools, stream: capped_agents.langgraph(
-        url, s, tools, model_calls=6, stream=stream
-    ),
-    "smolagents-max_steps-5": lambda url, s, tools, stream: capped_agents.smolagents(
-        url, s, tools, max_steps=5, stream=stream
-    ),
+CLIENTS = {"agents-max_turns-5": ("agents", 5), "agents-max_turns-6": ("agents", 6)} | {
+    "langgraph-6-model-calls": ("langgraph", 6),
+    "smolagents-max_steps-5": ("smolagents", 5),
 }
 clients = pytest.mark.parametrize("client", list(CLIENTS))
 streams = pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
@@ -70,7 +59,7 @@ def fresh_results() -> Callable[[str, str], str]:
 
 
 def run_ends_with(client: str, proxy, session: str, tools: list[Tool], stream: bool, reason: str) -> None:
-    answer = CLIENTS[client](proxy.base_url, f"{session}-{client}-{stream}", tools, stream)
+    answer = run_capped(*CLIENTS[client], proxy.base_url, f"{session}-{client}-{stream}", tools, stream=stream)
 
     text = str(answer)
     assert text.startswith(f"LoopWarden stopped this run ({reason})"), text

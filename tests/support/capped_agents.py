@@ -186,3 +186,16 @@ def smolagents(base_url: str, session: str, tools: list[Tool], *, max_steps: int
     if result.state != "success":
         raise StepsRanOut(f"smolagents reached max_steps={max_steps}")
     return result.output
+
+
+def run_capped(client: str, cap: int, base_url: str, session: str, tools: list[Tool], *, stream: bool) -> Any:
+    """Run ``client`` (``openai``, ``agents``, ``langgraph``, ``smolagents``), its own cap at ``cap`` model calls."""
+    if client == "openai":
+        return openai_loop(base_url, session, tools, cap=cap, stream=stream)
+    if client == "agents":
+        return agents_sdk(base_url, session, tools, max_turns=cap, stream=stream)
+    if client == "langgraph":
+        return langgraph(base_url, session, tools, model_calls=cap, stream=stream)
+    if client == "smolagents":
+        return smolagents(base_url, session, tools, max_steps=cap, stream=stream)
+    raise ValueError(f"no driver for {client}")
