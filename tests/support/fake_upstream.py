@@ -351,9 +351,14 @@ class FakeUpstream:
 
     def _next(self, payload: Any) -> Any:
         """The scripted reply to an agent call (called under the lock)."""
-        if self._replies:
-            return self._replies.popleft()
-        return self.model(payload) if self.model is not None else Json(chat_completion())
+        return self._replies.popleft() if self._replies else self._unscripted(payload)
+
+    def _unscripted(self, payload: Any) -> Any:
+        """The reply once the script is empty: the ``model``'s, else the format's plain answer."""
+        return self.model(payload) if self.model is not None else self._plain_answer()
+
+    def _plain_answer(self) -> Any:
+        return Json(chat_completion())
 
     def _render(self, reply: Turn, payload: Any) -> Any:
         """A neutral reply in this fake's format, as the request asks for it (JSON or stream)."""
