@@ -1,7 +1,7 @@
 """Loop endings reach clients capped at the low end of what people set (issue 31, item 4).
 
 The OpenAI Agents SDK with ``max_turns`` 5 and 6, LangGraph's ``create_react_agent`` with a
-``recursion_limit`` allowing 6 model calls, smolagents with ``max_steps`` 5, streamed and
+``recursion_limit`` allowing 5 and 6 model calls, smolagents with ``max_steps`` 5, streamed and
 not, against a model stuck in each of the loops of docs/judgment/loops-and-failures.md: each
 run ends with the proxy's graceful ending (its notice, then the model's summary), never with
 the framework's own cap error.
@@ -23,6 +23,7 @@ from tests.support.turns import Call
 pytestmark = pytest.mark.shared_proxy
 
 CLIENTS = {"agents-max_turns-5": ("agents", 5), "agents-max_turns-6": ("agents", 6)} | {
+    "langgraph-5-model-calls": ("langgraph", 5),
     "langgraph-6-model-calls": ("langgraph", 6),
     "smolagents-max_steps-5": ("smolagents", 5),
 }

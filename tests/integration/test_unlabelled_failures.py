@@ -5,7 +5,8 @@ each call, while the model re-spells its argument (``Paris``, ``paris``, ``PARIS
 default failure pattern matches, no two results are byte-equal and no two calls are exact
 repeats. The failure's shape (an HTTP status line) trips the failing-tools breaker, and the
 run ends gracefully within a cap of 5 model calls for the openai SDK, the Agents SDK,
-LangGraph and smolagents, streamed and not.
+LangGraph and smolagents, streamed and not. With a policy blind to the shape and to volatile
+fields, the loop guard's near repeats end it instead, within a cap of 6.
 """
 
 from __future__ import annotations
@@ -55,3 +56,24 @@ def test_a_tool_answering_503_to_respelled_arguments_ends_the_run_as_tool_failur
     assert str(answer).startswith("LoopWarden stopped this run (tool_failures)"), answer
     assert summary_of(str(answer)) == SUMMARY
     assert ran == ["Paris", "paris", "PARIS "]  # tool_failures.max_consecutive: no fourth failing call ran
+
+
+BLIND = "tool_failures: {shapes: false}\nno_progress: {mask_volatile: false}\n"
+"""A policy that neither knows the failure's shape nor masks its volatile fields: only the
+loop guard's near repeats (case and spacing folded) can see the run go round."""
+
+
+@pytest.mark.parametrize("client", ["openai", "agents", "langgraph", "smolagents"])
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_respelled_arguments_alone_end_the_run_as_a_near_repeat_loop(
+    make_proxy, write_policies, upstream, client, stream
+):
+    proxy = make_proxy(policies_dir=str(write_policies(default=BLIND)))
+    upstream.model = LoopingModel(lambda n: Call("get_weather", {"city": SPELLINGS[n % len(SPELLINGS)]}))
+    ran: list[str] = []
+
+    answer = run_capped(client, 6, proxy.base_url, f"near-{client}-{stream}", [overloaded_weather(ran)], stream=stream)
+
+    assert str(answer).startswith("LoopWarden stopped this run (loop)"), answer
+    assert summary_of(str(answer)) == SUMMARY
+    assert len(ran) == 5  # loop.near_block_at - 1: the sixth near repeat never ran
