@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -31,15 +32,17 @@ def proxy(request, make_proxy, fake, redis_url):
     return make_proxy(upstream=fake.url, **({"redis_url": redis_url} if request.param == "redis" else {}))
 
 
-def ever_new_searches(payload: Any) -> Turn:
-    """A new query every call (so no call repeats), the summary when the proxy ends the run."""
-    if is_ending_call(payload):
-        return Turn(SUMMARY)
-    n = next(_queries)
-    return calling("search", {"q": f"lyon 1800, try {n}"}, f"c{n}")
+def ever_new_searches() -> Callable[[Any], Turn]:
+    """A model asking a new query every call (so no call repeats), the summary when the proxy ends the run."""
+    queries = itertools.count()
 
+    def model(payload: Any) -> Turn:
+        if is_ending_call(payload):
+            return Turn(SUMMARY)
+        n = next(queries)
+        return calling("search", {"q": f"lyon 1800, try {n}"}, f"c{n}")
 
-_queries = itertools.count()
+    return model
 
 
 def chained(fake) -> list[bool]:
@@ -49,7 +52,7 @@ def chained(fake) -> list[bool]:
 
 @streams
 def test_identical_results_on_a_stored_chain_end_with_no_progress_at_the_fifth_request(proxy, fake, stream):
-    fake.model = ever_new_searches
+    fake.model = ever_new_searches()
 
     with checked_sdk(proxy.base_url) as (client, _):
         turns, headers, response, _ = run_agent(
@@ -85,7 +88,7 @@ def test_the_agents_sdk_chaining_by_previous_response_id_gets_the_no_progress_en
         """Search the web."""
         return "No results."
 
-    fake.model = ever_new_searches
+    fake.model = ever_new_searches()
 
     async def run() -> Any:
         client = openai.AsyncOpenAI(
