@@ -52,17 +52,17 @@ class LoopingModel:
     """Calls ``calls(n)`` for a request carrying n tool results; the summary when the proxy ends the run."""
 
     calls: Callable[[int], Call]
-    endings: int = field(default=0, init=False)
+    replies: int = field(default=0, init=False)
+    """Calls made so far: each gets its own id, as a real model's."""
 
     def __call__(self, payload: Any) -> Turn:
         if is_ending_call(payload):
-            self.endings += 1
             return Turn(SUMMARY)
         if not payload.get("tools"):
             return Turn("I give up.")  # a framework's own last-resort call after its cap
-        n = tool_results(payload)
-        call = self.calls(n)
-        return Turn(None, (Call(call.name, call.arguments, f"call_{n}_{self.endings}"),))
+        call = self.calls(tool_results(payload))
+        self.replies += 1
+        return Turn(None, (Call(call.name, call.arguments, f"call_{self.replies}"),))
 
 
 def openai_loop(base_url: str, session: str, tools: list[Tool], *, cap: int, stream: bool) -> str:
