@@ -24,7 +24,7 @@ from tests.support.fake_responses import FakeResponses
 from tests.support.fake_upstream import FakeUpstream, emptied
 from tests.support.responses_fixtures import responses_server  # noqa: F401 (fixture)
 from tests.support.structured_clients import agents_run, anthropic_parsed, responses_parsed
-from tests.support.turns import turn
+from tests.support.turns import calling, turn
 
 STREAMED = pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
 TASK = "How many people live in Lyon? Answer with the city and its population."
@@ -160,6 +160,18 @@ def test_pydantic_ai_native_output_raises_content_filter_error_carrying_the_summ
 
     assert str(refused.value).startswith("Content filter triggered. Refusal: 'LoopWarden stopped this run")
     assert "Missing: a population figure" in str(refused.value)
+
+
+@STREAMED
+def test_pydantic_ai_tool_output_without_a_valid_forced_call_raises_content_filter_error(proxy, upstream, stream):
+    from pydantic_ai.exceptions import ContentFilterError
+
+    upstream.script(*[turn() for _ in range(3)], calling("final_result", {"city": "Lyon"}, "end"))  # no population
+
+    with pytest.raises(ContentFilterError, match="Refusal: 'LoopWarden stopped this run"):
+        pydantic_ai_run(proxy, City, stream=stream)
+
+    assert upstream.requests[-1].json()["tool_choice"] == {"type": "function", "function": {"name": "final_result"}}
 
 
 class GaveUp(BaseModel):
