@@ -11,7 +11,8 @@ digit), and durations (``123 ms``, ``1.5s``). Each becomes one placeholder chara
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+
+from proxy.guards.memo import per_text
 
 __all__ = ["without_volatile"]
 
@@ -32,18 +33,7 @@ _VOLATILE = re.compile(
 )
 
 
-_CACHED_CHARS = 16_384
-"""Results up to this long are remembered (:data:`_CACHED`): an agent resends every earlier
-result on each turn, and two guards mask the same ones, while one scan of a few hundred
-characters costs tens of microseconds (eight alternatives tried at every position)."""
-_CACHED = 512
-
-
+@per_text
 def without_volatile(text: str) -> str:
     """The text with its volatile fields (see the module) each replaced by one mark."""
-    return _masked(text) if len(text) <= _CACHED_CHARS else _VOLATILE.sub(_MARK, text)
-
-
-@lru_cache(maxsize=_CACHED)
-def _masked(text: str) -> str:
     return _VOLATILE.sub(_MARK, text)

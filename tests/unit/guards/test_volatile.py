@@ -38,9 +38,3 @@ def test_results_differing_only_in_volatile_fields_compare_equal(first, second):
 def test_results_that_say_different_things_stay_different(first, second):
     assert without_volatile(first) != without_volatile(second)
 
-
-def test_a_result_masked_again_or_too_long_to_remember_is_masked_the_same():
-    short = "ok at 2026-12-02T10:00:00Z, request_id=abc123"
-    long = short + " padding" * 4_000
-    assert without_volatile(short) == without_volatile(short) == "ok at \u2400, \u2400"
-    assert without_volatile(long) == "ok at \u2400, \u2400" + " padding" * 4_000
