@@ -121,13 +121,28 @@ def test_an_unknown_event_type_is_an_error_event_and_the_socket_goes_on(proxy, f
     fake.script(text_response("Still here."))
 
     with _socket(proxy) as connection:
-        connection.send(json.dumps({"type": "response.steer", "input": "x"}))
+        connection.send(json.dumps({"type": "session.update", "input": "x"}))
         refused = json.loads(connection.recv(timeout=30))
         connection.send(_create(input="Hello?"))
         events = _until_terminal(connection)
 
     assert (refused["type"], refused["code"]) == ("error", "unknown_event_type")
     assert events[-1]["response"]["output"][0]["content"][0]["text"] == "Still here."
+
+
+def test_steering_is_refused_as_the_api_refuses_it_and_its_input_handed_back(proxy, fake):
+    fake.script(text_response("Still here."))
+
+    with _socket(proxy) as connection:
+        connection.send(json.dumps({"type": "response.steer", "previous_response_id": "resp_1", "input": "Faster."}))
+        refused = json.loads(connection.recv(timeout=30))
+        connection.send(_create(input="Hello?"))
+        events = _until_terminal(connection)
+
+    assert refused["type"] == "response.steer.failed"
+    assert refused["error"]["code"] == "steering_not_supported"
+    assert refused["steer"] == {"previous_response_id": "resp_1", "input": "Faster."}
+    assert events[-1]["type"] == "response.completed"
 
 
 def test_a_message_over_the_size_cap_closes_the_socket_with_1009(make_proxy, fake):

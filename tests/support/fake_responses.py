@@ -228,6 +228,8 @@ class FakeResponses(FakeUpstream):
         self.items: dict[str, dict[str, Any]] = {}
         self.served: list[Served] = []
         self.rejections: list[str] = []
+        self.upgrades: list[Recorded] = []
+        """WebSocket handshakes received (this fake refuses them, as an HTTP-only API does)."""
 
     def reset(self) -> None:
         super().reset()
@@ -235,10 +237,15 @@ class FakeResponses(FakeUpstream):
         self.items.clear()
         self.served.clear()
         self.rejections.clear()
+        self.upgrades.clear()
 
     def _route(self, request: web.Request, recorded: Recorded, payload: Any) -> web.StreamResponse | None:
         if request.method == "POST" and request.path.endswith("/responses"):
             return None
+        if request.headers.get("Upgrade", "").lower() == "websocket":  # an HTTP-only API: no socket here
+            self.upgrades.append(recorded)
+            error = {"message": "WebSocket is not supported on this route.", "type": "invalid_request_error"}
+            return web.json_response({"error": {**error, "param": None, "code": "not_found"}}, status=404)
         self.requests.append(recorded)  # another route (a client's model list, a stored response)
         error = {"message": f"No route {request.method} {request.path}.", "type": "invalid_request_error"}
         return web.json_response({"error": {**error, "param": None, "code": "not_found"}}, status=404)
@@ -267,14 +274,18 @@ class FakeResponses(FakeUpstream):
         served.response = reply = {**reply, "id": _id("resp")}
         return await self._body(request, payload, reply, store=payload.get("store") is not False, history=history)
 
-    def _history(self, payload: dict[str, Any]) -> tuple[list[dict[str, Any]], tuple[str, str] | None]:
-        """The items the model would see, or (param, message) of the API's refusal."""
+    def _history(
+        self, payload: dict[str, Any], known: dict[str, _Stored] | None = None
+    ) -> tuple[list[dict[str, Any]], tuple[str, str] | None]:
+        """The items the model would see, or (param, message) of the API's refusal; ``known``:
+        the responses a ``previous_response_id`` may name (default: those stored)."""
         history: list[dict[str, Any]] = []
         previous = payload.get("previous_response_id")
+        known = self.stored if known is None else known
         if previous is not None:
-            if previous not in self.stored:
+            if previous not in known:
                 return [], ("previous_response_id", f"Previous response with id '{previous}' not found.")
-            history.extend(self.stored[previous].items)
+            history.extend(known[previous].items)
         raw = payload.get("input")
         items = [{"type": "message", "role": "user", "content": raw}] if isinstance(raw, str) else list(raw or [])
         for item in items:
