@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 
 import httpx
 import openai
@@ -16,21 +15,16 @@ from websockets.sync.client import connect
 
 from tests.support.fake_responses import function_call, message, response, text_response
 from tests.support.fake_responses_socket import FakeResponsesSocket, SocketCut
-from tests.support.fake_upstream import emptied, running
+from tests.support.responses_fixtures import socket_fake, socket_server  # noqa: F401 (fixtures)
 
 KEY = {"Authorization": "Bearer sk-p"}
 TOOLS = [{"type": "function", "name": "search", "parameters": {"type": "object", "properties": {}}}]
 TERMINAL = ("response.completed", "response.incomplete", "response.failed", "error")
 
 
-@pytest.fixture(scope="module")
-def socket_server() -> Iterator[FakeResponsesSocket]:
-    yield from running(FakeResponsesSocket)
-
-
 @pytest.fixture
-def fake(socket_server: FakeResponsesSocket) -> Iterator[FakeResponsesSocket]:
-    yield from emptied(socket_server)
+def fake(socket_fake: FakeResponsesSocket) -> FakeResponsesSocket:
+    return socket_fake
 
 
 @pytest.fixture
