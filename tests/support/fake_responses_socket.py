@@ -154,6 +154,12 @@ class FakeResponsesSocket(FakeResponses):
             await _send(ws, event)
         memory.last = (body["id"], items) if body["status"] != "failed" else None
 
+    def served_history(self, index: int) -> list[dict[str, Any]]:
+        """The ``index``-th agent call's whole input as the model saw it (its chain resolved)."""
+        recorded = self.requests[index]
+        served = [s for s in self.served if s.payload == {k: v for k, v in recorded.json().items() if k != "type"}]
+        return served[0].history if served else recorded.json().get("input") or []
+
     def socket_payloads(self) -> list[dict[str, Any]]:
         """The agent calls that came over a socket, as sent (``type`` removed)."""
         return [{k: v for k, v in r.json().items() if k != "type"} for r in self.requests if r.method == "WEBSOCKET"]
