@@ -76,6 +76,8 @@ class _Error(msgspec.Struct):
 
 
 _kind = msgspec.json.Decoder(_Kind).decode
+_TYPE_FIRST = b'{"type":"'
+_DATA = (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY)
 _decode = msgspec.json.decode
 _encode = msgspec.json.Encoder().encode
 _current: ContextVar[UpstreamSocket | None] = ContextVar("loopwarden_upstream_socket", default=None)
@@ -202,7 +204,7 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
                 if attempt == 2:
                     raise httpx.RemoteProtocolError("The upstream closed its WebSocket.", request=request) from None
                 continue
-            if _kind(first).type == "error":
+            if _type(first) == b"error":
                 self.chain.forget()  # as the API: an error empties the socket's memory
                 error = msgspec.json.decode(first, type=_Error)
                 code = _error_fields(error).get("code")
@@ -346,25 +348,41 @@ class _Events(httpx.AsyncByteStream):
         return self
 
     async def __anext__(self) -> bytes:
+        """The next message as an SSE event, with every message already received after it: the
+        reader then takes them in one go, as it takes an HTTP stream's chunk of many events
+        (one wake-up of the whole call chain per batch, not per event)."""
         if self._done:
             raise StopAsyncIteration
         data = self._pending
         self._pending = None
         if data is None:
-            try:
-                data = await self._owner._message(self._ws, self._timeout)
-            except _Broken as broken:
-                self._done = True
-                self._owner.broke(broken.code)
-                self._owner.finished()
-                raise httpx.RemoteProtocolError("The upstream closed its WebSocket mid-response.") from None
+            data = await self._next(self._timeout)
+        frames = self._take(data)
+        waiting = _received(self._ws)
+        while not self._done and waiting:
+            frames += self._take(await self._next(None))
+            waiting = _received(self._ws)
+        return frames
+
+    async def _next(self, wait: float | None) -> bytes:
+        try:
+            data = await self._owner._message(self._ws, wait)
+        except _Broken as broken:
+            self._done = True
+            self._owner.broke(broken.code)
+            self._owner.finished()
+            raise httpx.RemoteProtocolError("The upstream closed its WebSocket mid-response.") from None
         if self._left is not None:
             self._left -= len(data)
             if self._left < 0:
                 await self.aclose()
                 raise UpstreamReplyTooLarge("The upstream model API's reply is larger than max_reply_bytes.")
+        return data
+
+    def _take(self, data: bytes) -> bytes:
+        """One message as an SSE event; the terminal one (or an error) ends the call."""
         self.last = data
-        kind = _kind(data).type.encode()
+        kind = _type(data)
         if kind in TERMINAL or kind == b"error":
             self._done = True
             if kind == b"error":
@@ -378,6 +396,30 @@ class _Events(httpx.AsyncByteStream):
         if not self._done:
             self._done = True
             await self._owner.abandon()
+
+
+def _type(data: bytes) -> bytes:
+    """An event's ``type``: read off its opening where it is the first field (as the API writes
+    its events), else decoded."""
+    if data.startswith(_TYPE_FIRST):
+        end = data.find(b'"', len(_TYPE_FIRST))
+        if end > 0:
+            return data[len(_TYPE_FIRST) : end]
+    try:
+        return _kind(data).type.encode()
+    except (msgspec.DecodeError, UnicodeEncodeError):
+        return b""
+
+
+def _received(ws: aiohttp.ClientWebSocketResponse[Any]) -> bool:
+    """A data message already received waits to be read, so reading it waits for nothing (aiohttp's
+    queue, read where this aiohttp version has it; False otherwise: then each message is awaited)."""
+    queued = getattr(getattr(ws, "_reader", None), "_buffer", None)
+    if not queued:
+        return False
+    head = queued[0]
+    message = head[0] if isinstance(head, tuple) else head
+    return getattr(message, "type", None) in _DATA
 
 
 def _frame(data: bytes) -> bytes:

@@ -145,6 +145,20 @@ def test_steering_is_refused_as_the_api_refuses_it_and_its_input_handed_back(pro
     assert events[-1]["type"] == "response.completed"
 
 
+def test_pings_are_answered_on_an_idle_socket_and_the_idle_timeout_still_closes_it(make_proxy, fake):
+    proxy = make_proxy(upstream=fake.url, socket_idle_timeout=1.0)
+
+    with _socket(proxy, ping_interval=None) as connection:
+        answered = [connection.ping().wait(timeout=30) for _ in range(3)]
+        with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+            connection.recv(timeout=60)  # pings are no events: the idle timeout counts on
+
+    assert answered == [True, True, True]
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1000
+    assert fake.requests == []
+
+
 def test_a_message_over_the_size_cap_closes_the_socket_with_1009(make_proxy, fake):
     proxy = make_proxy(upstream=fake.url, max_body_bytes=4096)
 

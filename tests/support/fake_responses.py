@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,9 +188,9 @@ def stream_events(body: dict[str, Any], *, pieces: int = 3) -> list[dict[str, An
 
 @dataclass
 class Events:
-    """A raw event list streamed as is (a broken or unusual stream)."""
+    """A raw event list streamed as is (a broken or unusual stream; a generator: a long one)."""
 
-    events: list[dict[str, Any]]
+    events: Iterable[dict[str, Any]]
     cut_after: int | None = None
 
 
@@ -331,11 +332,13 @@ class FakeResponses(FakeUpstream):
         return web.json_response(body)
 
     async def _events(
-        self, request: web.Request, events: list[dict[str, Any]], cut_after: int | None = None
+        self, request: web.Request, events: Iterable[dict[str, Any]], cut_after: int | None = None
     ) -> web.StreamResponse:
-        frames = [f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode() for event in events]
-        cut = cut_after if cut_after is not None and cut_after < len(frames) else None
-        return await self._stream(request, frames, cut=cut)
+        frames = (f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode() for event in events)
+        if cut_after is None:  # lazily: a long stream is never held whole
+            return await self._stream(request, frames)
+        listed = list(frames)
+        return await self._stream(request, listed, cut=cut_after if cut_after < len(listed) else None)
 
     @property
     def agent_payloads(self) -> list[dict[str, Any]]:
