@@ -58,8 +58,7 @@ _NOT_HANDSHAKE = frozenset(
     {"content-length", "content-type", "transfer-encoding", "connection", "upgrade", "keep-alive", "host", "te"}
 )
 _CREDENTIALS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key"})
-_EVENT_STREAM = [(b"content-type", b"text/event-stream")]
-_JSON = [(b"content-type", b"application/json")]
+_EVENT_STREAM, _JSON = [(b"content-type", b"text/event-stream")], [(b"content-type", b"application/json")]
 _REMEMBERED = 256
 """Upstreams whose refusal is remembered, at most (a tenants file names a handful)."""
 
@@ -298,12 +297,12 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
         else:
             self.chain.forget()
 
-    def finished(self) -> None:
+    def finished(self, lost: int | None = None) -> None:
+        """A call's events ended; ``lost``: the close code of a socket that broke mid-response (the
+        call fails as a cut stream, and the client's socket is told)."""
         self._busy = False
-
-    def broke(self, code: int) -> None:
-        """The socket ended mid-response: the call fails as a cut stream, the client's socket is told."""
-        self.lost = code
+        if lost is not None:
+            self.lost = lost
 
     async def _close(self) -> None:
         """Let the socket go (the next call opens another, with nothing to go on from)."""
@@ -318,8 +317,7 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
         await self._close()
         self._busy = False
 
-    async def aclose(self) -> None:
-        await self._close()
+    aclose = _close
 
 
 class _Events(httpx.AsyncByteStream):
@@ -369,8 +367,7 @@ class _Events(httpx.AsyncByteStream):
             data = await self._owner._message(self._ws, wait)
         except _Broken as broken:
             self._done = True
-            self._owner.broke(broken.code)
-            self._owner.finished()
+            self._owner.finished(broken.code)
             raise httpx.RemoteProtocolError("The upstream closed its WebSocket mid-response.") from None
         if self._left is not None:
             self._left -= len(data)
