@@ -187,11 +187,15 @@ class EventRelay:
             await self._whole(b"".join(self._body))
 
     async def _frame(self, frame: bytes) -> None:
-        lines = frame.split(b"\n")
-        data = b"\n".join(line[5:].lstrip() for line in lines if line.startswith(b"data:"))
-        if not data or data == b"[DONE]":  # a keep-alive comment, a terminator
-            return
-        named = next((line[6:].strip().decode() for line in lines if line.startswith(b"event:")), None)
+        head, one, data = frame.partition(b"\ndata: ")
+        if one and head.startswith(b"event: ") and b"\n" not in head and b"\n" not in data:
+            named: str | None = head[7:].decode()  # the proxy's own framing: one name, one data line
+        else:
+            lines = frame.split(b"\n")
+            data = b"\n".join(line[5:].lstrip() for line in lines if line.startswith(b"data:"))
+            if not data or data == b"[DONE]":  # a keep-alive comment, a terminator
+                return
+            named = next((line[6:].strip().decode() for line in lines if line.startswith(b"event:")), None)
         if named is None or named in TERMINAL:  # only the terminal event is read: it is the response
             try:
                 event = _decode(data)
