@@ -148,7 +148,8 @@ class ProxyRoutes:
             await self._guarded(serve, turn_scope, watch, respond, wire.name, wire)
 
         idle = self._settings.socket_idle_timeout
-        await serve_socket(scope, receive, send, refusal, turn, idle, lambda: self._readiness.draining)
+        draining = lambda: self._readiness.draining  # noqa: E731
+        await serve_socket(scope, receive, send, refusal, turn, idle, draining, self._upstream.sockets.open)
 
     async def passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope = _keyed(scope)
