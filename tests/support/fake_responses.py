@@ -243,8 +243,8 @@ class FakeResponses(FakeUpstream):
         error = {"message": f"No route {request.method} {request.path}.", "type": "invalid_request_error"}
         return web.json_response({"error": {**error, "param": None, "code": "not_found"}}, status=404)
 
-    def _next(self, payload: Any) -> Any:
-        return self._replies.popleft() if self._replies else text_response()
+    def _plain_answer(self) -> Any:
+        return text_response()
 
     def _render(self, reply: Turn, payload: Any) -> Any:
         return rendered(reply)
