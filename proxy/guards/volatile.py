@@ -18,10 +18,11 @@ __all__ = ["without_volatile"]
 
 _MARK = "\u2400"
 _WORD_START = r"(?<!\w.)"
-"""``\b`` before a word character, written after that character: each alternative below opens
-with the class of its first character, which ``re`` tests before it enters the alternative
-(one that opens with ``\b`` or a lookahead is entered at every position), so a scan costs
-about half as much. Each matches exactly what its plain form in the comment matches."""
+"""A word boundary before a word character, written after that character: each alternative
+below opens with the class of its first character, which ``re`` tests before it enters the
+alternative (one that opens with a boundary or a lookahead is entered at every position),
+so a scan costs about half as much. Each matches exactly what its plain form in the comment
+above it matches."""
 _VOLATILE = re.compile(
     "|".join(
         (
