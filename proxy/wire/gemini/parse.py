@@ -380,10 +380,12 @@ def reply_of(payload: Mapping[str, Any]) -> Reply:
         reason = "content_filter"
     text = [p["text"] for p in parts if part_channel(p) == "text"]
     message = field(first, "finishMessage")  # the proxy's refusal (see render.as_refusal)
-    refused = message if isinstance(message, str) and message and reason == "other" and not text else None
+    joined = "".join(text)
+    own = isinstance(message, str) and message and reason == "other" and joined in ("", message)
+    refused = message if own else None
     model = field(payload, "modelVersion")
     return Reply(
-        content="".join(text) if text else None,
+        content=joined if text and refused is None else None,
         reasoning=_text(parts, thought=True) or None,
         tool_calls=calls,
         finish_reason=reason,
