@@ -35,7 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.bench.efficacy import scenarios
 from tests.bench.efficacy.answer_scenarios import EXPECTED_INTERVENTIONS, FAMILIES
-from tests.bench.efficacy.clients import CLIENTS, NO_STRUCTURED_OUTPUT
+from tests.bench.efficacy.clients import CLIENTS, NO_STRUCTURED_OUTPUT, Run
 from tests.bench.efficacy.scripted_upstream import ScriptedUpstream
 from tests.support.proxy_server import RunningProxy, start_proxy
 
@@ -158,7 +158,7 @@ async def _run_client(
     error: BaseException | None = None
     try:
         async with asyncio.timeout(RUN_TIMEOUT):
-            answer = await CLIENTS[client](base_url, model, session, scenario, stream, profile)
+            answer = await CLIENTS[client](Run(base_url, model, session, scenario, stream, profile))
     except Exception as exc:  # every way a client can fail is an outcome here
         error = exc
     return model, answer, error, time.perf_counter() - started
