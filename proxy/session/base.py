@@ -65,9 +65,9 @@ class FIELDS:
     NEAR_COUNT_PREFIX = "fpn:"
     """How often the run received each call but for case and spacing (by near fingerprint)."""
     CALL_SEQUENCE = "fp_seq"
+    """The run's last tool calls in order (fingerprints), for cycles."""
     RESULT_SEQUENCE = "result_seq"
     """The run's last tool results in order (digest:call-id digest), for no-progress on chains."""
-    """The run's last tool calls in order (fingerprints), for cycles."""
     RUN = "run"
     """The run's number within the session (absent: the first, which began at ``first_seen``;
     not written on every request, which would cost every commit two fields)."""

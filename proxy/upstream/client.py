@@ -36,6 +36,7 @@ from proxy.observe.timing import waiting
 from proxy.settings import Settings
 from proxy.upstream.egress import EgressBlocked
 from proxy.upstream.retry import RETRYABLE_STATUSES, RetryBudget, RetryPolicy, SharedAttempts, parse_retry_after
+from proxy.upstream.socket import UpstreamSockets, current
 from proxy.upstream.transport import READ_BODY, READ_LIMIT, AiohttpTransport
 
 __all__ = ["ATTEMPTS_HEADER", "UpstreamClient", "UpstreamReply"]
@@ -87,9 +88,14 @@ class UpstreamClient:
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         draw: Callable[[], float] = random.random,
         metrics: Metrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``clock``: how long a failed attempt took (a fault that came back fast backs off longer)."""
         self._metrics = metrics
+        self._clock = clock
         self._transport = transport or AiohttpTransport(max_connections=settings.max_upstream_connections)
+        self.sockets = UpstreamSockets(settings, self._transport, metrics)
+        """Client sockets' upstream WebSockets (a call inside :func:`~proxy.upstream.socket.through` goes over one)."""
         self._policy = RetryPolicy(
             attempts=settings.retry_attempts,
             base_delay=settings.retry_base_delay,
@@ -180,9 +186,10 @@ class UpstreamClient:
             timeouts = self._attempt_timeouts(remaining)
             request = _request(method, self._url(url), headers, body, timeouts, stream, limit)
             request.read()
+            sent = self._clock()
             try:
                 async with asyncio.timeout(remaining):
-                    response = await self._transport.handle_async_request(request)
+                    response = await (current() or self._transport).handle_async_request(request)
                     if not stream:
                         await response.aread()
             except TimeoutError:
@@ -192,7 +199,7 @@ class UpstreamClient:
             except httpx.TransportError as exc:
                 error = _as_proxy_error(exc)
                 retryable = _never_sent(exc) or self._retry_after_send
-                delay = self._next_delay(attempt, None, paced, key) if retryable else None
+                delay = self._next_delay(attempt, None, paced, key, self._clock() - sent) if retryable else None
                 if delay is None or loop.time() + delay >= deadline or not self._budget.withdraw():
                     left = self._gave_up(key, attempt, type(exc).__name__) if retryable else False
                     raise _spent(error, attempt, left) from None
@@ -204,7 +211,7 @@ class UpstreamClient:
             if response.status_code not in RETRYABLE_STATUSES:
                 return UpstreamReply(response, attempt, waited)
             retry_after = parse_retry_after(response.headers)
-            delay = self._next_delay(attempt, retry_after, paced, key)
+            delay = self._next_delay(attempt, retry_after, paced, key, self._clock() - sent)
             if delay is None or loop.time() + delay >= deadline or not self._budget.withdraw():
                 left = self._gave_up(key, attempt, str(response.status_code))
                 return UpstreamReply(response, attempt, waited, left)
@@ -215,18 +222,20 @@ class UpstreamClient:
             if retry_after is not None:
                 paced += delay
 
-    def _next_delay(self, attempt: int, retry_after: float | None, paced: float, key: str) -> float | None:
+    def _next_delay(
+        self, attempt: int, retry_after: float | None, paced: float, key: str, fault_seconds: float
+    ) -> float | None:
         """The wait before the next attempt, None to stop. Without a wait the upstream named,
         the shared budget bounds the attempts too, and the backoff grows with every attempt
-        spent on the request, the client's retries included (a fast-failing upstream is given
-        longer to recover each time the client comes back)."""
+        spent on the request, the client's retries included, and more after a fault that
+        came back fast (``fault_seconds``: how long the failed attempt took)."""
         shared = self._shared
         if retry_after is not None or shared is None:
-            return self._policy.delay(attempt, retry_after, self._draw, paced)
+            return self._policy.delay(attempt, retry_after, self._draw, paced, fault_seconds)
         used = shared.used(key)
         if attempt >= self._policy.attempts or used >= shared.limit:
             return None
-        return self._policy.backoff(used, self._draw)
+        return self._policy.backoff(used, self._draw, fault_seconds)
 
     def _gave_up(self, key: str, attempt: int, fault: str) -> bool:
         """The retryable fault goes to the client: True while the shared budget has attempts

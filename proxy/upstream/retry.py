@@ -11,6 +11,12 @@ of a few seconds reaches the client as one slow success instead of an error. Suc
 retries have their own attempt limit (``paced_attempts``) and their waits, added up, stay
 within ``retry_after_cap``; past either the proxy hands the answer (and its ``Retry-After``)
 to the client, whose own backoff takes over.
+
+A fault that comes back within ``fast_fault`` seconds of sending (a refused connection, a
+gateway's instant 503) says the upstream did not work on the request at all: it is down or
+shedding load, and asking again as soon as after a slow fault only hits it before it
+recovers. So after a fast fault the backoff takes one more doubling step (its ceiling is
+twice as high, still capped at ``max_delay``).
 """
 
 from __future__ import annotations
@@ -50,33 +56,47 @@ def parse_retry_after(headers: Mapping[str, str], now: Callable[[], float] = tim
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Bounded retries: ``attempts`` in all, each wait drawn from [0, min(max, base * 2**n)];
-    when the upstream names the wait, up to ``paced_attempts`` in all, whose named waits add
-    up to at most ``retry_after_cap`` seconds."""
+    """Bounded retries: ``attempts`` in all, each wait drawn from [0, min(max, base * 2**n)]
+    (n one higher after a fault faster than ``fast_fault`` seconds); when the upstream names
+    the wait, up to ``paced_attempts`` in all, whose named waits add up to at most
+    ``retry_after_cap`` seconds."""
 
     attempts: int = 3
     base_delay: float = 0.5
     max_delay: float = 8.0
     retry_after_cap: float = 20.0
     paced_attempts: int = 10
+    fast_fault: float = 0.05
 
     def delay(
-        self, attempt: int, retry_after: float | None, draw: Callable[[], float], paced: float = 0.0
+        self,
+        attempt: int,
+        retry_after: float | None,
+        draw: Callable[[], float],
+        paced: float = 0.0,
+        fault_seconds: float | None = None,
     ) -> float | None:
         """Wait before attempt ``attempt + 1`` (1-based ``attempt`` just failed); None means stop.
 
-        ``paced``: the seconds this request already waited because the upstream said so."""
+        ``paced``: the seconds this request already waited because the upstream said so;
+        ``fault_seconds``: how long the failed attempt took to fail (None: unknown)."""
         if retry_after is not None:
             if attempt >= self.paced_attempts:
                 return None
             return retry_after if paced + retry_after <= self.retry_after_cap else None
         if attempt >= self.attempts:
             return None
-        return self.backoff(attempt, draw)
+        return self.backoff(attempt, draw, fault_seconds)
 
-    def backoff(self, attempt: int, draw: Callable[[], float]) -> float:
-        """The jittered exponential wait after failed attempt ``attempt`` (1-based)."""
-        return draw() * min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1))
+    def backoff(self, attempt: int, draw: Callable[[], float], fault_seconds: float | None = None) -> float:
+        """The jittered exponential wait after failed attempt ``attempt`` (1-based), one doubling
+        longer when that attempt failed fast (:meth:`failed_fast`)."""
+        step = attempt if self.failed_fast(fault_seconds) else attempt - 1
+        return draw() * min(self.max_delay, self.base_delay * 2.0**step)
+
+    def failed_fast(self, fault_seconds: float | None) -> bool:
+        """The fault came back within ``fast_fault`` seconds: the upstream did not work on the request."""
+        return fault_seconds is not None and fault_seconds < self.fast_fault
 
 
 class RetryBudget:

@@ -152,7 +152,10 @@ class FakeGemini(FakeUpstream):
         calling = ((payload.get("toolConfig") or {}).get("functionCallingConfig") or {}).get("mode")
         if self.summary is not None and calling == "NONE":
             return self.summary
-        return self._replies.popleft() if self._replies else Turn("Hello from the fake model.")
+        return super()._next(payload)
+
+    def _plain_answer(self) -> Any:
+        return Turn("Hello from the fake model.")
 
     def _render(self, reply: Turn, payload: Any) -> Any:
         return Generated(gemini_body(reply))

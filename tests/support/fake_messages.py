@@ -264,7 +264,10 @@ class FakeMessages(FakeUpstream):
     def _next(self, payload: Any) -> Any:
         if self.summary is not None and payload.get("tool_choice") == {"type": "none"}:
             return self.summary
-        return self._replies.popleft() if self._replies else said(text("Hello from the fake model."))
+        return super()._next(payload)
+
+    def _plain_answer(self) -> Any:
+        return said(text("Hello from the fake model."))
 
     def _render(self, reply: Turn, payload: Any) -> Any:
         return rendered(reply)

@@ -243,6 +243,9 @@ class FakeUpstream:
         self.requests: list[Recorded] = []
         self.judge_requests: list[Recorded] = []
         self.judge: Callable[[dict[str, Any]], Reply] = honest_judge
+        self.model: Callable[[Any], Reply] | None = None
+        """A model that reads each agent call and answers it (for runs whose number of calls
+        the proxy decides: warnings asked again, endings); used once the script is empty."""
         self.stream_aborts: list[float] = []
         """``time.monotonic()`` of each stream the proxy hung up on before it was finished."""
         self.hangups: list[float] = []
@@ -293,6 +296,7 @@ class FakeUpstream:
             self.stream_aborts.clear()
             self.hangups.clear()
             self.judge = honest_judge
+            self.model = None
 
     @property
     def pending(self) -> int:
@@ -347,7 +351,14 @@ class FakeUpstream:
 
     def _next(self, payload: Any) -> Any:
         """The scripted reply to an agent call (called under the lock)."""
-        return self._replies.popleft() if self._replies else Json(chat_completion())
+        return self._replies.popleft() if self._replies else self._unscripted(payload)
+
+    def _unscripted(self, payload: Any) -> Any:
+        """The reply once the script is empty: the ``model``'s, else the format's plain answer."""
+        return self.model(payload) if self.model is not None else self._plain_answer()
+
+    def _plain_answer(self) -> Any:
+        return Json(chat_completion())
 
     def _render(self, reply: Turn, payload: Any) -> Any:
         """A neutral reply in this fake's format, as the request asks for it (JSON or stream)."""

@@ -202,11 +202,11 @@ def reply_body(reply: Reply) -> dict[str, Any]:
 
 
 def as_refusal(body: Mapping[str, Any]) -> dict[str, Any]:
-    """An ending for a request that asked for a JSON answer: Gemini has no refusal, so it ends
-    under ``finishReason: OTHER`` (not the ``STOP`` of an answer), its text also in the
-    candidate's ``finishMessage``. The text part stays: google-genai drops ``finishMessage``
-    on the Gemini API (it keeps it only on Vertex), so without it the SDK's client would read
-    an empty answer; its ``parsed`` stays None, as for any text that is not the JSON."""
+    """An ending for a request that asked for a JSON answer: Gemini has no refusal, so the
+    candidate ends with ``finishReason: OTHER`` (not ``STOP``: no answer) and its words in
+    ``finishMessage``, and they stay its text too: google-genai drops ``finishMessage``, and its
+    ``response.parsed`` is None for text that is no JSON, so the application reads the
+    ending's words from ``response.text``."""
     candidates = body.get("candidates")
     if not isinstance(candidates, list) or not candidates or not isinstance(candidates[0], dict):
         return dict(body)

@@ -281,7 +281,7 @@ class MessagesLoop:
         self.messages.append({"role": "assistant", "content": blocks})
         text = "".join(b["text"] for b in blocks if b["type"] == "text")
         if reply.stop_reason == "refusal":  # structured outputs: a refusal is not the object
-            return Turn(refusal=text)
+            return Turn(refusal=text or (reply.stop_details and reply.stop_details.explanation) or "")
         return Turn(text or None, [(b["id"], b["input"]) for b in blocks if b["type"] == "tool_use"])
 
     def answer(self, results: list[tuple[str, str]]) -> None:

@@ -8,9 +8,14 @@ import uuid
 import pytest
 import redis.asyncio as redis
 
+from proxy.exchange import Conversation, Message
+from proxy.guards.fingerprint import digest
+from proxy.guards.no_progress import remember_results
+from proxy.policy.models import NoProgressSettings
 from proxy.session.base import FIELDS, Claim, Grant, Limit, SessionDelta, SessionState, TimelineEvent, WindowLimit
 from proxy.session.memory import MemoryStore
 from proxy.session.redis import RedisStore
+from proxy.session.runs import run_reset
 from proxy.session.timeline import TimelinePage
 from tests.support.waiting import PATIENCE_SECS
 
@@ -224,6 +229,57 @@ async def test_concurrent_appends_lose_nothing_within_the_bound(store, key):
     await asyncio.gather(*(add(str(n)) for n in range(200)))
 
     assert sorted(int(x) for x in (await store.load(key)).items("seq")) == list(range(200))
+
+
+# -- no-progress on stored chains: the digests of each request's tool results ----------
+
+
+def _carrying(n: int, result: str) -> SessionDelta:
+    """The commit of request ``n`` of a chain: one step, the digest of the result it carried."""
+    delta = _delta(steps=1)
+    chained = Conversation(messages=(Message("tool", result, call_id=f"c{n}"),), held_upstream=True)
+    remember_results(delta, chained, NoProgressSettings())
+    return delta
+
+
+async def test_each_requests_result_digests_are_kept_in_order_with_its_commit(store, key):
+    for n in range(20):
+        await store.commit(key, _carrying(n, f"pending since 2026-12-01T10:00:{n:02d}Z"), 60)
+
+    state = await store.load(key)
+
+    kept = state.items(FIELDS.RESULT_SEQUENCE)
+    assert [item.partition(":")[2] for item in kept] == [digest(f"c{n}")[:8] for n in range(4, 20)]  # the last 16
+    assert len({item.partition(":")[0] for item in kept}) == 1  # one result, its timestamp masked
+    assert state.counter(FIELDS.STEPS) == 20  # in the same commits as the rest of the books
+
+
+async def test_a_new_run_forgets_the_result_digests_and_keeps_the_budgets(store, key):
+    for n in range(3):
+        await store.commit(key, _carrying(n, "pending"), 60)
+
+    state = await store.commit(key, run_reset(await store.load(key), 1_000), 60)
+
+    assert state.items(FIELDS.RESULT_SEQUENCE) == []
+    assert state.counter(FIELDS.STEPS) == 3
+
+
+@pytest.mark.parametrize("server", ["redis", "cluster"])
+async def test_redis_keeps_the_result_digests_in_the_session_hash_for_every_replica(request, server, key):
+    url = request.getfixturevalue("redis_cluster").url if server == "cluster" else request.getfixturevalue("redis_url")
+    writer, reader = (RedisStore.from_url(url, cluster=server == "cluster") for _ in range(2))
+    for n in range(3):
+        await writer.commit(key, _carrying(n, "pending"), 60)
+
+    loaded = await reader.load(key)  # another replica's store
+
+    stored = await writer._client.hget(key, FIELDS.RESULT_SEQUENCE)
+    assert stored.split(",") == loaded.items(FIELDS.RESULT_SEQUENCE)
+    assert len(loaded.items(FIELDS.RESULT_SEQUENCE)) == 3
+    assert 0 < await writer._client.pttl(key) <= 60_000  # under the session's key and its TTL, no key of its own
+    await writer.reset(key)
+    await writer.aclose()
+    await reader.aclose()
 
 
 # -- admission: reserve before the call, settle after ----------------------------------

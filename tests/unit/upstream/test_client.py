@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import tracemalloc
 
 import httpx
@@ -15,7 +16,18 @@ from proxy.upstream.client import UpstreamClient
 from tests.support.waiting import async_wait_for
 
 
-def _client(outcomes: list, **settings):
+def _taking(seconds: float):
+    """A clock that moves ``seconds`` each time it is read: every attempt takes that long to fail."""
+    ticks = itertools.count()
+    return lambda: next(ticks) * seconds
+
+
+SLOW = 1.0
+"""How long a fault takes in these tests unless one says otherwise: a slow one (over ``fast_fault``)."""
+FAST = 0.001
+
+
+def _client(outcomes: list, *, fault_seconds: float = SLOW, **settings):
     calls: list[httpx.Request] = []
     sleeps: list[float] = []
 
@@ -30,7 +42,11 @@ def _client(outcomes: list, **settings):
         sleeps.append(seconds)
 
     client = UpstreamClient(
-        Settings(upstream="http://up/v1", **settings), httpx.MockTransport(handler), sleep=sleep, draw=lambda: 1.0
+        Settings(upstream="http://up/v1", **settings),
+        httpx.MockTransport(handler),
+        sleep=sleep,
+        draw=lambda: 1.0,
+        clock=_taking(fault_seconds),
     )
     return client, calls, sleeps
 
@@ -251,6 +267,31 @@ async def test_a_client_retry_backs_off_longer_than_the_first_request():
     await _send(client)
 
     assert sleeps == [0.5, 1.0, 4.0, 8.0]  # full jitter drawn at its top; 8 s is retry_max_delay
+
+
+async def test_a_fast_failing_upstream_is_backed_off_one_doubling_longer():
+    client, _, sleeps = _client([503, 503, 200], fault_seconds=FAST)
+
+    await _send(client)
+
+    assert sleeps == [1.0, 2.0]  # a slow upstream's: [0.5, 1.0]
+
+
+async def test_a_refused_connection_is_a_fast_fault_too():
+    client, _, sleeps = _client([httpx.ConnectError("refused"), 200], fault_seconds=FAST)
+
+    await _send(client)
+
+    assert sleeps == [1.0]
+
+
+async def test_a_client_retry_to_a_fast_failing_upstream_backs_off_to_the_cap_sooner():
+    client, _, sleeps = _client([503] * 6, retry_attempts=3, fault_seconds=FAST)
+
+    await _send(client)
+    await _send(client)
+
+    assert sleeps == [1.0, 2.0, 8.0, 8.0]  # slow faults: [0.5, 1.0, 4.0, 8.0]
 
 
 async def test_different_bodies_or_keys_are_different_requests():

@@ -63,6 +63,30 @@ def test_backoff_step_is_capped_at_max_delay():
     assert policy.delay(8, None, lambda: 1.0) == 3.0
 
 
+@pytest.mark.parametrize(
+    ("attempt", "fault_seconds", "expected"),
+    [
+        (1, None, 0.5),  # how long the fault took is unknown: the plain backoff
+        (1, 2.0, 0.5),  # a slow fault: the plain backoff
+        (1, 0.05, 0.5),  # at fast_fault: not fast
+        (1, 0.049, 1.0),  # a fast fault: one doubling more
+        (1, 0.0, 1.0),
+        (2, 0.001, 2.0),
+        (3, 0.001, 4.0),
+        (5, 0.001, 8.0),  # still capped at max_delay
+    ],
+)
+def test_a_fault_that_came_back_fast_backs_off_one_doubling_longer(attempt, fault_seconds, expected):
+    policy = RetryPolicy(attempts=10)
+
+    assert policy.backoff(attempt, lambda: 1.0, fault_seconds) == expected
+    assert policy.delay(attempt, None, lambda: 1.0, fault_seconds=fault_seconds) == expected
+
+
+def test_a_wait_the_upstream_named_is_kept_however_fast_it_failed():
+    assert POLICY.delay(1, 4.0, lambda: 0.3, fault_seconds=0.0) == 4.0
+
+
 def test_retry_budget_allows_a_burst_then_a_share_of_requests():
     from proxy.upstream.retry import RetryBudget
 
