@@ -143,6 +143,12 @@ class Settings(BaseSettings):
         description="Seconds a Responses WebSocket may stay open with no event and no response in flight; "
         "then it is closed with 1000 (0 = no limit).",
     )
+    upstream_websocket: Literal["auto", "off"] = Field(
+        "auto",
+        description="A client's Responses WebSocket goes upstream over a WebSocket of its own (auto), so the "
+        "upstream keeps store=false chains on it; an upstream that refuses the upgrade is served over HTTP "
+        "(logged once). off: always HTTP, the proxy carrying the chains.",
+    )
     max_reply_bytes: int = Field(
         64 * MiB,
         gt=0,

@@ -5,10 +5,16 @@ error shape, before any socket exists). Then each ``response.create`` event is o
 its fields (``stream`` implicit) run through the very route a ``POST /v1/responses`` does,
 with the handshake's headers (the session id, the policy, the goal), so the same guards,
 ledger, timeline, metrics and log line see it, and the stream's events go out as the
-socket's messages, in order, with the streaming hold-back rules. The upstream is served over
-HTTP; the proxy carries the ``store=false`` chains of the socket itself
-(:mod:`proxy.wire.responses.socket_chains`), so a continuation the client sends with only
-its new items reaches the upstream whole, hidden attempts (a nudge, a summary) included.
+socket's messages, in order, with the streaming hold-back rules. The pipeline sees every turn
+whole: the proxy carries the ``store=false`` chains of the socket itself
+(:mod:`proxy.wire.responses.socket_chains`), so a continuation the client sends with only its
+new items is the whole conversation to the guards. Upstream, the client socket has a WebSocket
+of its own (:mod:`proxy.upstream.socket`, unless ``upstream_websocket`` is off), on which a
+turn that goes on from the socket's most recent response is sent as a continuation of it again,
+hidden attempts (a nudge, a summary) included; an upstream that refuses the upgrade is served
+over HTTP, whole. An upstream socket that breaks mid-response fails the turn like a cut stream
+(its error event), then the client's socket is closed with the upstream's close code (1011
+where it gave none).
 
 The proxy's own response headers (``X-LoopWarden-Session``, ``-Step``, ``-Terminated``…) have
 no place on a socket; a client that sends ``X-LoopWarden-Events: headers`` at its handshake
@@ -16,8 +22,11 @@ gets them as a ``loopwarden.headers`` event before each response's events.
 
 What a socket can do wrong, and what it gets (the API's ``error`` events, the socket open):
 
-- an event that is not JSON, not an object, or of a type other than ``response.create``
+- an event that is not JSON, not an object, or of a type the socket mode does not define
   (``invalid_json``, ``unknown_event_type``);
+- a ``response.steer`` (input queued into a response in flight, whose successor the upstream
+  would start by itself, unguarded): ``response.steer.failed`` with ``steering_not_supported``
+  and the input handed back, as the API answers where steering is not supported;
 - a ``response.create`` while one is in flight: the API runs one response at a time per
   socket (``response_in_progress``; the one in flight goes on);
 - a warm-up (``generate: false``): answered by the proxy, an empty response, no upstream call;
@@ -43,10 +52,19 @@ from litestar.types import HTTPScope, Scope
 
 from proxy.edge.connections import BUSY, DRAIN
 from proxy.observe.logs import log_event
+from proxy.upstream.socket import UpstreamSocket, through
 from proxy.wire.responses.socket_chains import SocketChains, warm_up_events
 from proxy.wire.responses.stream import TERMINAL
 
-__all__ = ["HEADERS_EVENT", "SOCKET_FORMATS", "ResponsesSocket", "Turn", "error_event", "headers_event"]
+__all__ = [
+    "HEADERS_EVENT",
+    "SOCKET_FORMATS",
+    "ResponsesSocket",
+    "Turn",
+    "error_event",
+    "headers_event",
+    "steer_refused",
+]
 
 SOCKET_FORMATS = frozenset({"responses"})
 """The wire formats whose route takes a WebSocket."""
@@ -77,6 +95,11 @@ ASK_HEADERS = b"x-loopwarden-events"
 """The handshake header (``headers``) that asks for a ``loopwarden.headers`` event before each response."""
 GOING_AWAY = 1001
 NORMAL = 1000
+INTERNAL = 1011
+_UNSENDABLE = frozenset({1004, 1005, 1006, 1015})
+"""Close codes a peer may only report, never send (RFC 6455, 7.4.1)."""
+Opener = Callable[[list[tuple[str, str]]], UpstreamSocket | None]
+"""Opens a client socket's upstream socket with the client's handshake headers it carries on."""
 
 
 def error_event(status: int, message: str, code: object, param: object = None, kind: object = None) -> bytes:
@@ -85,6 +108,28 @@ def error_event(status: int, message: str, code: object, param: object = None, k
     return _encode(
         {"type": "error", "status": status, "code": code, "message": message, "param": param, "error": error}
     )
+
+
+def steer_refused(event: dict[str, Any]) -> bytes:
+    """The API's answer to steering it does not support: ``response.steer.failed``, the input
+    handed back (the client sends it in its next ``response.create``)."""
+    steer = {"previous_response_id": event.get("previous_response_id"), "input": event.get("input")}
+    message = "Steering is not supported through LoopWarden: send the input in the next response.create."
+    error = {"code": "steering_not_supported", "message": message, "type": "invalid_request_error"}
+    refused: dict[str, Any] = {"type": "response.steer.failed", "sequence_number": 0, "steer": steer, "error": error}
+    if isinstance(event.get("stream_id"), str):
+        refused["stream_id"] = event["stream_id"]
+    return _encode(refused)
+
+
+def upstream_headers(scope: Scope) -> list[tuple[str, str]]:
+    """The client's handshake headers its upstream socket's handshake carries too (an
+    ``OpenAI-Beta`` naming WebSockets), besides what every call sends."""
+    return [
+        (name.decode("latin-1"), value.decode("latin-1"))
+        for name, value in scope["headers"]
+        if name == b"openai-beta" and b"websocket" in value.lower()
+    ]
 
 
 def headers_event(status: int, headers: list[tuple[bytes, bytes]]) -> bytes:
@@ -142,11 +187,15 @@ class EventRelay:
             await self._whole(b"".join(self._body))
 
     async def _frame(self, frame: bytes) -> None:
-        lines = frame.split(b"\n")
-        data = b"\n".join(line[5:].lstrip() for line in lines if line.startswith(b"data:"))
-        if not data or data == b"[DONE]":  # a keep-alive comment, a terminator
-            return
-        named = next((line[6:].strip().decode() for line in lines if line.startswith(b"event:")), None)
+        head, one, data = frame.partition(b"\ndata: ")
+        if one and head.startswith(b"event: ") and b"\n" not in head and b"\n" not in data:
+            named: str | None = head[7:].decode()  # the proxy's own framing: one name, one data line
+        else:
+            lines = frame.split(b"\n")
+            data = b"\n".join(line[5:].lstrip() for line in lines if line.startswith(b"data:"))
+            if not data or data == b"[DONE]":  # a keep-alive comment, a terminator
+                return
+            named = next((line[6:].strip().decode() for line in lines if line.startswith(b"event:")), None)
         if named is None or named in TERMINAL:  # only the terminal event is read: it is the response
             try:
                 event = _decode(data)
@@ -187,9 +236,17 @@ class ResponsesSocket:
     """One client socket: its events read in order, one ``response.create`` run at a time."""
 
     def __init__(
-        self, scope: Scope, receive: Receive, send: Send, turn: Turn, idle_timeout: float, draining: Callable[[], bool]
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        turn: Turn,
+        idle_timeout: float,
+        draining: Callable[[], bool],
+        upstream: UpstreamSocket | None = None,
     ) -> None:
         self._scope = turn_scope(scope)
+        self._upstream = upstream
         self._headers = any(k == ASK_HEADERS and b"headers" in v.lower() for k, v in scope["headers"])
         self._receive = receive
         self._send = send
@@ -223,6 +280,10 @@ class ResponsesSocket:
                     return await self._close(NORMAL, "Idle for too long.")
                 if self._running is not None and self._running in done:
                     self._running = None
+                    if self._upstream is not None and self._upstream.lost is not None:
+                        code = self._upstream.lost
+                        code = INTERNAL if code in _UNSENDABLE or not 1000 <= code <= 4999 else code
+                        return await self._close(code, "The upstream closed its socket mid-response.")
                 if reading in done:
                     message, reading = reading.result(), None
                     if message["type"] == "websocket.disconnect":
@@ -255,6 +316,9 @@ class ResponsesSocket:
             await self._out.text(error_event(400, "The event is not a JSON object.", "invalid_json"))
             return
         kind = event.get("type")
+        if kind == "response.steer":
+            await self._out.text(steer_refused(event))
+            return
         if kind != "response.create":
             text = f"Unknown event type {kind!r}: this socket takes response.create."
             await self._out.text(error_event(400, text, "unknown_event_type", "type"))
@@ -283,7 +347,7 @@ class ResponsesSocket:
             for event in events:
                 await self._out.text(_encode(event))
             return
-        relay = EventRelay(self._send, lambda response: self._chains.record(sent, response), headers=self._headers)
+        relay = EventRelay(self._send, lambda response: self._delivered(sent, response), headers=self._headers)
         self._relay = relay
 
         async def receive() -> Message:
@@ -291,9 +355,22 @@ class ResponsesSocket:
             return {"type": "http.disconnect"}
 
         try:
-            await self._turn(self._scope, _encode(sent), relay, receive)
+            with through(self._upstream):
+                await self._turn(self._scope, _encode(sent), relay, receive)
         except Exception as exc:  # the route answers its own failures: anything else is a bug
             log_event("socket_turn_failed", {"error_type": type(exc).__name__}, logging.ERROR)
+
+    def _delivered(self, sent: dict[str, Any], response: dict[str, Any]) -> None:
+        """The client got ``response``: its chain is remembered, and the upstream socket learns
+        the client's view of it (a later turn that extends it goes on from it upstream)."""
+        conversation = self._chains.record(sent, response)
+        if self._upstream is not None and conversation is not None:
+            self._upstream.chain.seen(response.get("id"), conversation)
+
+    @property
+    def upstream_transport(self) -> str:
+        """How the socket's turns went upstream: websocket, or http."""
+        return (self._upstream.over or "websocket") if self._upstream is not None else "http"
 
 
 async def serve_socket(
@@ -304,9 +381,10 @@ async def serve_socket(
     turn: Turn,
     idle_timeout: float,
     draining: Callable[[], bool],
+    opener: Opener = lambda _: None,
 ) -> None:
     """Accept the socket unless ``refusal`` (the handshake's authentication) gives an HTTP
-    answer, then serve it until it closes."""
+    answer, then serve it until it closes; ``opener`` gives it its upstream socket."""
     message = await receive()
     if message["type"] != "websocket.connect":
         return
@@ -321,7 +399,13 @@ async def serve_socket(
         await send({"type": "websocket.http.response.body", "body": body})
         return
     await send({"type": "websocket.accept"})
-    log_event("socket_opened", {"route": scope["path"], "upstream_transport": "http"})
-    socket = ResponsesSocket(scope, receive, send, turn, idle_timeout, draining)
-    code = await socket.serve()
-    log_event("socket_closed", {"route": scope["path"], "code": code, "turns": socket.turns})
+    log_event("socket_opened", {"route": scope["path"]})
+    upstream = opener(upstream_headers(scope))
+    socket = ResponsesSocket(scope, receive, send, turn, idle_timeout, draining, upstream)
+    try:
+        code = await socket.serve()
+    finally:
+        if upstream is not None:
+            await upstream.aclose()
+    facts = {"route": scope["path"], "code": code, "turns": socket.turns}
+    log_event("socket_closed", {**facts, "upstream_transport": socket.upstream_transport})

@@ -118,6 +118,9 @@ def build_server(settings: Settings, readiness: Readiness | None = None) -> Drai
         http=GuardedHttpProtocol.with_header_timeout(settings.header_timeout),
         ws=guarded_websocket_protocol() or "none",
         ws_max_size=settings.max_body_bytes,
+        # No permessage-deflate: an event is small JSON, and compressing each one was a sixth of a
+        # socket turn's CPU; the proxy compresses no HTTP stream either.
+        ws_per_message_deflate=False,
         lifespan="on",
         access_log=False,
         log_config=None,

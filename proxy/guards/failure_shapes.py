@@ -13,7 +13,9 @@ None:
 - ``exit_code``: a shell tool's non-zero exit code (``exit code: 2``, ``exited with status 1``).
 
 Matching is by plain regexes (linear, no backtracking blow-up) over the result's first
-characters, the same prefix the policy's patterns search.
+characters, the same prefix the policy's patterns search. A pattern that would open with
+a word boundary opens with its first character instead (the boundary a lookbehind after it),
+so ``re`` skips ahead to the positions where that character is.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+from proxy.guards.memo import per_text
 
 __all__ = ["failure_shape"]
 
@@ -37,16 +41,15 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "errno",
         re.compile(
-            r"\bE(?:CONNREFUSED|CONNRESET|CONNABORTED|TIMEDOUT|HOSTUNREACH|NETUNREACH|NETDOWN|ADDRINUSE|"
+            r"E(?<!\w.)(?:CONNREFUSED|CONNRESET|CONNABORTED|TIMEDOUT|HOSTUNREACH|NETUNREACH|NETDOWN|ADDRINUSE|"
             r"ADDRNOTAVAIL|PIPE|NOTFOUND|AI_AGAIN|NOENT|ACCES|PERM|NOSPC|MFILE|NOTCONN)\b"
         ),
     ),
     (
         "exit_code",
         re.compile(
-            r"\b(?:exit(?:ed)?(?: with)?[ _](?:code|status)|return[ _]?code|non-zero exit(?: status)?)"
-            r"[ \t]*[:=]?[ \t]*(?:-[1-9]|[1-9])\d*\b",
-            re.I,
+            r"[eErRnN](?<!\w.)(?i:(?:(?<=e)xit(?:ed)?(?: with)?[ _](?:code|status)|(?<=r)eturn[ _]?code"
+            r"|(?<=n)on-zero exit(?: status)?)[ \t]*[:=]?[ \t]*(?:-[1-9]|[1-9])\d*\b)",
         ),
     ),
 )
@@ -85,6 +88,7 @@ def _json_shape(text: str) -> str | None:
     return None
 
 
+@per_text
 def failure_shape(text: str) -> str | None:
     """The failure shape of a tool result (see the module), or None."""
     shape = _json_shape(text)

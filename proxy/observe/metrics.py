@@ -183,6 +183,13 @@ class Metrics:
             registry=self.registry,
             multiprocess_mode="livesum",
         )
+        self.upstream_websockets = Counter(
+            "loopwarden_upstream_websockets",
+            "Upstream WebSockets of client Responses sockets, by outcome: opened; refused (the upstream "
+            "refused the upgrade) or unreachable: that client socket served over HTTP.",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.stream_failures = Counter(
             "loopwarden_stream_unfinished",
             "Streamed replies that did not complete (cut, stalled, malformed, or the client left), by reason.",

@@ -36,6 +36,7 @@ from proxy.observe.timing import waiting
 from proxy.settings import Settings
 from proxy.upstream.egress import EgressBlocked
 from proxy.upstream.retry import RETRYABLE_STATUSES, RetryBudget, RetryPolicy, SharedAttempts, parse_retry_after
+from proxy.upstream.socket import UpstreamSockets, current
 from proxy.upstream.transport import READ_BODY, READ_LIMIT, AiohttpTransport
 
 __all__ = ["ATTEMPTS_HEADER", "UpstreamClient", "UpstreamReply"]
@@ -93,6 +94,8 @@ class UpstreamClient:
         self._metrics = metrics
         self._clock = clock
         self._transport = transport or AiohttpTransport(max_connections=settings.max_upstream_connections)
+        self.sockets = UpstreamSockets(settings, self._transport, metrics)
+        """Client sockets' upstream WebSockets (a call inside :func:`~proxy.upstream.socket.through` goes over one)."""
         self._policy = RetryPolicy(
             attempts=settings.retry_attempts,
             base_delay=settings.retry_base_delay,
@@ -186,7 +189,7 @@ class UpstreamClient:
             sent = self._clock()
             try:
                 async with asyncio.timeout(remaining):
-                    response = await self._transport.handle_async_request(request)
+                    response = await (current() or self._transport).handle_async_request(request)
                     if not stream:
                         await response.aread()
             except TimeoutError:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import aiohttp
 import httpx
@@ -43,6 +44,8 @@ _CACHED_URL_CHARS = 512
 """Longest URL kept parsed: pass-through paths and queries are the client's, and a thousand
 distinct long ones would otherwise pin a hundred megabytes."""
 
+_WS_TIMEOUT = aiohttp.ClientWSTimeout(ws_receive=None, ws_close=2.0)
+"""A socket's close waits this long for the peer's answer to its close frame."""
 _SKIP_AUTO_HEADERS = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
 
 
@@ -217,6 +220,21 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             stream=_AiohttpStream(response, request, limit),
             request=request,
             extensions={"reason_phrase": (response.reason or "").encode()},
+        )
+
+    async def websocket(
+        self, url: str, headers: Sequence[tuple[str, str]], *, max_size: int, heartbeat: float
+    ) -> aiohttp.ClientWebSocketResponse[Any]:
+        """A WebSocket on the pooled session (the same egress check, no cookies, no headers of its
+        own); text arrives as bytes, as a body does. Fails with aiohttp's errors (a handshake
+        refused: ``WSServerHandshakeError`` with the status)."""
+        return await self._get_session().ws_connect(
+            url,
+            headers=CIMultiDict(headers),
+            max_msg_size=max_size,
+            heartbeat=heartbeat,
+            decode_text=False,
+            timeout=_WS_TIMEOUT,
         )
 
     def _yarl(self, url: httpx.URL) -> yarl.URL:

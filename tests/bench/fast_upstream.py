@@ -3,7 +3,8 @@
 stream when tools are offered);
 for a Responses request (a body with ``"input"``) the same three as a Responses API answers them.
 the same three as Anthropic Messages for ``POST /v1/messages``; a Gemini answer (plain or
-``alt=sse``) for ``…:generateContent`` and ``…:streamGenerateContent``.
+``alt=sse``, a function call when tools are offered to a stream) for ``…:generateContent`` and
+``…:streamGenerateContent``.
 
 It must never be the bottleneck, so it is a raw asyncio ``Protocol`` on uvloop that parses
 only what HTTP/1.1 framing needs (end of headers, ``Content-Length``) and answers every
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import hashlib
 import json
 import signal
 from typing import cast
@@ -217,46 +220,64 @@ RESPONSES_RESPONSE = (
 """A Responses API answer (a body with ``"input"``, not streamed)."""
 _OPENING = {**_response(), "status": "in_progress", "usage": None}
 _AT = {"item_id": "msg_bench", "output_index": 0, "content_index": 0}
-RESPONSES_STREAM = _named_sse(
-    [
-        {"type": "response.created", "response": _OPENING},
-        {"type": "response.in_progress", "response": _OPENING},
-        {
-            "type": "response.output_item.added",
-            "output_index": 0,
-            "item": {**_MESSAGE, "status": "in_progress", "content": []},
-        },
-        {"type": "response.content_part.added", **_AT, "part": {"type": "output_text", "text": "", "annotations": []}},
-        *({"type": "response.output_text.delta", **_AT, "delta": w} for w in _WORDS),
-        {"type": "response.output_text.done", **_AT, "text": "".join(_WORDS)},
-        {"type": "response.content_part.done", **_AT, "part": _MESSAGE["content"][0]},  # type: ignore[index]
-        {"type": "response.output_item.done", "output_index": 0, "item": _MESSAGE},
-        {"type": "response.completed", "response": _response(_MESSAGE)},
-    ],
-    numbered=True,
-)
+_RESPONSES_EVENTS: list[dict[str, object]] = [
+    {"type": "response.created", "response": _OPENING},
+    {"type": "response.in_progress", "response": _OPENING},
+    {
+        "type": "response.output_item.added",
+        "output_index": 0,
+        "item": {**_MESSAGE, "status": "in_progress", "content": []},
+    },
+    {"type": "response.content_part.added", **_AT, "part": {"type": "output_text", "text": "", "annotations": []}},
+    *({"type": "response.output_text.delta", **_AT, "delta": w} for w in _WORDS),
+    {"type": "response.output_text.done", **_AT, "text": "".join(_WORDS)},
+    {"type": "response.content_part.done", **_AT, "part": _MESSAGE["content"][0]},  # type: ignore[index]
+    {"type": "response.output_item.done", "output_index": 0, "item": _MESSAGE},
+    {"type": "response.completed", "response": _response(_MESSAGE)},
+]
+RESPONSES_STREAM = _named_sse(_RESPONSES_EVENTS, numbered=True)
 """A streamed Responses text answer."""
 _CALL_AT = {"item_id": "fc_bench", "output_index": 0}
-RESPONSES_STREAM_TOOLS = _named_sse(
-    [
-        {"type": "response.created", "response": _OPENING},
-        {"type": "response.in_progress", "response": _OPENING},
-        {
-            "type": "response.output_item.added",
-            "output_index": 0,
-            "item": {**_FUNCTION_CALL, "arguments": "", "status": "in_progress"},
-        },
-        *(
-            {"type": "response.function_call_arguments.delta", **_CALL_AT, "delta": p}
-            for p in ('{"q":', '"Lyon', ' population"}')
-        ),
-        {"type": "response.function_call_arguments.done", **_CALL_AT, "arguments": _FUNCTION_CALL["arguments"]},
-        {"type": "response.output_item.done", "output_index": 0, "item": _FUNCTION_CALL},
-        {"type": "response.completed", "response": _response(_FUNCTION_CALL)},
-    ],
-    numbered=True,
-)
+_RESPONSES_TOOL_EVENTS: list[dict[str, object]] = [
+    {"type": "response.created", "response": _OPENING},
+    {"type": "response.in_progress", "response": _OPENING},
+    {
+        "type": "response.output_item.added",
+        "output_index": 0,
+        "item": {**_FUNCTION_CALL, "arguments": "", "status": "in_progress"},
+    },
+    *(
+        {"type": "response.function_call_arguments.delta", **_CALL_AT, "delta": p}
+        for p in ('{"q":', '"Lyon', ' population"}')
+    ),
+    {"type": "response.function_call_arguments.done", **_CALL_AT, "arguments": _FUNCTION_CALL["arguments"]},
+    {"type": "response.output_item.done", "output_index": 0, "item": _FUNCTION_CALL},
+    {"type": "response.completed", "response": _response(_FUNCTION_CALL)},
+]
+RESPONSES_STREAM_TOOLS = _named_sse(_RESPONSES_TOOL_EVENTS, numbered=True)
 """A streamed Responses function call (held back by the proxy until checked)."""
+
+
+def _ws_frames(events: list[dict[str, object]]) -> bytes:
+    """The same events as the server's text frames of the Responses WebSocket mode (unmasked)."""
+    frames = b""
+    for number, event in enumerate(events):
+        data = json.dumps({**event, "sequence_number": number}, separators=(",", ":")).encode()
+        size = len(data)
+        if size < 126:
+            head = bytes([0x81, size])
+        elif size < 65536:
+            head = bytes([0x81, 126]) + size.to_bytes(2, "big")
+        else:
+            head = bytes([0x81, 127]) + size.to_bytes(8, "big")
+        frames += head + data
+    return frames
+
+
+RESPONSES_SOCKET = _ws_frames(_RESPONSES_EVENTS)
+RESPONSES_SOCKET_TOOLS = _ws_frames(_RESPONSES_TOOL_EVENTS)
+"""The Responses answers over the WebSocket mode: a ``response.create`` gets the stream's events."""
+_WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 def _message_stream(block: dict[str, object], deltas: list[dict[str, object]], stop: str) -> bytes:
@@ -319,18 +340,35 @@ GEMINI_STREAM_RESPONSE = (
     + b"\r\n0\r\n\r\n"
 )
 """A Gemini ``streamGenerateContent?alt=sse`` answer (no sentinel: the last chunk has the finish)."""
+_GEMINI_TOOL_EVENTS = b"".join(
+    b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\r\n\r\n"
+    for chunk in [
+        _gemini_chunk([{"functionCall": {"name": "search", "args": {"q": "Lyon population"}}}]),
+        _gemini_chunk([], "STOP"),
+    ]
+)
+GEMINI_STREAM_TOOLS_RESPONSE = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    + f"{len(_GEMINI_TOOL_EVENTS):x}".encode()
+    + b"\r\n"
+    + _GEMINI_TOOL_EVENTS
+    + b"\r\n0\r\n\r\n"
+)
+"""A streamed Gemini function call (tools offered): the call whole in one chunk, then the finish."""
 
 _NOT_IMPLEMENTED = b"HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 _MAX_HEAD = 64 * 1024
 
 
 class _Upstream(asyncio.Protocol):
-    __slots__ = ("_buffer", "_transport")
+    __slots__ = ("_buffer", "_socket", "_transport")
 
     _transport: asyncio.Transport
 
     def __init__(self) -> None:
         self._buffer = bytearray()
+        self._socket = False
+        """The connection was upgraded to a WebSocket: the buffer holds the client's frames."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A cast, not an isinstance check: uvloop's transports do not subclass asyncio's.
@@ -341,6 +379,9 @@ class _Upstream(asyncio.Protocol):
         buffer = self._buffer
         buffer += data
         while True:
+            if self._socket:
+                self._frames()
+                return
             head_end = buffer.find(b"\r\n\r\n")
             if head_end < 0:
                 if len(buffer) > _MAX_HEAD:
@@ -355,11 +396,54 @@ class _Upstream(asyncio.Protocol):
             if len(buffer) < total:
                 return  # the body is still arriving
             body = bytes(buffer[head_end + 4 : total])
+            if b"\r\nupgrade: websocket" in head:
+                transport.write(_accepted(head, bytes(buffer[:head_end])))
+                del buffer[:total]
+                self._socket = True
+                continue
             del buffer[:total]
             transport.write(_answer(head, body))
             if b"\r\nconnection: close" in head:
                 transport.close()
                 return
+
+    def _frames(self) -> None:
+        """Answer each complete client frame: a text frame (a ``response.create``) with the
+        stream's events, a ping with a pong, a close with a close."""
+        buffer = self._buffer
+        while len(buffer) >= 6:
+            opcode, size, at = buffer[0] & 0x0F, buffer[1] & 0x7F, 2
+            if size == 126:
+                size, at = int.from_bytes(buffer[2:4], "big"), 4
+            elif size == 127:
+                size, at = int.from_bytes(buffer[2:10], "big"), 10
+            if len(buffer) < at + 4 + size:
+                return
+            mask = bytes(buffer[at : at + 4])
+            payload = bytes(b ^ mask[i % 4] for i, b in enumerate(buffer[at + 4 : at + 4 + size]))
+            del buffer[: at + 4 + size]
+            if opcode == 0x1:
+                self._transport.write(RESPONSES_SOCKET_TOOLS if b'"tools"' in payload else RESPONSES_SOCKET)
+            elif opcode == 0x9:
+                self._transport.write(bytes([0x8A, len(payload)]) + payload)
+            elif opcode == 0x8:
+                self._transport.write(b"\x88\x02\x03\xe8")
+                self._transport.close()
+                return
+
+
+def _accepted(head: bytes, raw: bytes) -> bytes:
+    """The 101 answer to a WebSocket handshake (RFC 6455, 4.2.2); ``raw``: the head as sent
+    (the key is case-sensitive), ``head`` lower-cased."""
+    start = head.find(b"\r\nsec-websocket-key:") + len(b"\r\nsec-websocket-key:")
+    end = head.find(b"\r\n", start)
+    key = raw[start : end if end >= 0 else len(raw)].strip()
+    accept = base64.b64encode(hashlib.sha1(key + _WS_GUID, usedforsecurity=False).digest())
+    return (
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: "
+        + accept
+        + b"\r\n\r\n"
+    )
 
 
 def _answer(head: bytes, body: bytes) -> bytes:
@@ -368,7 +452,7 @@ def _answer(head: bytes, body: bytes) -> bytes:
     stream, tools = b'"stream":true' in body, b'"tools"' in body
     line = head.partition(b"\r\n")[0]
     if b":streamgeneratecontent" in line:
-        return GEMINI_STREAM_RESPONSE
+        return GEMINI_STREAM_TOOLS_RESPONSE if tools else GEMINI_STREAM_RESPONSE
     if b":generatecontent" in line:
         return GEMINI_RESPONSE
     if head.startswith(b"post /v1/messages"):

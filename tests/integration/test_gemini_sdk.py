@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 from google import genai
 from google.genai import types
 
+from tests.support.assertions import summary_of
 from tests.support.fake_gemini import MISSING_SIGNATURE, signature
 from tests.support.fake_upstream import Json
 from tests.support.turns import Turn, calling
@@ -99,6 +101,29 @@ def test_a_json_schema_answer_is_relayed(make_proxy, gemini_upstream):
 
     assert reply.parsed == {"city": "Paris", "temperature": 21}
     assert gemini_upstream.requests[0].json()["generationConfig"]["responseJsonSchema"] == schema
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_json_answer_the_guard_ends_reaches_the_sdk_as_an_other_finish_with_the_summary(
+    make_proxy, gemini_upstream, stream
+):
+    """google-genai drops ``finishMessage`` on the Gemini API: the summary must be in a part it reads."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    summary = "Found: nothing that fits the schema. Missing: the city. Next step: ask again."
+    gemini_upstream.script(*[Turn("About half a million people.") for _ in range(3)], Turn(summary))
+    proxy = make_proxy(upstream=gemini_upstream.url)
+    config = types.GenerateContentConfig(response_mime_type="application/json", response_json_schema=schema)
+
+    client = client_for(proxy)
+    if stream:
+        pieces = list(client.models.generate_content_stream(model=MODEL, contents="Which city?", config=config))
+    else:
+        pieces = [client.models.generate_content(model=MODEL, contents="Which city?", config=config)]
+
+    last = pieces[-1]
+    assert last.candidates[0].finish_reason == types.FinishReason.OTHER
+    assert summary_of("".join(p.text or "" for p in pieces)) == summary
+    assert last.parsed is None
 
 
 def test_the_v1_form_of_the_call_is_guarded_too(make_proxy, gemini_upstream):

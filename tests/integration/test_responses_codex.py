@@ -9,18 +9,14 @@ comes from the npm package ``@openai/codex`` (see :mod:`tests.support.agent_clis
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-from pathlib import Path
 
 import pytest
 
-from tests.support.agent_clis import agent_cli
+from tests.support.codex_runs import CODEX, codex, exec_call
 from tests.support.fake_responses import function_call, message, reasoning, response, text_response, verdict
 from tests.support.responses_fixtures import fake, proxy, responses_server  # noqa: F401 (fixtures)
 
-CODEX = agent_cli("codex", "LOOPWARDEN_CODEX")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(CODEX is None, reason="Codex CLI not installed: npm ci --prefix tests/agents"),
@@ -29,35 +25,6 @@ pytestmark = [
 
 TRANSPORTS = pytest.mark.parametrize("builtin", [False, True], ids=["http", "websocket"])
 """The recommended custom provider (HTTP), and the built-in one (a WebSocket to the proxy)."""
-
-
-def codex(
-    base_url: str,
-    home: Path,
-    task: str = "How many people live in Lyon?",
-    *,
-    builtin: bool = False,
-    resume: bool = False,
-):
-    """``codex exec`` with LoopWarden as its provider (the recommended config), or as the
-    built-in provider's base URL; ``resume``: ``codex exec resume --last`` with ``task``."""
-    home.mkdir(exist_ok=True)
-    if builtin:
-        config = f'model = "fake-model"\nopenai_base_url = "{base_url}"\n'
-    else:
-        config = (
-            'model = "fake-model"\nmodel_provider = "loopwarden"\n\n[model_providers.loopwarden]\n'
-            f'name = "LoopWarden"\nbase_url = "{base_url}"\nenv_key = "LOOPWARDEN_TEST_KEY"\nwire_api = "responses"\n'
-        )
-    (home / "config.toml").write_text(config)
-    env = {**os.environ, "CODEX_HOME": str(home), "LOOPWARDEN_TEST_KEY": "sk-p", "OPENAI_API_KEY": "sk-p"}
-    command = [str(CODEX), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
-    command += ["resume", "--last", task] if resume else [task]
-    return subprocess.run(command, env=env, cwd=home, capture_output=True, text=True, timeout=120, check=False)
-
-
-def exec_call(call_id: str, arguments: str = '{"cmd": "echo lyon-522250"}'):
-    return response(reasoning("Run it."), function_call("exec_command", arguments, call_id))
 
 
 def outputs(payload: dict) -> list[dict]:

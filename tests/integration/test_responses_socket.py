@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 
 import httpx
 import openai
@@ -12,8 +13,9 @@ import pytest
 import websockets
 from websockets.sync.client import connect
 
-from tests.support.fake_responses import function_call, message, reasoning, response, text_response
+from tests.support.fake_responses import Events, function_call, message, reasoning, response, text_response
 from tests.support.fake_upstream import Hang, Json
+from tests.support.raw_socket import RawSocket
 from tests.support.responses_fixtures import fake, proxy, responses_server  # noqa: F401 (fixtures)
 from tests.support.waiting import wait_for
 
@@ -121,13 +123,86 @@ def test_an_unknown_event_type_is_an_error_event_and_the_socket_goes_on(proxy, f
     fake.script(text_response("Still here."))
 
     with _socket(proxy) as connection:
-        connection.send(json.dumps({"type": "response.steer", "input": "x"}))
+        connection.send(json.dumps({"type": "session.update", "input": "x"}))
         refused = json.loads(connection.recv(timeout=30))
         connection.send(_create(input="Hello?"))
         events = _until_terminal(connection)
 
     assert (refused["type"], refused["code"]) == ("error", "unknown_event_type")
     assert events[-1]["response"]["output"][0]["content"][0]["text"] == "Still here."
+
+
+def test_steering_is_refused_as_the_api_refuses_it_and_its_input_handed_back(proxy, fake):
+    fake.script(text_response("Still here."))
+
+    with _socket(proxy) as connection:
+        connection.send(json.dumps({"type": "response.steer", "previous_response_id": "resp_1", "input": "Faster."}))
+        refused = json.loads(connection.recv(timeout=30))
+        connection.send(_create(input="Hello?"))
+        events = _until_terminal(connection)
+
+    assert refused["type"] == "response.steer.failed"
+    assert refused["error"]["code"] == "steering_not_supported"
+    assert refused["steer"] == {"previous_response_id": "resp_1", "input": "Faster."}
+    assert events[-1]["type"] == "response.completed"
+
+
+def test_pings_are_answered_on_an_idle_socket_and_the_idle_timeout_still_closes_it(make_proxy, fake):
+    proxy = make_proxy(upstream=fake.url, socket_idle_timeout=1.0)
+
+    with _socket(proxy, ping_interval=None) as connection:
+        answered = [connection.ping().wait(timeout=30) for _ in range(3)]
+        with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+            connection.recv(timeout=60)  # pings are no events: the idle timeout counts on
+
+    assert answered == [True, True, True]
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1000
+    assert fake.requests == []
+
+
+def _long_text_stream(deltas: int, piece: str, produced: list[int]):
+    """A streamed text answer of ``deltas`` deltas, each produced only when the proxy reads on."""
+    body = text_response("")
+    item = {"type": "message", "id": "msg_long", "status": "in_progress", "role": "assistant", "content": []}
+    at = {"item_id": "msg_long", "output_index": 0, "content_index": 0}
+    yield {"type": "response.created", "sequence_number": 0, "response": {**body, "status": "in_progress"}}
+    yield {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item}
+    part = {"type": "output_text", "text": "", "annotations": []}
+    yield {"type": "response.content_part.added", "sequence_number": 2, **at, "part": part}
+    for number in range(deltas):
+        produced.append(number)
+        yield {"type": "response.output_text.delta", "sequence_number": 3 + number, **at, "delta": piece}
+    done = {**part, "text": piece * deltas}
+    yield {"type": "response.output_text.done", "sequence_number": deltas + 3, **at, "text": done["text"]}
+    finished = {**item, "status": "completed", "content": [done]}
+    yield {"type": "response.output_item.done", "sequence_number": deltas + 4, "output_index": 0, "item": finished}
+    yield {"type": "response.completed", "sequence_number": deltas + 5, "response": {**body, "output": [finished]}}
+
+
+def _settled(count) -> int:
+    """``count()`` once it stopped growing (five reads in a row, 0.2 s apart, agree)."""
+    seen: list[int] = []
+    while len(seen) < 5 or len(set(seen[-5:])) > 1:
+        seen.append(count())
+        time.sleep(0.2)
+    return seen[-1]
+
+
+@pytest.mark.slow
+def test_a_slow_reader_holds_the_upstream_back_instead_of_the_proxy_buffering_its_stream(make_proxy, fake):
+    deltas, piece, produced = 4000, "x" * 16384, []  # 64 MiB of text, far more than the buffers between
+    proxy = make_proxy(upstream=fake.url, max_reply_bytes=512 * 1024 * 1024)
+    fake.script(Events(_long_text_stream(deltas, piece, produced)))
+
+    with RawSocket(proxy.port, "/v1/responses", KEY) as connection:  # reads only when asked: no library buffer
+        connection.send_text(_create(input="Write a lot."))
+        stalled = _settled(lambda: len(produced))  # the client reads nothing meanwhile
+        received = connection.texts_until(lambda event: event["type"] == "response.completed")
+
+    assert stalled < deltas // 2  # what the proxy took from the upstream is bounded, not the whole stream
+    assert sum(event["type"] == "response.output_text.delta" for event in received) == deltas
+    assert received[-1]["type"] == "response.completed"
 
 
 def test_a_message_over_the_size_cap_closes_the_socket_with_1009(make_proxy, fake):

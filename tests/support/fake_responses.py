@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,9 +188,9 @@ def stream_events(body: dict[str, Any], *, pieces: int = 3) -> list[dict[str, An
 
 @dataclass
 class Events:
-    """A raw event list streamed as is (a broken or unusual stream)."""
+    """A raw event list streamed as is (a broken or unusual stream; a generator: a long one)."""
 
-    events: list[dict[str, Any]]
+    events: Iterable[dict[str, Any]]
     cut_after: int | None = None
 
 
@@ -228,6 +229,8 @@ class FakeResponses(FakeUpstream):
         self.items: dict[str, dict[str, Any]] = {}
         self.served: list[Served] = []
         self.rejections: list[str] = []
+        self.upgrades: list[Recorded] = []
+        """WebSocket handshakes received (this fake refuses them, as an HTTP-only API does)."""
 
     def reset(self) -> None:
         super().reset()
@@ -235,10 +238,15 @@ class FakeResponses(FakeUpstream):
         self.items.clear()
         self.served.clear()
         self.rejections.clear()
+        self.upgrades.clear()
 
     def _route(self, request: web.Request, recorded: Recorded, payload: Any) -> web.StreamResponse | None:
         if request.method == "POST" and request.path.endswith("/responses"):
             return None
+        if request.headers.get("Upgrade", "").lower() == "websocket":  # an HTTP-only API: no socket here
+            self.upgrades.append(recorded)
+            error = {"message": "WebSocket is not supported on this route.", "type": "invalid_request_error"}
+            return web.json_response({"error": {**error, "param": None, "code": "not_found"}}, status=404)
         self.requests.append(recorded)  # another route (a client's model list, a stored response)
         error = {"message": f"No route {request.method} {request.path}.", "type": "invalid_request_error"}
         return web.json_response({"error": {**error, "param": None, "code": "not_found"}}, status=404)
@@ -267,14 +275,18 @@ class FakeResponses(FakeUpstream):
         served.response = reply = {**reply, "id": _id("resp")}
         return await self._body(request, payload, reply, store=payload.get("store") is not False, history=history)
 
-    def _history(self, payload: dict[str, Any]) -> tuple[list[dict[str, Any]], tuple[str, str] | None]:
-        """The items the model would see, or (param, message) of the API's refusal."""
+    def _history(
+        self, payload: dict[str, Any], known: dict[str, _Stored] | None = None
+    ) -> tuple[list[dict[str, Any]], tuple[str, str] | None]:
+        """The items the model would see, or (param, message) of the API's refusal; ``known``:
+        the responses a ``previous_response_id`` may name (default: those stored)."""
         history: list[dict[str, Any]] = []
         previous = payload.get("previous_response_id")
+        known = self.stored if known is None else known
         if previous is not None:
-            if previous not in self.stored:
+            if previous not in known:
                 return [], ("previous_response_id", f"Previous response with id '{previous}' not found.")
-            history.extend(self.stored[previous].items)
+            history.extend(known[previous].items)
         raw = payload.get("input")
         items = [{"type": "message", "role": "user", "content": raw}] if isinstance(raw, str) else list(raw or [])
         for item in items:
@@ -320,11 +332,13 @@ class FakeResponses(FakeUpstream):
         return web.json_response(body)
 
     async def _events(
-        self, request: web.Request, events: list[dict[str, Any]], cut_after: int | None = None
+        self, request: web.Request, events: Iterable[dict[str, Any]], cut_after: int | None = None
     ) -> web.StreamResponse:
-        frames = [f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode() for event in events]
-        cut = cut_after if cut_after is not None and cut_after < len(frames) else None
-        return await self._stream(request, frames, cut=cut)
+        frames = (f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode() for event in events)
+        if cut_after is None:  # lazily: a long stream is never held whole
+            return await self._stream(request, frames)
+        listed = list(frames)
+        return await self._stream(request, listed, cut=cut_after if cut_after < len(listed) else None)
 
     @property
     def agent_payloads(self) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from google.genai import errors as genai_errors
 
 from tests.support.fake_messages import FakeMessages, check_stream, checking_client, tool_use
 from tests.support.fake_responses import FakeResponses
-from tests.support.fake_upstream import FakeUpstream, emptied, tool_call
+from tests.support.fake_upstream import FakeUpstream, Recorded, emptied, tool_call
 from tests.support.format_base import TASK, Answer, Format, Sent, Tool, arguments_of, text_of
 from tests.support.gemini_format import Gemini
 from tests.support.proxy_server import RunningProxy
@@ -194,6 +194,24 @@ class ResponsesOverSocket(Responses):
         return Answer(turn.headers, reply.output_text, found, reply.id, reply.status or "", items)
 
 
+class ResponsesOverUpstreamSocket(ResponsesOverSocket):
+    """The Responses API over the proxy's WebSocket, and the proxy over a WebSocket of its own to
+    an upstream that speaks the API's WebSocket mode (the fake's resolved history is what the
+    model saw: a call that goes on from the socket's memory carries only its new items)."""
+
+    name = "responses-websocket-upstream"
+
+    @staticmethod
+    def streamed(sent: Recorded) -> bool:
+        return sent.method == "WEBSOCKET" or Format.streamed(sent)  # on a socket every call streams
+
+    def sent(self, index: int) -> Sent:
+        payload = {**self.fake.requests[index].json(), "input": self.fake.served_history(index)}
+        return Sent(
+            payload, self._tools(payload), self._results(payload), self._last(payload), payload.get("tool_choice")
+        )
+
+
 class Messages(Format):
     name = "messages"
     wire_name = "messages"
@@ -281,6 +299,7 @@ FORMATS: dict[str, tuple[type[Format], str]] = {
     "responses": (Responses, "responses_server"),
     "messages": (Messages, "messages_server"),
     "responses-websocket": (ResponsesOverSocket, "responses_server"),
+    "responses-websocket-upstream": (ResponsesOverUpstreamSocket, "socket_server"),
     "gemini": (Gemini, "gemini_server"),
 }
 """Each format's client, and the session fixture of the fake that answers it."""

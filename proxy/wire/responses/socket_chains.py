@@ -2,12 +2,14 @@
 
 Over a WebSocket the client continues each turn with only its new items and the
 ``previous_response_id`` of the response it saw; with ``store=false`` the upstream keeps that
-chain on its own socket alone. The proxy serves the turn over HTTP, so it keeps the chain
-itself: every response the client saw on this socket is remembered with the whole input it
-answered and its output items, and a ``store=false`` continuation of one of them becomes the
+chain on its own socket alone. The guards must see the whole run, so the proxy keeps the
+chain itself: every response the client saw on this socket is remembered with the whole input
+it answered and its output items, and a ``store=false`` continuation of one of them becomes the
 whole conversation, with no ``previous_response_id``: exactly what Codex sends over HTTP, so
-the guards see the same run either way. The proxy's own ids (an ending's ``msg_lw…``) never
-go upstream. A stored chain (``store`` true) is the upstream's, as over HTTP.
+the guards see the same run either way. Over an upstream WebSocket the call is made a
+continuation again where the upstream socket can go on (:mod:`proxy.upstream.socket_chain`);
+over HTTP it goes whole. The proxy's own ids (an ending's ``msg_lw…``) never go upstream. A
+stored chain (``store`` true) is the upstream's, as over HTTP.
 
 A warm-up (``generate: false``, Codex's prewarm) generates nothing: the proxy answers it
 itself, with an empty response of its own that a continuation may name.
@@ -55,16 +57,18 @@ class SocketChains:
         result["input"] = [*history, *input_items(payload)]
         return result
 
-    def record(self, sent: Mapping[str, Any], response: Mapping[str, Any]) -> None:
-        """Remember a delivered response: the input of the request as sent upstream, then its output."""
+    def record(self, sent: Mapping[str, Any], response: Mapping[str, Any]) -> list[Any] | None:
+        """Remember a delivered response: the input of the request as sent upstream, then its
+        output; that conversation (what a continuation of it carries), None for no response."""
         found = response.get("id")
         if not isinstance(found, str) or not found:
-            return
+            return None
         output = [_as_input(item) for item in response.get("output") or () if isinstance(item, dict)]
-        self._known[found] = [*input_items(sent), *output]
+        conversation = self._known[found] = [*input_items(sent), *output]
         self._known.move_to_end(found)
         while len(self._known) > KEPT:
             self._known.popitem(last=False)
+        return conversation
 
 
 def _as_input(item: dict[str, Any]) -> dict[str, Any]:

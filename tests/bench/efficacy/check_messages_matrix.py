@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from tests.bench.efficacy.run_efficacy import RunResult, run_matrix, summarize
+from tests.bench.efficacy.run_efficacy import RunResult, disturbed, run_matrix, summarize
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a module fixture runs a whole matrix
 
@@ -33,15 +33,30 @@ def test_without_the_proxy_every_misbehaving_run_fails(runs):
     assert [(r.scenario, r.outcome) for r in direct if r.outcome not in ("silent", "crashed")] == []
 
 
-def test_without_the_proxy_every_well_behaved_run_finishes(runs):
-    assert [(r.scenario, r.outcome) for r in pick(runs, proxy=False, behaved=True) if r.outcome != "correct"] == []
+def test_without_the_proxy_every_well_behaved_run_finishes_but_wrapped_json_which_crashes(runs):
+    behaved = pick(runs, proxy=False, behaved=True)
+
+    assert [r.scenario for r in behaved if r.outcome != "correct"] == [
+        r.scenario for r in behaved if r.scenario.startswith("wrapped_json/")
+    ]
+    assert {r.outcome for r in behaved if r.scenario.startswith("wrapped_json/")} == {"crashed"}
 
 
-def test_with_the_proxy_no_well_behaved_run_sees_an_intervention(runs):
+def test_with_the_proxy_no_well_behaved_run_is_disturbed(runs):
+    """Long answers of every shape pass untouched; a wrapped JSON answer arrives bare (its one
+    intervention, ``json_unwrapped``)."""
     guarded = pick(runs, proxy=True, behaved=True)
 
-    assert [(r.scenario, r.interventions, r.terminated) for r in guarded if r.interventions or r.terminated] == []
-    assert all(r.outcome == "correct" for r in guarded)
+    assert [(r.scenario, r.interventions, r.terminated, r.outcome) for r in guarded if disturbed(r)] == []
+
+
+def test_with_the_proxy_a_hand_back_is_judged_not_done_once_and_the_run_ends_correct(runs):
+    handed = [r for r in pick(runs, proxy=True) if r.scenario.startswith("hand_back/")]
+
+    assert handed
+    assert [(r.scenario, r.stream, r.outcome, r.interventions) for r in handed] == [
+        (r.scenario, r.stream, "correct", ["judge_continue"]) for r in handed
+    ]
 
 
 def test_with_the_proxy_models_that_take_a_correction_finish_correctly(runs):

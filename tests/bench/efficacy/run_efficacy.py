@@ -34,7 +34,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.bench.efficacy import scenarios
-from tests.bench.efficacy.clients import CLIENTS, NO_STRUCTURED_OUTPUT
+from tests.bench.efficacy.answer_scenarios import EXPECTED_INTERVENTIONS, FAMILIES
+from tests.bench.efficacy.clients import CLIENTS, NO_STRUCTURED_OUTPUT, Run
 from tests.bench.efficacy.scripted_upstream import ScriptedUpstream
 from tests.support.proxy_server import RunningProxy, start_proxy
 
@@ -77,6 +78,14 @@ class RunResult:
         (``retry_tokens`` has retried calls in full), and the graceful ending's summary call
         is the ending itself (``finalize_tokens``); both are reported apart."""
         return self.judge_tokens + self.added_tokens
+
+
+def disturbed(r: RunResult) -> bool:
+    """A well-behaved run the guard got in the way of: an intervention (bar the one its scenario
+    asks for: a wrapped JSON answer unwrapped), an ending, or an answer that is not correct."""
+    family = r.scenario.partition("/")[0]
+    unasked = [k for k in r.interventions if k not in EXPECTED_INTERVENTIONS.get(family, ())]
+    return r.behaved and bool(unasked or r.terminated or r.outcome != "correct")
 
 
 def _counters(text: str) -> Counter[tuple[str, str]]:
@@ -149,7 +158,7 @@ async def _run_client(
     error: BaseException | None = None
     try:
         async with asyncio.timeout(RUN_TIMEOUT):
-            answer = await CLIENTS[client](base_url, model, session, scenario, stream, profile)
+            answer = await CLIENTS[client](Run(base_url, model, session, scenario, stream, profile))
     except Exception as exc:  # every way a client can fail is an outcome here
         error = exc
     return model, answer, error, time.perf_counter() - started
@@ -308,7 +317,7 @@ def summarize(results: Sequence[RunResult], worse: Sequence[RunResult] = ()) -> 
         silent=sum(r.outcome == "silent" for r in results),
         crashed=sum(r.outcome == "crashed" for r in results),
         behaved=len(good),
-        false_interventions=sum(bool(r.interventions or r.terminated or r.outcome != "correct") for r in good),
+        false_interventions=sum(disturbed(r) for r in good),
         tokens=sum(r.tokens for r in results),
         guard_tokens=sum(r.guard_tokens for r in results),
         judge_calls=sum(r.judge_calls for r in results),
@@ -334,17 +343,18 @@ def _mean(values: Iterable[int]) -> str:
 
 
 def table(results: Sequence[RunResult]) -> str:
-    """One markdown table: a row per scenario, outcomes without and with the proxy."""
+    """One markdown table: a row per scenario (per family for the answer shapes: ``long_answer/*``),
+    outcomes without and with the proxy."""
     by: dict[str, list[RunResult]] = defaultdict(list)
     for r in results:
-        by[r.scenario].append(r)
+        by[_row(r.scenario)].append(r)
     lines = [
         "| scenario | runs | without proxy: correct / graceful / silent / crashed | with proxy: correct / graceful / "
         "silent / crashed | steps (without → with) | tokens (without → with) | guard tokens | interventions |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for scenario in scenarios.scenarios():
-        rows = by.get(scenario.key, [])
+        rows = by.pop(_row(scenario.key), [])
         if not rows:
             continue
         direct = [r for r in rows if not r.proxy]
@@ -354,7 +364,7 @@ def table(results: Sequence[RunResult]) -> str:
         what = ", ".join(f"{k} x{n}" for k, n in kinds.most_common(3))
         if ended:
             what += ("; " if what else "") + "ended: " + ", ".join(f"{k} x{n}" for k, n in ended.most_common())
-        label = f"{'✓ ' if scenario.behaved else ''}{scenario.key}"
+        label = f"{'✓ ' if scenario.behaved else ''}{_row(scenario.key)}"
         lines.append(
             f"| {label} | {max(len(direct), len(guarded))} | {_counts(direct)} | {_counts(guarded)} "
             f"| {_mean(r.steps for r in direct)} → {_mean(r.steps for r in guarded)} "
@@ -362,6 +372,11 @@ def table(results: Sequence[RunResult]) -> str:
             f"| {_mean(r.guard_tokens for r in guarded)} | {what or 'none'} |"
         )
     return "\n".join(lines)
+
+
+def _row(key: str) -> str:
+    family = key.partition("/")[0]
+    return f"{family}/*" if family in FAMILIES else key
 
 
 def breakdown(results: Sequence[RunResult]) -> str:
@@ -396,11 +411,7 @@ def misses(results: Sequence[RunResult]) -> str:
         f"- {r.client} stream {'on' if r.stream else 'off'} {r.scenario}: {r.outcome}"
         f"{f' (ended: {r.terminated})' if r.terminated else ''}: {r.error or r.answer[:120]!r}"
         for r in results
-        if r.proxy
-        and (
-            (not r.behaved and r.outcome not in ("correct", "graceful"))
-            or (r.behaved and (r.interventions or r.terminated or r.outcome != "correct"))
-        )
+        if r.proxy and ((not r.behaved and r.outcome not in ("correct", "graceful")) or disturbed(r))
     ]
     return "\n".join(lines) or "none"
 

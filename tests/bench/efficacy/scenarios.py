@@ -19,6 +19,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.bench.efficacy.answer_scenarios import answer_scenarios, is_long_answer, json_in, respond_answer
+
 TASK = "What is the weather in Paris and in Berlin right now? Give me both temperatures in °C."
 INSTRUCTIONS = (
     "You are a careful travel assistant. You answer questions about current conditions in cities using the "
@@ -253,7 +255,7 @@ def scenarios() -> list[Scenario]:
                 )
             )
     out.append(Scenario("rate_limit", "storm", False, description="5 x 429 (Retry-After: 1) in a row, then fine"))
-    return out
+    return out + answer_scenarios()
 
 
 # -- reading a request --------------------------------------------------------------
@@ -279,7 +281,8 @@ class Seen:
     """What a request shows the model."""
 
     found: dict[str, str] = field(default_factory=dict)
-    """city (lower case) → tool result."""
+    """city (lower case) → its reading, the JSON object of its tool result (what else the turn
+    carries, a note of the proxy's or an ``Observation:`` line's neighbours, left out)."""
     calls: int = 0
     """Tool results in the conversation."""
     corrected: bool = False
@@ -312,6 +315,18 @@ def _answer_tool(payload: dict[str, Any]) -> tuple[str | None, bool]:
     return next((n for n in names if n == "final_answer" or n.startswith("final_result")), None), False
 
 
+def _reading(text: str) -> str | None:
+    """The weather reading a tool result carries (the JSON object at its start), or None."""
+    start = text.find("{")
+    if start < 0 or text[:start].strip() not in ("", "Observation:"):
+        return None
+    try:
+        result, _ = json.JSONDecoder().raw_decode(text, start)
+    except ValueError:
+        return None
+    return json.dumps(result) if isinstance(result, dict) and "temperature_c" in result else None
+
+
 def read_request(payload: dict[str, Any]) -> Seen:
     messages = [m for m in payload.get("messages") or [] if isinstance(m, dict)]
     seen = Seen(structured=payload.get("response_format") is not None, tools=bool(payload.get("tools")))
@@ -335,17 +350,13 @@ def read_request(payload: dict[str, Any]) -> Seen:
         if observation:  # smolagents: one turn for a reply's calls, their results a line each
             for line in text.removeprefix("Observation:").strip().splitlines():
                 seen.calls += 1
-                try:
-                    result = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(result, dict) and "temperature_c" in result:
-                    seen.found[str(result.get("city", "")).lower()] = line
+                if (reading := _reading(line)) is not None:
+                    seen.found[str(json.loads(reading).get("city", "")).lower()] = reading
         elif role == "tool":
             seen.calls += 1
             city = cities.get(message.get("tool_call_id", ""), "")
-            if city and '"temperature_c"' in text:
-                seen.found[city] = text
+            if city and (reading := _reading(text)) is not None:
+                seen.found[city] = reading
         if role == "user":
             users += 1
             if users > 1 and text.startswith(FINALIZE_PROMPT):
@@ -444,6 +455,9 @@ def respond(scenario: Scenario, seen: Seen, request_number: int) -> Reply:
 
 
 def _respond(scenario: Scenario, seen: Seen, request_number: int) -> Reply:
+    answer = respond_answer(scenario, seen)
+    if answer is not None:
+        return answer
     if scenario.behaved:
         return well_behaved(seen, scenario.name)
     fixed = scenario.variant == "recovers" and seen.corrected
@@ -495,8 +509,9 @@ _REPLY = re.compile(r"<reply-[0-9a-f]+>\n(.*)\n</reply-[0-9a-f]+>", re.S)
 _STEPS = re.compile(r"<steps-[0-9a-f]+>\n(.*)\n</steps-[0-9a-f]+>", re.S)
 
 
-def judge(payload: dict[str, Any]) -> str:
-    """An honest judge: done when the reply gives both temperatures (in JSON or in words);
+def judge(payload: dict[str, Any], scenario: Scenario | None = None) -> str:
+    """An honest judge: done when the reply gives both temperatures (in JSON, bare or wrapped,
+    or in words), or is the run's long answer (a long answer scenario's task is that answer);
     asked about progress, the steps make some when they look up a city the task names."""
     messages = payload["messages"]
     nonce = _NONCE.search(messages[0]["content"])
@@ -507,7 +522,9 @@ def judge(payload: dict[str, Any]) -> str:
         return json.dumps({"nonce": nonce.group(1) if nonce else "", "progress": progress, "reason": reason})
     reply = _REPLY.search(messages[1]["content"])
     answer = reply.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") if reply else ""
-    done = is_correct(answer, structured=answer.lstrip().startswith("{"))
+    done = is_correct(answer, structured=False) or is_correct(json_in(answer), structured=True)
+    if scenario is not None and scenario.name == "long_answer":
+        done = is_long_answer(answer, scenario.variant, judged=True)
     reason = "both temperatures are given" if done else "the reply does not give both temperatures"
     return json.dumps({"nonce": nonce.group(1) if nonce else "", "done": done, "reason": reason})
 
@@ -544,18 +561,40 @@ def _is_summary(text: str) -> bool:
     return "next step" in text.lower()
 
 
+def answered(answer: Any, scenario: Scenario) -> bool:
+    """The run ended with its task's answer: both temperatures (the schema's object when it
+    asked for one), or, in a long answer scenario, that answer as the model wrote it."""
+    if scenario.name == "long_answer":
+        return is_long_answer(answer, scenario.variant)
+    return is_correct(answer, structured=scenario.schema)
+
+
+def _unparsable(answer: Any) -> bool:
+    if not isinstance(answer, str):
+        return False
+    try:
+        json.loads(answer)
+    except ValueError:
+        return True
+    return False
+
+
 def outcome_of(answer: Any, error: BaseException | None, scenario: Scenario) -> str:
     """correct / graceful / silent / crashed. A refusal is graceful when it carries the
-    ending's summary, and a crash otherwise (no answer, but no silent one either)."""
+    ending's summary, and a crash otherwise (no answer, but no silent one either). A structured
+    request's answer that is not JSON is a crash too: the strict parser a client applies to
+    the JSON it asked for (the openai SDK's ``parse``, ``json.loads``) raises on it."""
     if error is not None:
         return "crashed"
     if isinstance(answer, Refusal):
         return "graceful" if _is_summary(answer.text) else "crashed"
-    if is_correct(answer, structured=scenario.schema):
+    if answered(answer, scenario):
         return "correct"
     text = answer if isinstance(answer, str) else json.dumps(answer, default=str) if answer is not None else ""
     if _is_summary(text):
         return "graceful"
+    if scenario.schema and _unparsable(answer):
+        return "crashed"
     return "silent"
 
 

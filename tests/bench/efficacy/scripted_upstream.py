@@ -90,7 +90,7 @@ class ScriptedUpstream(FakeUpstream):
                 self._agent_requests[model] += 1
             number = self._agent_requests[model]
         if seen.judge:
-            reply = scenarios.Reply(scenarios.judge(payload))
+            reply = scenarios.Reply(scenarios.judge(payload, scenario))
             purpose = "judge"
         else:
             reply = scenarios.respond(scenario, seen, number)

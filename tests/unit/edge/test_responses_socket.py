@@ -125,7 +125,7 @@ async def test_each_response_create_runs_as_one_request_with_stream_implicit():
 
 
 async def test_an_unknown_event_type_is_an_error_event_and_the_socket_stays_open():
-    client = Client({"type": "response.steer", "input": "x"}, {"type": "response.create", "input": "b"})
+    client = Client({"type": "session.update", "input": "x"}, {"type": "response.create", "input": "b"})
 
     async def turn(scope, body, respond, watch) -> None:
         await _answering(scope, body, respond, watch)
@@ -137,6 +137,22 @@ async def test_an_unknown_event_type_is_an_error_event_and_the_socket_stays_open
         ("error", "unknown_event_type"),
         ("response.completed", None),
     ]
+
+
+async def test_steering_is_refused_with_the_input_handed_back_and_the_socket_stays_open():
+    steer = {"type": "response.steer", "previous_response_id": "resp_1", "input": "x", "stream_id": "s1"}
+    client = Client(steer, {"type": "response.create", "input": "b"})
+
+    async def turn(scope, body, respond, watch) -> None:
+        await _answering(scope, body, respond, watch)
+        client.leave()
+
+    await _serve(client, turn)
+
+    refused, done = client.events
+    assert (refused["type"], refused["error"]["code"]) == ("response.steer.failed", "steering_not_supported")
+    assert (refused["steer"], refused["stream_id"]) == ({"previous_response_id": "resp_1", "input": "x"}, "s1")
+    assert done["type"] == "response.completed"
 
 
 async def test_a_message_that_is_not_a_json_object_is_an_error_event():

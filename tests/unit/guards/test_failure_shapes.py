@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import re
 
-from proxy.guards.failure_shapes import failure_shape
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.guards.failure_shapes import _SHAPES, failure_shape
 
 
 @pytest.mark.parametrize(
@@ -46,3 +50,30 @@ def test_a_failure_is_named_by_its_shape(result, shape):
 )
 def test_a_result_without_a_failure_shape_is_none(result):
     assert failure_shape(result) is None
+
+
+_PLAIN = {
+    "errno": re.compile(
+        r"\bE(?:CONNREFUSED|CONNRESET|CONNABORTED|TIMEDOUT|HOSTUNREACH|NETUNREACH|NETDOWN|ADDRINUSE|"
+        r"ADDRNOTAVAIL|PIPE|NOTFOUND|AI_AGAIN|NOENT|ACCES|PERM|NOSPC|MFILE|NOTCONN)\b"
+    ),
+    "exit_code": re.compile(
+        r"\b(?:exit(?:ed)?(?: with)?[ _](?:code|status)|return[ _]?code|non-zero exit(?: status)?)"
+        r"[ \t]*[:=]?[ \t]*(?:-[1-9]|[1-9])\d*\b",
+        re.I,
+    ),
+}
+_PIECES = (
+    "ECONNREFUSED", "EPIPE", "ENOENT", "E", "xE", "_", " ", "-", "exit code", "Exited with status", "EXIT_STATUS",
+    "return code", "ReturnCode", "returncode", "non-zero exit status", "Non-Zero Exit", ": ", "=", "1", "-2", "0",
+    "a", "é", "n", "r", "e", "R", "\n", "\t",
+)  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=10).map("".join))
+def test_the_errno_and_exit_code_patterns_find_what_their_plain_forms_find(text):
+    for name, pattern in _SHAPES:
+        if name in _PLAIN:
+            found, plain = pattern.search(text), _PLAIN[name].search(text)
+            assert (found and found.span()) == (plain and plain.span())

@@ -166,6 +166,15 @@ def test_a_blocked_prompt_is_an_answer_cut_short():
     assert reply.finish_reason == "content_filter"
 
 
+def test_the_proxys_own_refusal_reads_back_as_a_refusal_not_as_text():
+    candidate = {"content": {"parts": [{"text": "Stopped."}]}, "finishReason": "OTHER", "finishMessage": "Stopped."}
+
+    reply = parse_reply(json.dumps({"candidates": [candidate]}).encode())
+
+    assert reply is not None
+    assert (reply.refusal, reply.content) == ("Stopped.", None)
+
+
 def test_a_body_of_another_shape_is_no_reply():
     assert parse_reply(b'{"choices": []}') is None
     assert parse_reply(b"not json") is None

@@ -1,0 +1,91 @@
+"""The upstream sockets of client sockets: when there are any, what a refusal leaves behind,
+and how the socket's answers read as HTTP ones (the wire itself: tests/integration/
+test_responses_upstream_socket.py, against a real WebSocket upstream)."""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+import pytest
+
+from proxy.observe.metrics import Metrics
+from proxy.settings import Settings
+from proxy.upstream.socket import UpstreamSockets, _Error, _error_response, _frame, _says_no_websocket, current, through
+from proxy.upstream.transport import AiohttpTransport
+
+URL = "wss://api.example/v1/responses"
+
+
+def sockets(**settings) -> UpstreamSockets:
+    return UpstreamSockets(Settings(**settings), AiohttpTransport(), Metrics())
+
+
+def test_a_client_socket_gets_an_upstream_socket_by_default():
+    assert sockets().open() is not None
+
+
+def test_none_when_off_or_when_the_transport_speaks_no_websocket():
+    assert sockets(upstream_websocket="off").open() is None
+    assert UpstreamSockets(Settings(), httpx.MockTransport(lambda r: httpx.Response(200)), None).open() is None
+
+
+def test_a_refusal_is_logged_once_per_upstream_and_counted_every_time(caplog):
+    owner = sockets()
+    with caplog.at_level(logging.INFO, logger="loopwarden"):
+        for _ in range(3):
+            owner.unavailable(URL + "?api-version=1", 426)
+
+    said = [record for record in caplog.records if record.getMessage() == "upstream_websocket_unavailable"]
+    assert len(said) == 1
+    assert owner.refused(URL + "?api-version=1")
+
+
+@pytest.mark.parametrize(
+    ("status", "remembered"),
+    [
+        (426, True),
+        (404, True),
+        (400, True),
+        (200, True),
+        (401, False),
+        (403, False),
+        (429, False),
+        (503, False),
+        (501, True),
+    ],
+)
+def test_only_a_refusal_about_the_route_is_remembered(status, remembered):
+    assert _says_no_websocket(status) is remembered
+
+
+def test_an_unreachable_upstream_is_not_remembered():
+    owner = sockets()
+    owner.unavailable(URL, None)
+
+    assert not owner.refused(URL)
+
+
+def test_a_message_is_one_sse_event_even_when_pretty_printed():
+    assert _frame(b'{"type":"x"}') == b'data: {"type":"x"}\n\n'
+    assert _frame(b'{\n "type": "x"\n}') == b'data: {\ndata:  "type": "x"\ndata: }\n\n'
+
+
+def test_an_error_event_reads_as_the_http_error_of_its_status():
+    request = httpx.Request("POST", "https://api.example/v1/responses")
+    error = {"type": "invalid_request_error", "code": "rate_limit_exceeded", "message": "Slow down."}
+
+    response = _error_response(_Error(status=429, error=error), request)
+    unsure = _error_response(_Error(code="x", message="?"), request)
+
+    assert (response.status_code, response.json()) == (429, {"error": error})
+    assert unsure.status_code == 500
+    assert unsure.json()["error"]["code"] == "x"
+
+
+def test_calls_go_through_a_socket_only_inside_through():
+    socket = sockets().open()
+
+    with through(socket):
+        assert current() is socket
+    assert current() is None
