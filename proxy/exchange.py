@@ -235,6 +235,9 @@ class Conversation:
     held_upstream: bool = False
     """The request continues history the upstream holds and it does not resend (Responses'
     ``previous_response_id``, an ``item_reference``, a ``conversation``)."""
+    json_answer: bool = False
+    """The request asks for a JSON answer, with a schema or without one (chat's and the
+    Responses API's ``json_object``, Gemini's ``responseMimeType: application/json``)."""
 
     def with_schemas(
         self, tool_schemas: Mapping[str, CompiledSchema | None], answer_schema: CompiledSchema | None
@@ -252,6 +255,7 @@ class Conversation:
             answer_schema,
             self.forced_tool,
             self.held_upstream,
+            self.json_answer,
         )
 
     def tool_parameters(self) -> dict[str, Any]:

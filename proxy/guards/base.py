@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from proxy.exchange import Channel, Conversation, PartialReply, Reply
 from proxy.judge.client import JudgeTarget
@@ -54,14 +54,20 @@ class GuardContext:
 
     def answer_schema(self, reply: Reply) -> CompiledSchema | None:
         """The compiled JSON Schema a final text answer must satisfy (the request's, else the
-        policy's); None when none applies or ``reply`` is no final text answer."""
+        policy's; any JSON in JSON mode); None when none applies or ``reply`` is no final text answer."""
         if reply.tool_calls or not reply.has_text or reply.content is None:
             return None
         requested = self.conversation.output_schema
         if requested is not None:
             return self.conversation.answer_schema or compiled(requested)
         schema = self.policy.output_contract.schema_
+        if schema is None and self.conversation.json_answer:
+            schema = _ANY_JSON
         return compiled(schema) if schema is not None else None
+
+
+_ANY_JSON: dict[str, Any] = {}
+"""The schema of a JSON answer asked for without one (JSON mode): any JSON value."""
 
 
 class RequestGuard(Protocol):

@@ -1,5 +1,6 @@
 """Output contract: a final text answer must be JSON that satisfies the schema the request
-(``response_format: json_schema``) or the policy (``output_contract.schema``) asks for.
+(``response_format: json_schema``) or the policy (``output_contract.schema``) asks for, or
+any JSON when the request asks for JSON without a schema (JSON mode).
 
 JSON is extracted leniently (whole text, a fenced block, or the outermost object). A bad
 answer goes back to the model with the path-level errors (``$.score: 'high' is not of
@@ -30,7 +31,12 @@ __all__ = ["OutputContractGuard"]
 class OutputContractGuard:
     def holds(self, partial: PartialReply, context: GuardContext) -> int:
         """A structured answer is valid or not only as a whole."""
-        if context.conversation.output_schema is None and context.policy.output_contract.schema_ is None:
+        conversation = context.conversation
+        if (
+            conversation.output_schema is None
+            and not conversation.json_answer
+            and context.policy.output_contract.schema_ is None
+        ):
             return Channel.NONE
         return Channel.TEXT
 

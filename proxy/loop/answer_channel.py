@@ -7,8 +7,12 @@ request's answer tool when it has one: the tool it forces (its ``tool_choice``),
 tool it offers (the policy's ``completion_tools``, smolagents' ``final_answer``, pydantic-ai's
 ``final_result*``). A free-text tool gets the summary in its one string field; a structured
 one gets a real call the model was forced to make (see :mod:`proxy.loop.finalize`), or the refusal
-form when no valid call came back. A JSON-mode request keeps its refusal; any other request
-gets text.
+form when no valid call came back. Of several answer tools (pydantic-ai's ``final_result_<Type>``
+for a union output), a free-text one is the channel: an application that offers a type for
+giving up (``output_type=[City, GaveUp]``) gets the ending as that type. A JSON-mode request
+keeps its refusal, except smolagents' CodeAgent with structured outputs, whose every step is a
+``{"thought", "code"}`` object: its ending is the step that calls ``final_answer`` with the
+summary, which ends its run with the summary as the answer. Any other request gets text.
 
 Deciding the channel is neutral (here, over the :class:`~proxy.exchange.Conversation` and the
 policy), and so is the ending it makes: a neutral :class:`~proxy.exchange.Reply` (one call, or
@@ -37,6 +41,7 @@ __all__ = [
     "answer_tool",
     "ending_for",
     "ending_text",
+    "final_answer_step",
     "free_text_field",
     "noticed_call",
 ]
@@ -81,11 +86,14 @@ def answer_tool(conversation: Conversation, completion_tools: Sequence[str]) -> 
     offered = [tool for tool in conversation.tools if tool.kind == "function"]
     forced = conversation.forced_tool
     chosen = next((tool for tool in offered if tool.name == forced), None) if forced else None
-    if chosen is None:
-        chosen = next((tool for tool in offered if _is_answer_tool(tool.name, completion_tools)), None)
-    if chosen is None:
-        return None
-    return AnswerTool(chosen.name, free_text_field(chosen.parameters), chosen.parameters)
+    if chosen is not None:
+        return AnswerTool(chosen.name, free_text_field(chosen.parameters), chosen.parameters)
+    answers = [
+        AnswerTool(tool.name, free_text_field(tool.parameters), tool.parameters)
+        for tool in offered
+        if _is_answer_tool(tool.name, completion_tools)
+    ]
+    return next((answer for answer in answers if answer.free_text), answers[0] if answers else None)
 
 
 def free_text_field(parameters: Mapping[str, Any]) -> str | None:
@@ -177,6 +185,9 @@ def ending_for(request: AgentRequest, body: dict[str, Any], *, text_started: boo
         return body  # already a call to this request's answer tool
     text = ending_text(reply)
     if tool is None:
+        step = final_answer_step(request.conversation.output_schema, text)
+        if step is not None and wire.codec.wants_structured_output(request.payload):
+            return wire.codec.ending(step, model=reply.model, usage=reply.usage)
         if calls:  # a call to a tool this request does not answer through: its words, as text
             body = wire.codec.ending(text, model=reply.model, usage=reply.usage)
         return wire.codec.shaped(request.payload, body, text_started=False)
@@ -185,6 +196,23 @@ def ending_for(request: AgentRequest, body: dict[str, Any], *, text_started: boo
         return wire.codec.render_reply(Reply(None, None, (answer,), "tool_calls", reply.usage, model=reply.model))
     # A structured tool and no valid call for it: the refusal form, which such clients surface.
     return wire.codec.render_reply(Reply(None, None, (), "stop", reply.usage, model=reply.model, refusal=text))
+
+
+_CODE_STEP = ("thought", "code")
+"""The properties of smolagents' CodeAgent step under structured outputs (``ThoughtAndCodeAnswer``)."""
+
+
+def final_answer_step(schema: Mapping[str, Any] | None, text: str) -> str | None:
+    """For a request whose answer schema is smolagents' CodeAgent step, the step ending its run
+    with ``text`` (its code calls ``final_answer``; ``text`` goes in as a JSON string literal,
+    which Python reads as the same string); None for any other schema."""
+    if schema is None or not isinstance(schema.get("properties"), dict):
+        return None
+    properties = schema["properties"]
+    if sorted(properties) != sorted(_CODE_STEP) or not all(_text_schema(properties[name]) for name in _CODE_STEP):
+        return None
+    literal = msgspec.json.encode(text).decode()
+    return _encode({"thought": text, "code": f"final_answer({literal})"}).decode()
 
 
 def _call_id(text: str) -> str:

@@ -144,6 +144,10 @@ class Format:
         """The history after ``answer`` with a result for each of its calls."""
         return [*history, *answer.native, *self._returned(list(zip(answer.calls, results, strict=True)))]
 
+    def asking_json(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """The request fields asking for an answer that is JSON satisfying ``schema``."""
+        raise NotImplementedError
+
     def _tool(self, tool: Tool) -> dict[str, Any]:
         """``tool`` as the format offers it."""
         raise NotImplementedError

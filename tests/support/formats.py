@@ -61,6 +61,9 @@ class Chat(Format):
     def _tool(self, tool: Tool) -> dict[str, Any]:
         return {"type": "function", "function": {"name": tool.name, "parameters": tool.parameters}}
 
+    def asking_json(self, schema: dict[str, Any]) -> dict[str, Any]:
+        return {"response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}}
+
     def _send(self, proxy: RunningProxy, request: dict[str, Any], *, stream: bool, headers: dict[str, str]) -> Answer:
         client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-p", max_retries=0)
         raw = client.chat.completions.with_raw_response.create(stream=stream, extra_headers=headers, **request)
@@ -139,6 +142,9 @@ class Responses(Format):
 
     def _tool(self, tool: Tool) -> dict[str, Any]:
         return {"type": "function", "name": tool.name, "parameters": tool.parameters}
+
+    def asking_json(self, schema: dict[str, Any]) -> dict[str, Any]:
+        return {"text": {"format": {"type": "json_schema", "name": "answer", "schema": schema}}}
 
     def _send(self, proxy: RunningProxy, request: dict[str, Any], *, stream: bool, headers: dict[str, str]) -> Answer:
         with checked_sdk(proxy.base_url) as (client, _):
@@ -231,6 +237,9 @@ class Messages(Format):
 
     def _tool(self, tool: Tool) -> dict[str, Any]:
         return {"name": tool.name, "input_schema": tool.parameters}
+
+    def asking_json(self, schema: dict[str, Any]) -> dict[str, Any]:
+        return {"output_config": {"format": {"type": "json_schema", "schema": schema}}}
 
     def _send(self, proxy: RunningProxy, request: dict[str, Any], *, stream: bool, headers: dict[str, str]) -> Answer:
         streams: list[bytes] = []

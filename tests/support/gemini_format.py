@@ -70,6 +70,9 @@ class Gemini(Format):
     def forced(self, name: str) -> dict[str, Any]:
         return {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [name]}}
 
+    def asking_json(self, schema: dict[str, Any]) -> dict[str, Any]:
+        return {"generationConfig": {"responseMimeType": "application/json", "responseJsonSchema": schema}}
+
     def _tool(self, tool: Tool) -> dict[str, Any]:
         return {"functionDeclarations": [{"name": tool.name, "parametersJsonSchema": tool.parameters}]}
 

@@ -41,6 +41,7 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
         model=model if isinstance(model, str) else None,
         tools=offered_tools(payload),
         output_schema=requested_schema(payload),
+        json_answer=wants_structured_output(payload),
         stream=payload.get("stream") is True,
         output_cap=output_cap(payload),
         forced_tool=forced_tool(payload),

@@ -100,6 +100,7 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
         messages=messages,
         tools=offered_tools(payload),
         output_schema=requested_schema(payload),
+        json_answer=wants_structured_output(payload),
         output_cap=("maxOutputTokens", cap) if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None,
         forced_tool=forced_tool(payload),
     )
@@ -380,10 +381,13 @@ def reply_of(payload: Mapping[str, Any]) -> Reply:
         reason = "content_filter"
     text = [p["text"] for p in parts if part_channel(p) == "text"]
     message = field(first, "finishMessage")  # the proxy's refusal (see render.as_refusal)
-    refused = message if isinstance(message, str) and message and reason == "other" and not text else None
+    said = "".join(text) if text else None
+    refused = (
+        message if isinstance(message, str) and message and reason == "other" and said in (None, message) else None
+    )
     model = field(payload, "modelVersion")
     return Reply(
-        content="".join(text) if text else None,
+        content=said if refused is None else None,
         reasoning=_text(parts, thought=True) or None,
         tool_calls=calls,
         finish_reason=reason,

@@ -202,19 +202,17 @@ def reply_body(reply: Reply) -> dict[str, Any]:
 
 
 def as_refusal(body: Mapping[str, Any]) -> dict[str, Any]:
-    """An ending for a request that asked for a JSON answer: Gemini has no refusal, so its
-    text moves to the candidate's ``finishMessage`` under ``finishReason: OTHER`` (no text
-    part a client would parse as the JSON it asked for)."""
+    """An ending for a request that asked for a JSON answer: Gemini has no refusal, so the
+    candidate ends with ``finishReason: OTHER`` (not ``STOP``: no answer) and its words in
+    ``finishMessage``, and they stay its text too: google-genai drops ``finishMessage``, and its
+    ``response.parsed`` is None for text that is no JSON, so the application reads the
+    ending's words from ``response.text``."""
     candidates = body.get("candidates")
     if not isinstance(candidates, list) or not candidates or not isinstance(candidates[0], dict):
         return dict(body)
-    parts = candidate_parts(body)
-    text = "".join(p["text"] for p in parts if part_channel(p) == "text")
-    kept = [p for p in parts if part_channel(p) != "text"]
-    refused = _replaced(body, kept)
-    first = refused["candidates"][0]
-    refused["candidates"] = [{**first, "finishReason": "OTHER", "finishMessage": text}, *candidates[1:]]
-    return refused
+    text = "".join(p["text"] for p in candidate_parts(body) if part_channel(p) == "text")
+    first = candidates[0]
+    return {**body, "candidates": [{**first, "finishReason": "OTHER", "finishMessage": text}, *candidates[1:]]}
 
 
 def capped_config(payload: Mapping[str, Any], cap: int | None, *, force: bool) -> dict[str, Any]:

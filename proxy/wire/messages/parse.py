@@ -58,6 +58,7 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
         model=model if isinstance(model, str) else None,
         tools=offered_tools(payload),
         output_schema=requested_schema(payload),
+        json_answer=wants_structured_output(payload),
         stream=payload.get("stream") is True,
         output_cap=("max_tokens", cap) if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None,
         forced_tool=_forced_tool(payload),
@@ -202,6 +203,13 @@ def wants_structured_output(payload: Mapping[str, Any]) -> bool:
     return False
 
 
+def _explanation(message: Mapping[str, Any]) -> str | None:
+    """A refusal's own words (``stop_details.explanation``)."""
+    details = message.get("stop_details")
+    explanation = details.get("explanation") if isinstance(details, dict) else None
+    return explanation if isinstance(explanation, str) and explanation else None
+
+
 _LEGACY_SESSION = "_session_"
 """In the ``user_id`` of Claude Code before its JSON form: ``user_<hash>_account_<uuid>_session_<uuid>``."""
 
@@ -291,7 +299,7 @@ def reply_from_message(message: Mapping[str, Any]) -> Reply:
     text = "".join(texts) if texts else None
     refusal = None
     if stop == "refusal":
-        refusal, text = text or "The model declined to answer.", None
+        refusal, text = text or _explanation(message) or "The model declined to answer.", None
     model = message.get("model")
     return Reply(
         content=text,

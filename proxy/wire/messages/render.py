@@ -260,9 +260,16 @@ def _unchanged_source(reply: Reply) -> list[Any] | None:
 
 def as_refusal(body: Mapping[str, Any]) -> dict[str, Any]:
     """An ending for a request that asked for a JSON answer: ``stop_reason: refusal``, which
-    Anthropic's structured outputs use for an answer that does not follow the schema (the
-    SDKs do not parse it as one)."""
-    return {**body, "stop_reason": "refusal"}
+    Anthropic's structured outputs use for an answer that does not follow the schema, with the
+    text moved to ``stop_details.explanation`` (the refusal's own words): the anthropic SDK's
+    ``messages.parse`` validates every text block against the schema, so a text block would
+    raise instead of giving ``parsed_output`` None."""
+    content = body.get("content")
+    blocks = content if isinstance(content, list) else []
+    text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+    kept = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "text")]
+    details = {"type": "refusal", "category": None, "explanation": text or None}
+    return {**body, "content": kept, "stop_reason": "refusal", "stop_details": details}
 
 
 def without_calls(body: Mapping[str, Any], name: str) -> dict[str, Any]:

@@ -265,9 +265,13 @@ class MessagesAssembler(AssemblyProgress):
 # -- what the client receives -----------------------------------------------------------
 
 
+_IN_THE_DELTA = ("content", "stop_reason", "stop_sequence", "stop_details")
+"""What a stream tells at its end (``message_delta``), not in ``message_start``."""
+
+
 def message_events(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """A complete message as the events of its stream (each block opened, filled, closed)."""
-    head = {k: v for k, v in body.items() if k not in ("content", "stop_reason", "stop_sequence")}
+    head = {k: v for k, v in body.items() if k not in _IN_THE_DELTA}
     raw_usage = body.get("usage")
     usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
     started_usage = {**usage, "output_tokens": min(1, _count(usage.get("output_tokens")))}
@@ -280,6 +284,8 @@ def message_events(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         if isinstance(block, dict):
             yield from _block_events(index, block)
     delta = {"stop_reason": body.get("stop_reason") or "end_turn", "stop_sequence": body.get("stop_sequence")}
+    if body.get("stop_details") is not None:
+        delta["stop_details"] = body["stop_details"]
     yield {"type": "message_delta", "delta": delta, "usage": {"output_tokens": _count(usage.get("output_tokens"))}}
     yield {"type": "message_stop"}
 

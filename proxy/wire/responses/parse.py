@@ -69,6 +69,7 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
         model=model if isinstance(model, str) else None,
         tools=offered_tools(payload),
         output_schema=requested_schema(payload),
+        json_answer=wants_structured_output(payload),
         stream=payload.get("stream") is True,
         output_cap=_output_cap(payload),
         forced_tool=_forced_tool(payload),

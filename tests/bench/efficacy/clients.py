@@ -448,7 +448,7 @@ async def run_anthropic(
             messages.append({"role": "assistant", "content": blocks})
             text = "".join(b["text"] for b in blocks if b["type"] == "text")
             if reply.stop_reason == "refusal":  # structured outputs: a refusal is not the object
-                return scenarios.Refusal(text)
+                return scenarios.Refusal(text or (reply.stop_details and reply.stop_details.explanation) or "")
             calls = [b for b in blocks if b["type"] == "tool_use"]
             if not calls:
                 return text or None
@@ -503,8 +503,9 @@ async def run_gemini(
             pieces = [await client.aio.models.generate_content(model=name, contents=contents, config=config)]
         parts = [p for c in pieces for cand in c.candidates or [] if cand.content for p in cand.content.parts or []]
         last = pieces[-1].candidates[0] if pieces[-1].candidates else None
-        if last is not None and last.finish_reason == types.FinishReason.OTHER and last.finish_message:
-            return scenarios.Refusal(last.finish_message)  # the proxy's refusal of a JSON answer
+        if last is not None and last.finish_reason == types.FinishReason.OTHER:
+            # the proxy's refusal of a JSON answer: its words are the text (the SDK drops finishMessage)
+            return scenarios.Refusal("".join(p.text for p in parts if p.text and not p.thought))
         contents.append(types.Content(role="model", parts=parts))
         calls = [p.function_call for p in parts if p.function_call is not None]
         if not calls:

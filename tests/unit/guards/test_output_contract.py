@@ -15,6 +15,7 @@ from tests.unit.guards.given import context, conversation, reply
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"], "additionalProperties": False}
 ASKED = conversation(output_schema=SCHEMA)
+JSON_MODE = conversation(json_answer=True)
 POLICY = Policy()  # 2 retries per request, then the session ends
 PASS_AFTER = Policy.model_validate({"output_contract": {"after_max_retries": "pass"}})
 POLICY_SCHEMA = Policy.model_validate({"output_contract": {"schema": {"type": "object", "required": ["answer"]}}})
@@ -92,6 +93,20 @@ CASES = [
         id="the-policys-schema-applies-when-the-request-asks-none",
     ),
     pytest.param('{"n": 1}', 0, POLICY_SCHEMA, ASKED, PASS, id="the-requests-schema-wins-over-the-policys"),
+    pytest.param(
+        '```json\n{"m": 2}\n```', 0, POLICY, JSON_MODE, bare('{"m": 2}'), id="json-mode-without-a-schema-is-sent-bare"
+    ),
+    pytest.param(
+        "three", 0, POLICY, JSON_MODE, sent_back("three", NOT_JSON), id="json-mode-sends-back-what-is-not-json"
+    ),
+    pytest.param(
+        '{"n": 1}',
+        0,
+        POLICY_SCHEMA,
+        JSON_MODE,
+        sent_back('{"n": 1}', "$.answer: 'answer' is a required property"),
+        id="json-mode-answers-the-policys-schema-when-it-has-one",
+    ),
 ]
 
 

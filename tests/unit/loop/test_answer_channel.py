@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from typing import Any
 
 import pytest
 
 from proxy.exchange import Conversation, Reply, Tool, ToolCall, Usage
-from proxy.loop.answer_channel import AnswerTool, answer_tool, ending_for, ending_text, free_text_field, noticed_call
+from proxy.loop.answer_channel import (
+    AnswerTool,
+    answer_tool,
+    ending_for,
+    ending_text,
+    final_answer_step,
+    free_text_field,
+    noticed_call,
+)
 from proxy.wire.chat.format import CHAT_COMPLETIONS
 from proxy.wire.chat.parse import parse_conversation
 from tests.support.agent_request import agent_request
@@ -51,6 +60,9 @@ def conversation(tools: list[Tool], forced: str | None = None) -> Conversation:
         ([Tool("search"), Tool("final_answer", ANSWER)], None, (), "final_answer"),
         ([Tool("search"), Tool("final_result", CITY)], None, (), "final_result"),
         ([Tool("final_result_City", CITY)], None, (), "final_result_City"),  # pydantic-ai's union outputs
+        # of several answer tools a free-text one: pydantic-ai's output_type=[City, GaveUp]
+        ([Tool("final_result_City", CITY), Tool("final_result_GaveUp", ANSWER)], None, (), "final_result_GaveUp"),
+        ([Tool("final_result_A", CITY), Tool("final_result_B", CITY)], None, (), "final_result_A"),
         ([Tool("search"), Tool("done", ANSWER)], None, ("done",), "done"),  # the policy's completion_tools
         ([Tool("search"), Tool("report", ANSWER), Tool("final_answer", ANSWER)], "report", (), "report"),
         ([Tool("search")], "missing", (), None),  # forcing a tool it does not offer
@@ -58,7 +70,7 @@ def conversation(tools: list[Tool], forced: str | None = None) -> Conversation:
         ([Tool("final_answer", kind="custom")], None, (), None),  # free-form input: no arguments to fill
     ],
 )
-def test_answer_tool_is_the_forced_tool_else_the_first_completion_tool(
+def test_answer_tool_is_the_forced_tool_else_a_free_text_completion_tool_else_the_first(
     tools: list[Tool], forced: str | None, completion_tools: tuple[str, ...], chosen: str | None
 ):
     found = answer_tool(conversation(tools, forced), completion_tools)
@@ -208,3 +220,42 @@ def test_a_structured_answer_without_room_for_words_takes_no_notice():
     only_enum = AnswerTool("final_result", None, {"type": "object", "properties": {"city": {"enum": ["Oslo"]}}})
 
     assert noticed_call(call, only_enum, "LoopWarden stopped this run (loop).", first=True) is None
+
+
+CODE_STEP = {
+    "type": "object",
+    "properties": {"thought": {"type": "string"}, "code": {"type": "string"}},
+    "required": ["thought", "code"],
+    "additionalProperties": False,
+}
+"""smolagents' CodeAgent step under structured outputs (``ThoughtAndCodeAnswer``)."""
+
+
+def test_a_code_agent_steps_ending_calls_final_answer_with_the_words_as_a_python_string():
+    text = 'Found: "Lyon".\nMissing: a\\b — °C.'
+
+    step = json.loads(final_answer_step(CODE_STEP, text) or "")
+
+    assert step["thought"] == text
+    assert step["code"].startswith("final_answer(")
+    assert ast.literal_eval(step["code"][len("final_answer(") : -1]) == text
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [None, CITY, {"type": "object", "properties": {"thought": {"type": "string"}, "code": {"type": "integer"}}}],
+    ids=["none", "another-schema", "code-not-text"],
+)
+def test_any_other_schema_has_no_final_answer_step(schema: dict[str, Any] | None):
+    assert final_answer_step(schema, "Summary.") is None
+
+
+def test_a_json_mode_code_agent_request_gets_the_final_answer_step_as_its_text():
+    response_format = {"type": "json_schema", "json_schema": {"name": "ThoughtAndCodeAnswer", "schema": CODE_STEP}}
+
+    body = ending_for(asking(response_format=response_format), ENDING, text_started=False)
+
+    assert (message(body).get("refusal"), json.loads(message(body)["content"])["code"]) == (
+        None,
+        'final_answer("Summary.")',
+    )

@@ -115,6 +115,10 @@ def test_a_structured_answer_is_held_whole():
     assert OutputContractGuard().holds(partial("{"), context()) == Channel.NONE
 
 
+def test_a_json_mode_answer_without_a_schema_is_held_whole_too():
+    assert OutputContractGuard().holds(partial("{"), context(json_answer=True)) == Channel.TEXT
+
+
 def test_judge_holds_a_short_answer_after_tool_use():
     guard = PrematureStopGuard(Judge(None))  # type: ignore[arg-type]
 

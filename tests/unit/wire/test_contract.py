@@ -178,6 +178,11 @@ def test_a_text_ending_reads_as_a_finished_text_reply(wire):
     assert (read.content, read.tool_calls, read.usage, read.cut_short) == ("The run ended.", (), Usage(3, 4), False)
 
 
+def test_a_json_mode_request_asks_for_a_json_answer_and_a_plain_one_does_not(wire, speaks):
+    assert wire.codec.parse_request({**speaks.request, **speaks.json_mode}).json_answer
+    assert not wire.codec.parse_request(speaks.request).json_answer
+
+
 def test_an_ending_for_a_json_mode_request_is_a_refusal(wire, speaks):
     payload = {**speaks.request, **speaks.json_mode}
     shaped = wire.codec.shaped(payload, wire.codec.ending("The run ended.", model="m"), text_started=False)

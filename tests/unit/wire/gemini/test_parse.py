@@ -169,3 +169,12 @@ def test_a_blocked_prompt_is_an_answer_cut_short():
 def test_a_body_of_another_shape_is_no_reply():
     assert parse_reply(b'{"choices": []}') is None
     assert parse_reply(b"not json") is None
+
+
+def test_a_models_own_other_stop_with_text_of_its_own_is_text():
+    body = {"candidates": [{"content": {"parts": [{"text": "Half"}]}, "finishReason": "OTHER", "finishMessage": "x"}]}
+
+    assert (parse_reply(json.dumps(body).encode()).content, parse_reply(json.dumps(body).encode()).refusal) == (
+        "Half",
+        None,
+    )

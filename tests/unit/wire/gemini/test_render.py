@@ -139,11 +139,15 @@ def test_an_ending_is_a_stopped_text_candidate():
     assert body["usageMetadata"] == {"promptTokenCount": 3, "candidatesTokenCount": 4, "totalTokenCount": 7}
 
 
-def test_a_refusal_moves_the_text_to_the_finish_message():
+def test_a_refusal_ends_as_other_with_its_text_also_the_finish_message():
     body = as_refusal(completion("Stopped.", model=None))
 
-    assert body["candidates"][0]["content"]["parts"] == []
+    assert body["candidates"][0]["content"]["parts"] == [{"text": "Stopped."}]
     assert (body["candidates"][0]["finishReason"], body["candidates"][0]["finishMessage"]) == ("OTHER", "Stopped.")
+    assert (parse_reply(json.dumps(body).encode()).refusal, parse_reply(json.dumps(body).encode()).content) == (
+        "Stopped.",
+        None,
+    )
 
 
 def test_a_goal_call_is_taken_out_of_a_reply():

@@ -187,6 +187,18 @@ def test_a_structured_request_takes_its_ending_as_a_refusal_unless_text_streamed
     assert MESSAGES.codec.shaped({}, ending, text_started=False)["stop_reason"] == "end_turn"
 
 
+def test_a_refusal_ending_carries_its_words_as_the_refusals_explanation_not_as_text():
+    payload = {"output_config": {"format": {"type": "json_schema", "schema": {}}}}
+
+    refused = MESSAGES.codec.shaped(payload, MESSAGES.codec.ending("Stopping.", model="m"), text_started=False)
+
+    assert (refused["content"], refused["stop_details"]) == (
+        [],
+        {"type": "refusal", "category": None, "explanation": "Stopping."},
+    )
+    assert MESSAGES.codec.parse_reply(MESSAGES.codec.encode(refused)).refusal == "Stopping."
+
+
 def test_an_ending_after_streamed_text_is_set_apart():
     assert MESSAGES.stream.appended(MESSAGES.codec.ending("Stop.", model="m"))["content"][0]["text"] == "\n\nStop."
 

@@ -11,7 +11,7 @@ import pytest
 from proxy.exchange import Channel
 from proxy.wire.messages.format import MESSAGES
 from proxy.wire.messages.parse import parse_reply
-from proxy.wire.messages.stream import MessagesAssembler
+from proxy.wire.messages.stream import MessagesAssembler, message_events
 from tests.support.fake_messages import (
     check_stream,
     events_of,
@@ -201,3 +201,11 @@ def test_the_error_event_is_named_and_in_anthropics_shape():
         "type": "error",
         "error": {"type": "api_error", "message": "gone"},
     }
+
+
+def test_a_refusals_details_arrive_in_the_streams_message_delta():
+    details = {"type": "refusal", "category": None, "explanation": "Stopping."}
+    events = list(message_events({"id": "msg_1", "content": [], "stop_reason": "refusal", "stop_details": details}))
+
+    assert "stop_details" not in events[0]["message"]
+    assert events[-2]["delta"] == {"stop_reason": "refusal", "stop_sequence": None, "stop_details": details}
