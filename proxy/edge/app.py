@@ -280,11 +280,14 @@ def create_app(
     )
     background: list[asyncio.Task[None]] = []
 
-    guarded = {wire.route: routes.model_route(wire) for wire in FORMATS}
+    handlers = {wire.name: routes.model_route(wire) for wire in FORMATS}
     model_calls = [
-        asgi(wire.route, is_mount=wire.addressing is not None, copy_scope=False, name=wire.name)(guarded[wire.route])
+        asgi(wire.route, is_mount=wire.addressing is not None, copy_scope=False, name=wire.name)(handlers[wire.name])
         for wire in FORMATS
     ]
+    # Served before litestar (which routes ``/v1beta/…`` through the ``/v1`` mount): exact routes,
+    # and a format whose path names the call by everything below its mount.
+    guarded = {wire.route + ("/" if wire.addressing is not None else ""): handlers[wire.name] for wire in FORMATS}
 
     @asgi(list(CLAUDE_TELEMETRY), copy_scope=False)
     async def claude_telemetry(scope: object, receive: object, send: object) -> None:

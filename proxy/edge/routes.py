@@ -8,6 +8,7 @@ would cost more than everything else the proxy does. Everything else is ordinary
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -384,10 +385,17 @@ def _model_url(base_url: str, wire: WireFormat, query: bytes, address: Address |
     ``?beta=true``, Azure's ``api-version``), checked as a pass-through URL is."""
     if address is not None and wire.addressing is not None:
         query = wire.addressing.upstream_query(query, address.stream)
-        return str(passthrough_url(base_url, b"/v1" + address.upstream_path().encode(), query))
+        return _checked_url(base_url, b"/v1" + address.upstream_path().encode(), query)
     if not query:
         return base_url + wire.upstream_path
-    return str(passthrough_url(base_url, b"/v1" + wire.upstream_path.encode(), query))
+    return _checked_url(base_url, b"/v1" + wire.upstream_path.encode(), query)
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked_url(base_url: str, path: bytes, query: bytes) -> str:
+    """:func:`passthrough_url` as text, kept: a model call's URL is one of a few per tenant and
+    model, and checking one costs two URL parses (a refused one raises, and is not kept)."""
+    return str(passthrough_url(base_url, path, query))
 
 
 def _keyed(scope: Scope) -> Scope:

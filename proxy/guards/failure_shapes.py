@@ -22,6 +22,8 @@ import json
 import re
 from typing import Any
 
+from proxy.guards.memo import per_text
+
 __all__ = ["failure_shape"]
 
 _REASONS = (
@@ -85,6 +87,7 @@ def _json_shape(text: str) -> str | None:
     return None
 
 
+@per_text
 def failure_shape(text: str) -> str | None:
     """The failure shape of a tool result (see the module), or None."""
     shape = _json_shape(text)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from proxy.exchange import Channel, Conversation, PartialReply, Reply
 from proxy.guards.base import GuardContext
 from proxy.guards.fingerprint import digest
+from proxy.guards.memo import per_text
 from proxy.guards.strikes import strike_verdict
 from proxy.guards.volatile import without_volatile
 from proxy.policy.models import NoProgressSettings
@@ -48,7 +49,12 @@ def _digest(text: str) -> str:
 
 
 def _result_digest(text: str, settings: NoProgressSettings) -> str:
-    return _digest(without_volatile(text) if settings.mask_volatile else text)
+    return _masked_digest(text) if settings.mask_volatile else _digest(text)
+
+
+@per_text
+def _masked_digest(text: str) -> str:
+    return _digest(without_volatile(text))
 
 
 def remember_results(delta: SessionDelta, conversation: Conversation, settings: NoProgressSettings) -> None:

@@ -46,6 +46,7 @@ async def read_streamed_reply(
     ``secrets`` (asked only when the stream carries an error event): the keys to mask in the
     upstream's error message, which the client gets."""
     client.upstream_headers = response.headers.raw  # a fresh list on every access
+    held = _asked_on_change(held)
     client.release(Channel.ALL & ~held(assembler))
     parser = SSEParser()
     timing = current()
@@ -106,7 +107,7 @@ def _take(
             name = named  # the data decides: a client dispatching on the name reads what the data is
     if name == b"error" or "error" in chunk:
         return _stream_error(chunk)
-    if _failed(chunk):  # Responses' response.failed: relayed, its error's message masked
+    if "response" in chunk and _failed(chunk):  # Responses' response.failed: relayed, its message masked
         data = masked_json(data, secrets())
         chunk = _decode(data)
     channels = assembler.add(chunk)
@@ -119,6 +120,21 @@ def _take(
             client.release(released)
     client.push(frame(data, name), chunk, channels)
     return None
+
+
+def _asked_on_change(held: Callable[[StreamAssembler], int]) -> Callable[[StreamAssembler], int]:
+    """``held``, asked again only when what a guard reads of the reply so far (a
+    :class:`~proxy.exchange.PartialReply`: its text, grown only by appending, and which channels
+    have content) changed since it was last asked: lifecycle events change none of it."""
+    last: list[Any] = [None, Channel.NONE]
+
+    def asked(partial: StreamAssembler) -> int:
+        seen = (partial.text_length, partial.has_text, partial.has_reasoning, partial.has_tool_calls)
+        if seen != last[0]:
+            last[0], last[1] = seen, held(partial)
+        return int(last[1])
+
+    return asked
 
 
 def _failed(chunk: dict[str, Any]) -> bool:

@@ -64,6 +64,8 @@ class SSEParser:
                 self._name = b""
             elif line[:5] == b"data:":
                 data.append(line[6:] if len(line) > 5 and line[5] == 0x20 else line[5:])
+            elif line[:6] == b"event:":  # every event of Responses' and Messages' streams has one
+                self._name = line[7:] if len(line) > 6 and line[6] == 0x20 else line[6:]
             elif line[0] != 0x3A:  # ":" starts a comment
                 self._field(line)
         return events

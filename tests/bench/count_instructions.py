@@ -67,6 +67,8 @@ def send_socket(port: int, name: str, count: int, unique: bool) -> None:
                     raise RuntimeError("an error event")
 
 
+FLOORS = {"lean-floor": "lean_floor_app.py", "floor": "floor_app.py"}
+"""The pass-throughs ``--server`` counts instead of the proxy."""
 TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 SENDERS = {"http": send, "websocket": send_socket}
 
@@ -95,8 +97,8 @@ def count(
         ]
         if server == "proxy":
             proxy = start_proxy(upstream_port, proxy_port, callgrind, redis_url, log_level=log_level, tree=tree)
-        else:  # the lean floor, the yardstick of the performance issue's targets
-            floor = [sys.executable, str(BENCH_DIR / "lean_floor_app.py"), "--upstream"]
+        else:  # a floor: the lean one is the yardstick of the performance issue's targets
+            floor = [sys.executable, str(BENCH_DIR / FLOORS[server]), "--upstream"]
             argv = [*callgrind, *floor, f"http://127.0.0.1:{upstream_port}/v1", "--port", str(proxy_port)]
             proxy = subprocess.Popen(argv, cwd=BENCH_DIR, stderr=subprocess.DEVNULL)
         try:
@@ -130,9 +132,10 @@ def main() -> int:
     parser.add_argument("--tree", type=Path, help="Count the proxy of this tree (default: this one), e.g. main's.")
     parser.add_argument(
         "--server",
-        choices=("proxy", "lean-floor"),
+        choices=("proxy", *FLOORS),
         default="proxy",
-        help="lean-floor: count the bare litestar + httpx-aiohttp pass-through instead (chat bodies only).",
+        help="lean-floor: count the bare litestar + httpx-aiohttp pass-through instead; floor: the bare ASGI "
+        "pass-through on the proxy's own server and client stack (chat bodies only).",
     )
     parser.add_argument(
         "--transport",

@@ -3,7 +3,8 @@
 stream when tools are offered);
 for a Responses request (a body with ``"input"``) the same three as a Responses API answers them.
 the same three as Anthropic Messages for ``POST /v1/messages``; a Gemini answer (plain or
-``alt=sse``) for ``…:generateContent`` and ``…:streamGenerateContent``.
+``alt=sse``, a function call when tools are offered to a stream) for ``…:generateContent`` and
+``…:streamGenerateContent``.
 
 It must never be the bottleneck, so it is a raw asyncio ``Protocol`` on uvloop that parses
 only what HTTP/1.1 framing needs (end of headers, ``Content-Length``) and answers every
@@ -339,6 +340,21 @@ GEMINI_STREAM_RESPONSE = (
     + b"\r\n0\r\n\r\n"
 )
 """A Gemini ``streamGenerateContent?alt=sse`` answer (no sentinel: the last chunk has the finish)."""
+_GEMINI_TOOL_EVENTS = b"".join(
+    b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\r\n\r\n"
+    for chunk in [
+        _gemini_chunk([{"functionCall": {"name": "search", "args": {"q": "Lyon population"}}}]),
+        _gemini_chunk([], "STOP"),
+    ]
+)
+GEMINI_STREAM_TOOLS_RESPONSE = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    + f"{len(_GEMINI_TOOL_EVENTS):x}".encode()
+    + b"\r\n"
+    + _GEMINI_TOOL_EVENTS
+    + b"\r\n0\r\n\r\n"
+)
+"""A streamed Gemini function call (tools offered): the call whole in one chunk, then the finish."""
 
 _NOT_IMPLEMENTED = b"HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 _MAX_HEAD = 64 * 1024
@@ -436,7 +452,7 @@ def _answer(head: bytes, body: bytes) -> bytes:
     stream, tools = b'"stream":true' in body, b'"tools"' in body
     line = head.partition(b"\r\n")[0]
     if b":streamgeneratecontent" in line:
-        return GEMINI_STREAM_RESPONSE
+        return GEMINI_STREAM_TOOLS_RESPONSE if tools else GEMINI_STREAM_RESPONSE
     if b":generatecontent" in line:
         return GEMINI_RESPONSE
     if head.startswith(b"post /v1/messages"):

@@ -107,14 +107,18 @@ BODIES.update(MESSAGES_BODIES)
 GEMINI_BODIES = {
     "gemini": b'{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}',
     "gemini-stream": b'{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{}}',
+    "gemini-stream-tools": b'{"contents":[{"role":"user","parts":[{"text":"hi"}]}],'
+    b'"tools":[{"functionDeclarations":[{"name":"search","parameters":{"type":"OBJECT"}}]}]}',
 }
-"""Plain and streamed, as Gemini ``generateContent`` requests (the path streams, not the body)."""
+"""Plain, streamed and a streamed tool call, as Gemini ``generateContent`` requests (the path
+streams, not the body)."""
 BODIES.update(GEMINI_BODIES)
 BODY_PATHS: dict[str, str] = {
     **{name: "/v1/responses" for name in BODIES if name.startswith("responses")},
     **{name: "/v1/messages" for name in MESSAGES_BODIES},
     "gemini": "/v1beta/models/m:generateContent",
     "gemini-stream": "/v1beta/models/m:streamGenerateContent?alt=sse",
+    "gemini-stream-tools": "/v1beta/models/m:streamGenerateContent?alt=sse",
 }
 """Where each body goes; a body not named here goes to ``/v1/chat/completions``. A new wire
 format (or transport) gets benchmarked by adding its bodies to ``BODIES`` and their route here:
@@ -739,8 +743,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="plain",
         help="plain: a JSON completion; stream: a text SSE stream; stream-tools: a streamed tool call "
         "(held back by the proxy until checked); responses, responses-stream, responses-stream-tools: the same "
-        "on POST /v1/responses; messages*: the same three on /v1/messages; gemini, gemini-stream: "
-        "plain and streamed Gemini generateContent.",
+        "on POST /v1/responses; messages*: the same three on /v1/messages; gemini, gemini-stream, "
+        "gemini-stream-tools: the same three as Gemini generateContent calls.",
     )
     parser.add_argument(
         "--loadgen",

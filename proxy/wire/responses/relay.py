@@ -78,7 +78,11 @@ class ResponsesRelay:
             if self._kinds.get(index) == "reasoning":
                 self._waiting.append((raw, event))
                 return b""
-            return self._released() + self._item(raw, event, index)
+            if self._waiting:
+                return self._released() + self._item(raw, event, index)
+            if self._indexes.get(index) == index:  # the common case, as _item takes it
+                return self._out(raw, event)
+            return self._item(raw, event, index)
         if kind in LIFECYCLE:
             response = event.get("response")
             if isinstance(response, dict) and isinstance(response.get("id"), str):

@@ -44,3 +44,23 @@ async def test_only_an_http_request_on_exactly_a_guarded_route_skips_litestar(sc
     await app(scope, _receive, _send)
 
     assert seen == [served_by]
+
+
+@pytest.mark.parametrize(
+    ("path", "served_by"),
+    [
+        ("/v1beta/models/m:generateContent", "gemini"),
+        ("/v1beta/models", "gemini"),
+        ("/v1beta", "litestar"),
+        ("/v1betax/models", "litestar"),
+        ("/v1/chat/completions", "chat"),
+    ],
+)
+async def test_a_request_below_a_mount_goes_to_the_mount_s_handler(path, served_by):
+    seen: list[str] = []
+    routes = {"/v1/chat/completions": _recorder("chat", seen), "/v1beta/": _recorder("gemini", seen)}
+    app = GuardedFirst(_recorder("litestar", seen), routes)
+
+    await app({"type": "http", "path": path}, _receive, _send)
+
+    assert seen == [served_by]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proxy.guards.volatile import without_volatile
 
@@ -37,3 +41,31 @@ def test_results_differing_only_in_volatile_fields_compare_equal(first, second):
 )
 def test_results_that_say_different_things_stay_different(first, second):
     assert without_volatile(first) != without_volatile(second)
+
+
+_PLAIN = re.compile(
+    "|".join(
+        (
+            r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?",
+            r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{1,2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2}(?: GMT| [+-]\d{4})?",
+            r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b",
+            r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
+            r"(?i:\b(?:x-)?(?:request|req|trace|correlation|span)[_-]?id\b[\"']?\s*[:=]\s*[\"']?)[\w.:-]+",
+            r"\b(?:req|request|trace)_[A-Za-z0-9]{6,}\b",
+            r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{12,}\b",
+            r"\b\d+(?:\.\d+)?\s?(?:ms|µs|us|ns|s|sec|secs|seconds|milliseconds)\b",
+        )
+    )
+)
+_PIECES = (
+    "2026-12-02T10:00:00Z", "Mon, 02 Dec 2026 10:00:00 GMT", "1:02:03.5", "123e4567-e89b-12d3-a456-426614174000",
+    "request_id=abc", "X-Request-Id: 'z.1'", "TraceID: q", "correlation_id = 4", "spanid:1", "req_abcdef12",
+    "request_ABCDEF", "trace_123456", "deadbeef1234", "abcdefabcdef", "0a0a0a0a0a0a0a", "12 ms", "1.5s", "µs",
+    "id", "x-", "_", "-", ":", " ", "a", "é", "9", "Sun,", "x", "r", "t", "c", "s", "S", "T", "\n", "'",
+)  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join))
+def test_the_fast_pattern_masks_exactly_what_the_plain_one_does(text):
+    assert without_volatile(text) == _PLAIN.sub("\u2400", text)
