@@ -191,7 +191,7 @@ def _settled(count) -> int:
 
 @pytest.mark.slow
 def test_a_slow_reader_holds_the_upstream_back_instead_of_the_proxy_buffering_its_stream(make_proxy, fake):
-    deltas, piece, produced = 4000, "x" * 16384, []  # 64 MiB of text, far more than the buffers between
+    deltas, piece, produced = 2000, "x" * 16384, []  # 32 MiB of text, more than the buffers between hold
     proxy = make_proxy(upstream=fake.url, max_reply_bytes=512 * 1024 * 1024)
     fake.script(Events(_long_text_stream(deltas, piece, produced)))
 
@@ -200,7 +200,7 @@ def test_a_slow_reader_holds_the_upstream_back_instead_of_the_proxy_buffering_it
         stalled = _settled(lambda: len(produced))  # the client reads nothing meanwhile
         received = connection.texts_until(lambda event: event["type"] == "response.completed")
 
-    assert stalled < deltas // 2  # what the proxy took from the upstream is bounded, not the whole stream
+    assert stalled < deltas * 3 // 4  # what the proxy took from the upstream is bounded, not the whole stream
     assert sum(event["type"] == "response.output_text.delta" for event in received) == deltas
     assert received[-1]["type"] == "response.completed"
 

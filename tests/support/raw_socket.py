@@ -24,7 +24,7 @@ class RawSocket:
     def __init__(self, port: int, path: str, headers: Mapping[str, str]) -> None:
         self._sock = socket.socket()
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RECEIVE_BUFFER)  # before connecting
-        self._sock.settimeout(60)
+        self._sock.settimeout(300)  # a loaded machine: the proxy may take long to refill
         self._sock.connect(("127.0.0.1", port))
         key = base64.b64encode(os.urandom(16)).decode()
         lines = [f"GET {path} HTTP/1.1", "Host: 127.0.0.1", "Upgrade: websocket", "Connection: Upgrade"]
@@ -46,9 +46,11 @@ class RawSocket:
         self._sock.close()
 
     def send_text(self, text: str) -> None:
-        data, mask = text.encode(), os.urandom(4)
-        size = len(data)
-        head = bytes([0x81, 0x80 | size]) if size < 126 else bytes([0x81, 0x80 | 126]) + struct.pack(">H", size)
+        self._send(0x81, text.encode())
+
+    def _send(self, opcode: int, data: bytes) -> None:
+        mask, size = os.urandom(4), len(data)
+        head = bytes([opcode, 0x80 | size]) if size < 126 else bytes([opcode, 0x80 | 126]) + struct.pack(">H", size)
         self._sock.sendall(head + mask + bytes(byte ^ mask[n % 4] for n, byte in enumerate(data)))
 
     def texts_until(self, last: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
@@ -66,9 +68,12 @@ class RawSocket:
         elif size == 127:
             size = struct.unpack(">Q", self._exactly(8))[0]
         payload = self._exactly(size)
-        if first & 0x0F == 0x8:
-            raise ConnectionError("closed by the server")
-        return payload if first & 0x0F == 0x1 else self._message()
+        opcode = first & 0x0F
+        if opcode == 0x8:
+            raise ConnectionError(f"closed by the server: {payload[:2].hex()}")
+        if opcode == 0x9:  # a ping: the server closes a client that does not answer
+            self._send(0x8A, payload)
+        return payload if opcode == 0x1 else self._message()
 
     def _exactly(self, size: int) -> bytes:
         data = self._file.read(size)
