@@ -391,10 +391,21 @@ def _model_url(base_url: str, wire: WireFormat, query: bytes, address: Address |
     return _checked_url(base_url, b"/v1" + wire.upstream_path.encode(), query)
 
 
-@functools.lru_cache(maxsize=1024)
+KEPT_URL_BYTES = 512
+"""Only URLs this short are kept checked: the client writes path and query, so a long one kept
+1,024 times over could hold a lot of memory."""
+
+
 def _checked_url(base_url: str, path: bytes, query: bytes) -> str:
-    """:func:`passthrough_url` as text, kept: a model call's URL is one of a few per tenant and
-    model, and checking one costs two URL parses (a refused one raises, and is not kept)."""
+    """:func:`passthrough_url` as text, kept when short: a model call's URL is one of a few per
+    tenant and model, and checking one costs two URL parses (a refused one raises, and is not kept)."""
+    if len(path) + len(query) > KEPT_URL_BYTES:
+        return str(passthrough_url(base_url, path, query))
+    return _kept_checked_url(base_url, path, query)
+
+
+@functools.lru_cache(maxsize=1024)
+def _kept_checked_url(base_url: str, path: bytes, query: bytes) -> str:
     return str(passthrough_url(base_url, path, query))
 
 
