@@ -16,24 +16,36 @@ descriptor forever (slowloris). Two protocol classes close both holes:
   answer it themselves; the wrapper then stays quiet). On shutdown it leaves open a socket
   whose app says a response is in flight (:data:`BUSY` in the scope's extensions): the app
   closes it with 1001 once that response is done, within the graceful-shutdown grace;
-  every other socket is closed at once (1012), as uvicorn does.
+  every other socket is closed at once (1012), as uvicorn does. It also offers the app
+  :data:`SEND_MANY`: a batch of text messages framed in one write (a stream's chunk of many
+  events is one write, not one per event, as over HTTP).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.auto import AutoWebSocketsProtocol
 
-__all__ = ["BUSY", "DRAIN", "GuardedHttpProtocol", "guarded_websocket_protocol"]
+try:
+    from websockets.exceptions import InvalidState as _InvalidState
+except ImportError:  # pragma: no cover - without the library there is no sans-I/O protocol
+    _InvalidState = RuntimeError  # type: ignore[assignment,misc]
+
+__all__ = ["BUSY", "DRAIN", "SEND_MANY", "GuardedHttpProtocol", "guarded_websocket_protocol"]
 
 BUSY = "loopwarden.socket_busy"
 """The scope extension through which a socket's app says whether a response is in flight."""
 DRAIN = "loopwarden.socket_drain"
 """The scope extension set when the server stops while the socket's response is in flight."""
+SEND_MANY = "loopwarden.socket_send_many"
+"""The scope extension the app awaits with text messages (UTF-8 bytes) to send them in order in
+one write; absent where the server's WebSocket library does not allow it."""
 
 logger = logging.getLogger(__name__)
 
@@ -130,4 +142,32 @@ def guarded_websocket_protocol() -> type[asyncio.Protocol] | None:
                 return
             super().shutdown()
 
+        if _sans_io(base):
+
+            async def run_asgi(self) -> None:
+                self.scope["extensions"][SEND_MANY] = self.send_many
+                await super().run_asgi()
+
+            async def send_many(self, texts: Sequence[bytes]) -> None:
+                """``texts`` as text messages, framed together, in one write; as ``send`` would
+                one by one where the socket is not open (before the accept, after a close)."""
+                await self.writable.wait()
+                if self.disconnected:
+                    raise ClientDisconnected()
+                if not self.handshake_complete or self.close_sent or self.initial_response is not None:
+                    for text in texts:
+                        await self.send({"type": "websocket.send", "text": text.decode()})
+                    return
+                try:
+                    for text in texts:
+                        self.conn.send_text(text)
+                except _InvalidState:
+                    raise ClientDisconnected() from None
+                self.transport.write(b"".join(self.conn.data_to_send()))
+
     return GuardedWebSocketProtocol
+
+
+def _sans_io(base: Any) -> bool:
+    """uvicorn's protocol on the websockets library's sans-I/O connection (``conn``, ``writable``)."""
+    return getattr(base, "__name__", "") == "WebSocketsSansIOProtocol"

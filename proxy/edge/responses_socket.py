@@ -50,7 +50,7 @@ from typing import Any
 import msgspec
 from litestar.types import HTTPScope, Scope
 
-from proxy.edge.connections import BUSY, DRAIN
+from proxy.edge.connections import BUSY, DRAIN, SEND_MANY
 from proxy.observe.logs import log_event
 from proxy.upstream.socket import UpstreamSocket, through
 from proxy.wire.responses.socket_chains import SocketChains, warm_up_events
@@ -98,6 +98,8 @@ NORMAL = 1000
 INTERNAL = 1011
 _UNSENDABLE = frozenset({1004, 1005, 1006, 1015})
 """Close codes a peer may only report, never send (RFC 6455, 7.4.1)."""
+SendMany = Callable[[list[bytes]], Awaitable[None]]
+"""The server's :data:`~proxy.edge.connections.SEND_MANY`: text messages in one write."""
 Opener = Callable[[list[tuple[str, str]]], UpstreamSocket | None]
 """Opens a client socket's upstream socket with the client's handshake headers it carries on."""
 
@@ -152,12 +154,21 @@ def turn_scope(scope: Scope) -> HTTPScope:
 
 class EventRelay:
     """``send`` for one turn: the route's answer (a stream's events, or an error body) as the
-    socket's messages; a stream's terminal response is handed to ``delivered``."""
+    socket's messages; a stream's terminal response is handed to ``delivered``. With ``many``
+    (the server's batch send) the events of one chunk go out in one write."""
 
-    __slots__ = ("_body", "_buffer", "_delivered", "_headers", "_send", "_sse", "_status", "closed")
+    __slots__ = ("_body", "_buffer", "_delivered", "_headers", "_many", "_send", "_sse", "_status", "closed")
 
-    def __init__(self, send: Send, delivered: Callable[[dict[str, Any]], None], *, headers: bool = False) -> None:
+    def __init__(
+        self,
+        send: Send,
+        delivered: Callable[[dict[str, Any]], None],
+        *,
+        headers: bool = False,
+        many: SendMany | None = None,
+    ) -> None:
         self._send = send
+        self._many = many
         self._headers = headers
         self._delivered = delivered
         self._buffer = b""
@@ -179,14 +190,19 @@ class EventRelay:
         body: bytes = message.get("body", b"")
         if self._sse:
             *frames, self._buffer = (self._buffer + body).split(b"\n\n")
-            for frame in frames:
-                await self._frame(frame)
+            texts = [text for text in map(self._frame, frames) if text is not None]
+            if self._many is not None and len(texts) > 1:
+                await self.texts(texts)
+            else:
+                for text in texts:
+                    await self.text(text)
             return
         self._body.append(body)
         if not message.get("more_body"):
             await self._whole(b"".join(self._body))
 
-    async def _frame(self, frame: bytes) -> None:
+    def _frame(self, frame: bytes) -> bytes | None:
+        """An SSE event's data, the message it is (None: a keep-alive, a terminator)."""
         head, one, data = frame.partition(b"\ndata: ")
         if one and head.startswith(b"event: ") and b"\n" not in head and b"\n" not in data:
             named: str | None = head[7:].decode()  # the proxy's own framing: one name, one data line
@@ -194,16 +210,16 @@ class EventRelay:
             lines = frame.split(b"\n")
             data = b"\n".join(line[5:].lstrip() for line in lines if line.startswith(b"data:"))
             if not data or data == b"[DONE]":  # a keep-alive comment, a terminator
-                return
+                return None
             named = next((line[6:].strip().decode() for line in lines if line.startswith(b"event:")), None)
         if named is None or named in TERMINAL:  # only the terminal event is read: it is the response
             try:
                 event = _decode(data)
             except msgspec.DecodeError:
-                return
+                return None
             if isinstance(event, dict) and event.get("type") in TERMINAL and isinstance(event.get("response"), dict):
                 self._delivered(event["response"])
-        await self.text(data)
+        return data
 
     async def _whole(self, body: bytes) -> None:
         """A reply that is not a stream: an error (before any event), as the API's error event."""
@@ -229,6 +245,15 @@ class EventRelay:
         try:
             await self._send({"type": "websocket.send", "text": data.decode()})
         except (OSError, RuntimeError):  # uvicorn: the socket closed meanwhile
+            self.closed = True
+
+    async def texts(self, texts: list[bytes]) -> None:
+        """Messages to the client in one write (the server's batch send), as :meth:`text` would."""
+        if self.closed or self._many is None:
+            return
+        try:
+            await self._many(texts)
+        except (OSError, RuntimeError):
             self.closed = True
 
 
@@ -347,7 +372,9 @@ class ResponsesSocket:
             for event in events:
                 await self._out.text(_encode(event))
             return
-        relay = EventRelay(self._send, lambda response: self._delivered(sent, response), headers=self._headers)
+        many = self._extensions.get(SEND_MANY) if isinstance(self._extensions, dict) else None
+        delivered = lambda response: self._delivered(sent, response)  # noqa: E731
+        relay = EventRelay(self._send, delivered, headers=self._headers, many=many)
         self._relay = relay
 
         async def receive() -> Message:

@@ -12,13 +12,21 @@ from collections.abc import AsyncIterator
 import pytest
 from uvicorn.config import Config
 from uvicorn.server import ServerState
+from websockets.asyncio.client import connect
 
-from proxy.edge.connections import BAD_HANDSHAKE, GuardedHttpProtocol, guarded_websocket_protocol
+from proxy.edge.connections import BAD_HANDSHAKE, SEND_MANY, GuardedHttpProtocol, guarded_websocket_protocol
 from tests.support.waiting import PATIENCE_SECS
 
 
 async def app(scope, receive, send) -> None:
-    """Answers every HTTP request 426, as the routes answer an upgrade they do not serve."""
+    """Answers every HTTP request 426, as the routes answer an upgrade they do not serve; a
+    socket gets two messages sent as one batch, then a close."""
+    if scope["type"] == "websocket":
+        await receive()
+        await send({"type": "websocket.accept"})
+        await scope["extensions"][SEND_MANY]([b"one", "twö".encode()])
+        await send({"type": "websocket.close", "code": 1000})
+        return
     await send({"type": "http.response.start", "status": 426, "headers": [(b"content-length", b"0")]})
     await send({"type": "http.response.body", "body": b""})
 
@@ -79,6 +87,13 @@ def body_length(head: bytes) -> int:
         if name.strip().lower() == b"content-length":
             return int(value)
     raise AssertionError(f"no content-length in {head!r}")
+
+
+async def test_a_batch_the_app_sends_arrives_as_its_text_messages_in_order(port):
+    async with connect(f"ws://127.0.0.1:{port}/v1/responses", open_timeout=PATIENCE_SECS) as socket:
+        received = [message async for message in socket]
+
+    assert received == ["one", "twö"]
 
 
 async def test_a_request_head_that_does_not_arrive_in_time_closes_the_connection(port):

@@ -72,6 +72,20 @@ async def test_a_stream_split_anywhere_goes_out_as_one_message_per_event():
     assert delivered == [DONE["response"]]
 
 
+async def test_a_chunk_of_many_events_goes_out_as_one_batch_where_the_server_sends_batches():
+    client, batches = Client(), []
+
+    async def many(texts: list[bytes]) -> None:
+        batches.append([json.loads(text)["type"] for text in texts])
+
+    relay = EventRelay(client.send, lambda _: None, many=many)
+    await relay({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+    await relay({"type": "http.response.body", "body": _sse({"type": "response.created"}, DONE)})
+
+    assert batches == [["response.created", "response.completed"]]
+    assert client.sent == []
+
+
 async def test_an_error_answer_is_the_apis_error_event_with_its_status():
     client = Client()
     relay = EventRelay(client.send, lambda _: None)
