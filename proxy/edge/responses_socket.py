@@ -52,7 +52,8 @@ from litestar.types import HTTPScope, Scope
 
 from proxy.edge.connections import BUSY, DRAIN, SEND_MANY
 from proxy.observe.logs import log_event
-from proxy.upstream.socket import UpstreamSocket, through
+from proxy.upstream.socket import TERMINAL as TERMINAL_TYPES
+from proxy.upstream.socket import UpstreamSocket, event_type, through
 from proxy.wire.responses.socket_chains import SocketChains, warm_up_events
 from proxy.wire.responses.stream import TERMINAL
 
@@ -206,6 +207,11 @@ class EventRelay:
         head, one, data = frame.partition(b"\ndata: ")
         if one and head.startswith(b"event: ") and b"\n" not in head and b"\n" not in data:
             named: str | None = head[7:].decode()  # the proxy's own framing: one name, one data line
+        elif frame.startswith(b"data: ") and b"\n" not in frame:  # one data line, unnamed: named by its type
+            data = frame[6:]
+            if data == b"[DONE]":
+                return None
+            named = None if event_type(data) in TERMINAL_TYPES else ""
         else:
             lines = frame.split(b"\n")
             data = b"\n".join(line[5:].lstrip() for line in lines if line.startswith(b"data:"))

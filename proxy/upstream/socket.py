@@ -47,7 +47,7 @@ from proxy.settings import Settings
 from proxy.upstream.socket_chain import SocketChain
 from proxy.upstream.transport import READ_BODY, READ_LIMIT, AiohttpTransport
 
-__all__ = ["PING_SECS", "UpstreamSocket", "UpstreamSockets", "current", "through"]
+__all__ = ["PING_SECS", "TERMINAL", "UpstreamSocket", "UpstreamSockets", "current", "event_type", "through"]
 
 PING_SECS = 30.0
 """Seconds between the proxy's pings on an upstream socket (the pong is awaited half as long)."""
@@ -203,7 +203,7 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
                 if attempt == 2:
                     raise httpx.RemoteProtocolError("The upstream closed its WebSocket.", request=request) from None
                 continue
-            if _type(first) == b"error":
+            if event_type(first) == b"error":
                 self.chain.forget()  # as the API: an error empties the socket's memory
                 error = msgspec.json.decode(first, type=_Error)
                 code = _error_fields(error).get("code")
@@ -379,7 +379,7 @@ class _Events(httpx.AsyncByteStream):
     def _take(self, data: bytes) -> bytes:
         """One message as an SSE event; the terminal one (or an error) ends the call."""
         self.last = data
-        kind = _type(data)
+        kind = event_type(data)
         if kind in TERMINAL or kind == b"error":
             self._done = True
             if kind == b"error":
@@ -395,7 +395,7 @@ class _Events(httpx.AsyncByteStream):
             await self._owner.abandon()
 
 
-def _type(data: bytes) -> bytes:
+def event_type(data: bytes) -> bytes:
     """An event's ``type``: read off its opening where it is the first field (as the API writes
     its events), else decoded."""
     if data.startswith(_TYPE_FIRST):

@@ -72,6 +72,19 @@ async def test_a_stream_split_anywhere_goes_out_as_one_message_per_event():
     assert delivered == [DONE["response"]]
 
 
+async def test_an_unnamed_streams_events_go_out_as_messages_and_its_terminal_response_is_delivered():
+    client = Client()
+    delivered: list[dict] = []
+    relay = EventRelay(client.send, delivered.append)
+    stream = b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in ({"type": "response.created"}, DONE))
+
+    await relay({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+    await relay({"type": "http.response.body", "body": stream + b"data: [DONE]\n\n"})
+
+    assert [event["type"] for event in client.events] == ["response.created", "response.completed"]
+    assert delivered == [DONE["response"]]
+
+
 async def test_a_chunk_of_many_events_goes_out_as_one_batch_where_the_server_sends_batches():
     client, batches = Client(), []
 
