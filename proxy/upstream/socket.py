@@ -57,7 +57,7 @@ _RETRIED_CODES = frozenset({"websocket_connection_limit_reached"})
 _NOT_HANDSHAKE = frozenset(
     {"content-length", "content-type", "transfer-encoding", "connection", "upgrade", "keep-alive", "host", "te"}
 )
-_CREDENTIALS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key"})
+_CREDENTIALS = frozenset({b"authorization", b"api-key", b"x-api-key", b"x-goog-api-key"})
 _EVENT_STREAM, _JSON = [(b"content-type", b"text/event-stream")], [(b"content-type", b"application/json")]
 _REMEMBERED = 256
 """Upstreams whose refusal is remembered, at most (a tenants file names a handful)."""
@@ -157,7 +157,7 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
         self._extra = [(name.lower(), value) for name, value in headers]
         self._ws: aiohttp.ClientWebSocketResponse[Any] | None = None
         self._url: str | None = None
-        self._credentials: tuple[tuple[str, str], ...] = ()
+        self._credentials: tuple[tuple[bytes, bytes], ...] = ()
         self._busy = False
         self.chain = SocketChain()
         self.over = ""
@@ -182,12 +182,13 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
     def _takes(self, request: httpx.Request) -> bool:
         if self.over == "http" or self._busy or request.method != "POST":
             return False
-        credentials = tuple((k, v) for k, v in request.headers.items() if k in _CREDENTIALS)
+        credentials = tuple((k, v) for k, v in request.headers.raw if k.lower() in _CREDENTIALS)
+        url = str(request.url)
         if self._url is None:
             if not request.url.path.endswith("/responses"):
                 return False
-            self._url, self._credentials = str(request.url), credentials
-        return str(request.url) == self._url and credentials == self._credentials
+            self._url, self._credentials = url, credentials
+        return url == self._url and credentials == self._credentials
 
     async def _call(self, request: httpx.Request, payload: dict[str, Any]) -> httpx.Response:
         timeout = request.extensions.get("timeout", {}).get("read")
