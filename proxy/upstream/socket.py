@@ -182,7 +182,7 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
     def _takes(self, request: httpx.Request) -> bool:
         if self.over == "http" or self._busy or request.method != "POST":
             return False
-        credentials = tuple((k, v) for k, v in request.headers.raw if k.lower() in _CREDENTIALS)
+        credentials = tuple((k.lower(), v) for k, v in request.headers.raw if k.lower() in _CREDENTIALS)
         url = str(request.url)
         if self._url is None:
             if not request.url.path.endswith("/responses"):

@@ -89,3 +89,16 @@ def test_calls_go_through_a_socket_only_inside_through():
     with through(socket):
         assert current() is socket
     assert current() is None
+
+
+def test_the_socket_takes_the_calls_of_its_first_url_and_key_only_whatever_the_headers_case():
+    socket = sockets().open()
+    assert socket is not None
+
+    def call(key: str, path: str = "/v1/responses", name: str = "Authorization") -> httpx.Request:
+        return httpx.Request("POST", f"https://api.example{path}", headers={name: key}, content=b"{}")
+
+    assert socket._takes(call("Bearer a"))
+    assert socket._takes(call("Bearer a", name="authorization"))
+    assert not socket._takes(call("Bearer b"))
+    assert not socket._takes(call("Bearer a", path="/v1/other/responses"))
