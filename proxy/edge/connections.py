@@ -145,7 +145,8 @@ def guarded_websocket_protocol() -> type[asyncio.Protocol] | None:
         if _sans_io(base):
 
             async def run_asgi(self) -> None:
-                self.scope["extensions"][SEND_MANY] = self.send_many
+                if _has_sans_io_parts(self):
+                    self.scope["extensions"][SEND_MANY] = self.send_many
                 await super().run_asgi()
 
             async def send_many(self, texts: Sequence[bytes]) -> None:
@@ -166,6 +167,20 @@ def guarded_websocket_protocol() -> type[asyncio.Protocol] | None:
                 self.transport.write(b"".join(self.conn.data_to_send()))
 
     return GuardedWebSocketProtocol
+
+
+_SANS_IO_PARTS = ("writable", "disconnected", "handshake_complete", "close_sent", "initial_response", "transport")
+
+
+def _has_sans_io_parts(protocol: Any) -> bool:
+    """Whether the protocol still has the parts :data:`SEND_MANY` uses (uvicorn's internals: a
+    release that renames one leaves the app sending one message at a time, as without it)."""
+    conn = getattr(protocol, "conn", None)
+    return (
+        all(hasattr(protocol, part) for part in _SANS_IO_PARTS)
+        and hasattr(conn, "send_text")
+        and hasattr(conn, "data_to_send")
+    )
 
 
 def _sans_io(base: Any) -> bool:

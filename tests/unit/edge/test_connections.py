@@ -112,3 +112,24 @@ def test_the_400_for_a_bad_handshake_declares_its_body_length():
     head, _, body = BAD_HANDSHAKE.partition(b"\r\n\r\n")
 
     assert body_length(head) == len(body)
+
+
+def test_a_protocol_without_the_sans_io_parts_offers_no_batch_send():
+    from types import SimpleNamespace
+
+    from proxy.edge.connections import _has_sans_io_parts
+
+    conn = SimpleNamespace(send_text=None, data_to_send=None)
+    whole = SimpleNamespace(
+        writable=None,
+        disconnected=False,
+        handshake_complete=True,
+        close_sent=False,
+        initial_response=None,
+        transport=None,
+        conn=conn,
+    )
+    renamed = SimpleNamespace(**{**vars(whole), "conn": SimpleNamespace(send_text=None)})
+
+    assert _has_sans_io_parts(whole)
+    assert not _has_sans_io_parts(renamed)
