@@ -25,7 +25,8 @@ def test_a_text_too_long_to_remember_is_computed_each_time():
     assert len(calls) == 2
 
 
-def test_a_function_of_two_texts_is_remembered_per_pair():
+
+def counted_pair():
     calls = []
 
     @per_text
@@ -33,20 +34,18 @@ def test_a_function_of_two_texts_is_remembered_per_pair():
         calls.append((first, second))
         return first + second
 
+    return joined, calls
+
+
+def test_a_function_of_two_texts_is_remembered_per_pair():
+    joined, calls = counted_pair()
     assert joined("a", "b") == joined("a", "b") == "ab"
     assert joined("a", "c") == "ac"
     assert calls == [("a", "b"), ("a", "c")]
 
 
 def test_two_texts_too_long_together_are_computed_each_time():
-    calls = []
-
-    @per_text
-    def joined(first, second):
-        calls.append((first, second))
-        return first + second
-
+    joined, calls = counted_pair()
     half = "a" * (_CACHED_CHARS // 2 + 1)
-    joined(half, half)
-    joined(half, half)
+    assert joined(half, half) == joined(half, half)
     assert len(calls) == 2
