@@ -8,7 +8,6 @@ would cost more than everything else the proxy does. Everything else is ordinary
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import time
@@ -47,7 +46,7 @@ from proxy.session.identity import identify
 from proxy.settings import Settings
 from proxy.upstream.client import ATTEMPTS_HEADER, UpstreamClient, UpstreamReply
 from proxy.upstream.headers import reply_headers
-from proxy.upstream.paths import passthrough_route, passthrough_url
+from proxy.upstream.paths import checked_url_text, passthrough_route
 from proxy.upstream.relayed_errors import credential_values, relayed_error, secret_forms
 from proxy.wire.base import Address, WireFormat
 from proxy.wire.gemini.address import keyed
@@ -385,28 +384,10 @@ def _model_url(base_url: str, wire: WireFormat, query: bytes, address: Address |
     ``?beta=true``, Azure's ``api-version``), checked as a pass-through URL is."""
     if address is not None and wire.addressing is not None:
         query = wire.addressing.upstream_query(query, address.stream)
-        return _checked_url(base_url, b"/v1" + address.upstream_path().encode(), query)
+        return checked_url_text(base_url, b"/v1" + address.upstream_path().encode(), query)
     if not query:
         return base_url + wire.upstream_path
-    return _checked_url(base_url, b"/v1" + wire.upstream_path.encode(), query)
-
-
-KEPT_URL_BYTES = 512
-"""Only URLs this short are kept checked: the client writes path and query, so a long one kept
-1,024 times over could hold a lot of memory."""
-
-
-def _checked_url(base_url: str, path: bytes, query: bytes) -> str:
-    """:func:`passthrough_url` as text, kept when short: a model call's URL is one of a few per
-    tenant and model, and checking one costs two URL parses (a refused one raises, and is not kept)."""
-    if len(path) + len(query) > KEPT_URL_BYTES:
-        return str(passthrough_url(base_url, path, query))
-    return _kept_checked_url(base_url, path, query)
-
-
-@functools.lru_cache(maxsize=1024)
-def _kept_checked_url(base_url: str, path: bytes, query: bytes) -> str:
-    return str(passthrough_url(base_url, path, query))
+    return checked_url_text(base_url, b"/v1" + wire.upstream_path.encode(), query)
 
 
 def _keyed(scope: Scope) -> Scope:

@@ -205,6 +205,24 @@ def passthrough_url(base_url: str, raw_path: bytes, query: bytes) -> httpx.URL:
     return joined
 
 
+KEPT_URL_BYTES = 512
+"""Only URLs this short are kept checked: the client writes path and query, so long ones kept
+1,024 times over could hold a lot of memory."""
+
+
+def checked_url_text(base_url: str, raw_path: bytes, query: bytes) -> str:
+    """:func:`passthrough_url` as text, kept when short: a model call's URL is one of a few per
+    tenant and model, and checking one costs two URL parses (a refused one raises, and is not kept)."""
+    if len(raw_path) + len(query) > KEPT_URL_BYTES:
+        return str(passthrough_url(base_url, raw_path, query))
+    return _kept_url_text(base_url, raw_path, query)
+
+
+@functools.lru_cache(maxsize=1024)
+def _kept_url_text(base_url: str, raw_path: bytes, query: bytes) -> str:
+    return str(passthrough_url(base_url, raw_path, query))
+
+
 PASSTHROUGH_FAMILIES = frozenset(
     {
         "assistants", "audio", "batches", "chat", "completions", "conversations", "embeddings", "files",

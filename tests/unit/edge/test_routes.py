@@ -86,26 +86,3 @@ def test_the_clients_query_string_goes_upstream_with_the_formats_path(proxy, ups
     httpx.post(f"{proxy.base_url}{route}?beta=true", json=body)
 
     assert (upstream.requests[0].path, upstream.requests[0].query) == ("/v1" + route, "beta=true")
-
-
-def test_a_short_model_url_is_kept_checked():
-    from proxy.edge import routes
-
-    routes._kept_checked_url.cache_clear()
-    first = routes._checked_url("http://up.test/v1", b"/v1/chat/completions", b"api-version=1")
-    again = routes._checked_url("http://up.test/v1", b"/v1/chat/completions", b"api-version=1")
-
-    assert first == again == "http://up.test/v1/chat/completions?api-version=1"
-    assert routes._kept_checked_url.cache_info().hits == 1
-
-
-def test_a_long_client_query_is_checked_but_never_kept():
-    from proxy.edge import routes
-
-    routes._kept_checked_url.cache_clear()
-    query = b"q=" + b"x" * routes.KEPT_URL_BYTES
-
-    url = routes._checked_url("http://up.test/v1", b"/v1/chat/completions", query)
-
-    assert url.endswith("x" * 100)
-    assert routes._kept_checked_url.cache_info().currsize == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.errors import InvalidRequest
+from proxy.upstream import paths
 from proxy.upstream.paths import (
     is_api_root,
     is_telemetry,
@@ -244,3 +245,27 @@ def test_a_path_that_repeats_v1_is_refused_naming_the_base_url_to_set_and_logged
 @pytest.mark.parametrize("raw_path", [b"/v1/models/v1", b"/v1/files/v1/content", b"/v1/v10/models"])
 def test_a_v1_later_in_the_path_is_no_repeated_base(raw_path):
     assert passthrough_url("https://api.openai.com/v1", raw_path, b"").path.endswith(raw_path[3:].decode())
+
+
+def test_a_short_model_url_is_kept_checked():
+    paths._kept_url_text.cache_clear()
+    first = paths.checked_url_text("http://up.test/v1", b"/v1/chat/completions", b"api-version=1")
+    again = paths.checked_url_text("http://up.test/v1", b"/v1/chat/completions", b"api-version=1")
+
+    assert first == again == "http://up.test/v1/chat/completions?api-version=1"
+    assert paths._kept_url_text.cache_info().hits == 1
+
+
+def test_a_long_client_query_is_checked_but_never_kept():
+    paths._kept_url_text.cache_clear()
+    query = b"q=" + b"x" * paths.KEPT_URL_BYTES
+
+    url = paths.checked_url_text("http://up.test/v1", b"/v1/chat/completions", query)
+
+    assert url.endswith("x" * 100)
+    assert paths._kept_url_text.cache_info().currsize == 0
+
+
+def test_a_kept_url_is_still_refused_when_it_leaves_the_base():
+    with pytest.raises(InvalidRequest):
+        paths.checked_url_text("http://up.test/v1", b"/v1/../admin", b"")
