@@ -3,30 +3,31 @@
 An agent resends every earlier tool result on each turn, and several guards read the same
 result (masked, digested, its failure shape), while one scan of a few hundred characters by
 a pattern of many alternatives costs tens of microseconds. :func:`per_text` keeps the last
-:data:`_CACHED` answers for texts up to :data:`_CACHED_CHARS` long (so the cache holds at most
-a few megabytes); a longer text is computed each time.
+:data:`_CACHED` answers for texts up to :data:`_CACHED_CHARS` long together (so the cache holds
+at most a few megabytes); a longer text is computed each time. A function of several texts (a
+result and the arguments of the call it answers) is remembered per combination.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache, wraps
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 __all__ = ["per_text"]
 
 _CACHED_CHARS = 16_384
 _CACHED = 512
 
-T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def per_text(function: Callable[[str], T]) -> Callable[[str], T]:
-    """``function`` (pure: its answer depends on the text alone), remembered per text."""
+def per_text(function: F) -> F:
+    """``function`` (pure: its answer depends on its texts alone), remembered per texts."""
     cached = lru_cache(maxsize=_CACHED)(function)
 
     @wraps(function)
-    def remembered(text: str) -> T:
-        return cached(text) if len(text) <= _CACHED_CHARS else function(text)
+    def remembered(*texts: str) -> Any:
+        return cached(*texts) if sum(map(len, texts)) <= _CACHED_CHARS else function(*texts)
 
-    return remembered
+    return cast(F, remembered)

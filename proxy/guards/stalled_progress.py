@@ -34,8 +34,10 @@ from proxy.exchange import (
     ToolCall,
     Usage,
     flattened_calls,
+    parse_arguments,
 )
 from proxy.guards.base import GuardContext
+from proxy.guards.memo import per_text
 from proxy.guards.volatile import without_volatile
 from proxy.judge.client import Judge, JudgeRequest
 from proxy.session.instructions import task_of
@@ -116,8 +118,14 @@ def masked(result: str, tool_call: ToolCall) -> str:
     """The result with the call's own argument values blanked out (longest first, any case),
     and its volatile fields (timestamps, ids, durations), whitespace collapsed: what it says
     apart from what the model passed in."""
-    arguments, _ = tool_call.parsed_arguments()
-    text = without_volatile(result[:_MAX_RESULT_CHARS])
+    return _masked(result[:_MAX_RESULT_CHARS], tool_call.arguments)
+
+
+@per_text
+def _masked(result: str, arguments_text: str) -> str:
+    """:func:`masked`, remembered: an agent resends a run's every result and call each turn."""
+    arguments, _ = parse_arguments(arguments_text)
+    text = without_volatile(result)
     for value in sorted(set(_values(arguments)), key=len, reverse=True):
         text = re.sub(re.escape(value), "\u2026", text, flags=re.IGNORECASE)
     return _SPACE.sub(" ", text).strip()

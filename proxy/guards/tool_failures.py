@@ -24,9 +24,11 @@ def compiled(patterns: tuple[str, ...]) -> tuple[regex.Pattern[str], ...]:
     return tuple(regex.compile(p, regex.MULTILINE) for p in patterns)
 
 
-def _fails(text: str, patterns: tuple[regex.Pattern[str], ...]) -> bool:
-    """Tool results are untrusted text: each search is time-bounded (a timeout is no match)."""
-    for pattern in patterns:
+@lru_cache(maxsize=512)  # at most 512 texts of _SCANNED characters
+def _fails(text: str, patterns: tuple[str, ...]) -> bool:
+    """Tool results are untrusted text: each search is time-bounded (a timeout is no match,
+    remembered as one). Remembered per text: an agent resends every earlier result each turn."""
+    for pattern in compiled(patterns):
         try:
             if pattern.search(text, timeout=MATCH_TIMEOUT_SECS, concurrent=False):
                 return True
@@ -40,7 +42,7 @@ class ToolFailuresGuard:
         settings = context.policy.tool_failures
         if not settings.enabled or not context.conversation.trailing_tool_results():
             return PASS
-        patterns = compiled(settings.patterns)
+        patterns = settings.patterns
         run = 0
         for message in reversed(context.conversation.tool_results()):
             text = message.text[:_SCANNED]
