@@ -127,7 +127,8 @@ class UpstreamSockets:
         return url in self._refused
 
     async def connect(self, url: str, headers: Sequence[tuple[str, str]]) -> aiohttp.ClientWebSocketResponse[Any]:
-        assert self._pool is not None
+        if self._pool is None:  # open() hands out no socket then; a caller that skipped it is a bug
+            raise RuntimeError("upstream WebSockets need the proxy's aiohttp transport")
         async with asyncio.timeout(self.connect_timeout):
             return await self._pool.websocket(url, headers, max_size=self.max_size, heartbeat=PING_SECS)
 
