@@ -24,8 +24,7 @@ together, by ``max_reply_bytes``; pings every :data:`PING_SECS` (a peer that doe
 closed). A socket that breaks before a call's first event is reopened once and the call sent
 again whole; one that breaks mid-response fails the call like a cut stream (:attr:`UpstreamSocket.lost`
 keeps its close code for the client's socket). A response the proxy stops reading (the client
-left) closes the socket: its rest would otherwise come first on the next call.
-"""
+left) closes the socket: its rest would otherwise come first on the next call."""
 
 from __future__ import annotations
 
@@ -127,7 +126,7 @@ class UpstreamSockets:
         return url in self._refused
 
     async def connect(self, url: str, headers: Sequence[tuple[str, str]]) -> aiohttp.ClientWebSocketResponse[Any]:
-        if self._pool is None:  # open() hands out no socket then; a caller that skipped it is a bug
+        if self._pool is None:  # open() hands out no socket then: a caller that skipped it is a bug
             raise RuntimeError("upstream WebSockets need the proxy's aiohttp transport")
         async with asyncio.timeout(self.connect_timeout):
             return await self._pool.websocket(url, headers, max_size=self.max_size, heartbeat=PING_SECS)
