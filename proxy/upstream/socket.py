@@ -59,7 +59,9 @@ _NOT_HANDSHAKE = frozenset(
 _CREDENTIALS = frozenset({b"authorization", b"api-key", b"x-api-key", b"x-goog-api-key"})
 _EVENT_STREAM, _JSON = [(b"content-type", b"text/event-stream")], [(b"content-type", b"application/json")]
 _REMEMBERED = 256
-"""Upstreams whose refusal is remembered, at most (a tenants file names a handful)."""
+"""Upstreams whose refusal is remembered (and logged), at most (a tenants file names a handful)."""
+_NO_WEBSOCKET = frozenset({200, 404, 405, 426, 501, 505})
+"""Handshake refusals that say the route has no WebSocket (a 400 may be one client's bad header)."""
 
 
 class _Kind(msgspec.Struct):
@@ -123,7 +125,7 @@ class UpstreamSockets:
         return UpstreamSocket(self, headers) if self._on else None
 
     def refused(self, url: str) -> bool:
-        return url in self._refused
+        return url.partition("?")[0] in self._refused
 
     async def connect(self, url: str, headers: Sequence[tuple[str, str]]) -> aiohttp.ClientWebSocketResponse[Any]:
         if self._pool is None:  # open() hands out no socket then: a caller that skipped it is a bug
@@ -132,16 +134,16 @@ class UpstreamSockets:
             return await self._pool.websocket(url, headers, max_size=self.max_size, heartbeat=PING_SECS)
 
     def unavailable(self, url: str, status: int | None) -> None:
-        """A socket served over HTTP: counted; logged once per upstream; a refusal that says the
-        upstream has no WebSocket (not one about the key, a limit or a fault) is remembered."""
+        """A socket served over HTTP: counted; logged once per upstream; a "no WebSocket here" remembered."""
         outcome = "unreachable" if status is None else "refused"
         self.count(outcome)
-        if status is not None and _says_no_websocket(status) and len(self._refused) < _REMEMBERED:
-            self._refused[url] = status
-        if url in self._said:
+        upstream = url.partition("?")[0]  # the client writes the query: one entry per upstream
+        if status in _NO_WEBSOCKET and len(self._refused) < _REMEMBERED:
+            self._refused[upstream] = status
+        if upstream in self._said or len(self._said) >= _REMEMBERED:
             return
-        self._said.add(url)
-        fields = {"upstream": url.partition("?")[0], "reason": outcome, "status": status, "served_over": "http"}
+        self._said.add(upstream)
+        fields = {"upstream": upstream, "reason": outcome, "status": status, "served_over": "http"}
         log_event("upstream_websocket_unavailable", fields, logging.WARNING)
 
     def count(self, outcome: str) -> None:
@@ -172,8 +174,8 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
         self._busy = True
         try:
             response = await self._call(request, payload)
-        except BaseException:
-            self._busy = False
+        except BaseException:  # cancelled too (a deadline): its response must not answer the next call
+            await self.abandon()
             raise
         if not isinstance(response.stream, _Events):
             self._busy = False
@@ -200,13 +202,17 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
             try:
                 await ws.send_frame(frame, aiohttp.WSMsgType.TEXT)
                 first = await self._message(ws, timeout)
-            except _Broken:  # nothing of this call came back: a fresh socket takes it whole
+            except (_Broken, aiohttp.ClientError, OSError):  # nothing came back: a fresh socket takes it whole
+                await self._close()
                 if attempt == 2:
                     raise httpx.RemoteProtocolError("The upstream closed its WebSocket.", request=request) from None
                 continue
             if event_type(first) == b"error":
                 self.chain.forget()  # as the API: an error empties the socket's memory
-                error = msgspec.json.decode(first, type=_Error)
+                try:
+                    error = msgspec.json.decode(first, type=_Error)
+                except msgspec.MsgspecError:
+                    raise httpx.RemoteProtocolError("A malformed upstream error event.", request=request) from None
                 code = _error_fields(error).get("code")
                 if attempt == 1 and (code in _RETRIED_CODES or (chained and code == "previous_response_not_found")):
                     if code in _RETRIED_CODES:
@@ -246,8 +252,7 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
         return self._ws
 
     async def _message(self, ws: aiohttp.ClientWebSocketResponse[Any], wait: float | None) -> bytes:
-        """The next message's bytes, waited for ``wait`` seconds at most; :class:`_Broken` (the
-        socket let go) when the socket ends."""
+        """The next message's bytes, waited ``wait`` seconds at most; :class:`_Broken` if the socket ends."""
         try:
             message = await ws.receive(timeout=wait)
         except TimeoutError:
@@ -299,8 +304,7 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
             self.chain.forget()
 
     def finished(self, lost: int | None = None) -> None:
-        """A call's events ended; ``lost``: the close code of a socket that broke mid-response (the
-        call fails as a cut stream, and the client's socket is told)."""
+        """A call's events ended; ``lost``: the close code of a socket that broke mid-response."""
         self._busy = False
         if lost is not None:
             self.lost = lost
@@ -443,8 +447,3 @@ def _error_response(error: _Error, request: httpx.Request) -> httpx.Response:
 def _socket_url(url: httpx.URL) -> str:
     """The WebSocket URL of an HTTP one (``https`` → ``wss``, ``http`` → ``ws``)."""
     return str(url.copy_with(scheme="wss" if url.scheme == "https" else "ws"))
-
-
-def _says_no_websocket(status: int) -> bool:
-    """A handshake refusal about the route (no WebSocket there), not the key, a limit or a fault."""
-    return status in (501, 505) or (status < 500 and status not in (401, 403, 407, 408, 429))

@@ -198,3 +198,18 @@ def test_an_upstream_closing_mid_response_is_a_cut_stream_and_closes_the_clients
     assert closed.value.rcvd is not None
     assert closed.value.rcvd.code == 1011
     assert metric(proxy, 'loopwarden_stream_unfinished_total{policy="default",reason="upstream_disconnected"')
+
+
+def test_a_turn_after_the_upstream_let_its_socket_go_goes_whole_on_a_fresh_socket(client, fake):
+    fake.close_after_turn = True
+    fake.script(text_response("Lyon has 522,250 inhabitants."), text_response("Paris has 2.1 million."))
+
+    with client.responses.connect() as connection:
+        first = turn(connection, input="Lyon?")
+        second = turn(
+            connection, input=[{"role": "user", "content": "And Paris?"}], previous_response_id=first[-1].response.id
+        )
+
+    assert first[-1].type == second[-1].type == "response.completed"
+    assert fake.sockets == 2
+    assert "previous_response_id" not in fake.socket_payloads()[-1]

@@ -52,11 +52,14 @@ class FakeResponsesSocket(FakeResponses):
         """Refuse every WebSocket handshake with this status (None: accept)."""
         self.sockets = 0
         """WebSockets accepted."""
+        self.close_after_turn = False
+        """Close each socket after its first event's answer (an upstream letting an idle socket go)."""
 
     def reset(self) -> None:
         super().reset()
         self.refuse = None
         self.sockets = 0
+        self.close_after_turn = False
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if request.headers.get("Upgrade", "").lower() != "websocket":
@@ -74,6 +77,8 @@ class FakeResponsesSocket(FakeResponses):
             if message.type is not WSMsgType.TEXT:
                 break
             await self._event(request, ws, memory, message.data)
+            if self.close_after_turn and not ws.closed:
+                await ws.close(code=1000)
             if ws.closed:
                 break
         return ws

@@ -11,7 +11,7 @@ import pytest
 
 from proxy.observe.metrics import Metrics
 from proxy.settings import Settings
-from proxy.upstream.socket import UpstreamSockets, _Error, _error_response, _frame, _says_no_websocket, current, through
+from proxy.upstream.socket import UpstreamSockets, _Error, _error_response, _frame, current, through
 from proxy.upstream.transport import AiohttpTransport
 
 URL = "wss://api.example/v1/responses"
@@ -46,7 +46,7 @@ def test_a_refusal_is_logged_once_per_upstream_and_counted_every_time(caplog):
     [
         (426, True),
         (404, True),
-        (400, True),
+        (400, False),
         (200, True),
         (401, False),
         (403, False),
@@ -56,7 +56,18 @@ def test_a_refusal_is_logged_once_per_upstream_and_counted_every_time(caplog):
     ],
 )
 def test_only_a_refusal_about_the_route_is_remembered(status, remembered):
-    assert _says_no_websocket(status) is remembered
+    owner = sockets()
+    owner.unavailable(URL, status)
+
+    assert owner.refused(URL) is remembered
+
+
+def test_a_refusal_is_remembered_for_the_upstream_whatever_the_query():
+    owner = sockets()
+    owner.unavailable(URL + "?client=a", 426)
+
+    assert owner.refused(URL + "?client=b")
+    assert owner.refused(URL)
 
 
 def test_an_unreachable_upstream_is_not_remembered():
