@@ -10,6 +10,7 @@ import httpx
 import openai
 import pytest
 
+from tests.support.agents_sdk import final_output
 from tests.support.assertions import summary_of
 from tests.support.fake_responses import (
     function_call,
@@ -33,7 +34,7 @@ class Run:
 
 
 def run_agent(base_url: str, *, stream: bool, session: str, task: str = "Weather in Paris?") -> tuple[Any, Run]:
-    from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+    from agents import Agent, OpenAIResponsesModel, function_tool, set_tracing_disabled
 
     set_tracing_disabled(True)
     run = Run()
@@ -70,15 +71,7 @@ def run_agent(base_url: str, *, stream: bool, session: str, task: str = "Weather
             tools=[get_weather],
             model=OpenAIResponsesModel(model="m", openai_client=client),
         )
-        try:
-            if stream:
-                result = Runner.run_streamed(agent, task)
-                async for _ in result.stream_events():
-                    pass
-                return result.final_output
-            return (await Runner.run(agent, task)).final_output
-        finally:
-            await client.close()
+        return await final_output(agent, task, stream=stream, client=client)
 
     output = asyncio.run(go())
     for raw in run.streams:

@@ -16,6 +16,7 @@ import httpx
 import openai
 import pytest
 
+from tests.support.agents_sdk import final_output
 from tests.support.fake_messages import said, text
 from tests.support.fake_upstream import Json
 from tests.support.turns import Turn
@@ -75,7 +76,7 @@ def test_a_spent_shared_budget_stops_the_anthropic_sdk_before_its_last_retry(
 
 
 def run_agents_sdk(proxy, sent: list[httpx.Request], stream: bool) -> Any:
-    from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+    from agents import Agent, OpenAIChatCompletionsModel, set_tracing_disabled
 
     set_tracing_disabled(True)
 
@@ -86,15 +87,7 @@ def run_agents_sdk(proxy, sent: list[httpx.Request], stream: bool) -> Any:
         http = httpx.AsyncClient(event_hooks={"request": [note]})
         client = openai.AsyncOpenAI(base_url=proxy.base_url, api_key="sk-p", http_client=http)  # its 2 retries
         agent: Agent[None] = Agent(name="research", model=OpenAIChatCompletionsModel(model="m", openai_client=client))
-        try:
-            if not stream:
-                return (await Runner.run(agent, QUESTION)).final_output
-            result = Runner.run_streamed(agent, QUESTION)
-            async for _ in result.stream_events():
-                pass
-            return result.final_output
-        finally:
-            await client.close()
+        return await final_output(agent, QUESTION, stream=stream, client=client)
 
     return asyncio.run(run())
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import openai
 
+from tests.support.agents_sdk import final_output
 from tests.support.turns import Call, Turn
 
 Tool = Callable[..., str]
@@ -123,7 +124,7 @@ def _streamed(client: openai.OpenAI, messages: list[Any], specs: list[Any], sess
 
 def agents_sdk(base_url: str, session: str, tools: list[Tool], *, max_turns: int, stream: bool) -> Any:
     """The OpenAI Agents SDK on Chat Completions, ``Runner.run`` or ``Runner.run_streamed``."""
-    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+    from agents import Agent, OpenAIChatCompletionsModel, function_tool, set_tracing_disabled
 
     set_tracing_disabled(True)
 
@@ -136,15 +137,7 @@ def agents_sdk(base_url: str, session: str, tools: list[Tool], *, max_turns: int
             model=OpenAIChatCompletionsModel(model="m", openai_client=client),
             tools=[function_tool(t) for t in tools],
         )
-        try:
-            if not stream:
-                return (await Runner.run(agent, TASK, max_turns=max_turns)).final_output
-            result = Runner.run_streamed(agent, TASK, max_turns=max_turns)
-            async for _ in result.stream_events():
-                pass
-            return result.final_output
-        finally:
-            await client.close()
+        return await final_output(agent, TASK, stream=stream, client=client, max_turns=max_turns)
 
     return asyncio.run(run())
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import openai
 
+from tests.support.agents_sdk import final_output
 from tests.support.fake_messages import check_stream, checking_client
 from tests.support.responses_clients import checked_sdk
 
@@ -17,7 +18,7 @@ __all__ = ["agents_run", "anthropic_parsed", "responses_parsed"]
 
 def agents_run(base_url: str, output_type: type, task: str, *, chat: bool, stream: bool) -> Any:
     """One ``Runner.run`` (or ``run_streamed``) of an agent answering in ``output_type``; its final output."""
-    from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, set_tracing_disabled
+    from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, set_tracing_disabled
 
     set_tracing_disabled(True)
 
@@ -25,15 +26,7 @@ def agents_run(base_url: str, output_type: type, task: str, *, chat: bool, strea
         client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-p", max_retries=0)
         kind = OpenAIChatCompletionsModel if chat else OpenAIResponsesModel
         agent: Agent[None] = Agent(name="agent", model=kind(model="m", openai_client=client), output_type=output_type)
-        try:
-            if stream:
-                result = Runner.run_streamed(agent, task)
-                async for _ in result.stream_events():
-                    pass
-                return result.final_output
-            return (await Runner.run(agent, task)).final_output
-        finally:
-            await client.close()
+        return await final_output(agent, task, stream=stream, client=client)
 
     return asyncio.run(go())
 
