@@ -34,6 +34,10 @@ async def compile_request_schemas(
     walking them)."""
     if not declared and conversation.output_schema is None:
         return conversation  # nothing to compile
+    key = cache.request_key((declared, conversation.output_schema), body_bytes)
+    known = cache.known(key) if key is not None else None
+    if known is not None:  # the same schemas as an earlier request: compiled, none refused
+        return conversation.with_schemas(*known)
     tools: dict[str, CompiledSchema | None] = {}
     for param, name, schema in declared:
         try:
@@ -48,4 +52,6 @@ async def compile_request_schemas(
             answer = await cache.compiled(conversation.output_schema, body_bytes)
         except SchemaInvalid as exc:
             raise InvalidRequest(str(exc), param=_RESPONSE_FORMAT) from None
+    if key is not None:
+        cache.keep(key, (tools, answer))
     return conversation.with_schemas(tools, answer)

@@ -55,6 +55,7 @@ __all__ = [
     "VALIDATION_BUDGET_SECS",
     "VALIDATION_WORK_SECS",
     "CompiledSchema",
+    "RequestSchemas",
     "SchemaCache",
     "SchemaInvalid",
     "SchemaLimits",
@@ -94,6 +95,7 @@ _NO_FETCH: referencing.jsonschema.SchemaRegistry = referencing.Registry()
 """Resolves only what it holds (jsonschema adds the meta-schemas): an unknown URI is unresolvable."""
 _work_deadline: ContextVar[float] = ContextVar("loopwarden_validation_deadline", default=math.inf)
 _encode = msgspec.json.Encoder(order="sorted").encode
+_encode_as_sent = msgspec.json.Encoder().encode
 _END = object()
 
 
@@ -313,6 +315,10 @@ def check_schema(schema: Any) -> None:
         raise SchemaInvalid(*found.args)  # a fresh one: re-raising the cached one grows its traceback
 
 
+RequestSchemas = tuple[dict[str, CompiledSchema | None], CompiledSchema | None]
+"""A request's tool schemas compiled by tool name (None: one that does not compile), and its answer's."""
+
+
 class SchemaCache:
     """Compiled schemas (and the reason of those that do not compile), by a digest of their
     canonical JSON: requests resend the same schemas every turn. Bounded by bytes of JSON."""
@@ -321,6 +327,29 @@ class SchemaCache:
         self.limits = limits or SchemaLimits()
         self._entries: WeightedCache[bytes, CompiledSchema | SchemaInvalid] = WeightedCache(max_bytes)
         self._compiling: dict[bytes, asyncio.Future[CompiledSchema | SchemaInvalid]] = {}
+        self._requests: WeightedCache[bytes, RequestSchemas] = WeightedCache(max_bytes)
+        """Whole requests' schemas by their JSON as sent: an agent resends the same tools every
+        turn, found here with one encoding and one lookup (bounded alike, by the bytes of its keys)."""
+
+    def request_key(self, schemas: Any, within: int | None) -> bytes | None:
+        """What keys a request's schemas (all of them, as sent) among :meth:`known`: their JSON,
+        when the request is small enough to encode at once (None: look each schema up)."""
+        if within is None or within > _ENCODE_FIRST * self.limits.max_bytes:
+            return None
+        try:
+            return _encode_as_sent(schemas)
+        except (msgspec.EncodeError, RecursionError, OverflowError):
+            return None
+
+    def known(self, key: bytes) -> RequestSchemas | None:
+        """The schemas of a request seen before (:meth:`request_key`), each compiled as
+        :meth:`compiled` gave it (None for a tool's that does not compile)."""
+        found = self._requests.get(key)
+        return None if found is None else (dict(found[0]), found[1])  # a copy: the request's own
+
+    def keep(self, key: bytes, schemas: RequestSchemas) -> None:
+        """Remember a request's schemas, all compiled (none refused), under :meth:`request_key`."""
+        self._requests.put(key, (dict(schemas[0]), schemas[1]), len(key))
 
     async def compiled(self, schema: Any, within: int | None = None) -> CompiledSchema:
         """``schema`` compiled, from the cache or in a worker thread. Raises :class:`SchemaTooLarge`

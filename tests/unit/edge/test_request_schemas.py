@@ -99,3 +99,27 @@ async def test_a_schema_seen_before_comes_from_the_cache():
     assert first.tool_schemas is not None
     assert second.tool_schemas is not None
     assert first.tool_schemas["weather"] is second.tool_schemas["weather"]
+
+
+async def test_a_request_whose_schemas_were_all_seen_before_finds_them_at_once():
+    cache = SchemaCache(1_000_000)
+    body = payload(tool("weather", CITY), tool("odd", BROKEN), answer=CITY)
+    first = await compile_request_schemas(declared_schemas(body), parse_conversation(body), cache, 1_000)
+    second = await compile_request_schemas(declared_schemas(body), parse_conversation(body), cache, 1_000)
+
+    assert first.tool_schemas == second.tool_schemas
+    assert first.tool_schemas is not second.tool_schemas  # each request its own mapping
+    assert second.tool_schemas is not None
+    assert second.tool_schemas["odd"] is None
+    assert second.answer_schema is first.answer_schema is not None
+    assert len(cache._requests) == 1
+
+
+async def test_a_request_with_a_refused_schema_is_refused_every_time():
+    cache = SchemaCache(1_000_000, SchemaLimits(max_properties=10))
+    body = payload(tool("ok", CITY), tool("wide", WIDE))
+    for _ in range(2):
+        with pytest.raises(InvalidRequest) as refused:
+            await compile_request_schemas(declared_schemas(body), parse_conversation(body), cache, 1_000)
+        assert refused.value.param == "tools[1].function.parameters"
+    assert len(cache._requests) == 0
