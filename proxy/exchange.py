@@ -238,6 +238,8 @@ class Conversation:
     json_answer: bool = False
     """The request asks for a JSON answer, with a schema or without one (chat's and the
     Responses API's ``json_object``, Gemini's ``responseMimeType: application/json``)."""
+    _results: tuple[Message, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    _trailing: tuple[Message, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     def with_schemas(
         self, tool_schemas: Mapping[str, CompiledSchema | None], answer_schema: CompiledSchema | None
@@ -266,9 +268,15 @@ class Conversation:
         """Every tool call the history's assistant turns made, by call id."""
         return {tool_call.id: tool_call for message in self.messages for tool_call in message.tool_calls}
 
-    def tool_results(self) -> list[Message]:
+    def tool_results(self) -> tuple[Message, ...]:
         """Tool results in order: ``tool`` turns, and the user turns of clients that flatten
-        tools into text (smolagents' ``Observation:`` and ``Call id: …\nError:`` turns)."""
+        tools into text (smolagents' ``Observation:`` and ``Call id: …\nError:`` turns).
+        Found once per conversation, however many guards ask."""
+        if self._results is None:
+            object.__setattr__(self, "_results", self._find_tool_results())
+        return self._results  # type: ignore[return-value]
+
+    def _find_tool_results(self) -> tuple[Message, ...]:
         results = []
         first_user_seen = False
         for message in self.messages:
@@ -279,12 +287,17 @@ class Conversation:
                 if first_user_seen and _is_observation(message.text):
                     results.append(message)
                 first_user_seen = True
-        return results
+        return tuple(results)
 
-    def trailing_tool_results(self) -> list[Message]:
+    def trailing_tool_results(self) -> tuple[Message, ...]:
         """The tool results sent after the last assistant turn (this request's new results),
         ``Observation:`` turns among them; a system turn between them (a client's reminder)
-        does not hide the ones before it."""
+        does not hide the ones before it. Found once per conversation."""
+        if self._trailing is None:
+            object.__setattr__(self, "_trailing", self._find_trailing())
+        return self._trailing  # type: ignore[return-value]
+
+    def _find_trailing(self) -> tuple[Message, ...]:
         trailing: list[Message] = []
         messages = self.messages
         for index in range(len(messages) - 1, -1, -1):
@@ -299,7 +312,7 @@ class Conversation:
                 trailing.append(message)
             else:
                 break
-        return trailing[::-1]
+        return tuple(reversed(trailing))
 
     def assistant_texts(self) -> list[str]:
         """Text of each assistant turn, in order (empty string for pure tool-call turns)."""

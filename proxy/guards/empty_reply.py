@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from proxy.exchange import Channel, PartialReply, Reply
 from proxy.guards.base import GuardContext
-from proxy.guards.strikes import strike_verdict
+from proxy.guards.strikes import cleared, strike_verdict
 from proxy.verdict import ReplyVerdict
 
 __all__ = ["EmptyReplyGuard"]
@@ -20,8 +20,10 @@ class EmptyReplyGuard:
         return Channel.NONE if partial.has_text or partial.has_tool_calls else Channel.TEXT
 
     def check_reply(self, reply: Reply, context: GuardContext) -> ReplyVerdict:
+        if not reply.is_empty:
+            return cleared(context, "empty_response")
         return strike_verdict(
-            reply.is_empty,
+            True,
             context,
             strike="empty_response",
             exhausted="empty_response",

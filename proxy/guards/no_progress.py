@@ -20,7 +20,7 @@ from proxy.exchange import Channel, Conversation, PartialReply, Reply
 from proxy.guards.base import GuardContext
 from proxy.guards.fingerprint import digest
 from proxy.guards.memo import per_text
-from proxy.guards.strikes import strike_verdict
+from proxy.guards.strikes import cleared, strike_verdict
 from proxy.guards.volatile import without_volatile
 from proxy.policy.models import NoProgressSettings
 from proxy.session.base import FIELDS, SessionDelta, SessionState
@@ -95,6 +95,8 @@ class NoProgressGuard:
             return PASS
         earlier = _earlier_results(context.state, context.conversation)
         results = context.conversation.tool_results()[-settings.repeats :]
+        if len(earlier) + len(results) < settings.repeats:  # too few for a run: nothing to digest
+            return cleared(context, "no_progress_results")
         run = _tail_run([*earlier, *(_result_digest(m.text, settings) for m in results)], settings.repeats)
         return strike_verdict(
             run >= settings.repeats,
@@ -123,7 +125,9 @@ class NoProgressGuard:
         if not settings.enabled or not reply.has_text or reply.tool_calls:
             return PASS
         texts = [t for t in context.conversation.assistant_texts() if t.strip()]
-        run = trailing_run([*texts, reply.content or ""], settings.repeats) if len(texts) + 1 >= settings.repeats else 1
+        if len(texts) + 1 < settings.repeats:  # too few texts for a run
+            return cleared(context, "no_progress_text")
+        run = trailing_run([*texts, reply.content or ""], settings.repeats)
         return strike_verdict(
             run >= settings.repeats,
             context,

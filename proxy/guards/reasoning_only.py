@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from proxy.exchange import Channel, PartialReply, Reply
 from proxy.guards.base import GuardContext
-from proxy.guards.strikes import strike_verdict
+from proxy.guards.strikes import cleared, strike_verdict
 from proxy.verdict import ReplyVerdict
 
 __all__ = ["ReasoningOnlyGuard"]
@@ -19,8 +19,10 @@ class ReasoningOnlyGuard:
         return Channel.REASONING
 
     def check_reply(self, reply: Reply, context: GuardContext) -> ReplyVerdict:
+        if not reply.is_reasoning_only:
+            return cleared(context, "reasoning_only")
         return strike_verdict(
-            reply.is_reasoning_only,
+            True,
             context,
             strike="reasoning_only",
             exhausted="reasoning_only",

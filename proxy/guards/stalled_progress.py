@@ -179,7 +179,8 @@ class StalledProgressGuard:
         if context.retries.get(NUDGE_KIND, 0):
             return PASS  # nudged once in this request already
         needed = settings.stalled_results
-        steps = stalled_run(latest_steps(context.conversation), needed)
+        conversation = context.conversation
+        steps = stalled_run(latest_steps(conversation), needed) if len(conversation.tool_results()) >= needed else []
         tool = steps[0].tool_call.name if steps and steps[0].tool_call is not None else None
         if tool is None or all(tool_call.name != tool for tool_call in reply.tool_calls):
             return Pass(clear_strikes=(STRIKE,)) if context.state.strikes(STRIKE) else PASS

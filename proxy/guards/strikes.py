@@ -10,7 +10,12 @@ from proxy.exchange import Note
 from proxy.guards.base import GuardContext
 from proxy.verdict import PASS, Finalize, Nudge, Pass
 
-__all__ = ["strike_verdict"]
+__all__ = ["cleared", "strike_verdict"]
+
+
+def cleared(context: GuardContext, strike: str) -> Pass:
+    """A good reply (no miss): it passes, and clears the strikes the session had."""
+    return Pass(clear_strikes=(strike,)) if context.state.strikes(strike) else PASS
 
 
 def strike_verdict(
@@ -30,9 +35,9 @@ def strike_verdict(
     ``reason`` names the ending when it differs from the strike counter's name; ``exhausted``
     names it when a nudge is due but the request has no attempt left.
     """
-    strikes = context.state.strikes(strike)
     if not missed:
-        return Pass(clear_strikes=(strike,)) if strikes else PASS
+        return cleared(context, strike)
+    strikes = context.state.strikes(strike)
     if strikes + 1 >= max_strikes:
         return Finalize(
             reason=reason or strike,

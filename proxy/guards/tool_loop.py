@@ -30,7 +30,6 @@ like an exact repeat, ended at ``near_block_at`` (0: near repeats are not counte
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -133,18 +132,24 @@ class ToolLoopGuard:
         if not settings.enabled or not reply.tool_calls:
             return PASS
         sequence = context.state.items(CALL_SEQUENCE)
-        in_reply: Counter[str] = Counter()
+        in_reply: dict[str, int] = {}
         worst: tuple[Repetition, ToolCall] | None = None
         new: list[str] = []
+        # Fewer calls than this, and no cycle: no rung is reached (level 0), nothing to weigh.
+        warned = min(settings.warn_at, settings.block_at, settings.near_block_at or settings.warn_at)
         for tool_call in reply.tool_calls:
             mark = fingerprint(tool_call.name, tool_call.arguments)
             near = NEAR_COUNT_PREFIX + near_fingerprint(tool_call.name, tool_call.arguments)
-            in_reply[mark] += 1
-            in_reply[near] += 1
+            in_reply[mark] = in_reply.get(mark, 0) + 1
+            in_reply[near] = in_reply.get(near, 0) + 1
             new.append(mark)
-            repeated = Repetition.of(context.state.counter(CALL_COUNT_PREFIX + mark) + in_reply[mark], 0, settings)
-            nearly = Repetition.near_of(context.state.counter(near) + in_reply[near], settings)
+            count = context.state.counter(CALL_COUNT_PREFIX + mark) + in_reply[mark]
+            near_calls = context.state.counter(near) + in_reply[near]
             cycles = cycle_runs([*sequence, *new], settings.max_period)
+            if count < warned and near_calls < warned and not cycles:
+                continue
+            repeated = Repetition.of(count, 0, settings)
+            nearly = Repetition.near_of(near_calls, settings)
             found_here = (repeated, *(Repetition.of(calls, period, settings) for calls, period in cycles))
             for found in (*found_here, *((nearly,) if nearly is not None and nearly.calls > repeated.calls else ())):
                 if worst is None or (found.level, found.calls) > (worst[0].level, worst[0].calls):

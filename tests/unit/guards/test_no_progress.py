@@ -52,6 +52,13 @@ RESULT_CASES = [
         id="a-new-result-clears-the-strikes",
     ),
     pytest.param(["pending"] * 3, 0, OFF, PASS, id="a-disabled-guard-passes-everything"),
+    pytest.param(
+        ["pending"],
+        1,
+        POLICY,
+        Pass(clear_strikes=("no_progress_results",)),
+        id="fewer-results-than-a-run-clear-the-strikes-too",
+    ),
 ]
 
 

@@ -206,6 +206,14 @@ def test_nine_distinct_lookups_are_never_disturbed_at_any_step():
         assert guard.check_reply(next_call("population"), context(JUDGE_POLICY, native(LOOKUPS[:end]))) is PASS
 
 
+def test_fewer_results_than_a_run_pass_and_clear_the_strikes():
+    verdict = StalledProgressGuard(None).check_reply(
+        next_call(), context(NO_JUDGE_POLICY, native(echoing(2)), strikes=1)
+    )
+
+    assert verdict == Pass(clear_strikes=(STRIKE,))
+
+
 def test_the_guard_is_off_with_stalled_results_zero():
     policy = Policy.model_validate({"no_progress": {"stalled_results": 0}})
     assert StalledProgressGuard(None).check_reply(next_call(), context(policy, native(echoing(3)))) is PASS
