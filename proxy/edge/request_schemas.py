@@ -6,6 +6,10 @@ compiled in a worker thread (or found in the cache) and carried on the conversat
 guard ever compiles a client's schema on the event loop. A tool schema that does not compile
 is not the proxy's to police (the upstream accepted or will judge it): its calls go
 unchecked. A ``response_format`` schema that does not compile is a 400, as upstream.
+
+An agent resends the same tools every turn: a request whose schemas, all together, are JSON
+the cache has seen (``SchemaCache.requests``, keyed by that JSON as sent, bounded by its bytes)
+finds them compiled with one encoding and one lookup, not one of each per schema.
 """
 
 from __future__ import annotations
@@ -13,13 +17,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgspec
+
 from proxy.errors import InvalidRequest
 from proxy.exchange import Conversation
-from proxy.schemas.compiled import CompiledSchema, SchemaCache, SchemaInvalid, SchemaTooLarge
+from proxy.schemas.compiled import ENCODE_FIRST, CompiledSchema, SchemaCache, SchemaInvalid, SchemaTooLarge
 
 __all__ = ["compile_request_schemas"]
 
 _RESPONSE_FORMAT = "response_format.json_schema.schema"
+_encode = msgspec.json.Encoder().encode
+
+_Compiled = tuple[dict[str, CompiledSchema | None], CompiledSchema | None]
+"""A request's tool schemas compiled by tool name (None: one that does not compile), and its answer's."""
 
 
 async def compile_request_schemas(
@@ -34,10 +44,10 @@ async def compile_request_schemas(
     walking them)."""
     if not declared and conversation.output_schema is None:
         return conversation  # nothing to compile
-    key = cache.request_key((declared, conversation.output_schema), body_bytes)
-    known = cache.known(key) if key is not None else None
+    key = _request_key(declared, conversation.output_schema, cache, body_bytes)
+    known: _Compiled | None = cache.requests.get(key) if key is not None else None
     if known is not None:  # the same schemas as an earlier request: compiled, none refused
-        return conversation.with_schemas(*known)
+        return conversation.with_schemas(dict(known[0]), known[1])  # a mapping of the request's own
     tools: dict[str, CompiledSchema | None] = {}
     for param, name, schema in declared:
         try:
@@ -53,5 +63,21 @@ async def compile_request_schemas(
         except SchemaInvalid as exc:
             raise InvalidRequest(str(exc), param=_RESPONSE_FORMAT) from None
     if key is not None:
-        cache.keep(key, (tools, answer))
+        cache.requests.put(key, (dict(tools), answer), len(key))
     return conversation.with_schemas(tools, answer)
+
+
+def _request_key(
+    declared: Sequence[tuple[str, str, Mapping[str, Any]]],
+    answer: Mapping[str, Any] | None,
+    cache: SchemaCache,
+    body_bytes: int | None,
+) -> bytes | None:
+    """The request's schemas together as JSON, when the body is small enough for them to be
+    encoded at once (as :meth:`SchemaCache.compiled` would each); None: look each one up."""
+    if body_bytes is None or body_bytes > ENCODE_FIRST * cache.limits.max_bytes:
+        return None
+    try:
+        return _encode((declared, answer))
+    except (msgspec.EncodeError, RecursionError, OverflowError):
+        return None

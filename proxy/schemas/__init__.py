@@ -1,1 +1,2 @@
-"""JSON Schema compiled once, client regexes on a bounded engine, and the weighted cache behind both."""
+"""JSON Schema compiled once, client regexes on a bounded engine, the weighted cache behind both,
+and tool arguments decoded strictly."""

@@ -55,7 +55,6 @@ __all__ = [
     "VALIDATION_BUDGET_SECS",
     "VALIDATION_WORK_SECS",
     "CompiledSchema",
-    "RequestSchemas",
     "SchemaCache",
     "SchemaInvalid",
     "SchemaLimits",
@@ -83,7 +82,7 @@ OFF_LOOP_WORK = 1 << 16
 part of a value may meet each part of a schema (``items`` of an ``anyOf`` of 100 ``const``,
 1.3 KB, against 300 numbers took a second)."""
 _FALLBACK_CACHE_BYTES = 8 * 1024 * 1024
-_ENCODE_FIRST = 4
+ENCODE_FIRST = 4
 """A schema known to be at most this many times the size limit is encoded before it is walked."""
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _MESSAGE_CHARS = 300
@@ -95,7 +94,6 @@ _NO_FETCH: referencing.jsonschema.SchemaRegistry = referencing.Registry()
 """Resolves only what it holds (jsonschema adds the meta-schemas): an unknown URI is unresolvable."""
 _work_deadline: ContextVar[float] = ContextVar("loopwarden_validation_deadline", default=math.inf)
 _encode = msgspec.json.Encoder(order="sorted").encode
-_encode_as_sent = msgspec.json.Encoder().encode
 _END = object()
 
 
@@ -315,10 +313,6 @@ def check_schema(schema: Any) -> None:
         raise SchemaInvalid(*found.args)  # a fresh one: re-raising the cached one grows its traceback
 
 
-RequestSchemas = tuple[dict[str, CompiledSchema | None], CompiledSchema | None]
-"""A request's tool schemas compiled by tool name (None: one that does not compile), and its answer's."""
-
-
 class SchemaCache:
     """Compiled schemas (and the reason of those that do not compile), by a digest of their
     canonical JSON: requests resend the same schemas every turn. Bounded by bytes of JSON."""
@@ -327,29 +321,7 @@ class SchemaCache:
         self.limits = limits or SchemaLimits()
         self._entries: WeightedCache[bytes, CompiledSchema | SchemaInvalid] = WeightedCache(max_bytes)
         self._compiling: dict[bytes, asyncio.Future[CompiledSchema | SchemaInvalid]] = {}
-        self._requests: WeightedCache[bytes, RequestSchemas] = WeightedCache(max_bytes)
-        """Whole requests' schemas by their JSON as sent: an agent resends the same tools every
-        turn, found here with one encoding and one lookup (bounded alike, by the bytes of its keys)."""
-
-    def request_key(self, schemas: Any, within: int | None) -> bytes | None:
-        """What keys a request's schemas (all of them, as sent) among :meth:`known`: their JSON,
-        when the request is small enough to encode at once (None: look each schema up)."""
-        if within is None or within > _ENCODE_FIRST * self.limits.max_bytes:
-            return None
-        try:
-            return _encode_as_sent(schemas)
-        except (msgspec.EncodeError, RecursionError, OverflowError):
-            return None
-
-    def known(self, key: bytes) -> RequestSchemas | None:
-        """The schemas of a request seen before (:meth:`request_key`), each compiled as
-        :meth:`compiled` gave it (None for a tool's that does not compile)."""
-        found = self._requests.get(key)
-        return None if found is None else (dict(found[0]), found[1])  # a copy: the request's own
-
-    def keep(self, key: bytes, schemas: RequestSchemas) -> None:
-        """Remember a request's schemas, all compiled (none refused), under :meth:`request_key`."""
-        self._requests.put(key, (dict(schemas[0]), schemas[1]), len(key))
+        self.requests: WeightedCache[bytes, Any] = WeightedCache(max_bytes)  # see proxy.edge.request_schemas
 
     async def compiled(self, schema: Any, within: int | None = None) -> CompiledSchema:
         """``schema`` compiled, from the cache or in a worker thread. Raises :class:`SchemaTooLarge`
@@ -359,7 +331,7 @@ class SchemaCache:
         to a few times the limit, the schema is encoded at once (C speed: it sizes the schema
         and keys the cache), and only one not seen before is walked for its properties and
         depth. A schema that may be huge is walked first, which stops at the limit."""
-        if within is None or within > _ENCODE_FIRST * self.limits.max_bytes:
+        if within is None or within > ENCODE_FIRST * self.limits.max_bytes:
             measure(schema, self.limits)
         try:
             encoded = _encode(schema)

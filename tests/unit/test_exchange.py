@@ -111,3 +111,22 @@ def test_the_local_summary_quotes_observation_turns():
 )
 def test_a_system_turn_among_the_latest_tool_results_does_not_hide_them(messages, trailing):
     assert len(Conversation(messages).trailing_tool_results()) == trailing
+
+
+def test_the_quickly_built_types_are_still_frozen_dataclasses_with_their_defaults():
+    from proxy.exchange import Tool
+
+    message = Message("user", "hi")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        message.text = "changed"  # type: ignore[misc]
+    assert message == Message("user", "hi", (), None, "") == dataclasses.replace(message)
+    assert (Tool("a").parameters, Tool("a").kind, Tool("a", {"type": "object"}).parameters) == (
+        {},
+        "function",
+        {"type": "object"},
+    )
+    assert Tool("a").parameters is not Tool("b").parameters  # a fresh default each
+    assert Conversation()._results is None
+    assert Conversation().messages == ()
+    with pytest.raises(TypeError):
+        Message()  # type: ignore[call-arg]

@@ -112,7 +112,7 @@ async def test_a_request_whose_schemas_were_all_seen_before_finds_them_at_once()
     assert second.tool_schemas is not None
     assert second.tool_schemas["odd"] is None
     assert second.answer_schema is first.answer_schema is not None
-    assert len(cache._requests) == 1
+    assert len(cache.requests) == 1
 
 
 async def test_a_request_with_a_refused_schema_is_refused_every_time():
@@ -122,4 +122,4 @@ async def test_a_request_with_a_refused_schema_is_refused_every_time():
         with pytest.raises(InvalidRequest) as refused:
             await compile_request_schemas(declared_schemas(body), parse_conversation(body), cache, 1_000)
         assert refused.value.param == "tools[1].function.parameters"
-    assert len(cache._requests) == 0
+    assert len(cache.requests) == 0
