@@ -225,6 +225,7 @@ class Conversation:
     Responses API's ``json_object``, Gemini's ``responseMimeType: application/json``)."""
     _results: tuple[Message, ...] | None = field(default=None, init=False, repr=False, compare=False)
     _trailing: tuple[Message, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    _calls: dict[str, ToolCall] | None = field(default=None, init=False, repr=False, compare=False)
 
     def with_schemas(
         self, tool_schemas: Mapping[str, CompiledSchema | None], answer_schema: CompiledSchema | None
@@ -249,9 +250,12 @@ class Conversation:
         """Offered function name → its parameters schema (``{}`` when it declares none)."""
         return {tool.name: tool.parameters for tool in self.tools if tool.kind == "function"}
 
-    def calls_by_id(self) -> dict[str, ToolCall]:
-        """Every tool call the history's assistant turns made, by call id."""
-        return {tool_call.id: tool_call for message in self.messages for tool_call in message.tool_calls}
+    def calls_by_id(self) -> Mapping[str, ToolCall]:
+        """Every tool call the history's assistant turns made, by call id (found once)."""
+        if self._calls is None:
+            calls = {tool_call.id: tool_call for message in self.messages for tool_call in message.tool_calls}
+            object.__setattr__(self, "_calls", calls)
+        return self._calls  # type: ignore[return-value]
 
     def tool_results(self) -> tuple[Message, ...]:
         """Tool results in order: ``tool`` turns, and the user turns of clients that flatten

@@ -42,14 +42,16 @@ class GuardContext:
     def tool_schemas(self) -> dict[str, CompiledSchema | None]:
         """Offered tool name → its compiled ``parameters`` (None: nothing to check against)."""
         prepared = self.conversation.tool_schemas
+        if prepared is not None:  # compiled at the edge (one pass: the last of a name wins, as there)
+            tools = self.conversation.tools
+            return {
+                tool.name: prepared.get(tool.name) if tool.parameters else None
+                for tool in tools
+                if tool.kind == "function"
+            }
         schemas: dict[str, CompiledSchema | None] = {}
         for name, parameters in self.conversation.tool_parameters().items():
-            if not parameters:
-                schemas[name] = None
-            elif prepared is not None:
-                schemas[name] = prepared.get(name)
-            else:
-                schemas[name] = compiled(parameters)
+            schemas[name] = compiled(parameters) if parameters else None
         return schemas
 
     def answer_schema(self, reply: Reply) -> CompiledSchema | None:

@@ -177,7 +177,8 @@ class ToolLoopGuard:
             return PASS
         calls = context.conversation.calls_by_id()
         sequence = context.state.items(CALL_SEQUENCE)
-        cycles = [Repetition.of(calls, period, settings) for calls, period in cycle_runs(sequence, settings.max_period)]
+        runs = cycle_runs(sequence, settings.max_period)
+        cycles = [Repetition.of(calls, period, settings) for calls, period in runs] if runs else ()
         cycle = max(cycles, key=lambda found: (found.level, found.calls), default=None)
         in_cycle = set(sequence[-cycle.period :]) if cycle is not None and cycle.level else set()
         notes: dict[str, str] = {}
