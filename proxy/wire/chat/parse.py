@@ -36,15 +36,16 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
     """The request's conversation in the neutral vocabulary (one pass over its messages)."""
     messages = payload.get("messages")
     model = payload.get("model")
+    asks_format = "response_format" in payload  # most requests do not: two readers spared
     return Conversation(
-        messages=[_message(m) for m in messages if isinstance(m, dict)] if isinstance(messages, list) else [],
-        model=model if isinstance(model, str) else None,
-        tools=offered_tools(payload),
-        output_schema=requested_schema(payload),
-        json_answer=wants_structured_output(payload),
-        stream=payload.get("stream") is True,
-        output_cap=output_cap(payload),
+        [_message(m) for m in messages if isinstance(m, dict)] if isinstance(messages, list) else [],
+        model if isinstance(model, str) else None,
+        offered_tools(payload),
+        requested_schema(payload) if asks_format else None,
+        payload.get("stream") is True,
+        output_cap(payload),
         forced_tool=forced_tool(payload),
+        json_answer=wants_structured_output(payload) if asks_format else False,
     )
 
 
@@ -92,10 +93,11 @@ def offered_tools(payload: Mapping[str, Any]) -> list[Tool]:
         if not isinstance(tool, dict):
             continue
         function = tool.get("function")
-        custom = tool.get("custom")
         if isinstance(function, dict) and isinstance(function.get("name"), str):
             offered.append(_function(function))
-        elif tool.get("type") == "custom" and isinstance(custom, dict) and isinstance(custom.get("name"), str):
+            continue
+        custom = tool.get("custom")
+        if tool.get("type") == "custom" and isinstance(custom, dict) and isinstance(custom.get("name"), str):
             description = custom.get("description")
             offered.append(Tool(custom["name"], {}, "custom", description if isinstance(description, str) else ""))
     functions = payload.get("functions")  # the legacy form; some layers answer it with tool_calls
@@ -206,15 +208,16 @@ def parse_reply(body: bytes) -> Reply | None:
     message = choices[0].get("message")
     if not isinstance(message, dict):
         return None
-    return Reply(
-        content=_text_or_none(message.get("content")),
-        reasoning=_text_or_none(message.get("reasoning_content")) or _text_or_none(message.get("reasoning")),
-        tool_calls=_tool_calls(message.get("tool_calls")),
-        finish_reason=choices[0].get("finish_reason"),
-        usage=parse_usage(payload.get("usage")),
-        model=payload.get("model") if isinstance(payload.get("model"), str) else None,
-        refusal=_text_or_none(message.get("refusal")) or None,
-        other_output=bool(message.get("audio") or message.get("function_call")),
+    model = payload.get("model")
+    return Reply(  # content, reasoning, tool calls, finish reason, usage, model, refusal, other output
+        _text_or_none(message.get("content")),
+        _text_or_none(message.get("reasoning_content")) or _text_or_none(message.get("reasoning")),
+        _tool_calls(message.get("tool_calls")),
+        choices[0].get("finish_reason"),
+        parse_usage(payload.get("usage")),
+        model if isinstance(model, str) else None,
+        _text_or_none(message.get("refusal")) or None,
+        bool(message.get("audio") or message.get("function_call")),
     )
 
 
