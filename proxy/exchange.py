@@ -32,12 +32,13 @@ __all__ = [
     "ToolCall",
     "Turn",
     "Usage",
+    "fast_frozen",
     "flattened_calls",
     "parse_arguments",
 ]
 
 
-def _quick(cls: Any) -> Any:
+def fast_frozen(cls: Any) -> Any:
     """The frozen slotted dataclass ``cls`` built twice as fast, still frozen: the ``__init__``
     that :func:`~dataclasses.dataclass` writes sets each field through ``object.__setattr__``;
     this one (same signature and defaults) through the field's slot. For the types a request
@@ -67,7 +68,7 @@ _FACTORY = object()
 """The default of a field whose default a factory makes (a fresh one per instance)."""
 
 
-@_quick
+@fast_frozen
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     id: str
@@ -86,7 +87,7 @@ class ToolCall:
         return self._parsed  # type: ignore[return-value]
 
 
-@_quick
+@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Usage:
     prompt_tokens: int = 0
@@ -108,7 +109,7 @@ _CUT_SHORT = frozenset(("length", "content_filter", "max_tokens", "refusal", "mo
 Responses format maps an incomplete response's reason onto them)."""
 
 
-@_quick
+@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Reply:
     """The model's answer, normalized: chat's first choice, a response's output items, a
@@ -163,7 +164,7 @@ class Reply:
         return self.has_reasoning and not self.answered
 
 
-@_quick
+@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Message:
     """One turn of the request's history, whatever the wire format called it."""
@@ -181,7 +182,7 @@ class Message:
     reasoning items, Messages' thinking blocks), if the client resends it."""
 
 
-@_quick
+@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Tool:
     """A tool the request offers the model."""
@@ -194,7 +195,7 @@ class Tool:
     description: str = ""
 
 
-@_quick
+@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Conversation:
     """The request's conversation as the guards see it (a wire format's codec in :mod:`proxy.wire` builds it)."""

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from proxy.exchange import Channel, Conversation, PartialReply, Reply
+from proxy.exchange import Channel, Conversation, PartialReply, Reply, fast_frozen
 from proxy.judge.client import JudgeTarget
 from proxy.policy.models import Policy
 from proxy.schemas.compiled import CompiledSchema, compiled
@@ -24,6 +24,7 @@ from proxy.verdict import ReplyVerdict, RequestVerdict
 __all__ = ["GuardContext", "RequestGuard", "ResponseGuard", "guard_name"]
 
 
+@fast_frozen  # built for every guard pass of every request
 @dataclass(frozen=True, slots=True)
 class GuardContext:
     policy: Policy
