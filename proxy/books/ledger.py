@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
+from prometheus_client import Histogram
+
 from proxy.books.budgets import TENANT_DAY_TTL_SECS, active_ms, tenant_day_key, tenant_day_limits, tenant_day_settlement
 from proxy.books.pricing import MICROS, PriceTable
 from proxy.books.tenant_day import day_refusal
@@ -60,6 +62,8 @@ class Ledger:
         self._clock = clock
         self._losses = 0
         self._ending_wait = ending_wait_secs
+        self._latency: dict[str, Histogram] = {}
+        """The state latency series of each operation (see :meth:`_took`)."""
 
     async def open(
         self, request: AgentRequest, limits: Sequence[Limit], notes: RequestNotes
@@ -81,7 +85,8 @@ class Ledger:
                 notes.refused = admit_in_place({}, limits) if limits else None
                 notes.claim = True  # should it end, no other request can be making this run's ending
             elif limits:
-                with self._timed("admit"):
+                began = time.perf_counter()
+                try:
                     admission = await self._store.admit(
                         request.session.key,
                         limits,
@@ -89,6 +94,8 @@ class Ledger:
                         replace=fresh,
                         claim=self._claim(notes),
                     )
+                finally:
+                    self._took("admit", began)
                 state, notes.refused = admission.state, admission.refused
                 if admission.refused:
                     notes.claim = admission.claimed
@@ -98,8 +105,11 @@ class Ledger:
                 if fresh:
                     state = SessionState()
                 else:
-                    with self._timed("load"):
+                    began = time.perf_counter()
+                    try:
                         state = await self._store.load(request.session.key)
+                    finally:
+                        self._took("load", began)
                 reserved = []
         except StoreUnavailable as exc:
             self._store_failed(request, "load", exc)
@@ -376,8 +386,11 @@ class Ledger:
     async def _write(self, request: AgentRequest, writes: Sequence[_Write], notes: RequestNotes) -> None:
         try:
             for key, delta, ttl_seconds, _ in writes:
-                with self._timed("commit"):
+                began = time.perf_counter()
+                try:
                     await self._store.commit(key, delta, ttl_seconds)
+                finally:
+                    self._took("commit", began)
             self._book_losses()
         except StoreUnavailable as exc:
             self._store_failed(request, "commit", exc)
@@ -394,7 +407,7 @@ class Ledger:
 
     def _confirmed(self, request: AgentRequest, began: float, outcome: asyncio.Future[None]) -> None:
         """A sent commit's answer: booked as an awaited commit's would be."""
-        self._metrics.of(self._metrics.state_latency, "commit").observe(time.perf_counter() - began)
+        self._took("commit", began)
         error = outcome.exception() if not outcome.cancelled() else StoreUnavailable("commit abandoned")
         if isinstance(error, StoreUnavailable):
             self._store_failed(request, "commit", error)
@@ -408,11 +421,20 @@ class Ledger:
 
     @contextmanager
     def _timed(self, operation: str) -> Iterator[None]:
+        """A store call's latency (the hot calls, a load, an admission, a commit, time
+        themselves with :meth:`_took`: no context manager per request)."""
         started = time.perf_counter()
         try:
             yield
         finally:
-            self._metrics.of(self._metrics.state_latency, operation).observe(time.perf_counter() - started)
+            self._took(operation, started)
+
+    def _took(self, operation: str, began: float) -> None:
+        """Observe the latency of a store call that began at ``began`` (``perf_counter``)."""
+        series = self._latency.get(operation)
+        if series is None:  # one per operation (a handful): kept here, not looked up per call
+            series = self._latency[operation] = self._metrics.of(self._metrics.state_latency, operation)
+        series.observe(time.perf_counter() - began)
 
 
 _Write = tuple[str, SessionDelta, int, bool]
