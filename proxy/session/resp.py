@@ -84,9 +84,14 @@ def redis_target(url: str, *, cluster: bool = False) -> str:
 
 def _command(*args: str | bytes | int | float) -> bytes:
     """One command in RESP: an array of bulk strings."""
-    out = [b"*%d\r\n" % len(args)]
+    return b"*%d\r\n%s" % (len(args), _bulks(args))
+
+
+def _bulks(args: Sequence[str | bytes | int | float]) -> bytes:
+    """The arguments of a command as RESP bulk strings (a command's body, after its length)."""
+    out = []
     for arg in args:
-        raw = arg if isinstance(arg, bytes) else str(arg).encode()
+        raw = arg.encode() if type(arg) is str else arg if isinstance(arg, bytes) else str(arg).encode()
         out.append(b"$%d\r\n%s\r\n" % (len(raw), raw))
     return b"".join(out)
 
@@ -176,10 +181,14 @@ class LeanConnection:
 
     async def execute(self, *args: str | bytes | int | float) -> Any:
         """Send one command and wait for its reply, at most ``timeout`` seconds."""
-        waiter = self.send_now(*args)
+        return await self.call(_command(*args))
+
+    async def call(self, payload: bytes) -> Any:
+        """As :meth:`execute`, the command already encoded (:func:`_command`)."""
+        waiter = self.send_encoded(payload)
         if waiter is None:
             await self._open()
-            waiter = self.send_now(*args)
+            waiter = self.send_encoded(payload)
             if waiter is None:  # broke again while opening: as a command on a dead connection
                 raise RedisConnectionError("Redis connection lost while opening")
         return await waiter
@@ -191,11 +200,19 @@ class LeanConnection:
         Written here, the command is ordered before every command this process sends later:
         the server runs a connection's commands in the order they arrive.
         """
+        return self.send_encoded(_command(*args))
+
+    def send_encoded(self, payload: bytes) -> asyncio.Future[Any] | None:
+        """As :meth:`send_now`, the command already encoded."""
         protocol = self._protocol
         if protocol is None or protocol.broken:
             return None
         loop = asyncio.get_running_loop()
-        return protocol.send(_command(*args), loop, loop.time() + self._timeout)
+        return protocol.send(
+            payload,
+            loop,
+            loop.time() + self._timeout,
+        )
 
     async def _open(self) -> _Protocol:
         """A new connection, shared by every caller that needs one meanwhile."""
@@ -249,16 +266,25 @@ class LeanScript:
         self._connection = connection
         self._source = source
         self._sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()  # Redis names scripts so
+        self._head = _bulks(("EVALSHA", self._sha))
+        """The command's first two bulk strings, the same on every call: encoded once."""
+
+    def _evalsha(self, keys: Sequence[str], args: Sequence[str | bytes | int | float]) -> bytes:
+        """``EVALSHA sha numkeys keys... args...`` in RESP."""
+        return b"*%d\r\n%s%s" % (3 + len(keys) + len(args), self._head, _bulks((len(keys), *keys, *args)))
 
     async def __call__(self, keys: Sequence[str], args: Sequence[str | bytes | int | float]) -> Any:
+        connection = self._connection
+        payload = self._evalsha(keys, args)
         try:
-            return await self._connection.execute("EVALSHA", self._sha, len(keys), *keys, *args)
+            sent = connection.send_encoded(payload)  # an open connection: no coroutine more
+            return await (sent if sent is not None else connection.call(payload))
         except ResponseError as exc:
             if not str(exc).startswith("NOSCRIPT"):
                 raise
-        await self._connection.execute("SCRIPT", "LOAD", self._source)
+        await connection.execute("SCRIPT", "LOAD", self._source)
         try:
-            return await self._connection.execute("EVALSHA", self._sha, len(keys), *keys, *args)
+            return await connection.call(payload)
         except ResponseError as exc:
             if str(exc).startswith("NOSCRIPT"):  # flushed again in between: the caller retries
                 raise NoScriptError(str(exc)) from None
@@ -267,7 +293,7 @@ class LeanScript:
     def send_now(self, keys: Sequence[str], args: Sequence[str | bytes | int | float]) -> asyncio.Future[Any] | None:
         """``EVALSHA`` written at once (see :meth:`LeanConnection.send_now`); a NOSCRIPT reply
         fails the future, and the caller runs the script again by :meth:`__call__`."""
-        return self._connection.send_now("EVALSHA", self._sha, len(keys), *keys, *args)
+        return self._connection.send_encoded(self._evalsha(keys, args))
 
 
 async def once_more(command: Callable[[], Awaitable[Any]]) -> Any:
