@@ -208,11 +208,7 @@ class LeanConnection:
         if protocol is None or protocol.broken:
             return None
         loop = asyncio.get_running_loop()
-        return protocol.send(
-            payload,
-            loop,
-            loop.time() + self._timeout,
-        )
+        return protocol.send(payload, loop, loop.time() + self._timeout)
 
     async def _open(self) -> _Protocol:
         """A new connection, shared by every caller that needs one meanwhile."""
