@@ -119,7 +119,11 @@ class Ledger:
             state, reserved = SessionState(), []
         else:
             self._book_losses()
-            if await self._lost_unseen(request, state, notes.started):
+            if (
+                request.policy.state_fail_mode == "closed"  # (the common case decided without a coroutine)
+                and request.conversation.continues
+                and await self._lost_unseen(request, state, notes.started)
+            ):
                 await self._refuse_lost(request, reserved, notes)
         delta = SessionDelta(replace=fresh)
         for limit in reserved:
@@ -252,9 +256,8 @@ class Ledger:
         continues a conversation (:attr:`~proxy.exchange.Conversation.continues`) but finds no
         record of its session cannot be told apart from one whose budgets were wiped; one that
         continues nothing is provably new. The window is the session TTL: any session older
-        than the loss would have expired anyway. A run's opening (not loaded) is read here."""
-        if request.policy.state_fail_mode != "closed" or not request.conversation.continues:
-            return False
+        than the loss would have expired anyway. A run's opening (not loaded) is read here.
+        Asked only of a request that fails closed and continues a conversation."""
         if request.session.fresh and request.session.derived:  # read for its mark, and to notice a loss
             try:
                 with self._timed("load"):

@@ -124,8 +124,9 @@ class MemoryStore:
         self._on_evict = on_evict
         self._warned: set[str] = set()
 
-    def _live(self, key: str) -> dict[str, str] | None:
-        group = self._groups.get(tenant_of(key))
+    def _live(self, key: str, tenant: str | None = None) -> dict[str, str] | None:
+        """``key``'s values, None when absent or expired; ``tenant``: ``tenant_of(key)``, when known."""
+        group = self._groups.get(tenant_of(key) if tenant is None else tenant)
         values = group.get(key) if group is not None else None
         if values is None or group is None:
             return None
@@ -139,8 +140,9 @@ class MemoryStore:
         group.move_to_end(key)  # used: the most recent now
         return values
 
-    def _put(self, key: str, values: dict[str, str], ttl_seconds: float) -> None:
-        tenant = tenant_of(key)
+    def _put(self, key: str, values: dict[str, str], ttl_seconds: float, tenant: str | None = None) -> None:
+        if tenant is None:
+            tenant = tenant_of(key)
         group = self._groups.get(tenant)
         if group is None:
             group = self._groups[tenant] = OrderedDict()
@@ -264,7 +266,8 @@ class MemoryStore:
         return SessionState(values if values else {})  # shared: a stored map is never changed
 
     async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> SessionState:
-        live = self._live(key)
+        tenant = tenant_of(key)
+        live = self._live(key, tenant)
         stored = {} if delta.replace or not live else dict(live)
         delta.apply(stored)
         if only_released(stored):
@@ -273,7 +276,7 @@ class MemoryStore:
         if delta.events or delta.replace:
             self._append(key, delta, stored)
         state = SessionState(stored)
-        self._put(key, stored, ttl_seconds)
+        self._put(key, stored, ttl_seconds, tenant)
         self._list(key, state, ttl_seconds)
         return state
 
@@ -286,12 +289,13 @@ class MemoryStore:
     async def admit(
         self, key: str, limits: Sequence[Limit], ttl_seconds: int, *, replace: bool, claim: Claim | None = None
     ) -> Admission:
-        live = None if replace else self._live(key)
+        tenant = tenant_of(key)
+        live = None if replace else self._live(key, tenant)
         values = dict(live) if live else {}
         refused = admit_in_place(values, limits)
         claimed = refused is not None and claim is not None and claim_in_place(values, claim)
         if refused is None or replace or claimed:
-            self._put(key, values, ttl_seconds)
+            self._put(key, values, ttl_seconds, tenant)
         return Admission(SessionState(values), refused, claimed=claimed)  # shared, as load's
 
     async def claim_ending(self, key: str, claim: Claim, ttl_seconds: int) -> Admission:

@@ -292,8 +292,11 @@ class LeanScript:
         return self._connection.send_encoded(self._evalsha(keys, args))
 
 
-async def once_more(command: Callable[[], Awaitable[Any]]) -> Any:
+async def once_more(command: Callable[[], Awaitable[Any]], failed: BaseException | None = None) -> Any:
     """Run a command; on a dead connection (a restarted server) run it once more, at once.
+    ``failed``: how the caller's own first try failed (a ``ConnectionError`` or a
+    ``NoScriptError``; the caller tries once itself, and comes here only then: no coroutine
+    more on every call).
 
     A pooled connection to a server that restarted fails on first use; the second try gets a
     fresh connection. Timeouts are not retried: a frozen server costs one timeout, not several.
@@ -304,8 +307,8 @@ async def once_more(command: Callable[[], Awaitable[Any]]) -> Any:
     ``SCRIPT FLUSH`` landing between that load and the call leaves NOSCRIPT again, so that
     is retried too, a few times (each retry loads the script anew).
     """
-    reconnected = False
-    for _ in range(_NOSCRIPT_RETRIES):
+    reconnected = isinstance(failed, RedisConnectionError)
+    for _ in range(_NOSCRIPT_RETRIES if failed is None else _NOSCRIPT_RETRIES - 1):
         try:
             return await command()
         except RedisConnectionError:
