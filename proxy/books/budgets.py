@@ -23,6 +23,7 @@ __all__ = [
     "TENANT_DAY_TTL_SECS",
     "Remaining",
     "active_ms",
+    "active_pause_ms",
     "check_output_cap",
     "check_request_cap",
     "day_limits",
@@ -66,9 +67,14 @@ def tokens_used(state: SessionState) -> int:
 
 def active_ms(state: SessionState, now: float, idle_gap_secs: float) -> int:
     """Active time so far, counting the pause since the last call only if it was short."""
+    return state.counter(FIELDS.ACTIVE_MS) + active_pause_ms(state, now, idle_gap_secs)
+
+
+def active_pause_ms(state: SessionState, now: float, idle_gap_secs: float) -> int:
+    """The pause since the session's last call, if short enough to count as active (else 0)."""
     last = state.counter(FIELDS.LAST_SEEN_MS)
     gap = int(now * 1000) - last if last else 0
-    return state.counter(FIELDS.ACTIVE_MS) + (gap if 0 < gap <= idle_gap_secs * 1000 else 0)
+    return gap if 0 < gap <= idle_gap_secs * 1000 else 0
 
 
 def remaining(state: SessionState, policy: Policy, now: float) -> Remaining:

@@ -25,7 +25,13 @@ from contextlib import contextmanager
 
 from prometheus_client import Histogram
 
-from proxy.books.budgets import TENANT_DAY_TTL_SECS, active_ms, tenant_day_key, tenant_day_limits, tenant_day_settlement
+from proxy.books.budgets import (
+    TENANT_DAY_TTL_SECS,
+    active_pause_ms,
+    tenant_day_key,
+    tenant_day_limits,
+    tenant_day_settlement,
+)
 from proxy.books.pricing import MICROS, PriceTable
 from proxy.books.tenant_day import day_refusal
 from proxy.errors import ServiceUnavailable
@@ -125,17 +131,18 @@ class Ledger:
                 and await self._lost_unseen(request, state, notes.started)
             ):
                 await self._refuse_lost(request, reserved, notes)
-        delta = SessionDelta(replace=fresh)
-        for limit in reserved:
-            delta.incr(limit.reserved, -limit.amount)  # settled with the real usage at commit
-        now_ms = int(notes.started * 1000)
-        delta.incr(FIELDS.TURNS)
-        delta.default(FIELDS.FIRST_SEEN, int(notes.started))
-        delta.assign(FIELDS.LAST_SEEN, int(notes.started))
-        idle = request.policy.budgets.idle_gap_secs
-        delta.incr(FIELDS.ACTIVE_MS, active_ms(state, notes.started, idle) - state.counter(FIELDS.ACTIVE_MS))
-        delta.assign(FIELDS.LAST_SEEN_MS, now_ms)
-        return state, delta
+        # The request's opening changes, written straight into the delta's maps (as incr,
+        # default and assign would: every request makes them).
+        increments: dict[str, int] = {}
+        for limit in reserved:  # settled with the real usage at commit
+            increments[limit.reserved] = increments.get(limit.reserved, 0) - limit.amount
+        increments[FIELDS.TURNS] = increments.get(FIELDS.TURNS, 0) + 1
+        started = notes.started
+        pause = active_pause_ms(state, started, request.policy.budgets.idle_gap_secs)
+        increments[FIELDS.ACTIVE_MS] = increments.get(FIELDS.ACTIVE_MS, 0) + pause
+        second = str(int(started))
+        assignments = {FIELDS.LAST_SEEN: second, FIELDS.LAST_SEEN_MS: str(int(started * 1000))}
+        return state, SessionDelta(increments, assignments, {FIELDS.FIRST_SEEN: second}, replace=fresh)
 
     @staticmethod
     def _claim(notes: RequestNotes) -> Claim:
