@@ -9,6 +9,7 @@ ending: the call that would use it is the ending (see :func:`session_limits`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -225,9 +226,7 @@ def session_limits(request: AgentRequest, prices: PriceTable, *, fresh: bool = F
     by what the session was granted, read in the admission's own atomic step."""
     policy = request.policy
     budgets = policy.budgets
-    limits = [
-        Limit("budget_steps", (FIELDS.STEPS,), FIELDS.RESERVED_STEPS, 1, policy.max_steps - 1, FIELDS.GRANTED_STEPS)
-    ]
+    limits = [_steps_limit(policy.max_steps)]
     if budgets.max_tokens is not None:
         limits.append(
             Limit(
@@ -254,6 +253,13 @@ def session_limits(request: AgentRequest, prices: PriceTable, *, fresh: bool = F
             )
         )
     return [] if fresh and len(limits) == 1 else limits
+
+
+@functools.lru_cache(maxsize=64)
+def _steps_limit(max_steps: int) -> Limit:
+    """Every call's step reservation: the same (immutable) limit for every call of a policy,
+    made once, not on every call."""
+    return Limit("budget_steps", (FIELDS.STEPS,), FIELDS.RESERVED_STEPS, 1, max_steps - 1, FIELDS.GRANTED_STEPS)
 
 
 def step_seconds(state: SessionState, now: float, idle_gap_secs: float) -> float:
