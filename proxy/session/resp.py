@@ -6,7 +6,10 @@ Redis state cost 1.4x memory state. The store's hot path is a handful of ``EVALS
 one server, so it goes through this instead: one connection, commands pipelined back to back,
 replies matched to callers in order, each command with its own deadline (watched by one timer
 per connection, on the oldest command still waiting: replies come in order, so no later command
-can be overdue before it).
+can be overdue before it). Under load, commands whose callers wait for the reply anyway are
+written together at the end of the event loop's turn: one system call for all that the requests
+of one turn send (alone, a command is written at once: waiting for the turn's end would cost
+a turn of the loop, more than the system call).
 
 Failure semantics match redis-py's as the store uses it: a command that outlives its deadline
 raises :class:`TimeoutError` (and so does every command in flight on that connection, which is
@@ -99,13 +102,19 @@ def _bulks(args: Sequence[str | bytes | int | float]) -> bytes:
 class _Protocol(asyncio.Protocol):
     """Replies, in order, to the futures of the commands that asked for them."""
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        """The loop the connection runs on: kept, as ``asyncio.get_running_loop()`` costs a
+        system call (``getpid``) on every call in Python 3.11."""
         self._reader = hiredis.Reader(replyError=ResponseError, encoding="utf-8")
         self._waiting: collections.deque[tuple[asyncio.Future[Any], float]] = collections.deque()
         """Each command's future and deadline (loop time; inf: none), oldest first."""
         self._watchdog: asyncio.TimerHandle | None = None
         self.transport: asyncio.Transport | None = None
         self.broken = False
+        self._unsent: list[bytes] = []
+        """Commands sent with ``at_once=False`` this turn of the event loop while others were
+        in flight, written together at its end (or with the next command sent at once)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
@@ -128,17 +137,41 @@ class _Protocol(asyncio.Protocol):
         self.broken = True
         self._fail_waiting(RedisConnectionError(f"Redis connection lost: {exc or 'closed'}"))
 
-    def send(self, payload: bytes, loop: asyncio.AbstractEventLoop, deadline: float = math.inf) -> asyncio.Future[Any]:
+    def send(
+        self, payload: bytes, loop: asyncio.AbstractEventLoop, deadline: float = math.inf, *, at_once: bool = True
+    ) -> asyncio.Future[Any]:
         """Write one command; its future fails (and the connection with it) if no reply came
-        by ``deadline`` (loop time)."""
+        by ``deadline`` (loop time). Not ``at_once``, while other commands are in flight (under
+        load): at the end of this turn of the event loop, with every other command sent so
+        meanwhile, in order (a command sent at once later writes those before it)."""
         waiter: asyncio.Future[Any] = loop.create_future()
-        if self.transport is None:  # not connected yet: nothing can be sent
+        transport = self.transport
+        if transport is None:  # not connected yet: nothing can be sent
             raise RedisConnectionError("Redis connection not open")
+        unsent = self._unsent
+        if not at_once and (unsent or self._waiting):
+            if not unsent:
+                loop.call_soon(self._write_unsent)
+            unsent.append(payload)
+        elif unsent:
+            unsent.append(payload)
+            self._write_unsent()
+        else:
+            transport.write(payload)
         self._waiting.append((waiter, deadline))
-        self.transport.write(payload)
         if self._watchdog is None and deadline != math.inf:
             self._watchdog = loop.call_at(deadline, self._watch, loop)
         return waiter
+
+    def _write_unsent(self) -> None:
+        """Write the commands held for this turn of the loop (none when it broke meanwhile)."""
+        unsent = self._unsent
+        if not unsent:
+            return
+        payload = unsent[0] if len(unsent) == 1 else b"".join(unsent)
+        unsent.clear()
+        if not self.broken and self.transport is not None:
+            self.transport.write(payload)
 
     def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
         """The oldest command still waiting is overdue: the server is frozen or the network
@@ -161,6 +194,7 @@ class _Protocol(asyncio.Protocol):
             self.transport.close()
 
     def _fail_waiting(self, error: BaseException) -> None:
+        self._unsent.clear()  # their futures fail below: never written
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None
@@ -185,10 +219,10 @@ class LeanConnection:
 
     async def call(self, payload: bytes) -> Any:
         """As :meth:`execute`, the command already encoded (:func:`_command`)."""
-        waiter = self.send_encoded(payload)
+        waiter = self.send_encoded(payload, at_once=False)
         if waiter is None:
             await self._open()
-            waiter = self.send_encoded(payload)
+            waiter = self.send_encoded(payload, at_once=False)
             if waiter is None:  # broke again while opening: as a command on a dead connection
                 raise RedisConnectionError("Redis connection lost while opening")
         return await waiter
@@ -202,13 +236,16 @@ class LeanConnection:
         """
         return self.send_encoded(_command(*args))
 
-    def send_encoded(self, payload: bytes) -> asyncio.Future[Any] | None:
-        """As :meth:`send_now`, the command already encoded."""
+    def send_encoded(self, payload: bytes, *, at_once: bool = True) -> asyncio.Future[Any] | None:
+        """As :meth:`send_now`, the command already encoded. Not ``at_once`` (a caller that
+        waits for the reply anyway): under load, written at the end of this turn of the event
+        loop with the other commands sent in it (see ``_Protocol.send``), still before any sent
+        later."""
         protocol = self._protocol
         if protocol is None or protocol.broken:
             return None
-        loop = asyncio.get_running_loop()
-        return protocol.send(payload, loop, loop.time() + self._timeout)
+        loop = protocol.loop
+        return protocol.send(payload, loop, loop.time() + self._timeout, at_once=at_once)
 
     async def _open(self) -> _Protocol:
         """A new connection, shared by every caller that needs one meanwhile."""
@@ -230,7 +267,7 @@ class LeanConnection:
         protocol: _Protocol | None = None
         try:
             async with asyncio.timeout(self._timeout):
-                _, protocol = await loop.create_connection(_Protocol, address.host, address.port)
+                _, protocol = await loop.create_connection(lambda: _Protocol(loop), address.host, address.port)
                 setup = []
                 if address.password is not None:
                     credentials = [address.username, address.password] if address.username else [address.password]
@@ -273,7 +310,7 @@ class LeanScript:
         connection = self._connection
         payload = self._evalsha(keys, args)
         try:
-            sent = connection.send_encoded(payload)  # an open connection: no coroutine more
+            sent = connection.send_encoded(payload, at_once=False)  # an open connection: no coroutine more
             return await (sent if sent is not None else connection.call(payload))
         except ResponseError as exc:
             if not str(exc).startswith("NOSCRIPT"):
