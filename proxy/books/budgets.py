@@ -9,6 +9,7 @@ ending: the call that would use it is the ending (see :func:`session_limits`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ __all__ = [
     "TENANT_DAY_TTL_SECS",
     "Remaining",
     "active_ms",
+    "active_pause_ms",
     "check_output_cap",
     "check_request_cap",
     "day_limits",
@@ -66,9 +68,14 @@ def tokens_used(state: SessionState) -> int:
 
 def active_ms(state: SessionState, now: float, idle_gap_secs: float) -> int:
     """Active time so far, counting the pause since the last call only if it was short."""
+    return state.counter(FIELDS.ACTIVE_MS) + active_pause_ms(state, now, idle_gap_secs)
+
+
+def active_pause_ms(state: SessionState, now: float, idle_gap_secs: float) -> int:
+    """The pause since the session's last call, if short enough to count as active (else 0)."""
     last = state.counter(FIELDS.LAST_SEEN_MS)
     gap = int(now * 1000) - last if last else 0
-    return state.counter(FIELDS.ACTIVE_MS) + (gap if 0 < gap <= idle_gap_secs * 1000 else 0)
+    return gap if 0 < gap <= idle_gap_secs * 1000 else 0
 
 
 def remaining(state: SessionState, policy: Policy, now: float) -> Remaining:
@@ -219,9 +226,7 @@ def session_limits(request: AgentRequest, prices: PriceTable, *, fresh: bool = F
     by what the session was granted, read in the admission's own atomic step."""
     policy = request.policy
     budgets = policy.budgets
-    limits = [
-        Limit("budget_steps", (FIELDS.STEPS,), FIELDS.RESERVED_STEPS, 1, policy.max_steps - 1, FIELDS.GRANTED_STEPS)
-    ]
+    limits = [_steps_limit(policy.max_steps)]
     if budgets.max_tokens is not None:
         limits.append(
             Limit(
@@ -248,6 +253,13 @@ def session_limits(request: AgentRequest, prices: PriceTable, *, fresh: bool = F
             )
         )
     return [] if fresh and len(limits) == 1 else limits
+
+
+@functools.lru_cache(maxsize=64)
+def _steps_limit(max_steps: int) -> Limit:
+    """Every call's step reservation: the same (immutable) limit for every call of a policy,
+    made once, not on every call."""
+    return Limit("budget_steps", (FIELDS.STEPS,), FIELDS.RESERVED_STEPS, 1, max_steps - 1, FIELDS.GRANTED_STEPS)
 
 
 def step_seconds(state: SessionState, now: float, idle_gap_secs: float) -> float:

@@ -23,7 +23,15 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from proxy.books.budgets import TENANT_DAY_TTL_SECS, active_ms, tenant_day_key, tenant_day_limits, tenant_day_settlement
+from prometheus_client import Histogram
+
+from proxy.books.budgets import (
+    TENANT_DAY_TTL_SECS,
+    active_pause_ms,
+    tenant_day_key,
+    tenant_day_limits,
+    tenant_day_settlement,
+)
 from proxy.books.pricing import MICROS, PriceTable
 from proxy.books.tenant_day import day_refusal
 from proxy.errors import ServiceUnavailable
@@ -60,6 +68,8 @@ class Ledger:
         self._clock = clock
         self._losses = 0
         self._ending_wait = ending_wait_secs
+        self._latency: dict[str, Histogram] = {}
+        """The state latency series of each operation (see :meth:`_took`)."""
 
     async def open(
         self, request: AgentRequest, limits: Sequence[Limit], notes: RequestNotes
@@ -81,7 +91,8 @@ class Ledger:
                 notes.refused = admit_in_place({}, limits) if limits else None
                 notes.claim = True  # should it end, no other request can be making this run's ending
             elif limits:
-                with self._timed("admit"):
+                began = time.perf_counter()
+                try:
                     admission = await self._store.admit(
                         request.session.key,
                         limits,
@@ -89,6 +100,8 @@ class Ledger:
                         replace=fresh,
                         claim=self._claim(notes),
                     )
+                finally:
+                    self._took("admit", began)
                 state, notes.refused = admission.state, admission.refused
                 if admission.refused:
                     notes.claim = admission.claimed
@@ -98,8 +111,11 @@ class Ledger:
                 if fresh:
                     state = SessionState()
                 else:
-                    with self._timed("load"):
+                    began = time.perf_counter()
+                    try:
                         state = await self._store.load(request.session.key)
+                    finally:
+                        self._took("load", began)
                 reserved = []
         except StoreUnavailable as exc:
             self._store_failed(request, "load", exc)
@@ -109,19 +125,24 @@ class Ledger:
             state, reserved = SessionState(), []
         else:
             self._book_losses()
-            if await self._lost_unseen(request, state, notes.started):
+            if (
+                request.policy.state_fail_mode == "closed"  # (the common case decided without a coroutine)
+                and request.conversation.continues
+                and await self._lost_unseen(request, state, notes.started)
+            ):
                 await self._refuse_lost(request, reserved, notes)
-        delta = SessionDelta(replace=fresh)
-        for limit in reserved:
-            delta.incr(limit.reserved, -limit.amount)  # settled with the real usage at commit
-        now_ms = int(notes.started * 1000)
-        delta.incr(FIELDS.TURNS)
-        delta.default(FIELDS.FIRST_SEEN, int(notes.started))
-        delta.assign(FIELDS.LAST_SEEN, int(notes.started))
-        idle = request.policy.budgets.idle_gap_secs
-        delta.incr(FIELDS.ACTIVE_MS, active_ms(state, notes.started, idle) - state.counter(FIELDS.ACTIVE_MS))
-        delta.assign(FIELDS.LAST_SEEN_MS, now_ms)
-        return state, delta
+        # The request's opening changes, written straight into the delta's maps (as incr,
+        # default and assign would: every request makes them).
+        increments: dict[str, int] = {}
+        for limit in reserved:  # settled with the real usage at commit
+            increments[limit.reserved] = increments.get(limit.reserved, 0) - limit.amount
+        increments[FIELDS.TURNS] = increments.get(FIELDS.TURNS, 0) + 1
+        started = notes.started
+        pause = active_pause_ms(state, started, request.policy.budgets.idle_gap_secs)
+        increments[FIELDS.ACTIVE_MS] = increments.get(FIELDS.ACTIVE_MS, 0) + pause
+        second = str(int(started))
+        assignments = {FIELDS.LAST_SEEN: second, FIELDS.LAST_SEEN_MS: str(int(started * 1000))}
+        return state, SessionDelta(increments, assignments, {FIELDS.FIRST_SEEN: second}, replace=fresh)
 
     @staticmethod
     def _claim(notes: RequestNotes) -> Claim:
@@ -242,9 +263,8 @@ class Ledger:
         continues a conversation (:attr:`~proxy.exchange.Conversation.continues`) but finds no
         record of its session cannot be told apart from one whose budgets were wiped; one that
         continues nothing is provably new. The window is the session TTL: any session older
-        than the loss would have expired anyway. A run's opening (not loaded) is read here."""
-        if request.policy.state_fail_mode != "closed" or not request.conversation.continues:
-            return False
+        than the loss would have expired anyway. A run's opening (not loaded) is read here.
+        Asked only of a request that fails closed and continues a conversation."""
         if request.session.fresh and request.session.derived:  # read for its mark, and to notice a loss
             try:
                 with self._timed("load"):
@@ -376,8 +396,11 @@ class Ledger:
     async def _write(self, request: AgentRequest, writes: Sequence[_Write], notes: RequestNotes) -> None:
         try:
             for key, delta, ttl_seconds, _ in writes:
-                with self._timed("commit"):
+                began = time.perf_counter()
+                try:
                     await self._store.commit(key, delta, ttl_seconds)
+                finally:
+                    self._took("commit", began)
             self._book_losses()
         except StoreUnavailable as exc:
             self._store_failed(request, "commit", exc)
@@ -394,7 +417,7 @@ class Ledger:
 
     def _confirmed(self, request: AgentRequest, began: float, outcome: asyncio.Future[None]) -> None:
         """A sent commit's answer: booked as an awaited commit's would be."""
-        self._metrics.of(self._metrics.state_latency, "commit").observe(time.perf_counter() - began)
+        self._took("commit", began)
         error = outcome.exception() if not outcome.cancelled() else StoreUnavailable("commit abandoned")
         if isinstance(error, StoreUnavailable):
             self._store_failed(request, "commit", error)
@@ -408,11 +431,20 @@ class Ledger:
 
     @contextmanager
     def _timed(self, operation: str) -> Iterator[None]:
+        """A store call's latency (the hot calls, a load, an admission, a commit, time
+        themselves with :meth:`_took`: no context manager per request)."""
         started = time.perf_counter()
         try:
             yield
         finally:
-            self._metrics.of(self._metrics.state_latency, operation).observe(time.perf_counter() - started)
+            self._took(operation, started)
+
+    def _took(self, operation: str, began: float) -> None:
+        """Observe the latency of a store call that began at ``began`` (``perf_counter``)."""
+        series = self._latency.get(operation)
+        if series is None:  # one per operation (a handful): kept here, not looked up per call
+            series = self._latency[operation] = self._metrics.of(self._metrics.state_latency, operation)
+        series.observe(time.perf_counter() - began)
 
 
 _Write = tuple[str, SessionDelta, int, bool]

@@ -7,7 +7,7 @@ no float rounding accumulates over a long session.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -57,9 +57,15 @@ class _PricingFile(BaseModel):
     models: dict[str, Price] = Field(default_factory=dict)
 
 
+_PREFIXED = 256
+"""The most model names a table remembers its prefix match for (names come from clients)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PriceTable:
     prices: Mapping[str, Price]
+    _prefixed: dict[str, Price | None] = field(default_factory=dict, compare=False, repr=False)
+    """Model name → its prefix match (None: unpriced), found once, not on every call's charge."""
 
     def price(self, model: str | None) -> Price | None:
         """Exact match, else the longest listed name the model starts with; None when unknown."""
@@ -68,8 +74,15 @@ class PriceTable:
         exact = self.prices.get(model)
         if exact is not None:
             return exact
+        prefixed = self._prefixed
+        if model in prefixed:
+            return prefixed[model]
         matches = [name for name in self.prices if model.startswith(name)]
-        return self.prices[max(matches, key=len)] if matches else None
+        found = self.prices[max(matches, key=len)] if matches else None
+        if len(prefixed) >= _PREFIXED:
+            prefixed.clear()
+        prefixed[model] = found
+        return found
 
     def cost_micros(self, model: str | None, usage: Usage) -> int | None:
         price = self.price(model)

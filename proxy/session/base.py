@@ -218,7 +218,13 @@ class SessionState:
     values: Mapping[str, str] = field(default_factory=dict)
 
     def counter(self, name: str) -> int:
-        return _as_int(self.values.get(name))
+        raw = self.values.get(name)  # _as_int inlined: read ~20 times a request
+        if raw is None:
+            return 0
+        try:
+            return int(raw)
+        except ValueError:
+            return 0
 
     @property
     def steps(self) -> int:
@@ -273,38 +279,56 @@ class SessionDelta:
         self.events.append(TimelineEvent(kind, at_ms, fields))
 
     def incr(self, name: str, by: int = 1) -> None:
-        self.increments[name] = self.increments.get(name, 0) + by
+        increments = self.increments
+        increments[name] = increments.get(name, 0) + by
 
     def assign(self, name: str, value: str | int | float) -> None:
         """Set ``name``; an empty value removes it (a counter then counts from 0 again)."""
-        self.assignments[name] = str(value)
-        self.increments.pop(name, None)
+        self.assignments[name] = value if type(value) is str else str(value)
+        if name in self.increments:
+            del self.increments[name]
 
     def default(self, name: str, value: str | int | float) -> None:
         self.defaults[name] = str(value)
 
     def append(self, name: str, item: str, keep: int) -> None:
         """Add ``item`` (no commas) to the list ``name``, keeping its last ``keep`` items."""
-        items, _ = self.appends.get(name, ([], keep))
-        items.append(item)
-        self.appends[name] = (items, keep)
+        listed = self.appends.get(name)
+        if listed is None:
+            self.appends[name] = ([item], keep)
+        else:
+            listed[0].append(item)
+            self.appends[name] = (listed[0], keep)
 
     def applied_to(self, state: SessionState) -> SessionState:
         """The state as it will be after commit, if no one else writes meanwhile."""
         values = {} if self.replace else dict(state.values)
+        self.apply(values)
+        return SessionState(values)
+
+    def apply(self, values: dict[str, str]) -> None:
+        """Apply the delta to ``values`` in place (the stored state is dropped first when
+        ``replace``, by the caller: :meth:`applied_to` starts from an empty map then)."""
         for name, value in self.defaults.items():
-            values.setdefault(name, value)
+            if name not in values:
+                values[name] = value
         for name, value in self.assignments.items():
             if value:
                 values[name] = value
-            else:
-                values.pop(name, None)
+            elif name in values:
+                del values[name]
         for name, by in self.increments.items():
-            values[name] = str(_as_int(values.get(name)) + by)
+            raw = values.get(name)
+            if raw is None:
+                values[name] = str(by)
+                continue
+            try:
+                values[name] = str(int(raw) + by)
+            except ValueError:
+                values[name] = str(by)
         for name, (items, keep) in self.appends.items():
             current = values.get(name)
-            values[name] = ",".join([*(current.split(",") if current else ()), *items][-keep:])
-        return SessionState(values)
+            values[name] = ",".join([*current.split(","), *items][-keep:] if current else items[-keep:])
 
     def __bool__(self) -> bool:
         return bool(self.increments or self.assignments or self.defaults or self.replace or self.appends or self.events)

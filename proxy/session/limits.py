@@ -31,8 +31,10 @@ def _int(values: MutableMapping[str, str], name: str) -> int:
 def admit_in_place(values: MutableMapping[str, str], limits: Sequence[Limit]) -> str | None:
     """Reserve every amount, or return the name of the first limit that does not fit."""
     for limit in limits:
-        used = _int(values, limit.reserved) + sum(_int(values, name) for name in limit.used)
-        if used + limit.amount > limit.limit + (_int(values, limit.granted) if limit.granted else 0):
+        used = _int(values, limit.reserved)
+        for name in limit.used:
+            used += _int(values, name)
+        if used + limit.amount > (limit.limit + _int(values, limit.granted) if limit.granted else limit.limit):
             return limit.name
     for limit in limits:
         values[limit.reserved] = str(_int(values, limit.reserved) + limit.amount)

@@ -20,6 +20,9 @@ not tracked by the collector), capped at ``timeline_events``; each namespace's s
 listed in an ordered map by last commit, capped at ``listed_sessions``. Both go with the
 session when it expires, is evicted or reset.
 
+A stored map of values is never changed once stored (every write stores a new one), so the
+snapshots handed out (:class:`SessionState`) share it instead of copying it.
+
 No session owns an object the garbage collector tracks (values are dicts of strings, expiry
 times sit in a dict of floats, not in a tuple per entry): a full collection would otherwise
 walk every session (~120 ms at 200 k sessions) whenever enough new ones had arrived.
@@ -121,8 +124,9 @@ class MemoryStore:
         self._on_evict = on_evict
         self._warned: set[str] = set()
 
-    def _live(self, key: str) -> dict[str, str] | None:
-        group = self._groups.get(tenant_of(key))
+    def _live(self, key: str, tenant: str | None = None) -> dict[str, str] | None:
+        """``key``'s values, None when absent or expired; ``tenant``: ``tenant_of(key)``, when known."""
+        group = self._groups.get(tenant_of(key) if tenant is None else tenant)
         values = group.get(key) if group is not None else None
         if values is None or group is None:
             return None
@@ -136,8 +140,9 @@ class MemoryStore:
         group.move_to_end(key)  # used: the most recent now
         return values
 
-    def _put(self, key: str, values: dict[str, str], ttl_seconds: float) -> None:
-        tenant = tenant_of(key)
+    def _put(self, key: str, values: dict[str, str], ttl_seconds: float, tenant: str | None = None) -> None:
+        if tenant is None:
+            tenant = tenant_of(key)
         group = self._groups.get(tenant)
         if group is None:
             group = self._groups[tenant] = OrderedDict()
@@ -258,21 +263,20 @@ class MemoryStore:
 
     async def load(self, key: str) -> SessionState:
         values = self._live(key)
-        return SessionState(dict(values) if values else {})
+        return SessionState(values if values else {})  # shared: a stored map is never changed
 
     async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> SessionState:
-        values = self._live(key) or {}
-        if delta.replace:
-            values = {}
-        state = delta.applied_to(SessionState(values))
-        if only_released(state.values):
+        tenant = tenant_of(key)
+        live = self._live(key, tenant)
+        stored = {} if delta.replace or not live else dict(live)
+        delta.apply(stored)
+        if only_released(stored):
             self._drop(key)
             return SessionState()
-        stored = dict(state.values)
         if delta.events or delta.replace:
             self._append(key, delta, stored)
-            state = SessionState(stored)
-        self._put(key, stored, ttl_seconds)
+        state = SessionState(stored)
+        self._put(key, stored, ttl_seconds, tenant)
         self._list(key, state, ttl_seconds)
         return state
 
@@ -285,26 +289,28 @@ class MemoryStore:
     async def admit(
         self, key: str, limits: Sequence[Limit], ttl_seconds: int, *, replace: bool, claim: Claim | None = None
     ) -> Admission:
-        values = {} if replace else dict(self._live(key) or {})
+        tenant = tenant_of(key)
+        live = None if replace else self._live(key, tenant)
+        values = dict(live) if live else {}
         refused = admit_in_place(values, limits)
         claimed = refused is not None and claim is not None and claim_in_place(values, claim)
         if refused is None or replace or claimed:
-            self._put(key, values, ttl_seconds)
-        return Admission(SessionState(dict(values)), refused, claimed=claimed)
+            self._put(key, values, ttl_seconds, tenant)
+        return Admission(SessionState(values), refused, claimed=claimed)  # shared, as load's
 
     async def claim_ending(self, key: str, claim: Claim, ttl_seconds: int) -> Admission:
         values = dict(self._live(key) or {})
         claimed = claim_in_place(values, claim)
         if claimed:
             self._put(key, values, ttl_seconds)
-        return Admission(SessionState(dict(values)), claimed=claimed)
+        return Admission(SessionState(values), claimed=claimed)
 
     async def admit_window(self, key: str, limits: Sequence[WindowLimit], now: float) -> Admission:
         values = dict(self._live(key) or {})
         refused, retry_after = admit_window_in_place(values, limits, now)
         ttl = max(limit.window_secs + limit.bucket_secs for limit in limits) if limits else 60
         self._put(key, values, ttl)
-        return Admission(SessionState(dict(values)), refused, retry_after)
+        return Admission(SessionState(values), refused, retry_after)
 
     async def grant(
         self, key: str, grants: Sequence[Grant], lift: Sequence[str], delta: SessionDelta, ttl_seconds: int

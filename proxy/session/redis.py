@@ -30,7 +30,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisClusterException, RedisError
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
 from proxy.session.base import (
     FIELDS,
@@ -196,7 +196,9 @@ class RedisStore:
         else:
             await self._gate.acquire()  # free: returns at once, no timer armed
         try:
-            return await _once_more(command)
+            return await command()
+        except (RedisConnectionError, NoScriptError) as failed:
+            return await _once_more(command, failed)
         finally:
             self._gate.release()
 
@@ -275,10 +277,9 @@ class RedisStore:
         outcome: asyncio.Future[None] = sent.get_loop().create_future()
         sent.add_done_callback(functools.partial(self._commit_answered, key, keys, args, ttl_seconds, outcome))
         self._unconfirmed.add(outcome)
-        outcome.add_done_callback(self._unconfirmed.discard)
         if ordered:
             self._started[key] = outcome
-            outcome.add_done_callback(functools.partial(self._commit_confirmed, key))
+        outcome.add_done_callback(functools.partial(self._commit_confirmed, key))  # one callback for both
         return outcome
 
     def _commit_answered(
@@ -326,6 +327,8 @@ class RedisStore:
                 outcome.set_exception(StoreUnavailable(f"commit abandoned at {self.target}"))
 
     def _commit_confirmed(self, key: str, outcome: asyncio.Future[None]) -> None:
+        """A started commit landed or failed: no longer drained, nor waited for by ``key``'s calls."""
+        self._unconfirmed.discard(outcome)
         if self._started.get(key) is outcome:
             del self._started[key]
 

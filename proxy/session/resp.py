@@ -6,7 +6,10 @@ Redis state cost 1.4x memory state. The store's hot path is a handful of ``EVALS
 one server, so it goes through this instead: one connection, commands pipelined back to back,
 replies matched to callers in order, each command with its own deadline (watched by one timer
 per connection, on the oldest command still waiting: replies come in order, so no later command
-can be overdue before it).
+can be overdue before it). Under load, commands whose callers wait for the reply anyway are
+written together at the end of the event loop's turn: one system call for all that the requests
+of one turn send (alone, a command is written at once: waiting for the turn's end would cost
+a turn of the loop, more than the system call).
 
 Failure semantics match redis-py's as the store uses it: a command that outlives its deadline
 raises :class:`TimeoutError` (and so does every command in flight on that connection, which is
@@ -84,9 +87,14 @@ def redis_target(url: str, *, cluster: bool = False) -> str:
 
 def _command(*args: str | bytes | int | float) -> bytes:
     """One command in RESP: an array of bulk strings."""
-    out = [b"*%d\r\n" % len(args)]
+    return b"*%d\r\n%s" % (len(args), _bulks(args))
+
+
+def _bulks(args: Sequence[str | bytes | int | float]) -> bytes:
+    """The arguments of a command as RESP bulk strings (a command's body, after its length)."""
+    out = []
     for arg in args:
-        raw = arg if isinstance(arg, bytes) else str(arg).encode()
+        raw = arg.encode() if type(arg) is str else arg if isinstance(arg, bytes) else str(arg).encode()
         out.append(b"$%d\r\n%s\r\n" % (len(raw), raw))
     return b"".join(out)
 
@@ -94,13 +102,19 @@ def _command(*args: str | bytes | int | float) -> bytes:
 class _Protocol(asyncio.Protocol):
     """Replies, in order, to the futures of the commands that asked for them."""
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        """The loop the connection runs on: kept, as ``asyncio.get_running_loop()`` costs a
+        system call (``getpid``) on every call in Python 3.11."""
         self._reader = hiredis.Reader(replyError=ResponseError, encoding="utf-8")
         self._waiting: collections.deque[tuple[asyncio.Future[Any], float]] = collections.deque()
         """Each command's future and deadline (loop time; inf: none), oldest first."""
         self._watchdog: asyncio.TimerHandle | None = None
         self.transport: asyncio.Transport | None = None
         self.broken = False
+        self._unsent: list[bytes] = []
+        """Commands sent with ``at_once=False`` this turn of the event loop while others were
+        in flight, written together at its end (or with the next command sent at once)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
@@ -123,17 +137,41 @@ class _Protocol(asyncio.Protocol):
         self.broken = True
         self._fail_waiting(RedisConnectionError(f"Redis connection lost: {exc or 'closed'}"))
 
-    def send(self, payload: bytes, loop: asyncio.AbstractEventLoop, deadline: float = math.inf) -> asyncio.Future[Any]:
+    def send(
+        self, payload: bytes, loop: asyncio.AbstractEventLoop, deadline: float = math.inf, *, at_once: bool = True
+    ) -> asyncio.Future[Any]:
         """Write one command; its future fails (and the connection with it) if no reply came
-        by ``deadline`` (loop time)."""
+        by ``deadline`` (loop time). Not ``at_once``, while other commands are in flight (under
+        load): at the end of this turn of the event loop, with every other command sent so
+        meanwhile, in order (a command sent at once later writes those before it)."""
         waiter: asyncio.Future[Any] = loop.create_future()
-        if self.transport is None:  # not connected yet: nothing can be sent
+        transport = self.transport
+        if transport is None:  # not connected yet: nothing can be sent
             raise RedisConnectionError("Redis connection not open")
+        unsent = self._unsent
+        if not at_once and (unsent or self._waiting):
+            if not unsent:
+                loop.call_soon(self._write_unsent)
+            unsent.append(payload)
+        elif unsent:
+            unsent.append(payload)
+            self._write_unsent()
+        else:
+            transport.write(payload)
         self._waiting.append((waiter, deadline))
-        self.transport.write(payload)
         if self._watchdog is None and deadline != math.inf:
             self._watchdog = loop.call_at(deadline, self._watch, loop)
         return waiter
+
+    def _write_unsent(self) -> None:
+        """Write the commands held for this turn of the loop (none when it broke meanwhile)."""
+        unsent = self._unsent
+        if not unsent:
+            return
+        payload = unsent[0] if len(unsent) == 1 else b"".join(unsent)
+        unsent.clear()
+        if not self.broken and self.transport is not None:
+            self.transport.write(payload)
 
     def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
         """The oldest command still waiting is overdue: the server is frozen or the network
@@ -156,6 +194,7 @@ class _Protocol(asyncio.Protocol):
             self.transport.close()
 
     def _fail_waiting(self, error: BaseException) -> None:
+        self._unsent.clear()  # their futures fail below: never written
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None
@@ -176,10 +215,14 @@ class LeanConnection:
 
     async def execute(self, *args: str | bytes | int | float) -> Any:
         """Send one command and wait for its reply, at most ``timeout`` seconds."""
-        waiter = self.send_now(*args)
+        return await self.call(_command(*args))
+
+    async def call(self, payload: bytes) -> Any:
+        """As :meth:`execute`, the command already encoded (:func:`_command`)."""
+        waiter = self.send_encoded(payload, at_once=False)
         if waiter is None:
             await self._open()
-            waiter = self.send_now(*args)
+            waiter = self.send_encoded(payload, at_once=False)
             if waiter is None:  # broke again while opening: as a command on a dead connection
                 raise RedisConnectionError("Redis connection lost while opening")
         return await waiter
@@ -191,11 +234,18 @@ class LeanConnection:
         Written here, the command is ordered before every command this process sends later:
         the server runs a connection's commands in the order they arrive.
         """
+        return self.send_encoded(_command(*args))
+
+    def send_encoded(self, payload: bytes, *, at_once: bool = True) -> asyncio.Future[Any] | None:
+        """As :meth:`send_now`, the command already encoded. Not ``at_once`` (a caller that
+        waits for the reply anyway): under load, written at the end of this turn of the event
+        loop with the other commands sent in it (see ``_Protocol.send``), still before any sent
+        later."""
         protocol = self._protocol
         if protocol is None or protocol.broken:
             return None
-        loop = asyncio.get_running_loop()
-        return protocol.send(_command(*args), loop, loop.time() + self._timeout)
+        loop = protocol.loop
+        return protocol.send(payload, loop, loop.time() + self._timeout, at_once=at_once)
 
     async def _open(self) -> _Protocol:
         """A new connection, shared by every caller that needs one meanwhile."""
@@ -217,7 +267,7 @@ class LeanConnection:
         protocol: _Protocol | None = None
         try:
             async with asyncio.timeout(self._timeout):
-                _, protocol = await loop.create_connection(_Protocol, address.host, address.port)
+                _, protocol = await loop.create_connection(lambda: _Protocol(loop), address.host, address.port)
                 setup = []
                 if address.password is not None:
                     credentials = [address.username, address.password] if address.username else [address.password]
@@ -249,16 +299,25 @@ class LeanScript:
         self._connection = connection
         self._source = source
         self._sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()  # Redis names scripts so
+        self._head = _bulks(("EVALSHA", self._sha))
+        """The command's first two bulk strings, the same on every call: encoded once."""
+
+    def _evalsha(self, keys: Sequence[str], args: Sequence[str | bytes | int | float]) -> bytes:
+        """``EVALSHA sha numkeys keys... args...`` in RESP."""
+        return b"*%d\r\n%s%s" % (3 + len(keys) + len(args), self._head, _bulks((len(keys), *keys, *args)))
 
     async def __call__(self, keys: Sequence[str], args: Sequence[str | bytes | int | float]) -> Any:
+        connection = self._connection
+        payload = self._evalsha(keys, args)
         try:
-            return await self._connection.execute("EVALSHA", self._sha, len(keys), *keys, *args)
+            sent = connection.send_encoded(payload, at_once=False)  # an open connection: no coroutine more
+            return await (sent if sent is not None else connection.call(payload))
         except ResponseError as exc:
             if not str(exc).startswith("NOSCRIPT"):
                 raise
-        await self._connection.execute("SCRIPT", "LOAD", self._source)
+        await connection.execute("SCRIPT", "LOAD", self._source)
         try:
-            return await self._connection.execute("EVALSHA", self._sha, len(keys), *keys, *args)
+            return await connection.call(payload)
         except ResponseError as exc:
             if str(exc).startswith("NOSCRIPT"):  # flushed again in between: the caller retries
                 raise NoScriptError(str(exc)) from None
@@ -267,11 +326,14 @@ class LeanScript:
     def send_now(self, keys: Sequence[str], args: Sequence[str | bytes | int | float]) -> asyncio.Future[Any] | None:
         """``EVALSHA`` written at once (see :meth:`LeanConnection.send_now`); a NOSCRIPT reply
         fails the future, and the caller runs the script again by :meth:`__call__`."""
-        return self._connection.send_now("EVALSHA", self._sha, len(keys), *keys, *args)
+        return self._connection.send_encoded(self._evalsha(keys, args))
 
 
-async def once_more(command: Callable[[], Awaitable[Any]]) -> Any:
+async def once_more(command: Callable[[], Awaitable[Any]], failed: BaseException | None = None) -> Any:
     """Run a command; on a dead connection (a restarted server) run it once more, at once.
+    ``failed``: how the caller's own first try failed (a ``ConnectionError`` or a
+    ``NoScriptError``; the caller tries once itself, and comes here only then: no coroutine
+    more on every call).
 
     A pooled connection to a server that restarted fails on first use; the second try gets a
     fresh connection. Timeouts are not retried: a frozen server costs one timeout, not several.
@@ -282,8 +344,8 @@ async def once_more(command: Callable[[], Awaitable[Any]]) -> Any:
     ``SCRIPT FLUSH`` landing between that load and the call leaves NOSCRIPT again, so that
     is retried too, a few times (each retry loads the script anew).
     """
-    reconnected = False
-    for _ in range(_NOSCRIPT_RETRIES):
+    reconnected = isinstance(failed, RedisConnectionError)
+    for _ in range(_NOSCRIPT_RETRIES if failed is None else _NOSCRIPT_RETRIES - 1):
         try:
             return await command()
         except RedisConnectionError:

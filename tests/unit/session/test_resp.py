@@ -153,3 +153,50 @@ async def test_a_script_flushed_from_the_server_is_loaded_again(private_redis):
 )
 def test_a_redis_target_names_where_the_url_points_and_never_its_credentials(url, cluster, target):
     assert redis_target(url, cluster=cluster) == target
+
+
+class _Writes:
+    """A transport that records each write (one system call each) and passes it on."""
+
+    def __init__(self, transport) -> None:
+        self._transport = transport
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+        self._transport.write(data)
+
+    def __getattr__(self, name: str):
+        return getattr(self._transport, name)
+
+
+async def test_commands_sent_while_others_are_in_flight_go_out_in_one_write(private_redis):
+    connection = _lean(private_redis.url)
+    await connection.execute("PING")
+    protocol = connection._protocol
+    recorded = protocol.transport = _Writes(protocol.transport)
+
+    replies = await asyncio.gather(*(connection.execute("ECHO", str(n)) for n in range(50)))
+
+    assert replies == [str(n) for n in range(50)]  # in order: written in the order they were sent
+    assert len(recorded.writes) == 2  # the first at once (nothing in flight), the other 49 at the turn's end
+    await connection.aclose()
+
+
+async def test_a_command_alone_or_sent_at_once_is_written_before_send_returns(private_redis):
+    connection = _lean(private_redis.url)
+    await connection.execute("PING")
+    protocol = connection._protocol
+    recorded = protocol.transport = _Writes(protocol.transport)
+
+    alone = connection.send_encoded(b"*2\r\n$4\r\nECHO\r\n$5\r\nalone\r\n", at_once=False)
+    assert len(recorded.writes) == 1  # nothing in flight: no wait for the turn's end
+    held = connection.send_encoded(b"*2\r\n$4\r\nECHO\r\n$4\r\nheld\r\n", at_once=False)
+    assert len(recorded.writes) == 1  # another in flight: held for the turn's end...
+    now = connection.send_now("ECHO", "now")  # ...or the next one sent at once, in one write with it
+    assert recorded.writes[1:] == [b"*2\r\n$4\r\nECHO\r\n$4\r\nheld\r\n*2\r\n$4\r\nECHO\r\n$3\r\nnow\r\n"]
+
+    assert [await alone, await held, await now] == ["alone", "held", "now"]
+    await asyncio.sleep(0)  # the turn's end writes nothing more
+    assert len(recorded.writes) == 2
+    await connection.aclose()
