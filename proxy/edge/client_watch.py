@@ -37,11 +37,7 @@ async def unless_client_leaves(
     if task is None:  # not under a running task: nothing to cancel, nothing to watch
         return await work
     watching: list[asyncio.Task[None]] = []
-
-    def watch() -> None:
-        watching.append(asyncio.ensure_future(_cancel_on_disconnect(receive, task, tracker)))
-
-    timer = asyncio.get_running_loop().call_later(_WATCH_AFTER, watch)
+    timer = asyncio.get_running_loop().call_later(_WATCH_AFTER, _watch, watching, receive, task, tracker)
     try:
         return await work
     except asyncio.CancelledError:
@@ -54,6 +50,13 @@ async def unless_client_leaves(
         timer.cancel()
         for watcher in watching:
             watcher.cancel()
+
+
+def _watch(
+    watching: list[asyncio.Task[None]], receive: Receive, task: asyncio.Task[object], tracker: ResponseTracker
+) -> None:
+    """Start the watch (a module function the timer calls with its arguments: no closure per request)."""
+    watching.append(asyncio.ensure_future(_cancel_on_disconnect(receive, task, tracker)))
 
 
 async def _cancel_on_disconnect(receive: Receive, task: asyncio.Task[object], tracker: ResponseTracker) -> None:

@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -107,22 +108,21 @@ class ProxyRoutes:
         """The guarded handler of one wire format's model call (its ``route``; for a format whose
         path names the call, its mount: what is not a model call there is passed through)."""
 
+        serve: _Handler = partial(self._model_call, wire)  # one per route, not one per request
+
         async def handle(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] == ScopeType.WEBSOCKET and wire.name in SOCKET_FORMATS:
                 await self._socket(wire, scope, receive, send)
                 return
-            address = None
-            if wire.addressing is not None:
-                scope = _keyed(scope)
-                address = wire.addressing.guarded(scope.get("raw_path") or b"")
-                if address is None:  # Gemini's countTokens, models
-                    await self.passthrough(scope, receive, send)
-                    return
-
-            async def serve(scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
-                return await self._model_call(wire, scope, receive, tracker, address)
-
-            await self._guarded(serve, scope, receive, send, wire.name, wire)
+            if wire.addressing is None:
+                await self._guarded(serve, scope, receive, send, wire.name, wire)
+                return
+            scope = _keyed(scope)
+            address = wire.addressing.guarded(scope.get("raw_path") or b"")
+            if address is None:  # Gemini's countTokens, models
+                await self.passthrough(scope, receive, send)
+                return
+            await self._guarded(partial(self._model_call, wire, address=address), scope, receive, send, wire.name, wire)
 
         return handle
 
@@ -141,10 +141,7 @@ class ProxyRoutes:
             return None
 
         async def turn(turn_scope: HTTPScope, body: bytes, respond: Any, watch: Any) -> None:
-            async def serve(scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
-                return await self._model_call(wire, scope, receive, tracker, body=body)
-
-            await self._guarded(serve, turn_scope, watch, respond, wire.name, wire)
+            await self._guarded(partial(self._model_call, wire, body=body), turn_scope, watch, respond, wire.name, wire)
 
         idle = self._settings.socket_idle_timeout
         draining = lambda: self._readiness.draining  # noqa: E731
