@@ -8,6 +8,7 @@ would cost more than everything else the proxy does. Everything else is ordinary
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -21,7 +22,7 @@ from litestar.enums import ScopeType
 from litestar.types import HTTPScope, Receive, Scope, Send
 
 from proxy.books.tenant_day import TenantDay
-from proxy.edge.client_watch import ResponseTracker, unless_client_leaves
+from proxy.edge.client_watch import ClientWatch, ResponseTracker
 from proxy.edge.http import ClientDisconnected, header, read_body, send_error, send_reply
 from proxy.edge.passthrough import Passthrough, passthrough_wire, upstream_headers
 from proxy.edge.request_schemas import compile_request_schemas
@@ -35,6 +36,7 @@ from proxy.errors import (
     PermissionDenied,
     ProxyError,
 )
+from proxy.loop.continuity import ChainPoint
 from proxy.loop.pipeline import Pipeline
 from proxy.observe.logs import log_event, logger
 from proxy.observe.metrics import Metrics
@@ -56,6 +58,8 @@ __all__ = ["ProxyRoutes", "Readiness"]
 
 _decode = msgspec.json.decode
 _ATTEMPTS = ATTEMPTS_HEADER.encode()
+_UNCHAINED = ChainPoint()
+"""Where a request of a format without chains goes on: as it came (no store asked)."""
 _Handler = Callable[[HTTPScope, Receive, "ResponseTracker"], Awaitable[dict[str, object]]]
 
 
@@ -187,8 +191,9 @@ class ProxyRoutes:
         conversation = await compile_request_schemas(
             wire.codec.declared_schemas(payload), parsed, self._schemas, len(body)
         )
-        hint = wire.codec.session_hint(payload, lambda name: header(scope, name))
-        point = await self._pipeline.resume(wire.chains, credentials.namespace, payload)
+        hint = wire.codec.session_hint(payload, partial(header, scope))
+        chains = wire.chains
+        point = _UNCHAINED if chains is None else await self._pipeline.resume(chains, credentials.namespace, payload)
         hint = hint or point.session
         if point.rewritten is not None:
             payload, body = point.rewritten, wire.codec.encode(point.rewritten)
@@ -230,9 +235,14 @@ class ProxyRoutes:
         facts["stream"] = request.stream
         # Streamed or not, a client that hangs up cancels the upstream call (and any nudge or
         # judge call that would follow); the pipeline still commits what was used.
+        watch = ClientWatch(receive, tracker)  # inline: no coroutine of its own around the pipeline
         try:
-            outcome = await unless_client_leaves(self._pipeline.run(request), receive, facts, tracker)
+            outcome = await self._pipeline.run(request)
+        except asyncio.CancelledError:
+            watch.left(facts)
+            raise
         finally:
+            watch.stop()
             facts["session"] = request.session.id  # named by now, if a reply named it
         await self._deliver(outcome, send, facts, request.headers, wire)
         return facts
