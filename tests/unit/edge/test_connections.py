@@ -133,3 +133,77 @@ def test_a_protocol_without_the_sans_io_parts_offers_no_batch_send():
 
     assert _has_sans_io_parts(whole)
     assert not _has_sans_io_parts(renamed)
+
+
+class Transport:
+    """Records what the cycle writes and when it closes."""
+
+    def __init__(self) -> None:
+        self.events: list[bytes | str] = []
+
+    def write(self, data: bytes) -> None:
+        self.events.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return "close" in self.events
+
+    def close(self) -> None:
+        self.events.append("close")
+
+
+def cycle(keep_alive: bool = True):
+    """A request's cycle as uvicorn makes it, its ``send`` the guarded protocol's."""
+    import logging
+
+    from uvicorn.protocols.http.flow_control import FlowControl
+    from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
+
+    from proxy.edge.connections import WholeReplies
+
+    transport = Transport()
+    made = RequestResponseCycle(
+        scope={"method": "POST"},  # type: ignore[typeddict-item]
+        transport=transport,  # type: ignore[arg-type]
+        flow=FlowControl(transport),  # type: ignore[arg-type]
+        logger=logging.getLogger("test"),
+        access_logger=logging.getLogger("test"),
+        access_log=False,
+        default_headers=[],
+        message_event=asyncio.Event(),
+        expect_100_continue=False,
+        keep_alive=keep_alive,
+        on_response=lambda: None,
+    )
+    made.send = WholeReplies(made)  # type: ignore[method-assign]
+    return made, transport
+
+
+@pytest.mark.parametrize("keep_alive", [True, False])
+async def test_a_whole_reply_goes_out_in_one_write(keep_alive):
+    made, transport = cycle(keep_alive)
+
+    await made.send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+    assert transport.events == []  # the head waits for its body
+    await made.send({"type": "http.response.body", "body": b"{}"})
+
+    assert (
+        transport.events[0]
+        == b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n"
+        + (b"\r\n" if keep_alive else b"connection: close\r\n\r\n")
+        + b"{}"
+    )
+    assert transport.events[1:] == ([] if keep_alive else ["close"])  # written before the close
+    assert made.response_complete
+    assert made.transport is transport
+
+
+async def test_a_streams_head_goes_out_at_once():
+    made, transport = cycle()
+
+    stream = [(b"content-type", b"text/event-stream")]
+    await made.send({"type": "http.response.start", "status": 200, "headers": stream})
+    assert len(transport.events) == 1
+    await made.send({"type": "http.response.body", "body": b"data: x\n\n", "more_body": True})
+    await made.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    assert transport.events[1:] == [b"9\r\ndata: x\n\n\r\n", b"0\r\n\r\n"]
