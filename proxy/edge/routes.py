@@ -58,8 +58,7 @@ __all__ = ["ProxyRoutes", "Readiness"]
 
 _decode = msgspec.json.decode
 _ATTEMPTS = ATTEMPTS_HEADER.encode()
-_UNCHAINED = ChainPoint()
-"""Where a request of a format without chains goes on: as it came (no store asked)."""
+_UNCHAINED = ChainPoint()  # where a request of a format without chains goes on: as it came
 _Handler = Callable[[HTTPScope, Receive, "ResponseTracker"], Awaitable[dict[str, object]]]
 
 
@@ -109,26 +108,33 @@ class ProxyRoutes:
     # -- entry points ---------------------------------------------------------------
 
     def model_route(self, wire: WireFormat) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
-        """The guarded handler of one wire format's model call (its ``route``; for a format whose
-        path names the call, its mount: what is not a model call there is passed through)."""
-
-        serve: _Handler = partial(self._model_call, wire)  # one per route, not one per request
+        """:meth:`model_entry` awaited, as litestar mounts it."""
+        enter = self.model_entry(wire)
 
         async def handle(scope: Scope, receive: Receive, send: Send) -> None:
+            await enter(scope, receive, send)
+
+        return handle
+
+    def model_entry(self, wire: WireFormat) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+        """The guarded handler of a format's model call (its ``route``; for a format whose path names
+        the call, its mount, which passes through what is no model call): a plain function handing
+        back the work to await (:mod:`proxy.edge.dispatch`), no coroutine of its own per request."""
+        serve: _Handler = partial(self._model_call, wire)  # one per route, not one per request
+
+        def enter(scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
             if scope["type"] == ScopeType.WEBSOCKET and wire.name in SOCKET_FORMATS:
-                await self._socket(wire, scope, receive, send)
-                return
+                return self._socket(wire, scope, receive, send)
             if wire.addressing is None:
-                await self._guarded(serve, scope, receive, send, wire.name, wire)
-                return
+                return self._guarded(serve, scope, receive, send, wire.name, wire)
             scope = _keyed(scope)
             address = wire.addressing.guarded(scope.get("raw_path") or b"")
             if address is None:  # Gemini's countTokens, models
-                await self.passthrough(scope, receive, send)
-                return
-            await self._guarded(partial(self._model_call, wire, address=address), scope, receive, send, wire.name, wire)
+                return self.passthrough(scope, receive, send)
+            call = partial(self._model_call, wire, address=address)
+            return self._guarded(call, scope, receive, send, wire.name, wire)
 
-        return handle
+        return enter
 
     async def _socket(self, wire: WireFormat, scope: Any, receive: Any, send: Any) -> None:
         """A WebSocket on a format's route: authenticated at its handshake, then each of its
@@ -157,7 +163,7 @@ class ProxyRoutes:
         wire = passthrough_wire(scope)  # type: ignore[arg-type]
         if wire is not None and wire.addressing is not None:
             if wire.addressing.guarded(raw) is not None:  # the SDK's /v1/models/{model}:generateContent
-                await self.model_route(wire)(scope, receive, send)
+                await self.model_entry(wire)(scope, receive, send)
                 return
             scope = {**scope, "raw_path": wire.addressing.passthrough_path(raw)}  # type: ignore[assignment]
         await self._guarded(self._passthrough, scope, receive, send, passthrough_route(scope["raw_path"]), wire)
