@@ -69,6 +69,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_deadline: asyncio.TimerHandle | None = None
+        self._head_since: float | None = None
+        """When the head now awaited began to be (None: none is)."""
         self._held: RequestResponseCycle | None = None
 
     @classmethod
@@ -81,7 +83,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._arm_head_deadline()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm_head_deadline()
+        self._head_since = None
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
         super().connection_lost(exc)
 
     def on_message_begin(self) -> None:
@@ -108,16 +113,28 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.cycle.keep_alive = False
 
     def _arm_head_deadline(self) -> None:
-        if self._head_deadline is None and self.header_timeout > 0:
+        """A head is awaited from now (or from earlier, when one already was: a connection's first
+        request counts from the connection). One timer serves a connection's many requests: it is
+        armed only when none is, and finds out when it fires whether a head is late."""
+        if self.header_timeout <= 0:
+            return
+        if self._head_since is None:
+            self._head_since = self.loop.time()
+        if self._head_deadline is None:
             self._head_deadline = self.loop.call_later(self.header_timeout, self._head_too_slow)
 
     def _disarm_head_deadline(self) -> None:
-        if self._head_deadline is not None:
-            self._head_deadline.cancel()
-            self._head_deadline = None
+        """The head arrived: no timer to cancel per request (one that fires finds no head awaited)."""
+        self._head_since = None
 
     def _head_too_slow(self) -> None:
         self._head_deadline = None
+        if self._head_since is None:
+            return  # every head arrived in time: the next one awaited arms the timer again
+        left = self._head_since + self.header_timeout - self.loop.time()
+        if left > 0:  # the head awaited began after the timer did
+            self._head_deadline = self.loop.call_later(left, self._head_too_slow)
+            return
         if not self.transport.is_closing():
             logger.debug("request head not received within %.1f s; connection closed", self.header_timeout)
             self.transport.close()

@@ -100,6 +100,20 @@ async def test_a_request_head_that_does_not_arrive_in_time_closes_the_connection
     assert await until_closed(port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\n") == b""
 
 
+async def test_a_later_request_head_that_does_not_arrive_in_time_closes_the_connection(port):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: proxy\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), PATIENCE_SECS)
+        assert head.startswith(b"HTTP/1.1 426 ")
+        await asyncio.sleep(0.05)  # the connection's one timer, armed by the first head, fires mid-way
+        writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\n")
+
+        assert await asyncio.wait_for(reader.read(-1), PATIENCE_SECS) == b""
+    finally:
+        writer.close()
+
+
 def test_a_head_deadline_of_its_own_leaves_the_protocol_it_derives_from_alone():
     quick = GuardedHttpProtocol.with_header_timeout(0.5)
 
