@@ -287,7 +287,7 @@ def create_app(
     ]
     # Served before litestar (which routes ``/v1beta/…`` through the ``/v1`` mount): exact routes,
     # and a format whose path names the call by everything below its mount.
-    guarded = {wire.route + ("/" if wire.addressing is not None else ""): handlers[wire.name] for wire in FORMATS}
+    guarded = {wire.route + ("/" if wire.addressing is not None else ""): routes.model_entry(wire) for wire in FORMATS}
 
     @asgi(list(CLAUDE_TELEMETRY), copy_scope=False)
     async def claude_telemetry(scope: object, receive: object, send: object) -> None:

@@ -1,8 +1,8 @@
 """Watching the client of a request: what it got so far, and whether it is still there.
 
 :class:`ResponseTracker` wraps ``send`` (started, status, finished, the overhead header, the
-first byte of a stream); :func:`unless_client_leaves` runs work that a client hanging up
-cancels, so the upstream stops generating for nobody.
+first byte of a stream); :func:`unless_client_leaves` (or, inline, :class:`ClientWatch`)
+runs work that a client hanging up cancels, so the upstream stops generating for nobody.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from litestar.types import Receive, Send
 from proxy.edge.http import ClientDisconnected
 from proxy.observe.timing import RequestTiming
 
-__all__ = ["ResponseTracker", "unless_client_leaves"]
+__all__ = ["ClientWatch", "ResponseTracker", "unless_client_leaves"]
 
 _T = TypeVar("_T")
 _EVENT_STREAM = b"text/event-stream"
@@ -28,32 +28,59 @@ async def unless_client_leaves(
     work: Awaitable[_T], receive: Receive, facts: dict[str, object], tracker: ResponseTracker
 ) -> _T:
     """Run work while watching the client: when it leaves, the work (and with it the upstream
-    request) is cancelled; the pipeline still commits what it used.
-
-    The watch (a task waiting on ``receive``) starts after ``_WATCH_AFTER``: fast calls are
-    over by then and pay only a timer, and a client that left earlier is still noticed the
-    moment the watch starts (well within 100 ms)."""
-    task = asyncio.current_task()
-    if task is None:  # not under a running task: nothing to cancel, nothing to watch
-        return await work
-    watching: list[asyncio.Task[None]] = []
-
-    def watch() -> None:
-        watching.append(asyncio.ensure_future(_cancel_on_disconnect(receive, task, tracker)))
-
-    timer = asyncio.get_running_loop().call_later(_WATCH_AFTER, watch)
+    request) is cancelled; the pipeline still commits what it used. See :class:`ClientWatch`,
+    which a caller on the hot path uses inline (no coroutine of its own)."""
+    watch = ClientWatch(receive, tracker)
     try:
         return await work
     except asyncio.CancelledError:
-        if not watching or not watching[0].done() or watching[0].cancelled():
-            raise  # cancelled from elsewhere (shutdown): not ours to swallow
-        task.uncancel()
+        watch.left(facts)
+        raise
+    finally:
+        watch.stop()
+
+
+class ClientWatch:
+    """Watching the client of the task that makes one: a client that hangs up cancels the task.
+
+    The watch (a task waiting on ``receive``) starts after ``_WATCH_AFTER``: fast calls are
+    over by then and pay only a timer, and a client that left earlier is still noticed the
+    moment the watch starts (well within 100 ms). Use: make it, await the work, on
+    ``CancelledError`` call :meth:`left`, and :meth:`stop` it whatever happens."""
+
+    __slots__ = ("_task", "_timer", "_watching")
+
+    def __init__(self, receive: Receive, tracker: ResponseTracker) -> None:
+        self._task = task = asyncio.current_task()
+        self._watching: list[asyncio.Task[None]] = []
+        self._timer: asyncio.TimerHandle | None = None  # not under a running task: nothing to watch
+        if task is not None:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(_WATCH_AFTER, _watch, self._watching, receive, task, tracker)
+
+    def left(self, facts: dict[str, object]) -> None:
+        """On the work's ``CancelledError``: when the client left, the task is uncancelled and
+        ``ClientDisconnected`` raised; else (cancelled from elsewhere: shutdown) nothing, and the
+        caller re-raises."""
+        watching = self._watching
+        if self._task is None or not watching or not watching[0].done() or watching[0].cancelled():
+            return  # cancelled from elsewhere (shutdown): not ours to swallow
+        self._task.uncancel()
         facts["outcome"] = "client_disconnected"
         raise ClientDisconnected from None
-    finally:
-        timer.cancel()
-        for watcher in watching:
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for watcher in self._watching:
             watcher.cancel()
+
+
+def _watch(
+    watching: list[asyncio.Task[None]], receive: Receive, task: asyncio.Task[object], tracker: ResponseTracker
+) -> None:
+    """Start the watch (a module function the timer calls with its arguments: no closure per request)."""
+    watching.append(asyncio.ensure_future(_cancel_on_disconnect(receive, task, tracker)))
 
 
 async def _cancel_on_disconnect(receive: Receive, task: asyncio.Task[object], tracker: ResponseTracker) -> None:

@@ -11,6 +11,8 @@ descriptor forever (slowloris). Two protocol classes close both holes:
   app refuses it in the route's own error shape (:mod:`proxy.edge.websockets`), and the
   connection closes after that answer. It also closes a connection whose request head has
   not arrived ``header_timeout`` seconds after the connection opened or the request began.
+- It also writes a whole reply (a head with a ``Content-Length``, then its body) in one
+  write where uvicorn makes two: one system call per reply, not two (:class:`WholeReplies`).
 - :func:`guarded_websocket_protocol` wraps the WebSocket protocol so that a handshake the
   library cannot parse gets a 400 and a close instead of silence (uvicorn 0.55 and newer
   answer it themselves; the wrapper then stays quiet). On shutdown it leaves open a socket
@@ -28,7 +30,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, cast
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.auto import AutoWebSocketsProtocol
 
@@ -37,7 +39,7 @@ try:
 except ImportError:  # pragma: no cover - without the library there is no sans-I/O protocol
     _InvalidState = RuntimeError  # type: ignore[assignment,misc]
 
-__all__ = ["BUSY", "DRAIN", "SEND_MANY", "GuardedHttpProtocol", "guarded_websocket_protocol"]
+__all__ = ["BUSY", "DRAIN", "SEND_MANY", "GuardedHttpProtocol", "WholeReplies", "guarded_websocket_protocol"]
 
 BUSY = "loopwarden.socket_busy"
 """The scope extension through which a socket's app says whether a response is in flight."""
@@ -67,6 +69,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_deadline: asyncio.TimerHandle | None = None
+        self._head_since: float | None = None
+        """When the head now awaited began to be (None: none is)."""
+        self._held: RequestResponseCycle | None = None
 
     @classmethod
     def with_header_timeout(cls, seconds: float) -> type[GuardedHttpProtocol]:
@@ -78,7 +83,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._arm_head_deadline()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm_head_deadline()
+        self._head_since = None
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
         super().connection_lost(exc)
 
     def on_message_begin(self) -> None:
@@ -88,6 +96,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._disarm_head_deadline()
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle is not self._held:  # a new request (not an upgrade)
+            self._held = cycle
+            cycle.send = WholeReplies(cycle)  # type: ignore[method-assign]
 
     def _should_upgrade(self) -> bool:
         """Only a ``GET`` is a WebSocket handshake; the rest stays HTTP and gets the app's answer."""
@@ -101,19 +113,100 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.cycle.keep_alive = False
 
     def _arm_head_deadline(self) -> None:
-        if self._head_deadline is None and self.header_timeout > 0:
+        """A head is awaited from now (or from earlier, when one already was: a connection's first
+        request counts from the connection). One timer serves a connection's many requests: it is
+        armed only when none is, and finds out when it fires whether a head is late."""
+        if self.header_timeout <= 0:
+            return
+        if self._head_since is None:
+            self._head_since = self.loop.time()
+        if self._head_deadline is None:
             self._head_deadline = self.loop.call_later(self.header_timeout, self._head_too_slow)
 
     def _disarm_head_deadline(self) -> None:
-        if self._head_deadline is not None:
-            self._head_deadline.cancel()
-            self._head_deadline = None
+        """The head arrived: no timer to cancel per request (one that fires finds no head awaited)."""
+        self._head_since = None
 
     def _head_too_slow(self) -> None:
         self._head_deadline = None
+        if self._head_since is None:
+            return  # every head arrived in time: the next one awaited arms the timer again
+        left = self._head_since + self.header_timeout - self.loop.time()
+        if left > 0:  # the head awaited began after the timer did
+            self._head_deadline = self.loop.call_later(left, self._head_too_slow)
+            return
         if not self.transport.is_closing():
             logger.debug("request head not received within %.1f s; connection closed", self.header_timeout)
             self.transport.close()
+
+
+class WholeReplies:
+    """The ``send`` uvicorn's cycle hands the app, writing a whole reply in one go: the head of
+    a reply with a ``Content-Length`` is held until its body, and uvicorn writes both (checked
+    and framed as ever) into one buffer that goes out in one write. A stream's head (no length)
+    goes at once; so does a held head before anything but a body (which an app never sends)."""
+
+    __slots__ = ("_cycle", "_held", "_send")
+
+    def __init__(self, cycle: RequestResponseCycle) -> None:
+        self._cycle = cycle
+        self._send = cycle.send
+        self._held: Any = None
+
+    async def __call__(self, message: Any) -> None:
+        held = self._held
+        if held is None:
+            if message["type"] == "http.response.start" and _has_length(message.get("headers", ())):
+                self._held = message
+                return
+            await self._send(message)
+            return
+        self._held = None
+        if message["type"] != "http.response.body":
+            await self._send(held)
+            await self._send(message)
+            return
+        cycle = self._cycle
+        transport = cycle.transport
+        joined = _OneWrite(transport)
+        cycle.transport = joined  # type: ignore[assignment]
+        try:
+            await self._send(held)
+            await self._send(message)
+        finally:
+            cycle.transport = transport
+            joined.flush()
+
+
+class _OneWrite:
+    """Stands in for the transport while uvicorn writes one reply: what it writes is kept, and
+    written as one when the reply is done (or before the connection closes)."""
+
+    __slots__ = ("_chunks", "_transport")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._chunks: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self._chunks.append(data)
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def flush(self) -> None:
+        chunks = self._chunks
+        if chunks:
+            self._transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            chunks.clear()
+
+
+def _has_length(headers: Sequence[tuple[bytes, bytes]]) -> bool:
+    return any(name.lower() == b"content-length" for name, _ in headers)
 
 
 def guarded_websocket_protocol() -> type[asyncio.Protocol] | None:

@@ -11,7 +11,7 @@ to litestar, which serves the same handlers at the same paths, so both ways answ
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
@@ -28,13 +28,14 @@ class GuardedFirst:
         self._routes = {path: handler for path, handler in routes.items() if not path.endswith("/")}
         self._mounts = tuple((path, handler) for path, handler in routes.items() if path.endswith("/"))
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        """The work to await (the server awaits it: ``interface="asgi3"``): a plain function, no
+        coroutine of its own between the server and the handler."""
         if scope["type"] == ScopeType.HTTP:
             path = scope["path"]
             handler = self._routes.get(path)
             if handler is None:
                 handler = next((mount for prefix, mount in self._mounts if path.startswith(prefix)), None)
             if handler is not None:
-                await handler(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+                return handler(scope, receive, send)
+        return self.app(scope, receive, send)

@@ -8,11 +8,13 @@ would cost more than everything else the proxy does. Everything else is ordinary
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -20,7 +22,7 @@ from litestar.enums import ScopeType
 from litestar.types import HTTPScope, Receive, Scope, Send
 
 from proxy.books.tenant_day import TenantDay
-from proxy.edge.client_watch import ResponseTracker, unless_client_leaves
+from proxy.edge.client_watch import ClientWatch, ResponseTracker
 from proxy.edge.http import ClientDisconnected, header, read_body, send_error, send_reply
 from proxy.edge.passthrough import Passthrough, passthrough_wire, upstream_headers
 from proxy.edge.request_schemas import compile_request_schemas
@@ -34,6 +36,7 @@ from proxy.errors import (
     PermissionDenied,
     ProxyError,
 )
+from proxy.loop.continuity import ChainPoint
 from proxy.loop.pipeline import Pipeline
 from proxy.observe.logs import log_event, logger
 from proxy.observe.metrics import Metrics
@@ -55,6 +58,7 @@ __all__ = ["ProxyRoutes", "Readiness"]
 
 _decode = msgspec.json.decode
 _ATTEMPTS = ATTEMPTS_HEADER.encode()
+_UNCHAINED = ChainPoint()  # where a request of a format without chains goes on: as it came
 _Handler = Callable[[HTTPScope, Receive, "ResponseTracker"], Awaitable[dict[str, object]]]
 
 
@@ -104,27 +108,33 @@ class ProxyRoutes:
     # -- entry points ---------------------------------------------------------------
 
     def model_route(self, wire: WireFormat) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
-        """The guarded handler of one wire format's model call (its ``route``; for a format whose
-        path names the call, its mount: what is not a model call there is passed through)."""
+        """:meth:`model_entry` awaited, as litestar mounts it."""
+        enter = self.model_entry(wire)
 
         async def handle(scope: Scope, receive: Receive, send: Send) -> None:
-            if scope["type"] == ScopeType.WEBSOCKET and wire.name in SOCKET_FORMATS:
-                await self._socket(wire, scope, receive, send)
-                return
-            address = None
-            if wire.addressing is not None:
-                scope = _keyed(scope)
-                address = wire.addressing.guarded(scope.get("raw_path") or b"")
-                if address is None:  # Gemini's countTokens, models
-                    await self.passthrough(scope, receive, send)
-                    return
-
-            async def serve(scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
-                return await self._model_call(wire, scope, receive, tracker, address)
-
-            await self._guarded(serve, scope, receive, send, wire.name, wire)
+            await enter(scope, receive, send)
 
         return handle
+
+    def model_entry(self, wire: WireFormat) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+        """The guarded handler of a format's model call (its ``route``; for a format whose path names
+        the call, its mount, which passes through what is no model call): a plain function handing
+        back the work to await (:mod:`proxy.edge.dispatch`), no coroutine of its own per request."""
+        serve: _Handler = partial(self._model_call, wire)  # one per route, not one per request
+
+        def enter(scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+            if scope["type"] == ScopeType.WEBSOCKET and wire.name in SOCKET_FORMATS:
+                return self._socket(wire, scope, receive, send)
+            if wire.addressing is None:
+                return self._guarded(serve, scope, receive, send, wire.name, wire)
+            scope = _keyed(scope)
+            address = wire.addressing.guarded(scope.get("raw_path") or b"")
+            if address is None:  # Gemini's countTokens, models
+                return self.passthrough(scope, receive, send)
+            call = partial(self._model_call, wire, address=address)
+            return self._guarded(call, scope, receive, send, wire.name, wire)
+
+        return enter
 
     async def _socket(self, wire: WireFormat, scope: Any, receive: Any, send: Any) -> None:
         """A WebSocket on a format's route: authenticated at its handshake, then each of its
@@ -141,10 +151,7 @@ class ProxyRoutes:
             return None
 
         async def turn(turn_scope: HTTPScope, body: bytes, respond: Any, watch: Any) -> None:
-            async def serve(scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
-                return await self._model_call(wire, scope, receive, tracker, body=body)
-
-            await self._guarded(serve, turn_scope, watch, respond, wire.name, wire)
+            await self._guarded(partial(self._model_call, wire, body=body), turn_scope, watch, respond, wire.name, wire)
 
         idle = self._settings.socket_idle_timeout
         draining = lambda: self._readiness.draining  # noqa: E731
@@ -156,7 +163,7 @@ class ProxyRoutes:
         wire = passthrough_wire(scope)  # type: ignore[arg-type]
         if wire is not None and wire.addressing is not None:
             if wire.addressing.guarded(raw) is not None:  # the SDK's /v1/models/{model}:generateContent
-                await self.model_route(wire)(scope, receive, send)
+                await self.model_entry(wire)(scope, receive, send)
                 return
             scope = {**scope, "raw_path": wire.addressing.passthrough_path(raw)}  # type: ignore[assignment]
         await self._guarded(self._passthrough, scope, receive, send, passthrough_route(scope["raw_path"]), wire)
@@ -190,8 +197,9 @@ class ProxyRoutes:
         conversation = await compile_request_schemas(
             wire.codec.declared_schemas(payload), parsed, self._schemas, len(body)
         )
-        hint = wire.codec.session_hint(payload, lambda name: header(scope, name))
-        point = await self._pipeline.resume(wire.chains, credentials.namespace, payload)
+        hint = wire.codec.session_hint(payload, partial(header, scope))
+        chains = wire.chains
+        point = _UNCHAINED if chains is None else await self._pipeline.resume(chains, credentials.namespace, payload)
         hint = hint or point.session
         if point.rewritten is not None:
             payload, body = point.rewritten, wire.codec.encode(point.rewritten)
@@ -233,9 +241,14 @@ class ProxyRoutes:
         facts["stream"] = request.stream
         # Streamed or not, a client that hangs up cancels the upstream call (and any nudge or
         # judge call that would follow); the pipeline still commits what was used.
+        watch = ClientWatch(receive, tracker)  # inline: no coroutine of its own around the pipeline
         try:
-            outcome = await unless_client_leaves(self._pipeline.run(request), receive, facts, tracker)
+            outcome = await self._pipeline.run(request)
+        except asyncio.CancelledError:
+            watch.left(facts)
+            raise
         finally:
+            watch.stop()
             facts["session"] = request.session.id  # named by now, if a reply named it
         await self._deliver(outcome, send, facts, request.headers, wire)
         return facts

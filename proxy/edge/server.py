@@ -115,6 +115,7 @@ def build_server(settings: Settings, readiness: Readiness | None = None) -> Drai
         host=settings.host,
         port=settings.port,
         loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+        interface="asgi3",  # GuardedFirst is a plain function handing back the work (no coroutine of its own)
         http=GuardedHttpProtocol.with_header_timeout(settings.header_timeout),
         ws=guarded_websocket_protocol() or "none",
         ws_max_size=settings.max_body_bytes,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from proxy.books.ledger import Ledger
@@ -90,22 +91,13 @@ class Attempts:
                 await response.aclose()
             ok = response.status_code == 200
             return reply, request.wire.codec.parse_reply(response.content) if ok else None, None
-        if request.policy.mode == "enforce":
-            guards = self._guards
-
-            def held(partial: StreamAssembler) -> int:
-                return held_channels(guards, partial, context) | hold
-        else:
-
-            def held(partial: StreamAssembler) -> int:
-                return Channel.NONE  # shadow mode changes nothing, on streams too
-
+        # Shadow mode changes nothing, on streams too. Partials of module functions: no closures per call.
+        enforce = request.policy.mode == "enforce"
+        held = partial(_held, self._guards, context, hold) if enforce else _nothing_held
         assembler = request.wire.stream.assembler()
         client.new_attempt()
         try:
-            failure = await read_streamed_reply(
-                response, assembler, client, held, lambda: secret_forms(credential_values(request.headers))
-            )
+            failure = await read_streamed_reply(response, assembler, client, held, partial(_secrets, request.headers))
         except asyncio.CancelledError:
             self._charge_unfinished(request, delta, assembler, len(body), "client_disconnected")
             raise
@@ -135,6 +127,20 @@ class Attempts:
         about 4 bytes a token (counted by ``reason``, so a dashboard shows how much is guessed)."""
         self._metrics.of(self._metrics.usage_estimated, request.tenant, request.policy.name, reason).inc()
         return Usage(prompt_bytes // 4, assembler.produced_chars // 4 + 1)
+
+
+def _held(guards: Sequence[ResponseGuard], context: GuardContext, hold: int, so_far: StreamAssembler) -> int:
+    """What the guards (and ``hold``) hold of a stream so far."""
+    return held_channels(guards, so_far, context) | hold
+
+
+def _nothing_held(so_far: StreamAssembler) -> int:
+    return Channel.NONE
+
+
+def _secrets(headers: Sequence[tuple[str, str]]) -> list[bytes]:
+    """The keys an upstream's error event could quote (asked only when a stream carries one)."""
+    return secret_forms(credential_values(headers))
 
 
 def _is_event_stream(raw_headers: Sequence[tuple[bytes, bytes]]) -> bool:

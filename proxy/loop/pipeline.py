@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from functools import partial
 from typing import Any
 
 from proxy.books.budgets import check_request_cap, session_limits
@@ -55,6 +57,9 @@ __all__ = ["Pipeline"]
 
 
 _Ending = Answer | Finalize
+_REPLY_VERDICTS = (Pass, Nudge, Rewrite, Finalize)
+_NO_SPAN = nullcontext()
+"""The span of a request or attempt when tracing is off: no context manager built per request."""
 
 
 class Pipeline:
@@ -98,50 +103,41 @@ class Pipeline:
         """One agent request. Whatever happens, what it reserved and spent is committed once,
         and what waited for its session's name is let out (a request no reply named included)."""
         try:
-            return await self._serve(request)
+            notes = RequestNotes(started=self._clock())
+            enforce = request.policy.mode == "enforce"
+            limits = session_limits(request, self._prices, fresh=request.session.fresh) if enforce else []
+            tracing = self._tracing.enabled
+            with self._tracing.span("invoke_agent", _agent_attributes(request)) if tracing else _NO_SPAN as span:
+                self._steps.tool_results(request)
+                check_request_cap(request, enforce, self._prices)
+                state, delta = await self._ledger.open(request, limits, notes)
+                if not notes.degraded and starts_new_run(state, request.conversation, request.session.derived):
+                    state = await self._new_run(request, state, notes)
+                if state.values.get(FIELDS.POLICY) != request.policy.name:  # a new session: for the sessions list
+                    delta.assign(FIELDS.POLICY, request.policy.name)
+                    delta.default(FIELDS.CLIENT, client_name(request.headers))
+                flight = InFlight(request=request, state=state, delta=delta, notes=notes, limits=limits, client=None)
+                headers = partial(self._headers, flight)
+                client = flight.client = client_stream(request, headers, self._keepalive)
+                try:
+                    ending = await self._ended(flight, await self._run(flight))
+                    await self._commit(flight, ending)
+                    outcome = await render(request, client, ending, headers)
+                finally:
+                    if client is not None:
+                        client.close()
+                    if not notes.committed:
+                        # Shielded: a streamed request is cancelled when its client leaves, and
+                        # what it reserved and spent must still be written.
+                        await asyncio.shield(self._ledger.settle(request, delta, notes))
+                if tracing:
+                    self._tracing.annotate(
+                        span,
+                        {"loopwarden.terminated": notes.terminated or "", "gen_ai.conversation.id": request.session.id},
+                    )
+                return outcome
         finally:
             request.release()
-
-    async def _serve(self, request: AgentRequest) -> Outcome:
-        notes = RequestNotes(started=self._clock())
-        enforce = request.policy.mode == "enforce"
-        limits = session_limits(request, self._prices, fresh=request.session.fresh) if enforce else []
-        attributes: dict[str, str | int | float | bool] = {
-            "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.conversation.id": request.session.id,
-            "loopwarden.tenant": request.tenant,
-            "loopwarden.policy": request.policy.name,
-        }
-        with self._tracing.span("invoke_agent", attributes) as span:
-            self._steps.tool_results(request)
-            check_request_cap(request, enforce, self._prices)
-            state, delta = await self._ledger.open(request, limits, notes)
-            if not notes.degraded and starts_new_run(state, request.conversation, request.session.derived):
-                state = await self._new_run(request, state, notes)
-            if state.values.get(FIELDS.POLICY) != request.policy.name:  # a new session: for the sessions list
-                delta.assign(FIELDS.POLICY, request.policy.name)
-                delta.default(FIELDS.CLIENT, client_name(request.headers))
-            client = client_stream(
-                request,
-                lambda: response_headers(request, delta.applied_to(state), notes, self._clock()),
-                self._keepalive,
-            )
-            flight = InFlight(request=request, state=state, delta=delta, notes=notes, limits=limits, client=client)
-            try:
-                ending = await self._ended(flight, await self._run(flight))
-                await self._commit(flight, ending)
-                outcome = await self._render(flight, ending)
-            finally:
-                if client is not None:
-                    client.close()
-                if not notes.committed:
-                    # Shielded: a streamed request is cancelled when its client leaves, and
-                    # what it reserved and spent must still be written.
-                    await asyncio.shield(self._ledger.settle(request, delta, notes))
-            self._tracing.annotate(
-                span, {"loopwarden.terminated": notes.terminated or "", "gen_ai.conversation.id": request.session.id}
-            )
-            return outcome
 
     async def _new_run(self, request: AgentRequest, state: SessionState, notes: RequestNotes) -> SessionState:
         """Start a new run of the session: its evidence and ending cleared in one commit of its
@@ -237,7 +233,11 @@ class Pipeline:
         """The request guards, before the first attempt: amend, nudge, or end (None: go on)."""
         request, delta, notes = flight.request, flight.delta, flight.notes
         context = flight.context(flight.state)
-        for asked in (decided_by(guard.check_request(context), name) for name, guard in self._request_guards):
+        for name, guard in self._request_guards:
+            given = guard.check_request(context)
+            if given is PASS:  # the common verdict: nothing to apply
+                continue
+            asked = decided_by(given, name)
             if isinstance(asked, Pass):
                 self._apply(asked, request, delta, notes)
             elif not flight.enforce:
@@ -258,9 +258,9 @@ class Pipeline:
         """One upstream call, streamed or not, charged to the session."""
         request, delta, client = flight.request, flight.delta, flight.client
         sent = time.perf_counter()
-        with self._tracing.span(
-            f"chat {request.conversation.model or ''}".strip(), chat_attributes(request, attempt)
-        ) as span:
+        tracing = self._tracing.enabled
+        name = f"chat {request.conversation.model or ''}".strip() if tracing else ""
+        with self._tracing.span(name, chat_attributes(request, attempt)) if tracing else _NO_SPAN as span:
             if client is None:
                 upstream, reply = await self._attempts.whole(request, flight.payload, flight.extra, delta, attempt)
                 assembled = None
@@ -286,7 +286,8 @@ class Pipeline:
                     flight.notes.streaming = False
             ok = upstream.response.status_code == 200
             if reply is not None:
-                self._tracing.annotate(span, usage_attributes(reply))
+                if tracing:
+                    self._tracing.annotate(span, usage_attributes(reply))
                 flight.replies.append(reply)
         latency = time.perf_counter() - sent
         purpose = "agent" if attempt == 1 else "nudge"
@@ -325,12 +326,15 @@ class Pipeline:
         verdicts: list[ReplyVerdict] = []
         for name, guard in self._response_guards:
             given = guard.check_reply(tried.reply, context)
+            if given is PASS:  # the common verdict: nothing to apply, spend, see or act on
+                continue
             # Awaited only when the guard needed I/O to decide (the judge): no coroutine per guard.
-            verdict = given if isinstance(given, (Pass, Nudge, Rewrite, Finalize)) else await given
+            verdict = given if isinstance(given, _REPLY_VERDICTS) else await given
+            if verdict is PASS:
+                continue
             verdicts.append(decided_by(verdict, name))
-            if verdict is not PASS:  # the common verdict: nothing spent, nothing seen
-                self._ledger.charge_guard(request, delta, verdict)
-                self._steps.observed(request, name, verdict, delta)
+            self._ledger.charge_guard(request, delta, verdict)
+            self._steps.observed(request, name, verdict, delta)
             if enforce and not isinstance(verdict, Pass):
                 break
         last = verdicts[-1] if verdicts else None
@@ -390,12 +394,20 @@ class Pipeline:
         whole = streamed() if streamed is not None else request.wire.codec.decode(tried.upstream.response.content)
         return Written(GoalKeeper.without_goal_calls(request, whole), upstream_saw=whole_reply)
 
-    async def _render(self, flight: InFlight, ending: Answer) -> Outcome:
-        return await render(flight.request, flight.client, ending, lambda: self._headers(flight))
-
     def _headers(self, flight: InFlight) -> list[tuple[bytes, bytes]]:
+        """The reply's own headers, from the books as they stand when it starts."""
         after = flight.delta.applied_to(flight.state)
         return response_headers(flight.request, after, flight.notes, self._clock())
+
+
+def _agent_attributes(request: AgentRequest) -> dict[str, str | int | float | bool]:
+    """The request's span attributes (built only when tracing is on)."""
+    return {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.conversation.id": request.session.id,
+        "loopwarden.tenant": request.tenant,
+        "loopwarden.policy": request.policy.name,
+    }
 
 
 def _refused(limit: str) -> Finalize:

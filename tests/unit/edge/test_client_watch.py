@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from proxy.edge.client_watch import ResponseTracker
+from proxy.edge.client_watch import ClientWatch, ResponseTracker, unless_client_leaves
+from proxy.edge.http import ClientDisconnected
 from proxy.observe.timing import begin
 
 
@@ -54,3 +57,31 @@ async def test_every_reply_carries_the_overhead_header():
     _, sent = await _send_all([_start(b"application/json")])
 
     assert any(name == b"x-loopwarden-overhead-ms" for name, _ in sent[0]["headers"])
+
+
+async def test_a_watch_stopped_before_its_timer_never_reads_the_client():
+    async def receive():
+        raise AssertionError("the client was read")
+
+    async def send(message):
+        pass
+
+    watch = ClientWatch(receive, ResponseTracker(send, begin()))
+    watch.stop()
+    await asyncio.sleep(0.05)  # past the watch's delay: its timer was cancelled
+
+    watch.left({})  # nothing watched: a cancellation is not the client's, and is left to propagate
+
+
+async def test_a_client_that_leaves_cancels_the_work_and_is_told_apart():
+    async def receive():
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        pass
+
+    facts: dict[str, object] = {}
+    with pytest.raises(ClientDisconnected):
+        await unless_client_leaves(asyncio.sleep(5), receive, facts, ResponseTracker(send, begin()))
+
+    assert facts == {"outcome": "client_disconnected"}

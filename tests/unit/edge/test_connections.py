@@ -100,6 +100,20 @@ async def test_a_request_head_that_does_not_arrive_in_time_closes_the_connection
     assert await until_closed(port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\n") == b""
 
 
+async def test_a_later_request_head_that_does_not_arrive_in_time_closes_the_connection(port):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: proxy\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), PATIENCE_SECS)
+        assert head.startswith(b"HTTP/1.1 426 ")
+        await asyncio.sleep(0.05)  # the connection's one timer, armed by the first head, fires mid-way
+        writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\n")
+
+        assert await asyncio.wait_for(reader.read(-1), PATIENCE_SECS) == b""
+    finally:
+        writer.close()
+
+
 def test_a_head_deadline_of_its_own_leaves_the_protocol_it_derives_from_alone():
     quick = GuardedHttpProtocol.with_header_timeout(0.5)
 
@@ -133,3 +147,77 @@ def test_a_protocol_without_the_sans_io_parts_offers_no_batch_send():
 
     assert _has_sans_io_parts(whole)
     assert not _has_sans_io_parts(renamed)
+
+
+class Transport:
+    """Records what the cycle writes and when it closes."""
+
+    def __init__(self) -> None:
+        self.events: list[bytes | str] = []
+
+    def write(self, data: bytes) -> None:
+        self.events.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return "close" in self.events
+
+    def close(self) -> None:
+        self.events.append("close")
+
+
+def cycle(keep_alive: bool = True):
+    """A request's cycle as uvicorn makes it, its ``send`` the guarded protocol's."""
+    import logging
+
+    from uvicorn.protocols.http.flow_control import FlowControl
+    from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
+
+    from proxy.edge.connections import WholeReplies
+
+    transport = Transport()
+    made = RequestResponseCycle(
+        scope={"method": "POST"},  # type: ignore[typeddict-item]
+        transport=transport,  # type: ignore[arg-type]
+        flow=FlowControl(transport),  # type: ignore[arg-type]
+        logger=logging.getLogger("test"),
+        access_logger=logging.getLogger("test"),
+        access_log=False,
+        default_headers=[],
+        message_event=asyncio.Event(),
+        expect_100_continue=False,
+        keep_alive=keep_alive,
+        on_response=lambda: None,
+    )
+    made.send = WholeReplies(made)  # type: ignore[method-assign]
+    return made, transport
+
+
+@pytest.mark.parametrize("keep_alive", [True, False])
+async def test_a_whole_reply_goes_out_in_one_write(keep_alive):
+    made, transport = cycle(keep_alive)
+
+    await made.send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+    assert transport.events == []  # the head waits for its body
+    await made.send({"type": "http.response.body", "body": b"{}"})
+
+    assert (
+        transport.events[0]
+        == b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n"
+        + (b"\r\n" if keep_alive else b"connection: close\r\n\r\n")
+        + b"{}"
+    )
+    assert transport.events[1:] == ([] if keep_alive else ["close"])  # written before the close
+    assert made.response_complete
+    assert made.transport is transport
+
+
+async def test_a_streams_head_goes_out_at_once():
+    made, transport = cycle()
+
+    stream = [(b"content-type", b"text/event-stream")]
+    await made.send({"type": "http.response.start", "status": 200, "headers": stream})
+    assert len(transport.events) == 1
+    await made.send({"type": "http.response.body", "body": b"data: x\n\n", "more_body": True})
+    await made.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    assert transport.events[1:] == [b"9\r\ndata: x\n\n\r\n", b"0\r\n\r\n"]
