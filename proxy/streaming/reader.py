@@ -49,6 +49,7 @@ async def read_streamed_reply(
     held = _asked_on_change(held)
     client.release(Channel.ALL & ~held(assembler))
     parser = SSEParser()
+    ends = assembler.ends
     timing = current()
     waited = 0.0
     # The transport's own iterator, not httpx's aiter_raw (an async generator and a re-chunker
@@ -63,10 +64,10 @@ async def read_streamed_reply(
                 data = None
             finally:
                 waited += time.perf_counter() - asked
-            for event in parser.feed(data) if data is not None else parser.close():
-                if assembler.ends(event.data):
+            for event, name in parser.feed(data) if data is not None else parser.close():
+                if ends(event):
                     return None
-                error = _take(event.data, event.name, assembler, client, held, secrets)
+                error = _take(event, name, assembler, client, held, secrets)
                 if error is not None:
                     return _shown(error, secrets) if isinstance(error, _ErrorEvent) else error
                 if assembler.complete:  # a format whose last event carries data (Messages' message_stop)

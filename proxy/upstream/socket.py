@@ -360,12 +360,13 @@ class _Events(httpx.AsyncByteStream):
         self._pending = None
         if data is None:
             data = await self._next(self._timeout)
-        frames = self._take(data)
-        waiting = _received(self._ws)
-        while not self._done and waiting:
-            frames += self._take(await self._next(None))
-            waiting = _received(self._ws)
-        return frames
+        frame = self._take(data)
+        if self._done or not _received(self._ws):
+            return frame
+        frames = [frame]
+        while not self._done and _received(self._ws):
+            frames.append(self._take(await self._next(None)))
+        return b"".join(frames)
 
     async def _next(self, wait: float | None) -> bytes:
         try:

@@ -44,7 +44,8 @@ class ResponsesRelay:
         self._sent: list[Mapping[str, Any]] = []
         """The events the client has, indexes as it sees them (read only when the stream must
         be completed or rebuilt, through :meth:`_view`)."""
-        self._view_of = ResponsesAssembler()
+        self._view_of: ResponsesAssembler | None = None
+        """Made when first read (a stream that is neither completed nor rebuilt never is)."""
         self._viewed = 0
         self._indexes: dict[int, int] = {}
         """This attempt's output index → the client's."""
@@ -156,6 +157,8 @@ class ResponsesRelay:
     def _view(self) -> ResponsesAssembler:
         """What the client has, assembled (caught up with what went out since last asked)."""
         view = self._view_of
+        if view is None:
+            view = self._view_of = ResponsesAssembler()
         for event in self._sent[self._viewed :]:
             view.add(event)
         self._viewed = len(self._sent)
