@@ -20,8 +20,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 
 from prometheus_client import Histogram
 
@@ -68,8 +67,6 @@ class Ledger:
         self._clock = clock
         self._losses = 0
         self._ending_wait = ending_wait_secs
-        self._latency: dict[str, Histogram] = {}
-        """The state latency series of each operation (see :meth:`_took`)."""
 
     async def open(
         self, request: AgentRequest, limits: Sequence[Limit], notes: RequestNotes
@@ -91,8 +88,7 @@ class Ledger:
                 notes.refused = admit_in_place({}, limits) if limits else None
                 notes.claim = True  # should it end, no other request can be making this run's ending
             elif limits:
-                began = time.perf_counter()
-                try:
+                with self._timed("admit"):
                     admission = await self._store.admit(
                         request.session.key,
                         limits,
@@ -100,8 +96,6 @@ class Ledger:
                         replace=fresh,
                         claim=self._claim(notes),
                     )
-                finally:
-                    self._took("admit", began)
                 state, notes.refused = admission.state, admission.refused
                 if admission.refused:
                     notes.claim = admission.claimed
@@ -111,11 +105,8 @@ class Ledger:
                 if fresh:
                     state = SessionState()
                 else:
-                    began = time.perf_counter()
-                    try:
+                    with self._timed("load"):
                         state = await self._store.load(request.session.key)
-                    finally:
-                        self._took("load", began)
                 reserved = []
         except StoreUnavailable as exc:
             self._store_failed(request, "load", exc)
@@ -396,11 +387,8 @@ class Ledger:
     async def _write(self, request: AgentRequest, writes: Sequence[_Write], notes: RequestNotes) -> None:
         try:
             for key, delta, ttl_seconds, _ in writes:
-                began = time.perf_counter()
-                try:
+                with self._timed("commit"):
                     await self._store.commit(key, delta, ttl_seconds)
-                finally:
-                    self._took("commit", began)
             self._book_losses()
         except StoreUnavailable as exc:
             self._store_failed(request, "commit", exc)
@@ -417,7 +405,7 @@ class Ledger:
 
     def _confirmed(self, request: AgentRequest, began: float, outcome: asyncio.Future[None]) -> None:
         """A sent commit's answer: booked as an awaited commit's would be."""
-        self._took("commit", began)
+        self._metrics.of(self._metrics.state_latency, "commit").observe(time.perf_counter() - began)
         error = outcome.exception() if not outcome.cancelled() else StoreUnavailable("commit abandoned")
         if isinstance(error, StoreUnavailable):
             self._store_failed(request, "commit", error)
@@ -429,23 +417,26 @@ class Ledger:
         self._metrics.state_errors.labels(operation, request.policy.state_fail_mode).inc()
         request.log("state_store_error", {"operation": operation, "error": str(exc)}, logging.WARNING)
 
-    @contextmanager
-    def _timed(self, operation: str) -> Iterator[None]:
-        """A store call's latency (the hot calls, a load, an admission, a commit, time
-        themselves with :meth:`_took`: no context manager per request)."""
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self._took(operation, started)
+    def _timed(self, operation: str) -> _Timed:
+        """A store call's latency, observed into its operation's series."""
+        return _Timed(self._metrics.of(self._metrics.state_latency, operation))
 
-    def _took(self, operation: str, began: float) -> None:
-        """Observe the latency of a store call that began at ``began`` (``perf_counter``)."""
-        series = self._latency.get(operation)
-        if series is None:  # one per operation (a handful): kept here, not looked up per call
-            series = self._latency[operation] = self._metrics.of(self._metrics.state_latency, operation)
-        series.observe(time.perf_counter() - began)
 
+class _Timed:
+    """Observes how long its ``with`` block took (a class, not a generator: the hot store calls
+    of every request are timed with it)."""
+
+    __slots__ = ("_began", "_series")
+
+    def __init__(self, series: Histogram) -> None:
+        self._series = series
+        self._began = 0.0
+
+    def __enter__(self) -> None:
+        self._began = time.perf_counter()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._series.observe(time.perf_counter() - self._began)
 
 _Write = tuple[str, SessionDelta, int, bool]
 """A commit to make: the key, what to apply, the TTL, whether later calls on the key wait for it."""

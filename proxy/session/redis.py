@@ -5,15 +5,13 @@ on one slot and the commit script stays atomic on a cluster (the session index: 
 The commit applies increments with HINCRBY in a Lua script, so concurrent requests lose no update; every commit
 refreshes the TTL. A script the server does not know (after a ``SCRIPT FLUSH`` or a restart) is loaded again.
 
-On a single server reached by a plain ``redis://`` URL the scripts run over one pipelined
-connection of the store's own (:mod:`proxy.session.resp`): redis-py's asyncio client costs
-~230 k instructions a command, more than the rest of a request's state handling. redis-py
-serves everything else (TLS, unix sockets, Cluster, resets, pings).
+On a single server reached by a plain ``redis://`` URL the scripts run over one pipelined connection of the store's
+own (:mod:`proxy.session.resp`): redis-py's asyncio client costs ~230 k instructions a command, more than the rest of
+a request's state handling. redis-py serves everything else (TLS, unix sockets, Cluster, resets, pings).
 
-A Redis that restarts empty (or is flushed) would hand every session fresh budgets without
-anyone noticing, so every script also reads a sentinel key in the same round trip (see
-:mod:`proxy.session.epochs`); the store counts a loss and answers :meth:`RedisStore.lost_at`,
-so the ledger can refuse to restart a fail-closed session silently.
+A Redis that restarts empty (or is flushed) would hand every session fresh budgets without anyone noticing, so every
+script also reads a sentinel key in the same round trip (see :mod:`proxy.session.epochs`); the store counts a loss and
+answers :meth:`RedisStore.lost_at`, so the ledger can refuse to restart a fail-closed session silently.
 """
 
 from __future__ import annotations
