@@ -19,9 +19,8 @@ it can send a POST twice), merges duplicate headers and keeps upstream cookies. 
 
 from __future__ import annotations
 
-import contextlib
 import ssl
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
@@ -49,32 +48,40 @@ _WS_TIMEOUT = aiohttp.ClientWSTimeout(ws_receive=None, ws_close=2.0)
 _SKIP_AUTO_HEADERS = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
 
 
-@contextlib.contextmanager
-def _mapped_errors(request: httpx.Request) -> Iterator[None]:
-    """Translate aiohttp's errors, keeping 'never sent' and 'maybe received' apart."""
-    try:
-        yield
-    except aiohttp.ConnectionTimeoutError as exc:
-        raise httpx.ConnectTimeout(str(exc) or "connect timeout", request=request) from exc
-    except aiohttp.SocketTimeoutError as exc:
-        raise httpx.ReadTimeout(str(exc) or "read timeout", request=request) from exc
-    except aiohttp.ServerTimeoutError as exc:
-        raise httpx.ReadTimeout(str(exc) or "timeout", request=request) from exc
-    except aiohttp.ClientConnectorError as exc:
-        raise httpx.ConnectError(str(exc), request=request) from exc
-    except aiohttp.ServerDisconnectedError as exc:
-        raise httpx.RemoteProtocolError("server disconnected", request=request) from exc
-    except aiohttp.ClientPayloadError as exc:
-        raise httpx.RemoteProtocolError(str(exc) or "incomplete body", request=request) from exc
-    except (aiohttp.ClientOSError, aiohttp.ClientConnectionError) as exc:
+_MAPPED = (
+    aiohttp.ClientConnectionError,
+    aiohttp.ClientPayloadError,
+    aiohttp.InvalidURL,
+    aiohttp.ClientResponseError,
+    TimeoutError,
+)
+"""The aiohttp failures :func:`_mapped` translates (every other exception passes as it is)."""
+
+
+def _mapped(exc: BaseException, request: httpx.Request) -> httpx.TransportError:
+    """The httpx error for an aiohttp one, keeping 'never sent' and 'maybe received' apart.
+    Called from ``except _MAPPED`` around each await (a plain handler: a context manager per
+    call would cost a generator and its frames on every request and every streamed chunk)."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return httpx.ConnectTimeout(str(exc) or "connect timeout", request=request)
+    if isinstance(exc, aiohttp.SocketTimeoutError):
+        return httpx.ReadTimeout(str(exc) or "read timeout", request=request)
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return httpx.ReadTimeout(str(exc) or "timeout", request=request)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return httpx.ConnectError(str(exc), request=request)
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return httpx.RemoteProtocolError("server disconnected", request=request)
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return httpx.RemoteProtocolError(str(exc) or "incomplete body", request=request)
+    if isinstance(exc, aiohttp.ClientOSError | aiohttp.ClientConnectionError):
         # A reset or broken pipe once connected: the upstream may have the request.
-        raise httpx.ReadError(str(exc) or "connection error", request=request) from exc
-    except aiohttp.InvalidURL as exc:
-        raise httpx.UnsupportedProtocol(str(exc), request=request) from exc
-    except aiohttp.ClientResponseError as exc:
-        raise httpx.RemoteProtocolError(str(exc), request=request) from exc
-    except TimeoutError as exc:
-        raise httpx.PoolTimeout("timed out waiting for a connection", request=request) from exc
+        return httpx.ReadError(str(exc) or "connection error", request=request)
+    if isinstance(exc, aiohttp.InvalidURL):
+        return httpx.UnsupportedProtocol(str(exc), request=request)
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return httpx.RemoteProtocolError(str(exc), request=request)
+    return httpx.PoolTimeout("timed out waiting for a connection", request=request)
 
 
 class _AiohttpStream(httpx.AsyncByteStream):
@@ -91,8 +98,10 @@ class _AiohttpStream(httpx.AsyncByteStream):
         return self
 
     async def __anext__(self) -> bytes:
-        with _mapped_errors(self._request):
+        try:
             chunk = await self._response.content.readany()
+        except _MAPPED as exc:
+            raise _mapped(exc, self._request) from exc
         if not chunk:
             raise StopAsyncIteration
         if self._left is not None:
@@ -195,7 +204,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         headers = CIMultiDict(request.headers.multi_items())
         headers.popall("content-length", None)
         body = request.content if request.method not in ("GET", "HEAD") or request.content else None
-        with _mapped_errors(request):
+        try:
             response = await session.request(
                 request.method,
                 self._yarl(request.url),
@@ -214,6 +223,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 finally:
                     response.release()
                 return _whole(response, content, request)
+        except _MAPPED as exc:
+            raise _mapped(exc, request) from exc
         return httpx.Response(
             status_code=response.status,
             headers=response.raw_headers,
