@@ -46,6 +46,8 @@ SHARED_FACTOR = 2
 """A request and the client's retries of it may use this many times ``retry_attempts``."""
 _CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
 _CACHED_URL_CHARS = 512
+_BODILESS = ("GET", "HEAD")
+"""Methods whose empty body is no body at all (as the transport reads an httpx request)."""
 """Longest upstream URL kept parsed (a tenant's base, a route, ``?beta=true`` fit easily)."""
 
 
@@ -93,6 +95,8 @@ class UpstreamClient:
         self._metrics = metrics
         self._clock = clock
         self._transport = transport or AiohttpTransport(max_connections=settings.max_upstream_connections)
+        self._direct = self._transport if isinstance(self._transport, AiohttpTransport) else None
+        """The transport when it is the aiohttp one: called with a request's parts, not an httpx request."""
         self.sockets = UpstreamSockets(settings, self._transport, metrics)
         """Client sockets' upstream WebSockets (a call inside :func:`~proxy.upstream.socket.through` goes over one)."""
         self._policy = RetryPolicy(
@@ -119,7 +123,7 @@ class UpstreamClient:
         """With at least this long left, an attempt's timeouts are the settings' own (one shared dict)."""
         self._sleep = sleep
         self._draw = draw
-        self._urls: dict[str, httpx.URL] = {}
+        self._urls: dict[str, tuple[httpx.URL, str]] = {}
 
     async def aclose(self) -> None:
         await self._transport.aclose()
@@ -183,13 +187,23 @@ class UpstreamClient:
             if remaining <= 0:
                 raise _spent(UpstreamTimeout("The upstream model API did not answer before the deadline."), attempt - 1)
             timeouts = self._timeouts if remaining >= self._longest_timeout else self._attempt_timeouts(remaining)
-            request = _request(method, self._url(url), headers, body, timeouts, stream, limit)
+            parsed, text = self._url(url)
+            transport = current() or self._transport
             sent = self._clock()
             try:
                 async with asyncio.timeout(remaining):
-                    response = await (current() or self._transport).handle_async_request(request)
-                    if not stream:
-                        await response.aread()
+                    if transport is self._direct:
+                        # The pool's own transport takes the call's parts as they are (no httpx
+                        # request); a whole body comes back read.
+                        sent_body = body if body or method.upper() not in _BODILESS else None
+                        response = await self._direct.exchange(
+                            method, text, headers, sent_body, timeouts, read_body=not stream, limit=limit
+                        )
+                    else:
+                        request = _request(method, parsed, headers, body, timeouts, stream, limit)
+                        response = await transport.handle_async_request(request)
+                        if not stream:
+                            await response.aread()
             except TimeoutError:
                 raise _spent(
                     UpstreamTimeout("The upstream model API did not answer before the deadline."), attempt
@@ -250,20 +264,23 @@ class UpstreamClient:
             )
         return False
 
-    def _url(self, url: str | httpx.URL) -> httpx.URL:
+    def _url(self, url: str | httpx.URL) -> tuple[httpx.URL, str]:
         """Parse each distinct upstream URL once; model calls reuse a handful of them. A
         long one (a client's query string rides along on model calls) is parsed and let go: a
-        thousand distinct 60 kB queries would otherwise pin over 100 MB."""
+        thousand distinct 60 kB queries would otherwise pin over 100 MB. With the parsed URL,
+        its text as httpx prints it (encoded), which is what the transport sends."""
         if isinstance(url, httpx.URL):
-            return url
+            return url, str(url)
         if len(url) > _CACHED_URL_CHARS:
-            return httpx.URL(url)
-        parsed = self._urls.get(url)
-        if parsed is None:
+            parsed = httpx.URL(url)
+            return parsed, str(parsed)
+        known = self._urls.get(url)
+        if known is None:
             if len(self._urls) >= 1024:
                 self._urls.clear()
-            parsed = self._urls[url] = httpx.URL(url)
-        return parsed
+            parsed = httpx.URL(url)
+            known = self._urls[url] = (parsed, str(parsed))
+        return known
 
     def _attempt_timeouts(self, remaining: float) -> dict[str, float]:
         return {name: min(value, remaining) for name, value in self._timeouts.items()}

@@ -20,7 +20,7 @@ it can send a POST twice), merges duplicate headers and keeps upstream cookies. 
 from __future__ import annotations
 
 import ssl
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -58,7 +58,7 @@ _MAPPED = (
 """The aiohttp failures :func:`_mapped` translates (every other exception passes as it is)."""
 
 
-def _mapped(exc: BaseException, request: httpx.Request) -> httpx.TransportError:
+def _mapped(exc: BaseException, request: httpx.Request | None) -> httpx.TransportError:
     """The httpx error for an aiohttp one, keeping 'never sent' and 'maybe received' apart.
     Called from ``except _MAPPED`` around each await (a plain handler: a context manager per
     call would cost a generator and its frames on every request and every streamed chunk)."""
@@ -87,7 +87,7 @@ def _mapped(exc: BaseException, request: httpx.Request) -> httpx.TransportError:
 class _AiohttpStream(httpx.AsyncByteStream):
     """Response body as an httpx stream; releases the connection when closed."""
 
-    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request, limit: int | None) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request | None, limit: int | None) -> None:
         self._response = response
         self._request = request
         self._left = limit
@@ -134,7 +134,7 @@ def _too_large(response: aiohttp.ClientResponse) -> UpstreamReplyTooLarge:
     return UpstreamReplyTooLarge("The upstream model API's reply is larger than the proxy's max_reply_bytes.")
 
 
-def _whole(response: aiohttp.ClientResponse, content: bytes, request: httpx.Request) -> httpx.Response:
+def _whole(response: aiohttp.ClientResponse, content: bytes, request: httpx.Request | None) -> httpx.Response:
     """The httpx response of a body read whole. ``httpx.Response(content=...)`` reads its own
     body again through its decoder chain (a tenth of a request's upstream cost); a body without
     ``Content-Encoding`` has nothing to decode, so it is handed over as it is, as that reading
@@ -200,22 +200,52 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         return self._session
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        session = self._get_session()
-        headers = CIMultiDict(request.headers.multi_items())
-        headers.popall("content-length", None)
         body = request.content if request.method not in ("GET", "HEAD") or request.content else None
+        extensions = request.extensions
+        return await self.exchange(
+            request.method,
+            str(request.url),
+            request.headers.multi_items(),
+            body,
+            extensions.get("timeout", {}),
+            read_body=bool(extensions.get(READ_BODY)),
+            limit=extensions.get(READ_LIMIT),
+            request=request,
+        )
+
+    async def exchange(
+        self,
+        method: str,
+        url: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes | None,
+        timeouts: Mapping[str, float | None],
+        *,
+        read_body: bool,
+        limit: int | None,
+        request: httpx.Request | None = None,
+    ) -> httpx.Response:
+        """One call, from its parts: what :meth:`handle_async_request` does with an
+        ``httpx.Request``, for a caller that holds the parts already (the upstream client: no
+        request object built, its headers encoded and decoded again, its URL printed per call).
+        ``url``: as ``str(httpx.URL(...))`` prints it (encoded); ``timeouts``: httpx's timeout
+        extension; ``read_body``, ``limit``: the :data:`READ_BODY`, :data:`READ_LIMIT` extensions.
+        ``request``, when there is one, is what the response and the errors refer to."""
+        session = self._get_session()
+        # Names lower-case, as httpx's multi_items() gives them (aiohttp would let a later
+        # "X-Tag" replace an earlier "x-tag"); no Content-Length: aiohttp frames the body.
+        sent = [(low, value) for name, value in headers if (low := name.lower()) != "content-length"]
         try:
             response = await session.request(
-                request.method,
-                self._yarl(request.url),
-                headers=headers,
+                method,
+                self._yarl(url),
+                headers=sent,
                 data=body,
                 allow_redirects=False,
                 compress=None,
-                timeout=self._timeout(request.extensions.get("timeout", {})),
+                timeout=self._timeout(timeouts),
             )
-            limit = request.extensions.get(READ_LIMIT)
-            if request.extensions.get(READ_BODY):
+            if read_body:
                 # The caller wants the whole body: read it here in one go instead of
                 # through httpx's chunk iterator and decoders.
                 try:
@@ -248,9 +278,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             timeout=_WS_TIMEOUT,
         )
 
-    def _yarl(self, url: httpx.URL) -> yarl.URL:
+    def _yarl(self, text: str) -> yarl.URL:
         """httpx already parsed the URL; keep its exact encoding and parse it once per URL."""
-        text = str(url)
         if len(text) > _CACHED_URL_CHARS:
             return yarl.URL(text, encoded=True)
         parsed = self._urls.get(text)
@@ -260,7 +289,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             parsed = self._urls[text] = yarl.URL(text, encoded=True)
         return parsed
 
-    def _timeout(self, timeout: dict[str, float | None]) -> aiohttp.ClientTimeout:
+    def _timeout(self, timeout: Mapping[str, float | None]) -> aiohttp.ClientTimeout:
         key = (timeout.get("pool"), timeout.get("connect"), timeout.get("read"))
         cached = self._timeouts.get(key)
         if cached is None:
