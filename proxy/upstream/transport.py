@@ -118,9 +118,16 @@ async def _read_at_most(response: aiohttp.ClientResponse, limit: int) -> bytes:
     """The whole body, unless it is longer than ``limit`` bytes (announced or as read)."""
     if response.content_length is not None and response.content_length > limit:
         raise _too_large(response)
+    stream = response.content
+    if stream.is_eof():
+        # The whole body came in with the headers (a small reply): take it without awaiting.
+        whole = stream.read_nowait()
+        if len(whole) > limit:
+            raise _too_large(response)
+        return whole
     chunks: list[bytes] = []
     left = limit
-    while chunk := await response.content.readany():
+    while chunk := await stream.readany():
         left -= len(chunk)
         if left < 0:
             raise _too_large(response)
@@ -132,6 +139,14 @@ def _too_large(response: aiohttp.ClientResponse) -> UpstreamReplyTooLarge:
     """Stop reading: the connection goes (its unread rest with it), the caller gets a 502."""
     response.close()
     return UpstreamReplyTooLarge("The upstream model API's reply is larger than the proxy's max_reply_bytes.")
+
+
+def _headers(raw: Sequence[tuple[bytes, bytes]]) -> httpx.Headers:
+    """``httpx.Headers(raw)`` without its per-header normalisation calls: aiohttp's raw headers
+    are bytes already, so each entry is what httpx would store (name, lower-case name, value)."""
+    headers = httpx.Headers()
+    headers._list = [(name, name.lower(), value) for name, value in raw]
+    return headers
 
 
 def _whole(response: aiohttp.ClientResponse, content: bytes, request: httpx.Request | None) -> httpx.Response:
@@ -146,7 +161,7 @@ def _whole(response: aiohttp.ClientResponse, content: bytes, request: httpx.Requ
         )
     made = httpx.Response(
         response.status,
-        headers=response.raw_headers,
+        headers=_headers(response.raw_headers),
         stream=httpx.ByteStream(content),
         request=request,
         extensions=reason,
@@ -257,7 +272,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             raise _mapped(exc, request) from exc
         return httpx.Response(
             status_code=response.status,
-            headers=response.raw_headers,
+            headers=_headers(response.raw_headers),
             stream=_AiohttpStream(response, request, limit),
             request=request,
             extensions={"reason_phrase": (response.reason or "").encode()},

@@ -139,6 +139,7 @@ async def test_the_upstream_client_sends_on_this_transport_what_an_httpx_request
 
     assert (reply.response.status_code, reply.response.content) == (via_httpx.status_code, via_httpx.content)
     assert reply.response.headers.raw == via_httpx.headers.raw
+    assert reply.response.headers._list == httpx.Headers(via_httpx.headers.raw)._list  # as httpx itself builds them
     assert seen[0] == seen[1]
     assert b"\r\nx-tag: a\r\nx-tag: b\r\nx-session-id: " + "séance ☕".encode() + b"\r\n" in seen[0]
     assert seen[0].lower().count(b"content-length: 7\r\n") == 1
