@@ -26,6 +26,8 @@ __all__ = [
 # Never copied client → upstream: hop-by-hop, framing the server recomputes, credentials
 # the proxy decides itself, and the proxy's own control headers.
 _NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "authorization", "expect"}
+_NOT_FORWARDED_IDENTITY = _NOT_FORWARDED | {"accept-encoding"}
+"""With ``identity_encoding``: the client's own ``Accept-Encoding`` is replaced too."""
 _OWN_PREFIX = "x-loopwarden-"
 _JSON = [(b"content-type", b"application/json")]
 
@@ -48,8 +50,12 @@ def header(scope: HTTPScope, name: bytes) -> str | None:
 
 
 def client_headers(scope: HTTPScope) -> list[tuple[str, str]]:
-    """All request headers as text pairs, duplicates and order kept."""
-    return [(k.decode("latin-1"), header_text(v)) for k, v in scope["headers"]]
+    """All request headers as text pairs, duplicates and order kept (values as :func:`header_text`
+    reads them: one pass of plain UTF-8 decoding, the rare value that is not UTF-8 read again)."""
+    try:
+        return [(k.decode("latin-1"), v.decode()) for k, v in scope["headers"]]
+    except UnicodeDecodeError:
+        return [(k.decode("latin-1"), header_text(v)) for k, v in scope["headers"]]
 
 
 def _connection_tokens(headers: Iterable[tuple[str, str]]) -> set[str]:
@@ -78,9 +84,10 @@ def upstream_request_headers(
     value of that header, the proxy key, is dropped). ``dropped``: more of the caller's headers
     to keep back (those a proxy key may have come in, when the proxy sends the tenant's key).
     """
-    drop = _NOT_FORWARDED | _connection_tokens(headers) | {name.lower() for name in dropped}
-    if identity_encoding:
-        drop = drop | {"accept-encoding"}
+    drop = _NOT_FORWARDED_IDENTITY if identity_encoding else _NOT_FORWARDED
+    tokens = _connection_tokens(headers)
+    if tokens or dropped:  # rare: the common request copies no set
+        drop = drop | tokens | {name.lower() for name in dropped}
     out = [(k, v) for k, v in headers if (low := k.lower()) not in drop and not low.startswith(_OWN_PREFIX)]
     if authorization and key_header != "authorization":
         out = [(k, v) for k, v in out if k.lower() != key_header]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import hashlib
 import logging
 import random
 import time
@@ -47,6 +46,8 @@ SHARED_FACTOR = 2
 """A request and the client's retries of it may use this many times ``retry_attempts``."""
 _CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
 _CACHED_URL_CHARS = 512
+_BODILESS = ("GET", "HEAD")
+"""Methods whose empty body is no body at all (as the transport reads an httpx request)."""
 """Longest upstream URL kept parsed (a tenant's base, a route, ``?beta=true`` fit easily)."""
 
 
@@ -94,6 +95,8 @@ class UpstreamClient:
         self._metrics = metrics
         self._clock = clock
         self._transport = transport or AiohttpTransport(max_connections=settings.max_upstream_connections)
+        self._direct = self._transport if isinstance(self._transport, AiohttpTransport) else None
+        """The transport when it is the aiohttp one: called with a request's parts, not an httpx request."""
         self.sockets = UpstreamSockets(settings, self._transport, metrics)
         """Client sockets' upstream WebSockets (a call inside :func:`~proxy.upstream.socket.through` goes over one)."""
         self._policy = RetryPolicy(
@@ -116,9 +119,11 @@ class UpstreamClient:
             "write": settings.read_timeout,
             "pool": settings.pool_timeout,
         }
+        self._longest_timeout = max(self._timeouts.values())
+        """With at least this long left, an attempt's timeouts are the settings' own (one shared dict)."""
         self._sleep = sleep
         self._draw = draw
-        self._urls: dict[str, httpx.URL] = {}
+        self._urls: dict[str, tuple[httpx.URL, str]] = {}
 
     async def aclose(self) -> None:
         await self._transport.aclose()
@@ -173,7 +178,7 @@ class UpstreamClient:
         waited = 0.0
         paced = 0.0  # of ``waited``: the waits the upstream asked for
         attempt = 0
-        key = _request_key(url, headers, body) if self._shared is not None else ""
+        key = _request_key(url, headers, body) if self._shared is not None else 0
         while True:
             attempt += 1
             if self._shared is not None:
@@ -181,17 +186,24 @@ class UpstreamClient:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise _spent(UpstreamTimeout("The upstream model API did not answer before the deadline."), attempt - 1)
-            # stream= skips httpx's body encoding and auto headers (the transport frames
-            # the body itself); read() then makes ``request.content`` available at no cost.
-            timeouts = self._attempt_timeouts(remaining)
-            request = _request(method, self._url(url), headers, body, timeouts, stream, limit)
-            request.read()
+            timeouts = self._timeouts if remaining >= self._longest_timeout else self._attempt_timeouts(remaining)
+            parsed, text = self._url(url)
+            transport = current() or self._transport
             sent = self._clock()
             try:
                 async with asyncio.timeout(remaining):
-                    response = await (current() or self._transport).handle_async_request(request)
-                    if not stream:
-                        await response.aread()
+                    if transport is self._direct:
+                        # The pool's own transport takes the call's parts as they are (no httpx
+                        # request); a whole body comes back read.
+                        sent_body = body if body or method.upper() not in _BODILESS else None
+                        response = await self._direct.exchange(
+                            method, text, headers, sent_body, timeouts, read_body=not stream, limit=limit
+                        )
+                    else:
+                        request = _request(method, parsed, headers, body, timeouts, stream, limit)
+                        response = await transport.handle_async_request(request)
+                        if not stream:
+                            await response.aread()
             except TimeoutError:
                 raise _spent(
                     UpstreamTimeout("The upstream model API did not answer before the deadline."), attempt
@@ -223,7 +235,7 @@ class UpstreamClient:
                 paced += delay
 
     def _next_delay(
-        self, attempt: int, retry_after: float | None, paced: float, key: str, fault_seconds: float
+        self, attempt: int, retry_after: float | None, paced: float, key: int, fault_seconds: float
     ) -> float | None:
         """The wait before the next attempt, None to stop. Without a wait the upstream named,
         the shared budget bounds the attempts too, and the backoff grows with every attempt
@@ -237,7 +249,7 @@ class UpstreamClient:
             return None
         return self._policy.backoff(used, self._draw, fault_seconds)
 
-    def _gave_up(self, key: str, attempt: int, fault: str) -> bool:
+    def _gave_up(self, key: int, attempt: int, fault: str) -> bool:
         """The retryable fault goes to the client: True while the shared budget has attempts
         left (the client may retry); else the budget ran out, which is logged and counted."""
         shared = self._shared
@@ -252,20 +264,23 @@ class UpstreamClient:
             )
         return False
 
-    def _url(self, url: str | httpx.URL) -> httpx.URL:
+    def _url(self, url: str | httpx.URL) -> tuple[httpx.URL, str]:
         """Parse each distinct upstream URL once; model calls reuse a handful of them. A
         long one (a client's query string rides along on model calls) is parsed and let go: a
-        thousand distinct 60 kB queries would otherwise pin over 100 MB."""
+        thousand distinct 60 kB queries would otherwise pin over 100 MB. With the parsed URL,
+        its text as httpx prints it (encoded), which is what the transport sends."""
         if isinstance(url, httpx.URL):
-            return url
+            return url, str(url)
         if len(url) > _CACHED_URL_CHARS:
-            return httpx.URL(url)
-        parsed = self._urls.get(url)
-        if parsed is None:
+            parsed = httpx.URL(url)
+            return parsed, str(parsed)
+        known = self._urls.get(url)
+        if known is None:
             if len(self._urls) >= 1024:
                 self._urls.clear()
-            parsed = self._urls[url] = httpx.URL(url)
-        return parsed
+            parsed = httpx.URL(url)
+            known = self._urls[url] = (parsed, str(parsed))
+        return known
 
     def _attempt_timeouts(self, remaining: float) -> dict[str, float]:
         return {name: min(value, remaining) for name, value in self._timeouts.items()}
@@ -280,23 +295,27 @@ def _request(
     stream: bool,
     limit: int | None,
 ) -> httpx.Request:
+    """The attempt's request. ``stream=`` skips httpx's body encoding and auto headers (the
+    transport frames the body itself); the body is then stored as ``read()`` would store it, so
+    ``request.content`` answers without joining the one-chunk stream again."""
     extensions = {"timeout": timeouts, READ_BODY: not stream, READ_LIMIT: limit}
     try:
-        return httpx.Request(method, url, headers=headers, stream=httpx.ByteStream(body), extensions=extensions)
+        request = httpx.Request(method, url, headers=headers, stream=httpx.ByteStream(body), extensions=extensions)
     except UnicodeEncodeError:
         # httpx encodes header text as ASCII; a client's non-ASCII value (an id, a title) goes
         # on as the UTF-8 it arrived in. Rare, so the common case pays nothing for it.
         encoded = httpx.Headers(headers, encoding="utf-8")
-        return httpx.Request(method, url, headers=encoded, stream=httpx.ByteStream(body), extensions=extensions)
+        request = httpx.Request(method, url, headers=encoded, stream=httpx.ByteStream(body), extensions=extensions)
+    request._content = body
+    return request
 
 
-def _request_key(url: str | httpx.URL, headers: Sequence[tuple[str, str]], body: bytes) -> str:
-    """What makes a client's retry "the same request": the URL, its credentials, the body."""
-    credentials = [v for k, v in headers if k.lower() in _CREDENTIAL_HEADERS]
-    digest = hashlib.blake2b(str(url).encode(), digest_size=16)
-    digest.update("\x00".join(credentials).encode("utf-8", "surrogatepass"))
-    digest.update(body)
-    return digest.hexdigest()
+def _request_key(url: str | httpx.URL, headers: Sequence[tuple[str, str]], body: bytes) -> int:
+    """What makes a client's retry "the same request": the URL, its credentials, the body.
+    Python's own (randomly keyed, per process) hash: the key only lives in this process's
+    :class:`SharedAttempts`, and a cryptographic digest of the body cost several times more."""
+    credentials = tuple([v for k, v in headers if k.lower() in _CREDENTIAL_HEADERS])
+    return hash((str(url), credentials, body))
 
 
 def _spent(error: ProxyError, attempts: int, budget_left: bool = False) -> ProxyError:

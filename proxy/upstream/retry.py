@@ -140,9 +140,9 @@ class SharedAttempts:
         self._window = window
         self._size = size
         self._clock = clock
-        self._used: dict[str, tuple[int, float]] = {}
+        self._used: dict[int, tuple[int, float]] = {}
 
-    def used(self, key: str) -> int:
+    def used(self, key: int) -> int:
         """Attempts already spent on this request (0 once its window passed)."""
         entry = self._used.get(key)
         if entry is None:
@@ -152,7 +152,7 @@ class SharedAttempts:
             return 0
         return entry[0]
 
-    def spend(self, key: str) -> int:
+    def spend(self, key: int) -> int:
         """Book one attempt; the attempts spent so far."""
         used = self.used(key) + 1
         self._used.pop(key, None)
@@ -161,5 +161,5 @@ class SharedAttempts:
         self._used[key] = (used, self._clock())
         return used
 
-    def left(self, key: str) -> int:
+    def left(self, key: int) -> int:
         return max(0, self.limit - self.used(key))

@@ -19,9 +19,8 @@ it can send a POST twice), merges duplicate headers and keeps upstream cookies. 
 
 from __future__ import annotations
 
-import contextlib
 import ssl
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -49,38 +48,46 @@ _WS_TIMEOUT = aiohttp.ClientWSTimeout(ws_receive=None, ws_close=2.0)
 _SKIP_AUTO_HEADERS = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
 
 
-@contextlib.contextmanager
-def _mapped_errors(request: httpx.Request) -> Iterator[None]:
-    """Translate aiohttp's errors, keeping 'never sent' and 'maybe received' apart."""
-    try:
-        yield
-    except aiohttp.ConnectionTimeoutError as exc:
-        raise httpx.ConnectTimeout(str(exc) or "connect timeout", request=request) from exc
-    except aiohttp.SocketTimeoutError as exc:
-        raise httpx.ReadTimeout(str(exc) or "read timeout", request=request) from exc
-    except aiohttp.ServerTimeoutError as exc:
-        raise httpx.ReadTimeout(str(exc) or "timeout", request=request) from exc
-    except aiohttp.ClientConnectorError as exc:
-        raise httpx.ConnectError(str(exc), request=request) from exc
-    except aiohttp.ServerDisconnectedError as exc:
-        raise httpx.RemoteProtocolError("server disconnected", request=request) from exc
-    except aiohttp.ClientPayloadError as exc:
-        raise httpx.RemoteProtocolError(str(exc) or "incomplete body", request=request) from exc
-    except (aiohttp.ClientOSError, aiohttp.ClientConnectionError) as exc:
+_MAPPED = (
+    aiohttp.ClientConnectionError,
+    aiohttp.ClientPayloadError,
+    aiohttp.InvalidURL,
+    aiohttp.ClientResponseError,
+    TimeoutError,
+)
+"""The aiohttp failures :func:`_mapped` translates (every other exception passes as it is)."""
+
+
+def _mapped(exc: BaseException, request: httpx.Request | None) -> httpx.TransportError:
+    """The httpx error for an aiohttp one, keeping 'never sent' and 'maybe received' apart.
+    Called from ``except _MAPPED`` around each await (a plain handler: a context manager per
+    call would cost a generator and its frames on every request and every streamed chunk)."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return httpx.ConnectTimeout(str(exc) or "connect timeout", request=request)
+    if isinstance(exc, aiohttp.SocketTimeoutError):
+        return httpx.ReadTimeout(str(exc) or "read timeout", request=request)
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return httpx.ReadTimeout(str(exc) or "timeout", request=request)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return httpx.ConnectError(str(exc), request=request)
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return httpx.RemoteProtocolError("server disconnected", request=request)
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return httpx.RemoteProtocolError(str(exc) or "incomplete body", request=request)
+    if isinstance(exc, aiohttp.ClientOSError | aiohttp.ClientConnectionError):
         # A reset or broken pipe once connected: the upstream may have the request.
-        raise httpx.ReadError(str(exc) or "connection error", request=request) from exc
-    except aiohttp.InvalidURL as exc:
-        raise httpx.UnsupportedProtocol(str(exc), request=request) from exc
-    except aiohttp.ClientResponseError as exc:
-        raise httpx.RemoteProtocolError(str(exc), request=request) from exc
-    except TimeoutError as exc:
-        raise httpx.PoolTimeout("timed out waiting for a connection", request=request) from exc
+        return httpx.ReadError(str(exc) or "connection error", request=request)
+    if isinstance(exc, aiohttp.InvalidURL):
+        return httpx.UnsupportedProtocol(str(exc), request=request)
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return httpx.RemoteProtocolError(str(exc), request=request)
+    return httpx.PoolTimeout("timed out waiting for a connection", request=request)
 
 
 class _AiohttpStream(httpx.AsyncByteStream):
     """Response body as an httpx stream; releases the connection when closed."""
 
-    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request, limit: int | None) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request | None, limit: int | None) -> None:
         self._response = response
         self._request = request
         self._left = limit
@@ -91,8 +98,10 @@ class _AiohttpStream(httpx.AsyncByteStream):
         return self
 
     async def __anext__(self) -> bytes:
-        with _mapped_errors(self._request):
+        try:
             chunk = await self._response.content.readany()
+        except _MAPPED as exc:
+            raise _mapped(exc, self._request) from exc
         if not chunk:
             raise StopAsyncIteration
         if self._left is not None:
@@ -109,9 +118,16 @@ async def _read_at_most(response: aiohttp.ClientResponse, limit: int) -> bytes:
     """The whole body, unless it is longer than ``limit`` bytes (announced or as read)."""
     if response.content_length is not None and response.content_length > limit:
         raise _too_large(response)
+    stream = response.content
+    if stream.is_eof():
+        # The whole body came in with the headers (a small reply): take it without awaiting.
+        whole = stream.read_nowait()
+        if len(whole) > limit:
+            raise _too_large(response)
+        return whole
     chunks: list[bytes] = []
     left = limit
-    while chunk := await response.content.readany():
+    while chunk := await stream.readany():
         left -= len(chunk)
         if left < 0:
             raise _too_large(response)
@@ -125,7 +141,15 @@ def _too_large(response: aiohttp.ClientResponse) -> UpstreamReplyTooLarge:
     return UpstreamReplyTooLarge("The upstream model API's reply is larger than the proxy's max_reply_bytes.")
 
 
-def _whole(response: aiohttp.ClientResponse, content: bytes, request: httpx.Request) -> httpx.Response:
+def _headers(raw: Sequence[tuple[bytes, bytes]]) -> httpx.Headers:
+    """``httpx.Headers(raw)`` without its per-header normalisation calls: aiohttp's raw headers
+    are bytes already, so each entry is what httpx would store (name, lower-case name, value)."""
+    headers = httpx.Headers()
+    headers._list = [(name, name.lower(), value) for name, value in raw]
+    return headers
+
+
+def _whole(response: aiohttp.ClientResponse, content: bytes, request: httpx.Request | None) -> httpx.Response:
     """The httpx response of a body read whole. ``httpx.Response(content=...)`` reads its own
     body again through its decoder chain (a tenth of a request's upstream cost); a body without
     ``Content-Encoding`` has nothing to decode, so it is handed over as it is, as that reading
@@ -137,7 +161,7 @@ def _whole(response: aiohttp.ClientResponse, content: bytes, request: httpx.Requ
         )
     made = httpx.Response(
         response.status,
-        headers=response.raw_headers,
+        headers=_headers(response.raw_headers),
         stream=httpx.ByteStream(content),
         request=request,
         extensions=reason,
@@ -191,22 +215,52 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         return self._session
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        session = self._get_session()
-        headers = CIMultiDict(request.headers.multi_items())
-        headers.popall("content-length", None)
         body = request.content if request.method not in ("GET", "HEAD") or request.content else None
-        with _mapped_errors(request):
+        extensions = request.extensions
+        return await self.exchange(
+            request.method,
+            str(request.url),
+            request.headers.multi_items(),
+            body,
+            extensions.get("timeout", {}),
+            read_body=bool(extensions.get(READ_BODY)),
+            limit=extensions.get(READ_LIMIT),
+            request=request,
+        )
+
+    async def exchange(
+        self,
+        method: str,
+        url: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes | None,
+        timeouts: Mapping[str, float | None],
+        *,
+        read_body: bool,
+        limit: int | None,
+        request: httpx.Request | None = None,
+    ) -> httpx.Response:
+        """One call, from its parts: what :meth:`handle_async_request` does with an
+        ``httpx.Request``, for a caller that holds the parts already (the upstream client: no
+        request object built, its headers encoded and decoded again, its URL printed per call).
+        ``url``: as ``str(httpx.URL(...))`` prints it (encoded); ``timeouts``: httpx's timeout
+        extension; ``read_body``, ``limit``: the :data:`READ_BODY`, :data:`READ_LIMIT` extensions.
+        ``request``, when there is one, is what the response and the errors refer to."""
+        session = self._get_session()
+        # Names lower-case, as httpx's multi_items() gives them (aiohttp would let a later
+        # "X-Tag" replace an earlier "x-tag"); no Content-Length: aiohttp frames the body.
+        sent = [(low, value) for name, value in headers if (low := name.lower()) != "content-length"]
+        try:
             response = await session.request(
-                request.method,
-                self._yarl(request.url),
-                headers=headers,
+                method,
+                self._yarl(url),
+                headers=sent,
                 data=body,
                 allow_redirects=False,
                 compress=None,
-                timeout=self._timeout(request.extensions.get("timeout", {})),
+                timeout=self._timeout(timeouts),
             )
-            limit = request.extensions.get(READ_LIMIT)
-            if request.extensions.get(READ_BODY):
+            if read_body:
                 # The caller wants the whole body: read it here in one go instead of
                 # through httpx's chunk iterator and decoders.
                 try:
@@ -214,9 +268,11 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 finally:
                     response.release()
                 return _whole(response, content, request)
+        except _MAPPED as exc:
+            raise _mapped(exc, request) from exc
         return httpx.Response(
             status_code=response.status,
-            headers=response.raw_headers,
+            headers=_headers(response.raw_headers),
             stream=_AiohttpStream(response, request, limit),
             request=request,
             extensions={"reason_phrase": (response.reason or "").encode()},
@@ -237,9 +293,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             timeout=_WS_TIMEOUT,
         )
 
-    def _yarl(self, url: httpx.URL) -> yarl.URL:
+    def _yarl(self, text: str) -> yarl.URL:
         """httpx already parsed the URL; keep its exact encoding and parse it once per URL."""
-        text = str(url)
         if len(text) > _CACHED_URL_CHARS:
             return yarl.URL(text, encoded=True)
         parsed = self._urls.get(text)
@@ -249,7 +304,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             parsed = self._urls[text] = yarl.URL(text, encoded=True)
         return parsed
 
-    def _timeout(self, timeout: dict[str, float | None]) -> aiohttp.ClientTimeout:
+    def _timeout(self, timeout: Mapping[str, float | None]) -> aiohttp.ClientTimeout:
         key = (timeout.get("pool"), timeout.get("connect"), timeout.get("read"))
         cached = self._timeouts.get(key)
         if cached is None:

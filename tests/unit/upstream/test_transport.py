@@ -87,3 +87,59 @@ async def test_a_body_read_whole_is_the_reply_as_sent_decoded_only_where_it_says
     assert (response.status_code, response.content, await response.aread()) == (200, _BODY, _BODY)
     assert response.headers.raw[:2] == [(b"Content-Type", b"application/json"), (b"Content-Length", b"%d" % len(sent))]
     assert (response.is_stream_consumed, response.is_closed) == (True, True)
+
+
+async def _recording_server(seen: list[bytes]):
+    """Records each request as it arrives (head and body), answers 200 ``{}``."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                lines = head.lower().split(b"\r\n")
+                length = next(int(line.split(b":")[1]) for line in lines if line.startswith(b"content-length:"))
+                seen.append(head + await reader.readexactly(length))
+                writer.write(_OK)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    return await asyncio.start_server(answer, "127.0.0.1", 0)
+
+
+async def test_the_upstream_client_sends_on_this_transport_what_an_httpx_request_would():
+    """The client hands this transport a call's parts (no httpx request): the same bytes go out."""
+    from proxy.settings import Settings
+    from proxy.upstream.client import UpstreamClient
+
+    seen: list[bytes] = []
+    server = await _recording_server(seen)
+    port = server.sockets[0].getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1/chat/completions?beta=true"
+    headers = [
+        ("Content-Type", "application/json"),
+        ("x-tag", "a"),
+        ("X-Tag", "b"),  # duplicates kept, in order
+        ("content-length", "999"),  # the transport frames the body itself
+        ("x-session-id", "séance ☕"),  # non-ASCII: UTF-8 on the wire
+    ]
+    transport = AiohttpTransport()
+    client = UpstreamClient(Settings(upstream=f"http://127.0.0.1:{port}/v1"), transport)
+    try:
+        reply = await client.send("POST", url, headers, b'{"a":1}')
+        # As the client built its requests before: a body as a stream, so httpx adds no headers.
+        encoded = httpx.Headers(headers, encoding="utf-8")
+        request = httpx.Request("POST", url, headers=encoded, stream=httpx.ByteStream(b'{"a":1}'))
+        request.read()
+        request.extensions = {READ_BODY: True, READ_LIMIT: None}
+        via_httpx = await transport.handle_async_request(request)
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+
+    assert (reply.response.status_code, reply.response.content) == (via_httpx.status_code, via_httpx.content)
+    assert reply.response.headers.raw == via_httpx.headers.raw
+    assert reply.response.headers._list == httpx.Headers(via_httpx.headers.raw)._list  # as httpx itself builds them
+    assert seen[0] == seen[1]
+    assert b"\r\nx-tag: a\r\nx-tag: b\r\nx-session-id: " + "séance ☕".encode() + b"\r\n" in seen[0]
+    assert seen[0].lower().count(b"content-length: 7\r\n") == 1
