@@ -63,51 +63,53 @@ class StepLog:
             with self._tracing.span(f"execute_tool {name}", attributes):
                 pass
 
-    def _contents(self, request: AgentRequest) -> bool:
-        """Message text may go into the timeline: the operator asked for contents."""
-        return self._log_contents or request.policy.recording.enabled
-
     def step(self, step: Step, delta: SessionDelta) -> None:
         """One line per upstream step: what was asked and decided, never what was said; and
-        the step's timeline event."""
+        the step's timeline event. Built for the common case: no tool call, no contents."""
         request, reply = step.request, step.reply
         if self._recorder is not None and request.session.named:
             self._recorder.record(step)
         elif self._recorder is not None:  # recorded under the name the run's first reply gives
             request.when_named(functools.partial(self._recorder.record, step))
-        tools = [c.name for c in reply.tool_calls]
-        digests = [fingerprint(c.name, c.arguments) for c in reply.tool_calls]
+        calls = reply.tool_calls
+        if calls:
+            tools = [c.name for c in calls]
+            digests = [fingerprint(c.name, c.arguments) for c in calls]
+            tool_names, argument_digests = ",".join(tools), ",".join(digests)
+        else:
+            tools, digests, tool_names, argument_digests = [], [], "", ""
+        steps, usage = step.context.state.steps, reply.usage
         latency_ms = round(step.latency * 1000, 3)
         verdict = verdict_name(step.verdict)
-        delta.event(
-            "step",
-            _now_ms(),
-            step=step.context.state.steps,
-            attempt=step.attempt,
-            model=reply.model,
-            latency_ms=latency_ms,
-            tokens_in=reply.usage.prompt_tokens,
-            tokens_out=reply.usage.completion_tokens,
-            tools=",".join(tools),
-            argument_digests=",".join(digests),
-            verdict=verdict,
-            **({"reply": redact(reply.content or "")[:CONTENT_CHARS]} if self._contents(request) else {}),
-        )
+        event: dict[str, str | int | float | bool | None] = {
+            "step": steps,
+            "attempt": step.attempt,
+            "model": reply.model,
+            "latency_ms": latency_ms,
+            "tokens_in": usage.prompt_tokens,
+            "tokens_out": usage.completion_tokens,
+            "tools": tool_names,
+            "argument_digests": argument_digests,
+            "verdict": verdict,
+        }
+        if self._log_contents or request.policy.recording.enabled:  # the operator asked for contents
+            event["reply"] = redact(reply.content or "")[:CONTENT_CHARS]
+        delta.event("step", _now_ms(), **event)
         if not logger.isEnabledFor(logging.INFO):
             return
         trailing = request.conversation.trailing_tool_results()
         fields: dict[str, object] = {
-            "step": step.context.state.steps,
+            "step": steps,
             "attempt": step.attempt,
             "model": reply.model,
             "tools": tools,
             "argument_digests": digests,
-            "tool_result_sizes": [len(m.text) for m in trailing],
+            "tool_result_sizes": [len(m.text) for m in trailing] if trailing else [],
             "latency_ms": latency_ms,
-            "tokens_in": reply.usage.prompt_tokens,
-            "tokens_out": reply.usage.completion_tokens,
+            "tokens_in": usage.prompt_tokens,
+            "tokens_out": usage.completion_tokens,
             "verdict": verdict,
-            "shadow": list(step.notes.shadow),
+            "shadow": step.notes.shadow[:],
         }
         if self._log_contents:
             fields["reply"] = redact(reply.content or "")

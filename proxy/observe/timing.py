@@ -8,8 +8,6 @@ without every caller threading a stopwatch through.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -26,8 +24,9 @@ class RequestTiming:
         return time.perf_counter() - self.started
 
     def overhead(self) -> float:
-        """Seconds the proxy itself spent so far."""
-        return max(0.0, self.elapsed() - self.waited)
+        """Seconds the proxy itself spent so far (never below 0)."""
+        spent = time.perf_counter() - self.started - self.waited
+        return spent if spent > 0.0 else 0.0
 
 
 _current: ContextVar[RequestTiming | None] = ContextVar("loopwarden_request_timing", default=None)
@@ -44,13 +43,16 @@ def current() -> RequestTiming | None:
     return _current.get()
 
 
-@contextmanager
-def waiting() -> Iterator[None]:
-    """Book the enclosed time as waiting on something else (not proxy overhead)."""
-    started = time.perf_counter()
-    try:
-        yield
-    finally:
+class waiting:
+    """``with waiting():`` books the enclosed time as waiting on something else (not proxy
+    overhead). A class rather than a generator: every upstream call enters one."""
+
+    __slots__ = ("_started",)
+
+    def __enter__(self) -> None:
+        self._started = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
         timing = _current.get()
         if timing is not None:
-            timing.waited += time.perf_counter() - started
+            timing.waited += time.perf_counter() - self._started

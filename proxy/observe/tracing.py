@@ -10,12 +10,13 @@ here is a no-op and ``opentelemetry`` is not even imported.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 __all__ = ["Tracing"]
 
 Attributes = Mapping[str, str | int | float | bool]
+_NO_SPAN: AbstractContextManager[None] = nullcontext()
 
 
 class Tracing:
@@ -42,13 +43,10 @@ class Tracing:
     def enabled(self) -> bool:
         return self._tracer is not None
 
-    @contextmanager
-    def span(self, name: str, attributes: Attributes) -> Iterator[Any | None]:
-        if self._tracer is None:
-            yield None
-            return
-        with self._tracer.start_as_current_span(name, attributes=dict(attributes)) as span:
-            yield span
+    def span(self, name: str, attributes: Attributes) -> AbstractContextManager[Any | None]:
+        """A span around the ``with`` block (None when off: one shared context that does nothing)."""
+        tracer = self._tracer
+        return _NO_SPAN if tracer is None else _span(tracer, name, attributes)
 
     def event(self, name: str, attributes: Attributes) -> None:
         """A guard decision on the current span."""
@@ -61,3 +59,9 @@ class Tracing:
     def annotate(self, span: Any | None, attributes: Attributes) -> None:
         if span is not None:
             span.set_attributes(dict(attributes))
+
+
+@contextmanager
+def _span(tracer: Any, name: str, attributes: Attributes) -> Iterator[Any]:
+    with tracer.start_as_current_span(name, attributes=dict(attributes)) as span:
+        yield span

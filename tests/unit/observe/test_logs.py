@@ -9,6 +9,7 @@ import json
 import logging
 import threading
 import time
+from types import MappingProxyType
 
 import pytest
 
@@ -72,6 +73,10 @@ def _lines(stream: _Stream) -> list[dict]:
         ("step", {"tools": ["a", "b"], "shadow": [], "nested": {"x": None}}, logging.INFO),
         ("session_index_error", {"tenant": "t", "error": "ResponseError"}, logging.WARNING),
         ("empty", {}, logging.ERROR),
+        ("quoted \"event\"", {"text": "a \"quote\" and \u00e9"}, logging.INFO),
+        ("overridden", {"event": "inner", "level": "custom", "n": 1}, logging.INFO),
+        ("mapping", MappingProxyType({"n": 1}), logging.INFO),
+        ("odd level", {"n": 1}, 25),
     ],
 )
 def test_a_line_written_without_a_record_is_the_line_the_formatter_writes_for_its_record(stream, event, fields, level):
