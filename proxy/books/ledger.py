@@ -22,8 +22,6 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from prometheus_client import Histogram
-
 from proxy.books.budgets import (
     TENANT_DAY_TTL_SECS,
     active_pause_ms,
@@ -36,6 +34,7 @@ from proxy.books.tenant_day import day_refusal
 from proxy.errors import ServiceUnavailable
 from proxy.exchange import Usage
 from proxy.observe.metrics import Metrics
+from proxy.observe.timing import timed
 from proxy.request import AgentRequest, RequestNotes
 from proxy.session.base import FIELDS, Claim, Limit, SessionDelta, SessionState, SessionStore, StoreUnavailable
 from proxy.session.limits import admit_in_place
@@ -417,26 +416,10 @@ class Ledger:
         self._metrics.state_errors.labels(operation, request.policy.state_fail_mode).inc()
         request.log("state_store_error", {"operation": operation, "error": str(exc)}, logging.WARNING)
 
-    def _timed(self, operation: str) -> _Timed:
+    def _timed(self, operation: str) -> timed:
         """A store call's latency, observed into its operation's series."""
-        return _Timed(self._metrics.of(self._metrics.state_latency, operation))
+        return timed(self._metrics.of(self._metrics.state_latency, operation))
 
-
-class _Timed:
-    """Observes how long its ``with`` block took (a class, not a generator: the hot store calls
-    of every request are timed with it)."""
-
-    __slots__ = ("_began", "_series")
-
-    def __init__(self, series: Histogram) -> None:
-        self._series = series
-        self._began = 0.0
-
-    def __enter__(self) -> None:
-        self._began = time.perf_counter()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._series.observe(time.perf_counter() - self._began)
 
 _Write = tuple[str, SessionDelta, int, bool]
 """A commit to make: the key, what to apply, the TTL, whether later calls on the key wait for it."""

@@ -10,8 +10,9 @@ from __future__ import annotations
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Protocol
 
-__all__ = ["RequestTiming", "begin", "current", "waiting"]
+__all__ = ["RequestTiming", "begin", "current", "timed", "waiting"]
 
 
 @dataclass(slots=True)
@@ -56,3 +57,24 @@ class waiting:
         timing = _current.get()
         if timing is not None:
             timing.waited += time.perf_counter() - self._started
+
+
+class _Series(Protocol):
+    def observe(self, amount: float) -> None: ...
+
+
+class timed:
+    """``with timed(series):`` observes how long the block took into a latency series (a
+    class rather than a generator: the store calls of every request are timed with it)."""
+
+    __slots__ = ("_series", "_started")
+
+    def __init__(self, series: _Series) -> None:
+        self._series = series
+        self._started = 0.0
+
+    def __enter__(self) -> None:
+        self._started = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self._series.observe(time.perf_counter() - self._started)

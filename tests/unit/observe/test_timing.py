@@ -8,7 +8,7 @@ import contextvars
 import pytest
 
 from proxy.observe import timing
-from proxy.observe.timing import RequestTiming, begin, current, waiting
+from proxy.observe.timing import RequestTiming, begin, current, timed, waiting
 
 
 class Clock:
@@ -86,3 +86,35 @@ async def test_each_task_books_on_its_own_requests_timer(clock):
     first, second = await asyncio.gather(request(1.0), request(2.0))
 
     assert (first.waited, second.waited) == (1.0, 2.0)
+
+
+class Series:
+    """A latency series that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.observed: list[float] = []
+
+    def observe(self, amount: float) -> None:
+        self.observed.append(amount)
+
+
+def test_a_timed_block_observes_how_long_it_took(clock):
+    series = Series()
+    with timed(series):
+        clock.now += 0.25
+
+    assert series.observed == [0.25]
+
+
+def test_a_timed_block_that_fails_is_observed_too(clock):
+    series = Series()
+
+    def store_call_fails() -> None:
+        with timed(series):
+            clock.now += 1.5
+            raise ConnectionError
+
+    with pytest.raises(ConnectionError):
+        store_call_fails()
+
+    assert series.observed == [1.5]
