@@ -165,18 +165,11 @@ class Continuity:
 
     async def remember(self, store: SessionStore) -> None:
         """After the commit, before the client can continue from one: the recorded reply ids,
-        each with the session it continues (sent with the reply, not waited for, where the
-        policy's fail mode lets the session's own commit go so)."""
+        each with the session it continues."""
         request = self._request
         if self._links:
-            policy = request.policy
             await remember_responses(
-                store,
-                request.namespace,
-                self._links,
-                request.session.id,
-                policy.session_ttl_secs,
-                wait=policy.state_fail_mode != "open",  # as the session's own commit: sent, not waited for
+                store, request.namespace, self._links, request.session.id, request.policy.session_ttl_secs
             )
 
     def _record_turns(self, extra: Sequence[Turn], reply: Reply, answered: Mapping[str, str] | None) -> None:

@@ -18,7 +18,6 @@ session of its own, named after that point; one the store cannot read names none
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -70,15 +69,10 @@ async def remember_responses(
     links: Sequence[tuple[str, str | None, str | None]],
     session_id: str,
     ttl_seconds: int,
-    *,
-    wait: bool = True,
 ) -> None:
     """Record that these responses belong to ``session_id``: each (id, the upstream response
     to continue from when it is another, the body when the proxy made it). A failed store
-    loses only the record. Without ``wait``, a store that can send a commit at once
-    (:meth:`~proxy.session.base.SessionStore.start_commit`, ordered) is not waited for: the
-    record goes out before the reply does, as the session's own commit, and a later lookup
-    of it on this store waits for it."""
+    loses only the record."""
     for response_id, continue_from, body in links:
         delta = SessionDelta()
         delta.assign(_SESSION, session_id)
@@ -86,18 +80,7 @@ async def remember_responses(
             delta.assign(_CONTINUE, continue_from)
         if body is not None:
             delta.assign(_BODY, body)
-        key = _pointer(namespace, response_id)
-        if not wait and (started := store.start_commit(key, delta, ttl_seconds)) is not None:
-            started.add_done_callback(_lost_only)
-            continue
         try:
-            await store.commit(key, delta, ttl_seconds)
+            await store.commit(_pointer(namespace, response_id), delta, ttl_seconds)
         except StoreUnavailable:
             return
-
-
-def _lost_only(outcome: asyncio.Future[None]) -> None:
-    """A record sent without waiting that failed loses only the record (its error is read, so
-    the loop does not report it as never retrieved)."""
-    if not outcome.cancelled():
-        outcome.exception()
