@@ -45,7 +45,10 @@ class Chained:
 
 
 def _pointer(namespace: str, response_id: str) -> str:
-    return session_key(namespace, "chain:" + response_id)
+    """``lw:chain:{tenant:response}``: under the tenant, in a hash tag of its own (so spread
+    over a Cluster), and never of a session's shape (``lw:{tenant:session}``), so no session id
+    a client picks can name it, and no store lists it as a session."""
+    return "lw:chain:" + session_key(namespace, response_id)[3:]
 
 
 async def chained_session(store: SessionStore, namespace: str, response_id: str) -> Chained | None:

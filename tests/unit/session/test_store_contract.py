@@ -13,6 +13,7 @@ from proxy.guards.fingerprint import digest
 from proxy.guards.no_progress import remember_results
 from proxy.policy.models import NoProgressSettings
 from proxy.session.base import FIELDS, Claim, Grant, Limit, SessionDelta, SessionState, TimelineEvent, WindowLimit
+from proxy.session.chains import remember_responses
 from proxy.session.memory import MemoryStore
 from proxy.session.redis import RedisStore
 from proxy.session.runs import run_reset
@@ -721,3 +722,10 @@ async def test_at_most_the_count_asked_for_is_named(store):
         await store.commit(f"lw:{{t{uuid.uuid4().hex[:12]}:s}}", _events("step"), 60)
 
     assert len(await store.namespaces(2)) == 2
+
+
+async def test_a_responses_chain_pointer_is_never_listed_as_a_session(store):
+    namespace = f"t-{uuid.uuid4().hex}"
+    await remember_responses(store, namespace, [("resp_a", None, None)], "s-1", 60)
+
+    assert await store.sessions(namespace, None, 10) == []
