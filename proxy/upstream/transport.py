@@ -20,7 +20,7 @@ it can send a POST twice), merges duplicate headers and keeps upstream cookies. 
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -46,6 +46,22 @@ distinct long ones would otherwise pin a hundred megabytes."""
 _WS_TIMEOUT = aiohttp.ClientWSTimeout(ws_receive=None, ws_close=2.0)
 """A socket's close waits this long for the peer's answer to its close frame."""
 _SKIP_AUTO_HEADERS = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
+_SKIPPED: CIMultiDict[None] = CIMultiDict((name, None) for name in sorted(_SKIP_AUTO_HEADERS))
+"""The table aiohttp builds from the session's skipped headers on every request, built once
+(read only: aiohttp only looks names up in it)."""
+
+
+class _Request(aiohttp.ClientRequest):
+    """aiohttp's request, minus its per-request auto-header step when the skipped headers are
+    the session's own (:data:`_SKIP_AUTO_HEADERS`, the only session this class serves): that
+    step copies the headers and builds a table of the skipped names only to add nothing (every
+    auto header is skipped), so the prebuilt table is set instead."""
+
+    def update_auto_headers(self, skip_auto_headers: Iterable[str] | None) -> None:
+        if skip_auto_headers is self._session.skip_auto_headers:
+            self._skip_auto_headers = _SKIPPED
+        else:
+            super().update_auto_headers(skip_auto_headers)
 
 
 _MAPPED = (
@@ -211,6 +227,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 auto_decompress=False,
                 trust_env=False,
                 skip_auto_headers=_SKIP_AUTO_HEADERS,
+                request_class=_Request,
             )
         return self._session
 
