@@ -26,7 +26,9 @@ from typing import Any
 import aiohttp
 import httpx
 import yarl
+from aiohttp import hdrs
 from aiohttp.abc import AbstractResolver
+from aiohttp.typedefs import LooseHeaders
 from multidict import CIMultiDict
 
 from proxy.errors import UpstreamReplyTooLarge
@@ -55,7 +57,19 @@ class _Request(aiohttp.ClientRequest):
     """aiohttp's request, minus its per-request auto-header step when the skipped headers are
     the session's own (:data:`_SKIP_AUTO_HEADERS`, the only session this class serves): that
     step copies the headers and builds a table of the skipped names only to add nothing (every
-    auto header is skipped), so the prebuilt table is set instead."""
+    auto header is skipped), so the prebuilt table is set instead; and with its headers copied
+    in one step rather than one Python call per header."""
+
+    def update_headers(self, headers: LooseHeaders | None) -> None:
+        # aiohttp adds the caller's headers one by one after Host, replacing Host if one is
+        # among them; without one that is Host then all of them, in order, in one C-level step.
+        if isinstance(headers, CIMultiDict) and hdrs.HOST not in headers:
+            host = self.url.host_port_subcomponent
+            assert host is not None  # an absolute URL: aiohttp's own assumption here
+            self.headers = CIMultiDict(((hdrs.HOST, host),))
+            self.headers.extend(headers)
+        else:
+            super().update_headers(headers)
 
     def update_auto_headers(self, skip_auto_headers: Iterable[str] | None) -> None:
         if skip_auto_headers is self._session.skip_auto_headers:
