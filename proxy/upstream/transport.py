@@ -20,13 +20,15 @@ it can send a POST twice), merges duplicate headers and keeps upstream cookies. 
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
 import httpx
 import yarl
+from aiohttp import hdrs
 from aiohttp.abc import AbstractResolver
+from aiohttp.typedefs import LooseHeaders
 from multidict import CIMultiDict
 
 from proxy.errors import UpstreamReplyTooLarge
@@ -46,6 +48,34 @@ distinct long ones would otherwise pin a hundred megabytes."""
 _WS_TIMEOUT = aiohttp.ClientWSTimeout(ws_receive=None, ws_close=2.0)
 """A socket's close waits this long for the peer's answer to its close frame."""
 _SKIP_AUTO_HEADERS = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
+_SKIPPED: CIMultiDict[None] = CIMultiDict((name, None) for name in sorted(_SKIP_AUTO_HEADERS))
+"""The table aiohttp builds from the session's skipped headers on every request, built once
+(read only: aiohttp only looks names up in it)."""
+
+
+class _Request(aiohttp.ClientRequest):
+    """aiohttp's request, minus its per-request auto-header step when the skipped headers are
+    the session's own (:data:`_SKIP_AUTO_HEADERS`, the only session this class serves): that
+    step copies the headers and builds a table of the skipped names only to add nothing (every
+    auto header is skipped), so the prebuilt table is set instead; and with its headers copied
+    in one step rather than one Python call per header."""
+
+    def update_headers(self, headers: LooseHeaders | None) -> None:
+        # aiohttp adds the caller's headers one by one after Host, replacing Host if one is
+        # among them; without one that is Host then all of them, in order, in one C-level step.
+        if isinstance(headers, CIMultiDict) and hdrs.HOST not in headers:
+            host = self.url.host_port_subcomponent
+            assert host is not None  # an absolute URL: aiohttp's own assumption here
+            self.headers = CIMultiDict(((hdrs.HOST, host),))
+            self.headers.extend(headers)
+        else:
+            super().update_headers(headers)
+
+    def update_auto_headers(self, skip_auto_headers: Iterable[str] | None) -> None:
+        if skip_auto_headers is self._session.skip_auto_headers:
+            self._skip_auto_headers = _SKIPPED
+        else:
+            super().update_auto_headers(skip_auto_headers)
 
 
 _MAPPED = (
@@ -211,6 +241,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 auto_decompress=False,
                 trust_env=False,
                 skip_auto_headers=_SKIP_AUTO_HEADERS,
+                request_class=_Request,
             )
         return self._session
 

@@ -143,3 +143,23 @@ async def test_the_upstream_client_sends_on_this_transport_what_an_httpx_request
     assert seen[0] == seen[1]
     assert b"\r\nx-tag: a\r\nx-tag: b\r\nx-session-id: " + "séance ☕".encode() + b"\r\n" in seen[0]
     assert seen[0].lower().count(b"content-length: 7\r\n") == 1
+
+
+async def test_the_transport_adds_no_header_of_its_own():
+    """No User-Agent, Accept, Accept-Encoding nor Content-Type of aiohttp's: only Host, the
+    caller's headers and the body's length go out."""
+    seen: list[bytes] = []
+    server = await _recording_server(seen)
+    port = server.sockets[0].getsockname()[1]
+    transport = AiohttpTransport()
+    try:
+        await transport.exchange(
+            "POST", f"http://127.0.0.1:{port}/v1/x", [("x-tag", "a")], b'{"a":1}', {}, read_body=True, limit=None
+        )
+    finally:
+        await transport.aclose()
+        server.close()
+        await server.wait_closed()
+
+    lines = seen[0].split(b"\r\n\r\n")[0].split(b"\r\n")[1:]
+    assert [line.split(b":")[0].lower() for line in lines] == [b"host", b"x-tag", b"content-length"]
