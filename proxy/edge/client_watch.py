@@ -115,9 +115,10 @@ class ResponseTracker:
             self.started = True
             self.status = int(message["status"])  # type: ignore[call-overload]
             headers: list[tuple[bytes, bytes]] = message["headers"]  # type: ignore[assignment]
-            self.streaming = any(
-                k.lower() == b"content-type" and v.lower().startswith(_EVENT_STREAM) for k, v in headers
-            )
+            for k, v in headers:  # a loop, not any() over a generator: no generator per reply
+                if k.lower() == b"content-type" and v.lower().startswith(_EVENT_STREAM):
+                    self.streaming = True
+                    break
             overhead = f"{self._timing.overhead() * 1000:.3f}".encode()
             message["headers"] = [*headers, (b"x-loopwarden-overhead-ms", overhead)]
         else:

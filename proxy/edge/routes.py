@@ -361,13 +361,11 @@ class ProxyRoutes:
         self._metrics.of(self._metrics.overhead, route).observe(overhead)
         if timing.first_byte is not None:
             self._metrics.stream_ttfb.observe(timing.first_byte)
-        facts.update(
-            route=route,
-            method=scope.get("method"),
-            status=status,
-            duration_ms=round(timing.elapsed() * 1000, 3),
-            overhead_ms=round(overhead * 1000, 3),
-        )
+        facts["route"] = route  # assigned, not update(**kwargs): no keyword dict per request
+        facts["method"] = scope.get("method")
+        facts["status"] = status
+        facts["duration_ms"] = round(timing.elapsed() * 1000, 3)
+        facts["overhead_ms"] = round(overhead * 1000, 3)
         log_event("request", facts)
 
     async def _answer(
@@ -387,7 +385,8 @@ class ProxyRoutes:
         if response.status_code >= 400:
             shape = wire.codec.error_body if wire is not None else None
             body, headers = relayed_error(response.status_code, body, headers, self._secrets(sent), shape)
-        facts.update(upstream_status=response.status_code, attempts=reply.attempts)
+        facts["upstream_status"] = response.status_code
+        facts["attempts"] = reply.attempts
         await send_reply(send, response.status_code, headers, body)
 
 
