@@ -206,7 +206,10 @@ class _OneWrite:
 
 
 def _has_length(headers: Sequence[tuple[bytes, bytes]]) -> bool:
-    return any(name.lower() == b"content-length" for name, _ in headers)
+    for name, _ in headers:  # noqa: SIM110 (a loop, not any() over a generator: no generator per reply)
+        if name.lower() == b"content-length":
+            return True
+    return False
 
 
 def guarded_websocket_protocol() -> type[asyncio.Protocol] | None:

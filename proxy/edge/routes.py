@@ -250,7 +250,8 @@ class ProxyRoutes:
         finally:
             watch.stop()
             facts["session"] = request.session.id  # named by now, if a reply named it
-        await self._deliver(outcome, send, facts, request.headers, wire)
+        if (delivering := self._deliver(outcome, send, facts, request.headers, wire)) is not None:
+            await delivering
         return facts
 
     def policy_for(self, tenant: Tenant, requested: str | None) -> Policy:
@@ -262,25 +263,25 @@ class ProxyRoutes:
             raise PermissionDenied(f"Policy {name!r} does not exist.", param="policy")
         return policy
 
-    async def _deliver(
+    def _deliver(
         self,
         outcome: Outcome,
         send: Send,
         facts: dict[str, object],
         sent: Sequence[tuple[str, str]],
         wire: WireFormat,
-    ) -> None:
-        """Send what the pipeline decided: its own body, or the upstream's reply copied."""
+    ) -> Awaitable[None] | None:
+        """Send what the pipeline decided: its own body, or the upstream's reply copied (the
+        sending to await, None when the pipeline delivered it: no coroutine of its own)."""
         if outcome.delivered:
-            return
+            return None
         if outcome.body is not None:
             headers = [(b"content-type", outcome.content_type), *outcome.headers]
             facts["upstream_status"] = None
-            await send_reply(send, outcome.status, headers, outcome.body)
-            return
+            return send_reply(send, outcome.status, headers, outcome.body)
         if outcome.upstream is None:  # an outcome carries a body or an upstream reply
             raise ProxyError("The proxy produced no reply.")
-        await self._answer(outcome.upstream, send, facts, sent, wire, own=outcome.headers)
+        return self._answer(outcome.upstream, send, facts, sent, wire, own=outcome.headers)
 
     async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
         return await self._forward.serve(scope, receive, tracker, self._authenticate(scope, tracker))
