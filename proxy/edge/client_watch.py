@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from litestar.types import Receive, Send
 
+from proxy.edge.connections import WholeReplies
 from proxy.edge.http import ClientDisconnected
 from proxy.observe.timing import RequestTiming
 
@@ -43,37 +44,61 @@ async def unless_client_leaves(
 class ClientWatch:
     """Watching the client of the task that makes one: a client that hangs up cancels the task.
 
-    The watch (a task waiting on ``receive``) starts after ``_WATCH_AFTER``: fast calls are
-    over by then and pay only a timer, and a client that left earlier is still noticed the
-    moment the watch starts (well within 100 ms). Use: make it, await the work, on
-    ``CancelledError`` call :meth:`left`, and :meth:`stop` it whatever happens."""
+    On the proxy's own server (``send`` is its :class:`~proxy.edge.connections.WholeReplies`)
+    the connection tells the watch when it is lost: no timer, no task. Elsewhere the watch (a
+    task waiting on ``receive``) starts after ``_WATCH_AFTER``: fast calls are over by then and
+    pay only a timer, and a client that left earlier is still noticed the moment the watch
+    starts (well within 100 ms). Use: make it, await the work, on ``CancelledError`` call
+    :meth:`left`, and :meth:`stop` it whatever happens."""
 
-    __slots__ = ("_task", "_timer", "_watching")
+    __slots__ = ("_gone", "_task", "_timer", "_tracker", "_watching", "_whole")
 
     def __init__(self, receive: Receive, tracker: ResponseTracker) -> None:
         self._task = task = asyncio.current_task()
+        self._tracker = tracker
         self._watching: list[asyncio.Task[None]] = []
         self._timer: asyncio.TimerHandle | None = None  # not under a running task: nothing to watch
-        if task is not None:
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(_WATCH_AFTER, _watch, self._watching, receive, task, tracker)
+        self._gone = False
+        self._whole: WholeReplies | None = None
+        if task is None:
+            return
+        whole = tracker.sending
+        if isinstance(whole, WholeReplies) and whole.watch is None:  # told by the connection
+            self._whole = whole
+            whole.watch = self._client_left
+            if whole.client_gone:  # gone already: cancelled at the work's first wait
+                self._client_left()
+            return
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(_WATCH_AFTER, _watch, self._watching, receive, task, tracker)
 
     def left(self, facts: dict[str, object]) -> None:
         """On the work's ``CancelledError``: when the client left, the task is uncancelled and
         ``ClientDisconnected`` raised; else (cancelled from elsewhere: shutdown) nothing, and the
         caller re-raises."""
         watching = self._watching
-        if self._task is None or not watching or not watching[0].done() or watching[0].cancelled():
+        if self._task is None:
+            return
+        if not self._gone and (not watching or not watching[0].done() or watching[0].cancelled()):
             return  # cancelled from elsewhere (shutdown): not ours to swallow
         self._task.uncancel()
         facts["outcome"] = "client_disconnected"
         raise ClientDisconnected from None
 
     def stop(self) -> None:
+        if self._whole is not None:
+            self._whole.watch = None
+            self._whole = None
         if self._timer is not None:
             self._timer.cancel()
         for watcher in self._watching:
             watcher.cancel()
+
+    def _client_left(self) -> None:
+        """The connection was lost: the work is cancelled, unless its reply was already whole."""
+        if self._task is not None and not self._gone and not self._tracker.finished:
+            self._gone = True
+            self._task.cancel()
 
 
 def _watch(
@@ -110,14 +135,20 @@ class ResponseTracker:
         self.tenant: str | None = None
         """The authenticated tenant, once known (for the metric and log line of a failure)."""
 
+    @property
+    def sending(self) -> Send:
+        """The ``send`` it wraps."""
+        return self._send
+
     async def send(self, message: dict[str, object]) -> None:
         if message["type"] == "http.response.start":
             self.started = True
             self.status = int(message["status"])  # type: ignore[call-overload]
             headers: list[tuple[bytes, bytes]] = message["headers"]  # type: ignore[assignment]
-            self.streaming = any(
-                k.lower() == b"content-type" and v.lower().startswith(_EVENT_STREAM) for k, v in headers
-            )
+            for k, v in headers:  # a loop, not any() over a generator: no generator per reply
+                if k.lower() == b"content-type" and v.lower().startswith(_EVENT_STREAM):
+                    self.streaming = True
+                    break
             overhead = f"{self._timing.overhead() * 1000:.3f}".encode()
             message["headers"] = [*headers, (b"x-loopwarden-overhead-ms", overhead)]
         else:

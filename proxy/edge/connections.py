@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
@@ -83,6 +83,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._arm_head_deadline()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        cycle = self.cycle  # a client gone before its reply is whole: its watch is told at once
+        sending = cycle.send if cycle is not None and not cycle.response_complete else None
+        if isinstance(sending, WholeReplies) and sending.watch is not None:
+            sending.watch()
         self._head_since = None
         if self._head_deadline is not None:
             self._head_deadline.cancel()
@@ -146,12 +150,19 @@ class WholeReplies:
     and framed as ever) into one buffer that goes out in one write. A stream's head (no length)
     goes at once; so does a held head before anything but a body (which an app never sends)."""
 
-    __slots__ = ("_cycle", "_held", "_send")
+    __slots__ = ("_cycle", "_held", "_send", "watch")
 
     def __init__(self, cycle: RequestResponseCycle) -> None:
         self._cycle = cycle
         self._send = cycle.send
         self._held: Any = None
+        self.watch: Callable[[], None] | None = None
+        """Called when the connection is lost before the reply is whole (a client watch's)."""
+
+    @property
+    def client_gone(self) -> bool:
+        """The connection was lost before the reply was whole."""
+        return bool(self._cycle.disconnected)
 
     async def __call__(self, message: Any) -> None:
         held = self._held
@@ -206,7 +217,10 @@ class _OneWrite:
 
 
 def _has_length(headers: Sequence[tuple[bytes, bytes]]) -> bool:
-    return any(name.lower() == b"content-length" for name, _ in headers)
+    for name, _ in headers:  # noqa: SIM110 (a loop, not any() over a generator: no generator per reply)
+        if name.lower() == b"content-length":
+            return True
+    return False
 
 
 def guarded_websocket_protocol() -> type[asyncio.Protocol] | None:

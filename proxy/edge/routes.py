@@ -250,7 +250,8 @@ class ProxyRoutes:
         finally:
             watch.stop()
             facts["session"] = request.session.id  # named by now, if a reply named it
-        await self._deliver(outcome, send, facts, request.headers, wire)
+        if (delivering := self._deliver(outcome, send, facts, request.headers, wire)) is not None:
+            await delivering
         return facts
 
     def policy_for(self, tenant: Tenant, requested: str | None) -> Policy:
@@ -262,25 +263,25 @@ class ProxyRoutes:
             raise PermissionDenied(f"Policy {name!r} does not exist.", param="policy")
         return policy
 
-    async def _deliver(
+    def _deliver(
         self,
         outcome: Outcome,
         send: Send,
         facts: dict[str, object],
         sent: Sequence[tuple[str, str]],
         wire: WireFormat,
-    ) -> None:
-        """Send what the pipeline decided: its own body, or the upstream's reply copied."""
+    ) -> Awaitable[None] | None:
+        """Send what the pipeline decided: its own body, or the upstream's reply copied (the
+        sending to await, None when the pipeline delivered it: no coroutine of its own)."""
         if outcome.delivered:
-            return
+            return None
         if outcome.body is not None:
             headers = [(b"content-type", outcome.content_type), *outcome.headers]
             facts["upstream_status"] = None
-            await send_reply(send, outcome.status, headers, outcome.body)
-            return
+            return send_reply(send, outcome.status, headers, outcome.body)
         if outcome.upstream is None:  # an outcome carries a body or an upstream reply
             raise ProxyError("The proxy produced no reply.")
-        await self._answer(outcome.upstream, send, facts, sent, wire, own=outcome.headers)
+        return self._answer(outcome.upstream, send, facts, sent, wire, own=outcome.headers)
 
     async def _passthrough(self, scope: HTTPScope, receive: Receive, tracker: ResponseTracker) -> dict[str, object]:
         return await self._forward.serve(scope, receive, tracker, self._authenticate(scope, tracker))
@@ -361,13 +362,11 @@ class ProxyRoutes:
         self._metrics.of(self._metrics.overhead, route).observe(overhead)
         if timing.first_byte is not None:
             self._metrics.stream_ttfb.observe(timing.first_byte)
-        facts.update(
-            route=route,
-            method=scope.get("method"),
-            status=status,
-            duration_ms=round(timing.elapsed() * 1000, 3),
-            overhead_ms=round(overhead * 1000, 3),
-        )
+        facts["route"] = route  # assigned, not update(**kwargs): no keyword dict per request
+        facts["method"] = scope.get("method")
+        facts["status"] = status
+        facts["duration_ms"] = round(timing.elapsed() * 1000, 3)
+        facts["overhead_ms"] = round(overhead * 1000, 3)
         log_event("request", facts)
 
     async def _answer(
@@ -387,7 +386,8 @@ class ProxyRoutes:
         if response.status_code >= 400:
             shape = wire.codec.error_body if wire is not None else None
             body, headers = relayed_error(response.status_code, body, headers, self._secrets(sent), shape)
-        facts.update(upstream_status=response.status_code, attempts=reply.attempts)
+        facts["upstream_status"] = response.status_code
+        facts["attempts"] = reply.attempts
         await send_reply(send, response.status_code, headers, body)
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from proxy.exchange import Reply, Turn
@@ -41,7 +42,8 @@ class InFlight:
     extra: list[Turn] = field(default_factory=list)
     replies: list[Reply] = field(default_factory=list)
     """Every usable reply of this request's attempts (their ids may be continued from)."""
-    retries: Counter[str] = field(default_factory=Counter)
+    retries: defaultdict[str, int] = field(default_factory=partial(defaultdict, int))
+    """Nudges of each kind sent so far (a defaultdict: no Counter's Python-level ``__init__`` per request)."""
     goal: GoalRun | None = None
     """Goal mode's state over this request (None outside goal mode)."""
 

@@ -120,7 +120,8 @@ class Pipeline:
                 headers = partial(self._headers, flight)
                 client = flight.client = client_stream(request, headers, self._keepalive)
                 try:
-                    ending = await self._ended(flight, await self._run(flight))
+                    ran = await self._run(flight)  # a Finalize made into its ending; no coroutine otherwise
+                    ending = await self._ended(flight, ran) if isinstance(ran, Finalize) else ran
                     await self._commit(flight, ending)
                     outcome = await render(request, client, ending, headers)
                 finally:
@@ -202,11 +203,9 @@ class Pipeline:
             if ending is not None:
                 return ending
 
-    async def _ended(self, flight: InFlight, ending: _Ending) -> Answer:
-        """The answer: a Finalize made into its ending (a summary call that extends the
-        transcript as the upstream knows it, else one built locally); any other as it is."""
-        if not isinstance(ending, Finalize):
-            return ending
+    async def _ended(self, flight: InFlight, ending: Finalize) -> Answer:
+        """A Finalize made into its ending: a summary call that extends the transcript as the
+        upstream knows it, else one built locally."""
         sent = flight.continuity.summary_payload(flight.payload)
         made = await self._endings.make(
             flight.request, ending, flight.state, flight.delta, flight.notes, flight.extra, sent

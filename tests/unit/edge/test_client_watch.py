@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from proxy.edge.client_watch import ClientWatch, ResponseTracker, unless_client_leaves
+from proxy.edge.connections import WholeReplies
 from proxy.edge.http import ClientDisconnected
 from proxy.observe.timing import begin
 
@@ -85,3 +86,80 @@ async def test_a_client_that_leaves_cancels_the_work_and_is_told_apart():
         await unless_client_leaves(asyncio.sleep(5), receive, facts, ResponseTracker(send, begin()))
 
     assert facts == {"outcome": "client_disconnected"}
+
+
+async def test_watches_share_their_loops_timer_and_each_client_that_leaves_is_noticed():
+    async def receive():
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        pass
+
+    async def served(delay: float) -> dict[str, object]:
+        await asyncio.sleep(delay)  # made while the first one's watch is still waiting
+        facts: dict[str, object] = {}
+        with pytest.raises(ClientDisconnected):
+            await unless_client_leaves(asyncio.sleep(5), receive, facts, ResponseTracker(send, begin()))
+        return facts
+
+    assert await asyncio.gather(served(0), served(0.01), served(0.02)) == [{"outcome": "client_disconnected"}] * 3
+
+
+async def test_a_watch_stopped_early_leaves_the_next_one_due_on_the_shared_timer():
+    async def never():
+        raise AssertionError("the client was read")
+
+    async def receive():
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        pass
+
+    stopped = ClientWatch(never, ResponseTracker(send, begin()))
+    await asyncio.sleep(0.01)
+    facts: dict[str, object] = {}
+    stopped.stop()  # before its time: it never reads the client, and the next watch still does
+    with pytest.raises(ClientDisconnected):
+        await unless_client_leaves(asyncio.sleep(5), receive, facts, ResponseTracker(send, begin()))
+
+    assert facts == {"outcome": "client_disconnected"}
+
+
+class _Cycle:
+    """What :class:`WholeReplies` reads of uvicorn's request cycle."""
+
+    def __init__(self, disconnected: bool = False) -> None:
+        self.disconnected = disconnected
+
+    async def send(self, message):
+        pass
+
+
+async def _watched_by_the_connection(whole: WholeReplies, lose: bool) -> dict[str, object]:
+    async def receive():
+        raise AssertionError("the client was read: the connection tells the watch")
+
+    facts: dict[str, object] = {}
+    work = asyncio.ensure_future(
+        unless_client_leaves(asyncio.sleep(5), receive, facts, ResponseTracker(whole, begin()))
+    )
+    await asyncio.sleep(0)
+    if lose:
+        assert whole.watch is not None
+        whole.watch()  # what the protocol does when the connection is lost before the reply is whole
+    with pytest.raises(ClientDisconnected):
+        await asyncio.wait_for(work, 2)
+    assert whole.watch is None  # stopped
+    return facts
+
+
+async def test_on_the_proxys_own_server_the_lost_connection_cancels_the_work():
+    whole = WholeReplies(_Cycle())  # type: ignore[arg-type]
+
+    assert await _watched_by_the_connection(whole, lose=True) == {"outcome": "client_disconnected"}
+
+
+async def test_a_connection_lost_before_the_watch_was_made_cancels_the_work_at_once():
+    whole = WholeReplies(_Cycle(disconnected=True))  # type: ignore[arg-type]
+
+    assert await _watched_by_the_connection(whole, lose=False) == {"outcome": "client_disconnected"}
