@@ -57,7 +57,8 @@ def fast_frozen(cls: Any) -> Any:
             required = each.default is MISSING and each.default_factory is MISSING
             params.append(each.name if required else f"{each.name}=_{each.name}")
         lines.append(f"    _set_{each.name}(self, {value})")
-    exec(f"def __init__(self, {', '.join(params)}):\n" + "\n".join(lines), names)  # noqa: S102 (as dataclasses)
+    # The source is made of the class's own field names, never of input, as dataclasses does.
+    exec(f"def __init__(self, {', '.join(params)}):\n" + "\n".join(lines), names)  # noqa: S102  # nosec B102
     names["__init__"].__qualname__ = f"{cls.__qualname__}.__init__"
     names["__init__"].__annotations__ = cls.__init__.__annotations__
     cls.__init__ = names["__init__"]

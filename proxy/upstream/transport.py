@@ -63,9 +63,8 @@ class _Request(aiohttp.ClientRequest):
     def update_headers(self, headers: LooseHeaders | None) -> None:
         # aiohttp adds the caller's headers one by one after Host, replacing Host if one is
         # among them; without one that is Host then all of them, in order, in one C-level step.
-        if isinstance(headers, CIMultiDict) and hdrs.HOST not in headers:
-            host = self.url.host_port_subcomponent
-            assert host is not None  # an absolute URL: aiohttp's own assumption here
+        host = self.url.host_port_subcomponent  # None only for a URL without a host: aiohttp's own path
+        if isinstance(headers, CIMultiDict) and hdrs.HOST not in headers and host is not None:
             self.headers = CIMultiDict(((hdrs.HOST, host),))
             self.headers.extend(headers)
         else:
