@@ -84,12 +84,10 @@ class _Gauge(Gauge):
             self._value._value += amount
 
     def dec(self, amount: float = 1) -> None:
-        lock = self._lock_
-        if lock is None:
+        if self._lock_ is None:  # the library's own checks and errors
             super().dec(amount)
-            return
-        with lock:
-            self._value._value -= amount
+        else:
+            self.inc(-amount)  # as the library's dec: an inc of the negative
 
 
 class _Histogram(Histogram):
