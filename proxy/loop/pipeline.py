@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from functools import partial
 from typing import Any
 
@@ -35,7 +34,7 @@ from proxy.loop.inflight import InFlight
 from proxy.loop.recording import Step, StepRecorder
 from proxy.loop.step_log import StepLog, chat_attributes, response_headers, usage_attributes
 from proxy.observe.metrics import Metrics
-from proxy.observe.tracing import Tracing
+from proxy.observe.tracing import NO_SPAN, Tracing
 from proxy.request import AgentRequest, Outcome, RequestNotes
 from proxy.session.base import FIELDS, SessionDelta, SessionState, SessionStore, StoreUnavailable
 from proxy.session.runs import run_number, run_reset, starts_new_run, without_run
@@ -58,8 +57,6 @@ __all__ = ["Pipeline"]
 
 _Ending = Answer | Finalize
 _REPLY_VERDICTS = (Pass, Nudge, Rewrite, Finalize)
-_NO_SPAN = nullcontext()
-"""The span of a request or attempt when tracing is off: no context manager built per request."""
 
 
 class Pipeline:
@@ -107,7 +104,7 @@ class Pipeline:
             enforce = request.policy.mode == "enforce"
             limits = session_limits(request, self._prices, fresh=request.session.fresh) if enforce else []
             tracing = self._tracing.enabled
-            with self._tracing.span("invoke_agent", _agent_attributes(request)) if tracing else _NO_SPAN as span:
+            with self._tracing.span("invoke_agent", _agent_attributes(request)) if tracing else NO_SPAN as span:
                 self._steps.tool_results(request)
                 check_request_cap(request, enforce, self._prices)
                 state, delta = await self._ledger.open(request, limits, notes)
@@ -259,7 +256,7 @@ class Pipeline:
         sent = time.perf_counter()
         tracing = self._tracing.enabled
         name = f"chat {request.conversation.model or ''}".strip() if tracing else ""
-        with self._tracing.span(name, chat_attributes(request, attempt)) if tracing else _NO_SPAN as span:
+        with self._tracing.span(name, chat_attributes(request, attempt)) if tracing else NO_SPAN as span:
             if client is None:
                 upstream, reply = await self._attempts.whole(request, flight.payload, flight.extra, delta, attempt)
                 assembled = None

@@ -13,10 +13,11 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
-__all__ = ["Tracing"]
+__all__ = ["NO_SPAN", "Tracing"]
 
 Attributes = Mapping[str, str | int | float | bool]
-_NO_SPAN: AbstractContextManager[None] = nullcontext()
+NO_SPAN: AbstractContextManager[None] = nullcontext()
+"""The one span of everything when tracing is off: a context that does nothing."""
 
 
 class Tracing:
@@ -46,7 +47,7 @@ class Tracing:
     def span(self, name: str, attributes: Attributes) -> AbstractContextManager[Any | None]:
         """A span around the ``with`` block (None when off: one shared context that does nothing)."""
         tracer = self._tracer
-        return _NO_SPAN if tracer is None else _span(tracer, name, attributes)
+        return NO_SPAN if tracer is None else _span(tracer, name, attributes)
 
     def event(self, name: str, attributes: Attributes) -> None:
         """A guard decision on the current span."""
