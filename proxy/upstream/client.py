@@ -3,7 +3,7 @@
 It speaks httpx (requests, responses, transports) but drives the transport directly: the
 ``httpx.AsyncClient`` layer adds cookie persistence, redirects and auth flows that a proxy
 must not have, and costs time on every call. Tests inject an ``httpx.MockTransport`` or
-point it at the scripted fake upstream; production uses :class:`AiohttpTransport`.
+point it at the scripted fake upstream; production uses :class:`UpstreamTransport`.
 
 Retries happen only before any byte reached the client: for a stream, until the upstream
 answered with headers. The deadline covers every attempt and every wait. Waits are
@@ -36,7 +36,7 @@ from proxy.settings import Settings
 from proxy.upstream.egress import EgressBlocked
 from proxy.upstream.retry import RETRYABLE_STATUSES, RetryBudget, RetryPolicy, SharedAttempts, parse_retry_after
 from proxy.upstream.socket import UpstreamSockets, current
-from proxy.upstream.transport import READ_BODY, READ_LIMIT, AiohttpTransport
+from proxy.upstream.transport import READ_BODY, READ_LIMIT, UpstreamTransport
 
 __all__ = ["ATTEMPTS_HEADER", "UpstreamClient", "UpstreamReply"]
 
@@ -94,8 +94,8 @@ class UpstreamClient:
         """``clock``: how long a failed attempt took (a fault that came back fast backs off longer)."""
         self._metrics = metrics
         self._clock = clock
-        self._transport = transport or AiohttpTransport(max_connections=settings.max_upstream_connections)
-        self._direct = self._transport if isinstance(self._transport, AiohttpTransport) else None
+        self._transport = transport or UpstreamTransport(max_connections=settings.max_upstream_connections)
+        self._direct = self._transport if isinstance(self._transport, UpstreamTransport) else None
         """The transport when it is the aiohttp one: called with a request's parts, not an httpx request."""
         self.sockets = UpstreamSockets(settings, self._transport, metrics)
         """Client sockets' upstream WebSockets (a call inside :func:`~proxy.upstream.socket.through` goes over one)."""
@@ -191,15 +191,16 @@ class UpstreamClient:
             transport = current() or self._transport
             sent = self._clock()
             try:
-                async with asyncio.timeout(remaining):
-                    if transport is self._direct:
-                        # The pool's own transport takes the call's parts as they are (no httpx
-                        # request); a whole body comes back read.
-                        sent_body = body if body or method.upper() not in _BODILESS else None
-                        response = await self._direct.exchange(
-                            method, text, headers, sent_body, timeouts, read_body=not stream, limit=limit
-                        )
-                    else:
+                if transport is self._direct:
+                    # The pool's own transport takes the call's parts as they are (no httpx
+                    # request) and keeps the deadline on its own read timer (no timeout scope
+                    # per call); a whole body comes back read.
+                    sent_body = body if body or method.upper() not in _BODILESS else None
+                    response = await self._direct.exchange(
+                        method, text, headers, sent_body, timeouts, read_body=not stream, limit=limit, deadline=deadline
+                    )
+                else:
+                    async with asyncio.timeout(remaining):
                         request = _request(method, parsed, headers, body, timeouts, stream, limit)
                         response = await transport.handle_async_request(request)
                         if not stream:

@@ -44,7 +44,7 @@ from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 from proxy.settings import Settings
 from proxy.upstream.socket_chain import SocketChain
-from proxy.upstream.transport import READ_BODY, READ_LIMIT, AiohttpTransport
+from proxy.upstream.transport import READ_BODY, READ_LIMIT, UpstreamTransport
 
 __all__ = ["PING_SECS", "TERMINAL", "UpstreamSocket", "UpstreamSockets", "current", "event_type", "through"]
 
@@ -111,7 +111,7 @@ class UpstreamSockets:
 
     def __init__(self, settings: Settings, transport: httpx.AsyncBaseTransport, metrics: Metrics | None) -> None:
         self.http = transport
-        self._pool = transport if isinstance(transport, AiohttpTransport) else None
+        self._pool = transport if isinstance(transport, UpstreamTransport) else None
         self._on = settings.upstream_websocket == "auto" and self._pool is not None
         self.connect_timeout = settings.connect_timeout
         self.max_size = settings.max_reply_bytes

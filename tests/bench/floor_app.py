@@ -3,7 +3,7 @@
 A bare ASGI callable (no framework, no auth, no parsing, no logging) served by uvicorn
 exactly as ``proxy.edge.server.build_server`` configures it (uvloop, httptools, no access log,
 no date/server headers), forwarding each request body upstream with the proxy's client
-stack: an ``httpx.Request`` sent through ``proxy.upstream.transport.AiohttpTransport`` and read with
+stack: an ``httpx.Request`` sent through ``proxy.upstream.transport.UpstreamTransport`` and read with
 ``response.aread()`` (the body read in one go, as the proxy does). The gap between this
 and the proxy is what the proxy's own code costs; the gap between this and "direct" is
 what any Python hop on this stack costs.
@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from proxy.upstream.transport import READ_BODY, AiohttpTransport
+from proxy.upstream.transport import READ_BODY, UpstreamTransport
 
 # The proxy's default per-attempt timeouts (Settings: connect 10, read 300, pool 10), so the
 # transport arms the same aiohttp timers the proxy's does.
@@ -37,7 +37,7 @@ class FloorApp:
     def __init__(self, upstream: str, max_connections: int = 256) -> None:
         self._url = httpx.URL(upstream.rstrip("/") + "/chat/completions")  # parsed once
         # Same pool size as the proxy's default --max-upstream-connections.
-        self._transport = AiohttpTransport(max_connections=max_connections)
+        self._transport = UpstreamTransport(max_connections=max_connections)
 
     async def __call__(self, scope: Message, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":

@@ -242,7 +242,7 @@ TARGETS: dict[str, Target] = {
             "-> the performance issue's floor: bare litestar + httpx on httpx-aiohttp pass-through -> upstream",
             _lean_floor_command,
         ),
-        Target("floor", "-> bare ASGI pass-through (uvicorn + AiohttpTransport) -> upstream", _floor_command),
+        Target("floor", "-> bare ASGI pass-through (uvicorn + UpstreamTransport) -> upstream", _floor_command),
         proxy_target("proxy", "-> loopwarden serve (guard pipeline, memory state) -> upstream"),
         proxy_target(
             "proxy-redis",

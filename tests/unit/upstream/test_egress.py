@@ -16,7 +16,7 @@ from proxy.errors import UpstreamUnreachable
 from proxy.settings import Settings
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.egress import EgressBlocked, EgressResolver
-from proxy.upstream.transport import AiohttpTransport
+from proxy.upstream.transport import UpstreamTransport
 
 
 class ScriptedResolver(AbstractResolver):
@@ -92,7 +92,7 @@ async def test_a_metadata_host_name_is_refused_before_any_lookup():
 
 async def test_a_name_resolving_to_the_metadata_address_is_never_connected_to():
     resolver = ScriptedResolver({"169.254.169.254.nip.io": [["169.254.169.254"]]})
-    async with httpx.AsyncClient(transport=AiohttpTransport(resolver=resolver)) as client:
+    async with httpx.AsyncClient(transport=UpstreamTransport(resolver=resolver)) as client:
         with pytest.raises(httpx.ConnectError) as raised:
             await client.get("http://169.254.169.254.nip.io/latest/meta-data/")
     assert isinstance(raised.value.__cause__.os_error, EgressBlocked)  # type: ignore[union-attr]
@@ -100,7 +100,7 @@ async def test_a_name_resolving_to_the_metadata_address_is_never_connected_to():
 
 async def test_a_name_resolving_to_loopback_is_connected_to(local_server):
     resolver = ScriptedResolver({"upstream.test": [["127.0.0.1"]]})
-    async with httpx.AsyncClient(transport=AiohttpTransport(resolver=resolver)) as client:
+    async with httpx.AsyncClient(transport=UpstreamTransport(resolver=resolver)) as client:
         reply = await client.get(f"http://upstream.test:{local_server}/v1/models")
     assert reply.status_code == 200
 
@@ -116,7 +116,7 @@ async def test_every_lookup_is_checked_so_a_rebound_name_is_refused():
 async def test_the_client_hears_the_upstream_is_unreachable_and_why():
     resolver = ScriptedResolver({"169.254.169.254.nip.io": [["169.254.169.254"]]})
     client = UpstreamClient(
-        Settings(upstream="http://169.254.169.254.nip.io/v1", retry_attempts=1), AiohttpTransport(resolver=resolver)
+        Settings(upstream="http://169.254.169.254.nip.io/v1", retry_attempts=1), UpstreamTransport(resolver=resolver)
     )
     try:
         with pytest.raises(UpstreamUnreachable) as raised:

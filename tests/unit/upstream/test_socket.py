@@ -12,13 +12,13 @@ import pytest
 from proxy.observe.metrics import Metrics
 from proxy.settings import Settings
 from proxy.upstream.socket import UpstreamSockets, _Error, _error_response, _frame, current, through
-from proxy.upstream.transport import AiohttpTransport
+from proxy.upstream.transport import UpstreamTransport
 
 URL = "wss://api.example/v1/responses"
 
 
 def sockets(**settings) -> UpstreamSockets:
-    return UpstreamSockets(Settings(**settings), AiohttpTransport(), Metrics())
+    return UpstreamSockets(Settings(**settings), UpstreamTransport(), Metrics())
 
 
 def test_a_client_socket_gets_an_upstream_socket_by_default():

@@ -1,4 +1,4 @@
-"""The aiohttp transport under client-chosen URLs (pass-through paths and queries)."""
+"""The upstream transport under client-chosen URLs and headers (pass-through paths and queries)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import tracemalloc
 import httpx
 import pytest
 
-from proxy.upstream.transport import READ_BODY, READ_LIMIT, AiohttpTransport
+from proxy.upstream.transport import READ_BODY, READ_LIMIT, UpstreamTransport
 
 _OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 
@@ -29,7 +29,7 @@ async def test_distinct_long_urls_are_not_kept_parsed():
     server = await asyncio.start_server(_answer, "127.0.0.1", 0, limit=1 << 20)
     port = server.sockets[0].getsockname()[1]
     try:
-        async with httpx.AsyncClient(transport=AiohttpTransport()) as client:
+        async with httpx.AsyncClient(transport=UpstreamTransport()) as client:
             tracemalloc.start()
             # The libraries' own bounded caches (urllib's, yarl's: 128 URLs each) fill first.
             for n in range(200):
@@ -74,7 +74,7 @@ async def test_a_body_read_whole_is_the_reply_as_sent_decoded_only_where_it_says
         head += b"Content-Encoding: " + encoding.encode() + b"\r\n"
     server = await _serve_once(head + b"\r\n" + sent)
     port = server.sockets[0].getsockname()[1]
-    transport = AiohttpTransport()
+    transport = UpstreamTransport()
     try:
         request = httpx.Request("POST", f"http://127.0.0.1:{port}/v1/chat/completions", content=b"{}")
         request.extensions = {READ_BODY: True, READ_LIMIT: None}
@@ -122,7 +122,7 @@ async def test_the_upstream_client_sends_on_this_transport_what_an_httpx_request
         ("content-length", "999"),  # the transport frames the body itself
         ("x-session-id", "séance ☕"),  # non-ASCII: UTF-8 on the wire
     ]
-    transport = AiohttpTransport()
+    transport = UpstreamTransport()
     client = UpstreamClient(Settings(upstream=f"http://127.0.0.1:{port}/v1"), transport)
     try:
         reply = await client.send("POST", url, headers, b'{"a":1}')
@@ -151,7 +151,7 @@ async def test_the_transport_adds_no_header_of_its_own():
     seen: list[bytes] = []
     server = await _recording_server(seen)
     port = server.sockets[0].getsockname()[1]
-    transport = AiohttpTransport()
+    transport = UpstreamTransport()
     try:
         await transport.exchange(
             "POST", f"http://127.0.0.1:{port}/v1/x", [("x-tag", "a")], b'{"a":1}', {}, read_body=True, limit=None
@@ -163,3 +163,60 @@ async def test_the_transport_adds_no_header_of_its_own():
 
     lines = seen[0].split(b"\r\n\r\n")[0].split(b"\r\n")[1:]
     assert [line.split(b":")[0].lower() for line in lines] == [b"host", b"x-tag", b"content-length"]
+
+
+async def test_a_header_value_with_a_line_break_is_refused_before_anything_is_sent():
+    seen: list[bytes] = []
+    server = await _recording_server(seen)
+    port = server.sockets[0].getsockname()[1]
+    transport = UpstreamTransport()
+    try:
+        with pytest.raises(ValueError, match="Newline or carriage return"):
+            await transport.exchange(
+                "POST",
+                f"http://127.0.0.1:{port}/v1/x",
+                [("x-tag", "a\r\nx-injected: 1")],
+                b"{}",
+                {},
+                read_body=True,
+                limit=None,
+            )
+    finally:
+        await transport.aclose()
+        server.close()
+        await server.wait_closed()
+    assert seen == []
+
+
+async def test_a_url_of_another_scheme_is_unsupported():
+    transport = UpstreamTransport()
+    with pytest.raises(httpx.UnsupportedProtocol):
+        await transport.exchange("GET", "ftp://127.0.0.1/v1/models", [], None, {}, read_body=True, limit=None)
+    await transport.aclose()
+
+
+@pytest.mark.parametrize(
+    ("path", "host"),
+    [("/v1/x?beta=true", "127.0.0.1:{port}"), ("/v1/x", "127.0.0.1:{port}")],
+    ids=["with-query", "without-query"],
+)
+async def test_the_request_line_and_host_are_the_urls_own(path, host):
+    seen: list[bytes] = []
+    server = await _recording_server(seen)
+    port = server.sockets[0].getsockname()[1]
+    transport = UpstreamTransport()
+    try:
+        await transport.exchange("POST", f"http://127.0.0.1:{port}{path}", [], b"{}", {}, read_body=True, limit=None)
+    finally:
+        await transport.aclose()
+        server.close()
+        await server.wait_closed()
+    lines = seen[0].split(b"\r\n")
+    assert lines[:2] == [f"POST {path} HTTP/1.1".encode(), f"host: {host.format(port=port)}".encode()]
+
+
+async def test_a_bodiless_get_carries_no_length_and_a_bodiless_post_a_zero_one():
+    from proxy.upstream.transport import _head
+
+    assert b"content-length" not in _head("GET", "/v1/models", "h", [], None)
+    assert _head("POST", "/v1/x", "h", [], None).endswith(b"content-length: 0\r\n\r\n")
