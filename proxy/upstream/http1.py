@@ -26,9 +26,9 @@ from proxy.errors import UpstreamReplyTooLarge
 
 __all__ = ["Http1Connection", "too_large"]
 
-_HIGH_WATER = 1 << 20
+_HIGH_WATER = 1 << 18
 """Body bytes held unread before the connection stops reading (a slow reader of a stream)."""
-_LOW_WATER = 1 << 18
+_LOW_WATER = 1 << 16
 
 
 def too_large() -> UpstreamReplyTooLarge:

@@ -172,7 +172,7 @@ async def test_bytes_nobody_asked_for_close_an_idle_connection():
 
 
 async def test_a_streamed_body_arrives_whole_and_in_order_however_slowly_it_is_read():
-    body = bytes(range(256)) * 16_384  # 4 MiB: past the point where the connection stops reading
+    body = bytes(range(256)) * 4_096  # 1 MiB: past the point where the connection stops reading
 
     async def large(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
