@@ -53,15 +53,17 @@ class GeminiAddressing:
 
     @staticmethod
     def guarded(raw_path: bytes) -> Address | None:
-        """The guarded call a path makes (None: a call to pass through)."""
-        path = unquote(raw_path.partition(b"?")[0].decode("latin-1"))
-        match = _CALL.match(path)
-        if match is None:
-            return None
-        resource = match[2]
-        collection, _, name = resource.partition("/")
-        collection = "tunedModels" if collection.lower() == "tunedmodels" else "models"
-        return Address(f"{collection}/{name}", match[3].lower().startswith("stream"))
+        """The guarded call a path makes (None: a call to pass through); a client's calls
+        name a handful of paths, so each is read once (up to ``_KNOWN_PATHS`` of them)."""
+        known = _addresses.get(raw_path, _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known  # type: ignore[return-value]
+        address = _address(raw_path)
+        if len(raw_path) <= _CACHED_PATH_BYTES:
+            if len(_addresses) >= _KNOWN_PATHS:
+                _addresses.clear()
+            _addresses[raw_path] = address
+        return address
 
     @staticmethod
     def claims(path: str, header: Callable[[bytes], str | None]) -> bool:
@@ -80,10 +82,30 @@ class GeminiAddressing:
     @staticmethod
     def upstream_query(query: bytes, stream: bool) -> bytes:
         """The client's query for the upstream: ``alt=sse`` on a stream (the proxy reads events)."""
+        if not query or query == b"alt=sse":  # what the SDKs send: nothing to take apart
+            return b"alt=sse" if stream else query
         pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
         if stream:
             pairs = [(k, v) for k, v in pairs if k != "alt"] + [("alt", "sse")]
         return urlencode(pairs).encode("latin-1")
+
+
+_UNKNOWN = object()
+_KNOWN_PATHS = 256
+_CACHED_PATH_BYTES = 512
+_addresses: dict[bytes, Address | None] = {}
+"""Paths read before, and what they call (None: passed through)."""
+
+
+def _address(raw_path: bytes) -> Address | None:
+    path = unquote(raw_path.partition(b"?")[0].decode("latin-1"))
+    match = _CALL.match(path)
+    if match is None:
+        return None
+    resource = match[2]
+    collection, _, name = resource.partition("/")
+    collection = "tunedModels" if collection.lower() == "tunedmodels" else "models"
+    return Address(f"{collection}/{name}", match[3].lower().startswith("stream"))
 
 
 def _query_key(query: bytes) -> str | None:

@@ -317,16 +317,16 @@ def parse_usage(raw: Any) -> Usage:
     tokens included: they are billed as output) and the cached part of the prompt."""
     if not isinstance(raw, dict):
         return Usage()
-
-    def count(name: str) -> int:
-        value = raw.get(name)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
     return Usage(
-        prompt_tokens=count("promptTokenCount") + count("toolUsePromptTokenCount"),
-        completion_tokens=count("candidatesTokenCount") + count("thoughtsTokenCount"),
-        cached_tokens=count("cachedContentTokenCount"),
+        prompt_tokens=_count(raw, "promptTokenCount") + _count(raw, "toolUsePromptTokenCount"),
+        completion_tokens=_count(raw, "candidatesTokenCount") + _count(raw, "thoughtsTokenCount"),
+        cached_tokens=_count(raw, "cachedContentTokenCount"),
     )
+
+
+def _count(usage: Mapping[str, Any], name: str) -> int:
+    value = usage.get(name)
+    return value if type(value) is int else 0  # not a bool, not a float
 
 
 def finish_reason(raw: Any, calls: bool) -> str | None:
@@ -370,30 +370,49 @@ def parse_reply(body: bytes) -> Reply | None:
 
 
 def reply_of(payload: Mapping[str, Any]) -> Reply:
-    """A decoded ``GenerateContentResponse`` as a reply (a blocked prompt: cut short)."""
+    """A decoded ``GenerateContentResponse`` as a reply (a blocked prompt: cut short). The
+    parts are read in one pass, each by :func:`part_channel`'s rule."""
     parts = candidate_parts(payload)
-    calls = tuple(call_of(p, f"{SYNTHETIC}{position}") for position, p in enumerate(parts) if part_channel(p) == "call")
+    calls: list[ToolCall] = []
+    text: list[str] = []
+    thoughts: list[str] = []
+    other = False
+    for position, part in enumerate(parts):
+        if not isinstance(part, dict):
+            continue
+        said = part.get("text")
+        if isinstance(said, str) and part.get("thought"):
+            thoughts.append(said)  # a thought is reasoning, whatever else the part holds
+        call = part.get("functionCall")
+        if call is None:
+            call = part.get("function_call")
+        if isinstance(call, dict):
+            calls.append(call_of(part, f"{SYNTHETIC}{position}"))
+        elif isinstance(said, str):
+            if not part.get("thought"):
+                text.append(said)
+        elif part:
+            other = True
     candidates = payload.get("candidates")
     first = candidates[0] if isinstance(candidates, list) and candidates and isinstance(candidates[0], dict) else {}
     reason = finish_reason(field(first, "finishReason"), bool(calls))
     feedback = field(payload, "promptFeedback")
     if not first and isinstance(feedback, dict) and field(feedback, "blockReason"):
         reason = "content_filter"
-    text = [p["text"] for p in parts if part_channel(p) == "text"]
     message = field(first, "finishMessage")  # the proxy's refusal (see render.as_refusal)
-    said = "".join(text) if text else None
+    content = "".join(text) if text else None
     refused = (
-        message if isinstance(message, str) and message and reason == "other" and said in (None, message) else None
+        message if isinstance(message, str) and message and reason == "other" and content in (None, message) else None
     )
     model = field(payload, "modelVersion")
     return Reply(
-        content=said if refused is None else None,
-        reasoning=_text(parts, thought=True) or None,
-        tool_calls=calls,
+        content=content if refused is None else None,
+        reasoning="".join(thoughts) or None,
+        tool_calls=tuple(calls),
         finish_reason=reason,
         usage=parse_usage(field(payload, "usageMetadata")),
         model=model if isinstance(model, str) else None,
         refusal=refused,
-        other_output=any(isinstance(p, dict) and part_channel(p) is None and p for p in parts),
+        other_output=other,
         source=payload,
     )

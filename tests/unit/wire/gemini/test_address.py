@@ -56,3 +56,20 @@ def test_a_key_already_in_the_header_wins():
 
     assert query == b""
     assert headers == [(b"x-goog-api-key", b"gk-header")]
+
+
+def test_paths_read_before_are_kept_in_a_bounded_table():
+    from proxy.wire.gemini import address
+
+    for n in range(address._KNOWN_PATHS * 3):
+        assert ADDRESSING.guarded(f"/v1beta/models/m{n}:generateContent".encode()) is not None
+    assert len(address._addresses) <= address._KNOWN_PATHS
+    long = b"/v1beta/models/" + b"m" * 600 + b":streamGenerateContent"
+    assert ADDRESSING.guarded(long) == ADDRESSING.guarded(long)
+    assert long not in address._addresses
+
+
+def test_a_stream_without_a_query_of_its_own_asks_for_events_and_a_call_keeps_its_own():
+    assert ADDRESSING.upstream_query(b"alt=sse", True) == b"alt=sse"
+    assert ADDRESSING.upstream_query(b"alt=sse", False) == b"alt=sse"
+    assert ADDRESSING.upstream_query(b"", False) == b""
