@@ -24,6 +24,8 @@ __all__ = ["CHANNELS", "GeminiAssembler", "joined", "split_chunk"]
 CHANNELS = {"text": Channel.TEXT, "thought": Channel.REASONING, "call": Channel.TOOL_CALLS}
 """What each kind of part carries (see :func:`~proxy.wire.gemini.parse.part_channel`)."""
 _decode = msgspec.json.decode
+_JOINABLE = frozenset(("text", "thought", "thoughtSignature"))
+"""A part of only these fields joins the text part before it."""
 
 
 def _with_parts(chunk: Mapping[str, Any], parts: list[Any]) -> dict[str, Any]:
@@ -56,6 +58,8 @@ class GeminiAssembler(AssemblyProgress):
         self._last: dict[str, Any] = {}
         self._candidate: dict[str, Any] = {}
         self._parts: list[dict[str, Any]] = []
+        self._last_kind: str | None = None
+        """:func:`part_channel` of the last of ``_parts``."""
 
     @staticmethod
     def ends(data: bytes) -> bool:
@@ -64,11 +68,15 @@ class GeminiAssembler(AssemblyProgress):
 
     def add(self, chunk: Mapping[str, Any]) -> int:
         """Take one chunk; return what it carries (channels, plus ``FINISH`` / ``BARE`` marks)."""
-        if isinstance(field(chunk, "modelVersion"), str):
-            self.model = field(chunk, "modelVersion")
-        if isinstance(field(chunk, "usageMetadata"), dict):
-            self.usage = parse_usage(field(chunk, "usageMetadata"))
-        self._last.update((k, v) for k, v in chunk.items() if k != "candidates")
+        model = field(chunk, "modelVersion")
+        if isinstance(model, str):
+            self.model = model
+        usage = field(chunk, "usageMetadata")
+        if isinstance(usage, dict):
+            self.usage = parse_usage(usage)
+        last = self._last
+        last.update(chunk)  # every field but the candidates, the latest of each
+        last.pop("candidates", None)
         candidates = chunk.get("candidates")
         first = candidates[0] if isinstance(candidates, list) and candidates else None
         if not isinstance(first, dict):
@@ -76,13 +84,15 @@ class GeminiAssembler(AssemblyProgress):
                 self.complete = True  # a blocked prompt: no candidate follows
                 return Channel.FINISH
             return Channel.BARE
-        self._candidate.update((k, v) for k, v in first.items() if k != "content")
+        self._candidate.update(first)
+        self._candidate.pop("content", None)
         found = Channel.NONE
         for part in candidate_parts(chunk):
             kind = part_channel(part)
             if kind is None:
                 if isinstance(part, dict) and part:
                     self._parts.append(dict(part))
+                    self._last_kind = None
                     found |= Channel.TEXT
                 continue
             if kind == "call":
@@ -108,15 +118,16 @@ class GeminiAssembler(AssemblyProgress):
         if (
             kind != "call"
             and last is not None
-            and part_channel(last) == kind
+            and self._last_kind == kind
             and "thoughtSignature" not in last
-            and set(part) <= {"text", "thought", "thoughtSignature"}
+            and _JOINABLE.issuperset(part)
         ):
             last["text"] += part["text"]
             if "thoughtSignature" in part:
                 last["thoughtSignature"] = field(part, "thoughtSignature")
             return
         self._parts.append(dict(part))
+        self._last_kind = kind
 
     def completion(self) -> dict[str, Any]:
         """The reply as a complete ``GenerateContentResponse``."""
