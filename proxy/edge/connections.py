@@ -266,6 +266,8 @@ _HEADER_LINE = b"%s: %s\r\n"
 
 
 def _has_length(headers: Sequence[tuple[bytes, bytes]]) -> bool:
+    if type(headers) is list and headers and headers[-1][0] == b"content-length":  # send_reply puts it last
+        return True
     for name, _ in headers:  # noqa: SIM110 (a loop, not any() over a generator: no generator per reply)
         if name.lower() == b"content-length":
             return True

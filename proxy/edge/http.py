@@ -6,7 +6,7 @@ or render), so these helpers are the only place that touches the wire directly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from litestar.types import HTTPScope, Receive, Send
 
@@ -17,6 +17,7 @@ __all__ = [
     "client_headers",
     "header",
     "header_text",
+    "headers_by_name",
     "read_body",
     "send_error",
     "send_reply",
@@ -47,6 +48,25 @@ def header(scope: HTTPScope, name: bytes) -> str | None:
         if key == name:
             return header_text(value)
     return None
+
+
+def headers_by_name(scope: HTTPScope) -> Callable[[bytes], str | None]:
+    """:func:`header` for a handler that reads many of one request's headers: indexed once (the
+    first value of each name, as :func:`header` finds it), then one lookup each, not a scan."""
+    pairs = scope["headers"]
+    listed = pairs if isinstance(pairs, list | tuple) else list(pairs)
+    found: dict[bytes, bytes] = dict(reversed(listed))  # reversed: the first of a repeated name wins
+
+    def read(name: bytes) -> str | None:
+        value = found.get(name)
+        if value is None:
+            return None
+        try:  # header_text inlined: read several times a request
+            return value.decode()
+        except UnicodeDecodeError:
+            return value.decode("latin-1")
+
+    return read
 
 
 def client_headers(scope: HTTPScope) -> list[tuple[str, str]]:

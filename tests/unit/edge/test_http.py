@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.edge.http import header_text, read_body, upstream_request_headers
+from proxy.edge.http import header, header_text, headers_by_name, read_body, upstream_request_headers
 from proxy.errors import PayloadTooLarge
 
 
@@ -90,3 +90,16 @@ def test_without_a_key_header_the_key_goes_in_authorization_as_before():
     headers = upstream_request_headers([("authorization", "Bearer lw")], "Bearer sk-x")
 
     assert headers == [("authorization", "Bearer sk-x")]
+
+
+HEADERS = [(b"x-session-id", b"s1"), (b"x-title", "né".encode()), (b"x-session-id", b"s2"), (b"x-raw", b"\xe9")]
+
+
+@pytest.mark.parametrize("name", [b"x-session-id", b"x-title", b"x-raw", b"x-absent"])
+@pytest.mark.parametrize("given", [list, tuple, iter])
+def test_headers_read_by_name_are_what_header_reads(name, given):
+    """Indexed once, the first value of a repeated name still wins, decoded as header_text does."""
+    scope = {"headers": given(HEADERS)}
+    expected = header({"headers": HEADERS}, name)  # type: ignore[typeddict-item]
+
+    assert headers_by_name(scope)(name) == expected  # type: ignore[arg-type]
