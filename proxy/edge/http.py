@@ -6,7 +6,7 @@ or render), so these helpers are the only place that touches the wire directly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from litestar.types import HTTPScope, Receive, Send
 
@@ -15,8 +15,10 @@ from proxy.upstream.headers import HOP_BY_HOP
 
 __all__ = [
     "client_headers",
+    "forwarded_headers",
     "header",
     "header_text",
+    "headers_by_name",
     "read_body",
     "send_error",
     "send_reply",
@@ -29,6 +31,9 @@ _NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "authorization", "expec
 _NOT_FORWARDED_IDENTITY = _NOT_FORWARDED | {"accept-encoding"}
 """With ``identity_encoding``: the client's own ``Accept-Encoding`` is replaced too."""
 _OWN_PREFIX = "x-loopwarden-"
+_DROPPED = frozenset(name.encode() for name in _NOT_FORWARDED)
+_DROPPED_IDENTITY = frozenset(name.encode() for name in _NOT_FORWARDED_IDENTITY)
+_OWN = _OWN_PREFIX.encode()
 _JSON = [(b"content-type", b"application/json")]
 
 
@@ -47,6 +52,25 @@ def header(scope: HTTPScope, name: bytes) -> str | None:
         if key == name:
             return header_text(value)
     return None
+
+
+def headers_by_name(scope: HTTPScope) -> Callable[[bytes], str | None]:
+    """:func:`header` for a handler that reads many of one request's headers: indexed once (the
+    first value of each name, as :func:`header` finds it), then one lookup each, not a scan."""
+    pairs = scope["headers"]
+    listed = pairs if isinstance(pairs, list | tuple) else list(pairs)
+    found: dict[bytes, bytes] = dict(reversed(listed))  # reversed: the first of a repeated name wins
+
+    def read(name: bytes) -> str | None:
+        value = found.get(name)
+        if value is None:
+            return None
+        try:  # header_text inlined: read several times a request
+            return value.decode()
+        except UnicodeDecodeError:
+            return value.decode("latin-1")
+
+    return read
 
 
 def client_headers(scope: HTTPScope) -> list[tuple[str, str]]:
@@ -89,6 +113,50 @@ def upstream_request_headers(
     if tokens or dropped:  # rare: the common request copies no set
         drop = drop | tokens | {name.lower() for name in dropped}
     out = [(k, v) for k, v in headers if (low := k.lower()) not in drop and not low.startswith(_OWN_PREFIX)]
+    return _credited(out, authorization, identity_encoding, key_header)
+
+
+def forwarded_headers(
+    scope: HTTPScope, authorization: str | None, *, identity_encoding: bool = False, key_header: str = "authorization"
+) -> list[tuple[str, str]]:
+    """``upstream_request_headers(client_headers(scope), ...)`` in one pass over the raw headers,
+    for the common request: no ``Connection`` header naming more to drop, every value UTF-8
+    (else those two steps, as ever). Names compare lower-cased as bytes: the names that
+    matter are ASCII, and a latin-1 letter never lower-cases to one."""
+    raw = scope["headers"]
+    if type(raw) is not list:  # (not the proxy's own server: read twice below, so a list only)
+        return upstream_request_headers(
+            client_headers(scope), authorization, identity_encoding=identity_encoding, key_header=key_header
+        )
+    drop = _DROPPED_IDENTITY if identity_encoding else _DROPPED
+    connection: list[bytes] = []  # Connection headers' values, noted (never kept themselves)
+    try:
+        out = [
+            (name.decode("latin-1"), value.decode())
+            for name, value in raw
+            if ((low := name.lower()) != b"connection" or _noted(connection, value))
+            and low not in drop
+            and not low.startswith(_OWN)
+        ]
+    except UnicodeDecodeError:
+        connection.append(b"")  # a value that is not UTF-8: the two steps read it
+    if connection:
+        return upstream_request_headers(
+            client_headers(scope), authorization, identity_encoding=identity_encoding, key_header=key_header
+        )
+    return _credited(out, authorization, identity_encoding, key_header)
+
+
+def _noted(seen: list[bytes], value: bytes) -> bool:
+    """Note a ``Connection`` header's value (it may name more to drop): False, not kept."""
+    seen.append(value)
+    return False
+
+
+def _credited(
+    out: list[tuple[str, str]], authorization: str | None, identity_encoding: bool, key_header: str
+) -> list[tuple[str, str]]:
+    """The kept headers with the provider key where it goes, and ``Accept-Encoding: identity``."""
     if authorization and key_header != "authorization":
         out = [(k, v) for k, v in out if k.lower() != key_header]
         scheme, _, token = authorization.partition(" ")

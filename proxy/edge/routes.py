@@ -23,7 +23,7 @@ from litestar.types import HTTPScope, Receive, Scope, Send
 
 from proxy.books.tenant_day import TenantDay
 from proxy.edge.client_watch import ClientWatch, ResponseTracker
-from proxy.edge.http import ClientDisconnected, header, read_body, send_error, send_reply
+from proxy.edge.http import ClientDisconnected, header, headers_by_name, read_body, send_error, send_reply
 from proxy.edge.passthrough import Passthrough, passthrough_wire, upstream_headers
 from proxy.edge.request_schemas import compile_request_schemas
 from proxy.edge.responses_socket import SOCKET_FORMATS, serve_socket
@@ -60,6 +60,7 @@ _decode = msgspec.json.decode
 _ATTEMPTS = ATTEMPTS_HEADER.encode()
 _UNCHAINED = ChainPoint()  # where a request of a format without chains goes on: as it came
 _Handler = Callable[[HTTPScope, Receive, "ResponseTracker"], Awaitable[dict[str, object]]]
+_Read = Callable[[bytes], str | None]
 
 
 @dataclass(slots=True)
@@ -186,10 +187,11 @@ class ProxyRoutes:
             raise MethodNotAllowed(
                 f"Method {scope['method']} is not allowed on {wire.route}; use POST.", headers={"Allow": "POST"}
             )
-        credentials = self._authenticate(scope, tracker)
-        policy = self.policy_for(credentials.tenant, header(scope, b"x-loopwarden-policy"))
+        read = headers_by_name(scope)  # a dozen headers read: one index, not a scan each
+        credentials = self._authenticate(scope, tracker, read)
+        policy = self.policy_for(credentials.tenant, read(b"x-loopwarden-policy"))
         if body is None:
-            body = await read_body(receive, self._settings.max_body_bytes, header(scope, b"content-length"))
+            body = await read_body(receive, self._settings.max_body_bytes, read(b"content-length"))
         payload = _parse_object(body)
         parsed = wire.codec.parse_request(payload)
         if address is not None:  # the path names the model and whether it streams
@@ -197,14 +199,14 @@ class ProxyRoutes:
         conversation = await compile_request_schemas(
             wire.codec.declared_schemas(payload), parsed, self._schemas, len(body)
         )
-        hint = wire.codec.session_hint(payload, partial(header, scope))
+        hint = wire.codec.session_hint(payload, read)
         chains = wire.chains
         point = _UNCHAINED if chains is None else await self._pipeline.resume(chains, credentials.namespace, payload)
         hint = hint or point.session
         if point.rewritten is not None:
             payload, body = point.rewritten, wire.codec.encode(point.rewritten)
         session = identify(
-            credentials.namespace, conversation, header(scope, b"x-session-id"), header(scope, b"x-agent-id"), hint
+            credentials.namespace, conversation, read(b"x-session-id"), read(b"x-agent-id"), hint
         )
         if logger.isEnabledFor(logging.DEBUG):  # why a session continued or started over
             log_event(
@@ -229,14 +231,13 @@ class ProxyRoutes:
             stream=conversation.stream,
             daily_tokens=credentials.tenant.daily_tokens,
             daily_cost_usd=credentials.tenant.daily_cost_usd,
-            goal=_text_header(scope, b"x-loopwarden-goal"),
-            goal_criteria=_text_header(scope, b"x-loopwarden-goal-criteria"),
+            goal=_text_header(read, b"x-loopwarden-goal"),
+            goal_criteria=_text_header(read, b"x-loopwarden-goal-criteria"),
             wire=wire,
             namespace=credentials.namespace,
             store_failure=point.store_failure,
+            respond=send if conversation.stream else None,
         )
-        if request.stream:
-            request.respond = send
         facts: dict[str, object] = {"tenant": request.tenant, "policy": policy.name, "session": None}
         facts["stream"] = request.stream
         # Streamed or not, a client that hangs up cancels the upstream call (and any nudge or
@@ -302,11 +303,12 @@ class ProxyRoutes:
                 keys.append(os.environ.get(policy.judge.api_key_env, ""))
         return secret_forms(keys)
 
-    def _authenticate(self, scope: HTTPScope, tracker: ResponseTracker) -> Credentials:
+    def _authenticate(self, scope: HTTPScope, tracker: ResponseTracker, read: _Read | None = None) -> Credentials:
         """The caller; its tenant is noted at once, so a later failure is counted against it."""
-        authorization = header(scope, b"authorization")
+        read = read or partial(header, scope)
+        authorization = read(b"authorization")
         credentials = self._tenants.authenticate(
-            authorization, header(scope, b"x-loopwarden-key"), api_key=None if authorization else _api_key(scope)
+            authorization, read(b"x-loopwarden-key"), api_key=None if authorization else _api_key(read)
         )
         tracker.tenant = credentials.tenant.name
         return credentials
@@ -413,16 +415,14 @@ def _keyed(scope: Scope) -> Scope:
     return {**scope, "query_string": moved, "headers": headers}  # type: ignore[return-value]
 
 
-def _api_key(scope: HTTPScope) -> str | None:
-    return next((value for name in API_KEY_HEADERS if (value := header(scope, name.encode()))), None)
+def _api_key(read: _Read) -> str | None:
+    return next((value for name in API_KEY_HEADERS if (value := read(name.encode()))), None)
 
 
-def _text_header(scope: HTTPScope, name: bytes) -> str | None:
+def _text_header(read: _Read, name: bytes) -> str | None:
     """A header meant as text, stripped; None when blank."""
-    value = header(scope, name)
-    if value is None or not value.strip():
-        return None
-    return value.strip()
+    value = (read(name) or "").strip()
+    return value or None
 
 
 def _parse_object(body: bytes) -> dict[str, object]:

@@ -86,8 +86,16 @@ def redis_target(url: str, *, cluster: bool = False) -> str:
 
 
 def _command(*args: str | bytes | int | float) -> bytes:
-    """One command in RESP: an array of bulk strings."""
-    return b"*%d\r\n%s" % (len(args), _bulks(args))
+    """One command in RESP: an array of bulk strings, packed by hiredis in C (the same bytes as
+    :func:`_bulks` writes them); what it refuses (a ``bool``, a text it cannot encode) by
+    :func:`_bulks`, which writes it or raises as ever."""
+    try:
+        return _pack(args)
+    except (TypeError, ValueError):
+        return b"*%d\r\n%s" % (len(args), _bulks(args))
+
+
+_pack: Callable[[tuple[Any, ...]], bytes] = hiredis.pack_command
 
 
 def _bulks(args: Sequence[str | bytes | int | float]) -> bytes:
@@ -299,12 +307,10 @@ class LeanScript:
         self._connection = connection
         self._source = source
         self._sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()  # Redis names scripts so
-        self._head = _bulks(("EVALSHA", self._sha))
-        """The command's first two bulk strings, the same on every call: encoded once."""
 
     def _evalsha(self, keys: Sequence[str], args: Sequence[str | bytes | int | float]) -> bytes:
-        """``EVALSHA sha numkeys keys... args...`` in RESP."""
-        return b"*%d\r\n%s%s" % (3 + len(keys) + len(args), self._head, _bulks((len(keys), *keys, *args)))
+        """``EVALSHA sha numkeys keys... args...`` in RESP (one C call: :func:`_command`)."""
+        return _command("EVALSHA", self._sha, len(keys), *keys, *args)
 
     async def __call__(self, keys: Sequence[str], args: Sequence[str | bytes | int | float]) -> Any:
         connection = self._connection

@@ -135,19 +135,22 @@ class ChatAssembler:
                     if channel is None or not value:
                         continue
                     found |= channel
-                    if primary:
+                    if not primary:
+                        continue
+                    if key != "content":
                         self._take(key, value)
+                    elif isinstance(value, str):  # _take's text, inlined: nearly every chunk is text
+                        self._content.append(value)
+                        self._joined = None
+                        self.text_length += len(value)
+                        self.produced_chars += len(value)
+                        if not self.has_text:
+                            self.has_text = not value.isspace()
         return found
 
     def _take(self, key: str, value: Any) -> None:
-        if key == "content":
-            if isinstance(value, str):
-                self._content.append(value)
-                self._joined = None
-                self.text_length += len(value)
-                self.produced_chars += len(value)
-                self.has_text = self.has_text or not value.isspace()
-        elif key in ("reasoning_content", "reasoning"):
+        """Any delta but text (which :meth:`add` takes itself)."""
+        if key in ("reasoning_content", "reasoning"):
             if isinstance(value, str):
                 self._reasoning.append(value)
                 self.produced_chars += len(value)

@@ -221,3 +221,74 @@ async def test_a_streams_head_goes_out_at_once():
     await made.send({"type": "http.response.body", "body": b"", "more_body": False})
 
     assert transport.events[1:] == [b"9\r\ndata: x\n\n\r\n", b"0\r\n\r\n"]
+
+
+def bare_cycle(method: str = "POST", default_headers=()):
+    """A cycle whose ``send`` is uvicorn's own, beside the guarded one, for the same request."""
+    made, transport = cycle()
+    del made.send  # the instance's WholeReplies: the class's send again
+    made.scope = {"method": method}  # type: ignore[assignment]
+    made.default_headers = list(default_headers)
+    return made, transport
+
+
+def guarded_cycle(method: str = "POST", default_headers=()):
+    from proxy.edge.connections import WholeReplies
+
+    made, transport = bare_cycle(method, default_headers)
+    made.send = WholeReplies(made)  # type: ignore[method-assign]
+    return made, transport
+
+
+async def sent(make, headers, body: bytes, **options) -> tuple[list[bytes | str], object]:
+    """What a cycle writes for one whole reply, and the error uvicorn raised for it, if any."""
+    made, transport = make(**options)
+    try:
+        await made.send({"type": "http.response.start", "status": 201, "headers": headers})
+        await made.send({"type": "http.response.body", "body": body})
+    except Exception as exc:  # compared: the same error either way
+        return [b"".join(e for e in transport.events if isinstance(e, bytes))], (type(exc), str(exc))
+    assert made.response_complete
+    assert made.response_started
+    return [b"".join(e for e in transport.events if isinstance(e, bytes))], None
+
+
+WHOLE_REPLIES = [
+    ([(b"content-type", b"application/json"), (b"content-length", b"2")], b"{}", {}),
+    ([(b"Content-Type", b"application/json"), (b"X-Request-Id", b"Ab"), (b"content-length", b"2")], b"{}", {}),
+    ([(b"content-length", b"2"), (b"content-length", b"2")], b"{}", {}),  # the first one counts
+    ([(b"content-length", b"2"), (b"x-a", b"1")], b"{}", {"default_headers": [(b"server", b"uvicorn")]}),
+    ([(b"content-length", b" 2")], b"{}", {}),  # a length int() reads
+    ([(b"content-length", b"0")], b"", {"method": "HEAD"}),
+    ([(b"content-length", b"2"), (b"connection", b"close")], b"{}", {}),
+    ([(b"content-length", b"2"), (b"transfer-encoding", b"chunked")], b"{}", {}),
+    ([(b"content-length", b"3")], b"{}", {}),  # shorter than its length
+    ([(b"content-length", b"1")], b"{}", {}),  # longer
+    ([(b"content-length", b"2"), (b"bad name", b"x")], b"{}", {}),
+    ([(b"content-length", b"2"), (b"x-a", b"line\nbreak")], b"{}", {}),
+    ([(b"content-length", b"2"), (b"x-a", b"tab\tok")], b"{}", {}),
+]
+
+
+@pytest.mark.parametrize(("headers", "body", "options"), WHOLE_REPLIES)
+async def test_a_whole_reply_is_written_as_uvicorn_writes_it(headers, body, options):
+    guarded, guarded_error = await sent(guarded_cycle, headers, body, **options)
+    bare, bare_error = await sent(bare_cycle, headers, body, **options)
+
+    assert guarded == bare
+    assert guarded_error == bare_error
+
+
+async def test_a_whole_reply_completes_its_cycle_as_uvicorn_does():
+    made, transport = guarded_cycle()
+    done: list[bool] = []
+    made.on_response = lambda: done.append(made.message_event.is_set())
+
+    await made.send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+    await made.send({"type": "http.response.body", "body": b"{}"})
+
+    assert transport.events == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"]
+    assert made.response_complete
+    assert not made.waiting_for_100_continue
+    assert made.chunked_encoding is False
+    assert done == [True]

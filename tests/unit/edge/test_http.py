@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.edge.http import header_text, read_body, upstream_request_headers
+from proxy.edge.http import (
+    client_headers,
+    forwarded_headers,
+    header,
+    header_text,
+    headers_by_name,
+    read_body,
+    upstream_request_headers,
+)
 from proxy.errors import PayloadTooLarge
 
 
@@ -90,3 +98,44 @@ def test_without_a_key_header_the_key_goes_in_authorization_as_before():
     headers = upstream_request_headers([("authorization", "Bearer lw")], "Bearer sk-x")
 
     assert headers == [("authorization", "Bearer sk-x")]
+
+
+HEADERS = [(b"x-session-id", b"s1"), (b"x-title", "né".encode()), (b"x-session-id", b"s2"), (b"x-raw", b"\xe9")]
+
+
+@pytest.mark.parametrize("name", [b"x-session-id", b"x-title", b"x-raw", b"x-absent"])
+@pytest.mark.parametrize("given", [list, tuple, iter])
+def test_headers_read_by_name_are_what_header_reads(name, given):
+    """Indexed once, the first value of a repeated name still wins, decoded as header_text does."""
+    scope = {"headers": given(HEADERS)}
+    expected = header({"headers": HEADERS}, name)  # type: ignore[typeddict-item]
+
+    assert headers_by_name(scope)(name) == expected  # type: ignore[arg-type]
+
+
+FORWARDED_CASES = [
+    [(b"host", b"proxy"), (b"content-type", b"application/json"), (b"authorization", b"Bearer lw-x")],
+    [(b"user-agent", "agent ☕".encode()), (b"x-loopwarden-goal", b"g"), (b"accept-encoding", b"gzip")],
+    [(b"connection", b"keep-alive, x-secret"), (b"x-secret", b"s"), (b"x-kept", b"k")],  # named by Connection
+    [(b"Connection", b"x-secret"), (b"X-Secret", b"s"), (b"X-LoopWarden-Key", b"k"), (b"X-Kept", b"k")],
+    [(b"x-title", b"caf\xe9"), (b"te", b"trailers"), (b"x-api-key", b"lw-proxy")],  # a value not UTF-8
+    [],
+]
+
+
+@pytest.mark.parametrize("raw", FORWARDED_CASES)
+@pytest.mark.parametrize("identity_encoding", [True, False])
+@pytest.mark.parametrize(
+    ("authorization", "key_header"),
+    [("Bearer sk-up", "authorization"), ("Bearer sk-up", "x-api-key"), (None, "x-api-key")],
+)
+@pytest.mark.parametrize("given", [list, tuple])
+def test_one_pass_forwards_what_the_two_steps_do(raw, identity_encoding, authorization, key_header, given):
+    scope = {"headers": given(raw)}
+    two_steps = upstream_request_headers(
+        client_headers(scope), authorization, identity_encoding=identity_encoding, key_header=key_header
+    )
+
+    assert (
+        forwarded_headers(scope, authorization, identity_encoding=identity_encoding, key_header=key_header) == two_steps
+    )

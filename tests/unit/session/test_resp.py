@@ -9,7 +9,7 @@ import pytest
 import redis.asyncio as redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from proxy.session.resp import LeanConnection, LeanScript, RedisAddress, lean_url, redis_target
+from proxy.session.resp import LeanConnection, LeanScript, RedisAddress, _bulks, _command, lean_url, redis_target
 
 
 @pytest.mark.parametrize(
@@ -200,3 +200,20 @@ async def test_a_command_alone_or_sent_at_once_is_written_before_send_returns(pr
     await asyncio.sleep(0)  # the turn's end writes nothing more
     assert len(recorded.writes) == 2
     await connection.aclose()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("EVALSHA", "df399efb", 2, "lw:{t:s}", b"lw:{t:s}:op", "field", -3, 1.5, 0.1, 1e20, -0.0, 10**30, "é", ""),
+        ("PING",),
+        ("SET", "k", True),  # not a type the store sends: hiredis refuses it, the fallback writes it as before
+    ],
+)
+def test_a_command_is_packed_as_its_bulk_strings(args):
+    assert _command(*args) == b"*%d\r\n%s" % (len(args), _bulks(args))
+
+
+def test_a_text_that_cannot_be_encoded_fails_as_before():
+    with pytest.raises(UnicodeEncodeError):
+        _command("SET", "k", "\ud800")
