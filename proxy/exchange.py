@@ -248,6 +248,23 @@ class Conversation:
             self.json_answer,
         )
 
+    def addressed(self, model: str, stream: bool) -> Conversation:
+        """The conversation with the model and stream its path names (Gemini's), built directly
+        as :meth:`with_schemas` is."""
+        return Conversation(
+            self.messages,
+            model,
+            self.tools,
+            self.output_schema,
+            stream,
+            self.output_cap,
+            self.tool_schemas,
+            self.answer_schema,
+            self.forced_tool,
+            self.held_upstream,
+            self.json_answer,
+        )
+
     def tool_parameters(self) -> dict[str, Any]:
         """Offered function name → its parameters schema (``{}`` when it declares none)."""
         return {tool.name: tool.parameters for tool in self.tools if tool.kind == "function"}

@@ -13,7 +13,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -195,7 +195,7 @@ class ProxyRoutes:
         payload = _parse_object(body)
         parsed = wire.codec.parse_request(payload)
         if address is not None:  # the path names the model and whether it streams
-            parsed = replace(parsed, model=address.model, stream=address.stream)
+            parsed = parsed.addressed(address.model, address.stream)
         conversation = await compile_request_schemas(
             wire.codec.declared_schemas(payload), parsed, self._schemas, len(body)
         )

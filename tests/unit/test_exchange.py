@@ -37,6 +37,14 @@ def test_a_conversation_with_its_schemas_compiled_keeps_everything_else():
     assert compiled_conversation == dataclasses.replace(conversation, tool_schemas={"search": schema})
 
 
+def test_a_conversation_addressed_by_its_path_keeps_everything_else():
+    conversation = parse_conversation({"max_tokens": 9, "messages": [{"role": "user", "content": "hi"}]})
+
+    addressed = conversation.addressed("gemini-2.5-flash", True)
+
+    assert addressed == dataclasses.replace(conversation, model="gemini-2.5-flash", stream=True)
+
+
 _TASK = Message("user", "New task:\nHow many people live in Lyon?")
 _CALLED = Message("assistant", "Calling tools:\n[{'name': 'search'}]")
 
