@@ -74,8 +74,11 @@ async def remember_responses(
     ttl_seconds: int,
 ) -> None:
     """Record that these responses belong to ``session_id``: each (id, the upstream response
-    to continue from when it is another, the body when the proxy made it). A failed store
-    loses only the record."""
+    to continue from when it is another, the body when the proxy made it). Each record is sent
+    at once where the store can (no connection gate, no state read back: a record only has to
+    land), and waited for all the same, so the reply goes only once the record is there (a
+    record still in flight when the store breaks would be resent, a store call the request no
+    longer owns). A failed store loses only the record."""
     for response_id, continue_from, body in links:
         delta = SessionDelta()
         delta.assign(_SESSION, session_id)
@@ -83,7 +86,12 @@ async def remember_responses(
             delta.assign(_CONTINUE, continue_from)
         if body is not None:
             delta.assign(_BODY, body)
+        key = _pointer(namespace, response_id)
+        started = store.start_commit(key, delta, ttl_seconds, ordered=False)
         try:
-            await store.commit(_pointer(namespace, response_id), delta, ttl_seconds)
+            if started is None:
+                await store.commit(key, delta, ttl_seconds)
+            else:
+                await started
         except StoreUnavailable:
             return

@@ -14,6 +14,8 @@ from typing import NamedTuple
 __all__ = ["SSEEvent", "SSEParser", "comment", "frame"]
 
 _BOM = b"\xef\xbb\xbf"
+_event = tuple.__new__
+"""An :class:`SSEEvent` made in C (its generated ``__new__`` is a Python call per event)."""
 
 
 class SSEEvent(NamedTuple):
@@ -45,6 +47,7 @@ class SSEParser:
             self._started = True
             if buffer.startswith(_BOM):
                 buffer = buffer[len(_BOM) :]
+        events: list[SSEEvent] = []
         if b"\r" in buffer:
             # A CR at the very end may be the first half of a CRLF: it waits for the next read.
             held = b"\r" if buffer.endswith(b"\r") else b""
@@ -52,14 +55,35 @@ class SSEParser:
             lines = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
             lines[-1] += held
         else:
+            if not self._data and not self._name and (end := buffer.rfind(b"\n\n")) >= 0:
+                self._whole(buffer[:end].split(b"\n\n"), events)
+                buffer = buffer[end + 2 :]
             lines = buffer.split(b"\n")
         self._partial = lines.pop()
-        events: list[SSEEvent] = []
+        self._lines(lines, events)
+        return events
+
+    def _whole(self, blocks: list[bytes], events: list[SSEEvent]) -> None:
+        """Whole events, read at an event's start: one ``data:`` line, after one ``event:``
+        line or none (every event of the model APIs), taken as a block; any other by its lines."""
+        for block in blocks:
+            if block[:6] == b"data: ":
+                if block.find(b"\n") < 0:
+                    events.append(_event(SSEEvent, (block[6:], b"")))
+                    continue
+            elif block[:7] == b"event: ":
+                at = block.find(b"\n")
+                if block[at : at + 7] == b"\ndata: " and block.find(b"\n", at + 1) < 0:
+                    events.append(_event(SSEEvent, (block[at + 7 :], block[7:at])))
+                    continue
+            self._lines([*block.split(b"\n"), b""], events)
+
+    def _lines(self, lines: list[bytes], events: list[SSEEvent]) -> None:
         data = self._data
         for line in lines:
             if not line:
                 if data:
-                    events.append(SSEEvent(data[0] if len(data) == 1 else b"\n".join(data), self._name))
+                    events.append(_event(SSEEvent, (data[0] if len(data) == 1 else b"\n".join(data), self._name)))
                     data = self._data = []
                 self._name = b""
             elif line[:5] == b"data:":
@@ -68,7 +92,6 @@ class SSEParser:
                 self._name = line[7:] if len(line) > 6 and line[6] == 0x20 else line[6:]
             elif line[0] != 0x3A:  # ":" starts a comment
                 self._field(line)
-        return events
 
     def close(self) -> list[SSEEvent]:
         """The stream ended: settle a CR left waiting at the end of the last read."""

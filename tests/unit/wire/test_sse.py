@@ -143,3 +143,44 @@ def test_frame_names_the_event_when_given_a_name():
 
     assert framed == b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
     assert SSEParser().feed(framed) == [SSEEvent(b'{"type":"message_stop"}', b"message_stop")]
+
+
+BLOCKS = [
+    b'data: {"a":1}',
+    b'event: response.created\ndata: {"type":"response.created"}',
+    b"event: named\ndata: one\ndata: two",
+    b"data:tight",
+    b"event:tight\ndata: x",
+    b": a comment\ndata: after",
+    b"id: 7\nevent: e\ndata: with an id",
+    b"event: no data",
+    b"retry: 10",
+    b"",
+    b"event: \ndata: empty name",
+    b"data: a\ndata:",
+    b"event: a\nevent: b\ndata: the last name wins",
+]
+
+
+@given(
+    blocks=st.lists(st.sampled_from(BLOCKS), max_size=8),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=4),
+)
+def test_whole_events_read_at_once_are_the_events_read_a_byte_at_a_time(blocks, cuts):
+    data = b"".join(block + b"\n\n" for block in blocks)
+
+    at_once = parse_in_pieces(data, [c for c in cuts if c <= len(data)])
+
+    assert at_once == parse_in_pieces(data, list(range(len(data))))
+    assert all(type(event) is SSEEvent for event in at_once)
+
+
+def test_an_event_after_a_split_one_is_read_whole():
+    parser = SSEParser()
+
+    assert parser.feed(b"event: a\n") == []
+    assert parser.feed(b"data: 1\n\nevent: b\ndata: 2\n\ndata: 3\n\n") == [
+        SSEEvent(b"1", b"a"),
+        SSEEvent(b"2", b"b"),
+        SSEEvent(b"3", b""),
+    ]
