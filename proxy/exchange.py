@@ -1,9 +1,8 @@
 """The normalized exchange: what guards may read, whatever the wire format.
 
-A wire format in :mod:`proxy.wire` (its codec) turns each format's request and reply (Chat
-Completions, the Responses API, Anthropic Messages) into these types, and renders back what the
-proxy adds (the turns of a nudge). Nothing here knows a wire format: the request's own JSON stays
-with its format, so unknown fields survive.
+A wire format in :mod:`proxy.wire` (its codec) turns each format's request and reply into these
+types, and renders back what the proxy adds (the turns of a nudge). Nothing here knows a wire
+format: the request's own JSON stays with its format, so unknown fields survive.
 """
 
 from __future__ import annotations
@@ -230,27 +229,23 @@ class Conversation:
     _calls: dict[str, ToolCall] | None = field(default=None, init=False, repr=False, compare=False)
 
     def with_schemas(
-        self, tool_schemas: Mapping[str, CompiledSchema | None], answer_schema: CompiledSchema | None
+        self, tool_schemas: Mapping[str, CompiledSchema | None], answer: CompiledSchema | None
     ) -> Conversation:
-        """The conversation with its schemas compiled (built directly: ``dataclasses.replace``
-        costs several times more, on every request)."""
-        return Conversation(
-            self.messages,
-            self.model,
-            self.tools,
-            self.output_schema,
-            self.stream,
-            self.output_cap,
-            tool_schemas,
-            answer_schema,
-            self.forced_tool,
-            self.held_upstream,
-            self.json_answer,
-        )
+        """The conversation with its schemas compiled (``answer``: the answer schema's)."""
+        return self._rebuilt(self.model, self.stream, tool_schemas, answer)
 
     def addressed(self, model: str, stream: bool) -> Conversation:
-        """The conversation with the model and stream its path names (Gemini's), built directly
-        as :meth:`with_schemas` is."""
+        """The conversation with the model and stream its path names (Gemini's)."""
+        return self._rebuilt(model, stream, self.tool_schemas, self.answer_schema)
+
+    def _rebuilt(
+        self,
+        model: str | None,
+        stream: bool,
+        tool_schemas: Mapping[str, CompiledSchema | None] | None,
+        answer_schema: CompiledSchema | None,
+    ) -> Conversation:
+        """A copy with these fields, built directly (``dataclasses.replace`` costs several times more)."""
         return Conversation(
             self.messages,
             model,
@@ -258,8 +253,8 @@ class Conversation:
             self.output_schema,
             stream,
             self.output_cap,
-            self.tool_schemas,
-            self.answer_schema,
+            tool_schemas,
+            answer_schema,
             self.forced_tool,
             self.held_upstream,
             self.json_answer,

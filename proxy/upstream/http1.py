@@ -56,6 +56,7 @@ class Http1Connection(asyncio.Protocol):
         "_paused",
         "_received",
         "_waiter",
+        "_whole",
         "closed",
         "headers",
         "idle_since",
@@ -92,6 +93,7 @@ class Http1Connection(asyncio.Protocol):
         self._informational = False
         self._error: Exception | None = None
         self._paused = False
+        self._whole = False
         self._last_read = 0.0
         self._head_only = head_only
 
@@ -166,7 +168,7 @@ class Http1Connection(asyncio.Protocol):
                 return
         self._chunks.append(body)
         self._buffered += len(body)
-        if self._buffered > _HIGH_WATER and not self._paused and self.transport is not None:
+        if self._buffered > _HIGH_WATER and not self._paused and not self._whole and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()
         self._wake()
@@ -197,7 +199,12 @@ class Http1Connection(asyncio.Protocol):
             await self._wait(read_timeout, deadline)
 
     async def whole(self, read_timeout: float | None, deadline: float | None = None) -> bytes:
-        """The reply's whole body (after :meth:`head`), within ``deadline`` as there."""
+        """The reply's whole body (after :meth:`head`), within ``deadline`` as there. Read
+        without pausing: a whole body is held whatever its size (a read limit bounds it)."""
+        self._whole = True
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
         while not self._complete:
             await self._wait(read_timeout, deadline)
         chunks = self._chunks

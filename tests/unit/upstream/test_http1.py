@@ -217,3 +217,16 @@ async def test_the_deadline_holds_however_steadily_bytes_come():
         await connection.head(5.0, deadline)
         with pytest.raises(TimeoutError):
             await connection.whole(5.0, deadline)
+
+
+async def test_a_body_read_whole_is_read_past_the_point_where_a_stream_would_pause():
+    body = b"y" * (4 << 20)  # 4 MiB, read whole: nobody takes pieces meanwhile
+
+    async def large(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        await writer.drain()
+        await reader.read()
+
+    async with connected(large) as connection:
+        assert await exchange(connection) == body
