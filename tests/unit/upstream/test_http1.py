@@ -52,6 +52,10 @@ async def connected(handler: Handler) -> AsyncIterator[Http1Connection]:
         await server.wait_closed()
 
 
+def _sized(body: bytes) -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+
+
 async def exchange(connection: Http1Connection, limit: int | None = None, read_timeout: float = 5.0) -> bytes:
     connection.send(_REQUEST, limit, head_only=False)
     await connection.head(read_timeout)
@@ -174,13 +178,7 @@ async def test_bytes_nobody_asked_for_close_an_idle_connection():
 async def test_a_streamed_body_arrives_whole_and_in_order_however_slowly_it_is_read():
     body = bytes(range(256)) * 4_096  # 1 MiB: past the point where the connection stops reading
 
-    async def large(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-        await writer.drain()
-        await reader.read()
-
-    async with connected(large) as connection:
+    async with connected(answering(_sized(body))) as connection:
         connection.send(_REQUEST, None, head_only=False)
         await connection.head(5.0)
         await asyncio.sleep(0.2)  # let the upstream fill what the connection will hold
@@ -222,11 +220,5 @@ async def test_the_deadline_holds_however_steadily_bytes_come():
 async def test_a_body_read_whole_is_read_past_the_point_where_a_stream_would_pause():
     body = b"y" * (4 << 20)  # 4 MiB, read whole: nobody takes pieces meanwhile
 
-    async def large(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-        await writer.drain()
-        await reader.read()
-
-    async with connected(large) as connection:
+    async with connected(answering(_sized(body))) as connection:
         assert await exchange(connection) == body
