@@ -117,7 +117,12 @@ def upstream_request_headers(
 
 
 def forwarded_headers(
-    scope: HTTPScope, authorization: str | None, *, identity_encoding: bool = False, key_header: str = "authorization"
+    scope: HTTPScope,
+    authorization: str | None,
+    *,
+    identity_encoding: bool = False,
+    key_header: str = "authorization",
+    dropped: Iterable[str] = (),
 ) -> list[tuple[str, str]]:
     """``upstream_request_headers(client_headers(scope), ...)`` in one pass over the raw headers,
     for the common request: no ``Connection`` header naming more to drop, every value UTF-8
@@ -126,9 +131,15 @@ def forwarded_headers(
     raw = scope["headers"]
     if type(raw) is not list:  # (not the proxy's own server: read twice below, so a list only)
         return upstream_request_headers(
-            client_headers(scope), authorization, identity_encoding=identity_encoding, key_header=key_header
+            client_headers(scope),
+            authorization,
+            identity_encoding=identity_encoding,
+            key_header=key_header,
+            dropped=dropped,
         )
     drop = _DROPPED_IDENTITY if identity_encoding else _DROPPED
+    if dropped:
+        drop = drop | {name.lower().encode("latin-1") for name in dropped}
     connection: list[bytes] = []  # Connection headers' values, noted (never kept themselves)
     try:
         out = [
@@ -142,7 +153,11 @@ def forwarded_headers(
         connection.append(b"")  # a value that is not UTF-8: the two steps read it
     if connection:
         return upstream_request_headers(
-            client_headers(scope), authorization, identity_encoding=identity_encoding, key_header=key_header
+            client_headers(scope),
+            authorization,
+            identity_encoding=identity_encoding,
+            key_header=key_header,
+            dropped=dropped,
         )
     return _credited(out, authorization, identity_encoding, key_header)
 

@@ -18,7 +18,7 @@ from litestar.types import HTTPScope, Receive, Send
 
 from proxy.books.tenant_day import TenantDay
 from proxy.edge.client_watch import ResponseTracker, unless_client_leaves
-from proxy.edge.http import client_headers, forwarded_headers, header, read_body, send_reply, upstream_request_headers
+from proxy.edge.http import forwarded_headers, header, read_body, send_reply
 from proxy.edge.tenants import API_KEY_HEADERS, Credentials, Tenant
 from proxy.errors import UpstreamDisconnected
 from proxy.observe.metrics import Metrics
@@ -176,10 +176,8 @@ def telemetry_headers(scope: HTTPScope, credentials: Credentials) -> list[tuple[
     tenant's is never added, and where the proxy holds it, the headers a caller's proxy key came
     in stay behind. A key the client brought itself (no tenants file, or its own key) goes as sent."""
     holds_key = credentials.tenant.upstream_authorization is not None
-    return upstream_request_headers(
-        client_headers(scope),
-        None if holds_key else credentials.upstream_authorization,
-        dropped=API_KEY_HEADERS if holds_key else (),
+    return forwarded_headers(
+        scope, None if holds_key else credentials.upstream_authorization, dropped=API_KEY_HEADERS if holds_key else ()
     )
 
 
@@ -189,17 +187,13 @@ def upstream_headers(
     """The caller's headers as the upstream gets them. When the proxy sends the tenant's own
     provider key, every header a proxy key can arrive in stays behind: a caller authenticated
     by ``x-api-key`` on an OpenAI route would otherwise hand its proxy key to the provider."""
-    key_header = _key_header(credentials, wire)
-    if credentials.tenant.upstream_authorization is None:  # nothing more to keep back: one pass
-        return forwarded_headers(
-            scope, credentials.upstream_authorization, identity_encoding=identity_encoding, key_header=key_header
-        )
-    return upstream_request_headers(
-        client_headers(scope),
+    holds_key = credentials.tenant.upstream_authorization is not None
+    return forwarded_headers(
+        scope,
         credentials.upstream_authorization,
         identity_encoding=identity_encoding,
-        key_header=key_header,
-        dropped=API_KEY_HEADERS,
+        key_header=_key_header(credentials, wire),
+        dropped=API_KEY_HEADERS if holds_key else (),
     )
 
 

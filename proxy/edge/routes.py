@@ -205,9 +205,7 @@ class ProxyRoutes:
         hint = hint or point.session
         if point.rewritten is not None:
             payload, body = point.rewritten, wire.codec.encode(point.rewritten)
-        session = identify(
-            credentials.namespace, conversation, read(b"x-session-id"), read(b"x-agent-id"), hint
-        )
+        session = identify(credentials.namespace, conversation, read(b"x-session-id"), read(b"x-agent-id"), hint)
         if logger.isEnabledFor(logging.DEBUG):  # why a session continued or started over
             log_event(
                 "session_identified",

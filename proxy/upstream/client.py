@@ -46,8 +46,6 @@ SHARED_FACTOR = 2
 """A request and the client's retries of it may use this many times ``retry_attempts``."""
 _CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
 _CACHED_URL_CHARS = 512
-_BODILESS = ("GET", "HEAD")
-"""Methods whose empty body is no body at all (as the transport reads an httpx request)."""
 """Longest upstream URL kept parsed (a tenant's base, a route, ``?beta=true`` fit easily)."""
 
 
@@ -96,7 +94,7 @@ class UpstreamClient:
         self._clock = clock
         self._transport = transport or UpstreamTransport(max_connections=settings.max_upstream_connections)
         self._direct = self._transport if isinstance(self._transport, UpstreamTransport) else None
-        """The transport when it is the aiohttp one: called with a request's parts, not an httpx request."""
+        """The transport when it is the proxy's own: called with a request's parts, not an httpx request."""
         self.sockets = UpstreamSockets(settings, self._transport, metrics)
         """Client sockets' upstream WebSockets (a call inside :func:`~proxy.upstream.socket.through` goes over one)."""
         self._policy = RetryPolicy(
@@ -195,9 +193,8 @@ class UpstreamClient:
                     # The pool's own transport takes the call's parts as they are (no httpx
                     # request) and keeps the deadline on its own read timer (no timeout scope
                     # per call); a whole body comes back read.
-                    sent_body = body if body or method.upper() not in _BODILESS else None
                     response = await self._direct.exchange(
-                        method, text, headers, sent_body, timeouts, read_body=not stream, limit=limit, deadline=deadline
+                        method, text, headers, body, timeouts, read_body=not stream, limit=limit, deadline=deadline
                     )
                 else:
                     async with asyncio.timeout(remaining):

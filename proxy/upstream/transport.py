@@ -48,8 +48,8 @@ _CACHED_URL_CHARS = 512
 """Longest URL kept parsed: pass-through paths and queries are the client's, and a thousand
 distinct long ones would otherwise pin a hundred megabytes."""
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_BODILESS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
-"""Methods sent without a length when they carry no body (every other one says ``0``)."""
+_BODILESS = frozenset({"GET", "HEAD"})
+"""Methods whose empty body is no body at all: sent without a length (every other one says ``0``)."""
 _WS_TIMEOUT = aiohttp.ClientWSTimeout(ws_receive=None, ws_close=2.0)
 """A socket's close waits this long for the peer's answer to its close frame."""
 _WS_SKIPPED_HEADERS = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
@@ -164,8 +164,8 @@ def _head(method: str, target: str, host: str, headers: Sequence[tuple[str, str]
             lines.append(f"{low}: {value}\r\n")
         elif low == "host":
             lines[0] = f"{method} {target} HTTP/1.1\r\nhost: {value}\r\n"
-    if body is not None or method not in _BODILESS:
-        lines.append(f"content-length: {len(body) if body is not None else 0}\r\n")
+    if body or method not in _BODILESS:
+        lines.append(f"content-length: {len(body) if body else 0}\r\n")
     head = "".join(lines)
     if head.count("\n") != len(lines) + 1 or head.count("\r") != len(lines) + 1:  # a line break inside a value
         raise ValueError("Newline or carriage return character detected in an upstream request's header.")
@@ -197,13 +197,12 @@ class UpstreamTransport(httpx.AsyncBaseTransport):
         self._urls: dict[str, tuple[Origin, str]] = {}
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        body = request.content if request.method not in ("GET", "HEAD") or request.content else None
         extensions = request.extensions
         return await self.exchange(
             request.method,
             str(request.url),
             request.headers.multi_items(),
-            body,
+            request.content,
             extensions.get("timeout", {}),
             read_body=bool(extensions.get(READ_BODY)),
             limit=extensions.get(READ_LIMIT),

@@ -130,12 +130,10 @@ FORWARDED_CASES = [
     [("Bearer sk-up", "authorization"), ("Bearer sk-up", "x-api-key"), (None, "x-api-key")],
 )
 @pytest.mark.parametrize("given", [list, tuple])
-def test_one_pass_forwards_what_the_two_steps_do(raw, identity_encoding, authorization, key_header, given):
+@pytest.mark.parametrize("dropped", [(), ("X-Api-Key", "api-key")], ids=["none-dropped", "keys-dropped"])
+def test_one_pass_forwards_what_the_two_steps_do(raw, identity_encoding, authorization, key_header, given, dropped):
     scope = {"headers": given(raw)}
-    two_steps = upstream_request_headers(
-        client_headers(scope), authorization, identity_encoding=identity_encoding, key_header=key_header
-    )
+    options = {"identity_encoding": identity_encoding, "key_header": key_header, "dropped": dropped}
+    two_steps = upstream_request_headers(client_headers(scope), authorization, **options)
 
-    assert (
-        forwarded_headers(scope, authorization, identity_encoding=identity_encoding, key_header=key_header) == two_steps
-    )
+    assert forwarded_headers(scope, authorization, **options) == two_steps

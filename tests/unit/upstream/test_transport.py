@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import tracemalloc
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -106,6 +108,20 @@ async def _recording_server(seen: list[bytes]):
     return await asyncio.start_server(answer, "127.0.0.1", 0)
 
 
+@contextlib.asynccontextmanager
+async def _recorded() -> AsyncIterator[tuple[int, list[bytes], UpstreamTransport]]:
+    """A recording server's port, what it records, and a transport closed with it."""
+    seen: list[bytes] = []
+    server = await _recording_server(seen)
+    transport = UpstreamTransport()
+    try:
+        yield server.sockets[0].getsockname()[1], seen, transport
+    finally:
+        await transport.aclose()
+        server.close()
+        await server.wait_closed()
+
+
 async def test_the_upstream_client_sends_on_this_transport_what_an_httpx_request_would():
     """The client hands this transport a call's parts (no httpx request): the same bytes go out."""
     from proxy.settings import Settings
@@ -148,29 +164,17 @@ async def test_the_upstream_client_sends_on_this_transport_what_an_httpx_request
 async def test_the_transport_adds_no_header_of_its_own():
     """No User-Agent, Accept, Accept-Encoding nor Content-Type of aiohttp's: only Host, the
     caller's headers and the body's length go out."""
-    seen: list[bytes] = []
-    server = await _recording_server(seen)
-    port = server.sockets[0].getsockname()[1]
-    transport = UpstreamTransport()
-    try:
+    async with _recorded() as (port, seen, transport):
         await transport.exchange(
             "POST", f"http://127.0.0.1:{port}/v1/x", [("x-tag", "a")], b'{"a":1}', {}, read_body=True, limit=None
         )
-    finally:
-        await transport.aclose()
-        server.close()
-        await server.wait_closed()
 
     lines = seen[0].split(b"\r\n\r\n")[0].split(b"\r\n")[1:]
     assert [line.split(b":")[0].lower() for line in lines] == [b"host", b"x-tag", b"content-length"]
 
 
 async def test_a_header_value_with_a_line_break_is_refused_before_anything_is_sent():
-    seen: list[bytes] = []
-    server = await _recording_server(seen)
-    port = server.sockets[0].getsockname()[1]
-    transport = UpstreamTransport()
-    try:
+    async with _recorded() as (port, seen, transport):
         with pytest.raises(ValueError, match="Newline or carriage return"):
             await transport.exchange(
                 "POST",
@@ -181,10 +185,6 @@ async def test_a_header_value_with_a_line_break_is_refused_before_anything_is_se
                 read_body=True,
                 limit=None,
             )
-    finally:
-        await transport.aclose()
-        server.close()
-        await server.wait_closed()
     assert seen == []
 
 
@@ -201,16 +201,8 @@ async def test_a_url_of_another_scheme_is_unsupported():
     ids=["with-query", "without-query"],
 )
 async def test_the_request_line_and_host_are_the_urls_own(path, host):
-    seen: list[bytes] = []
-    server = await _recording_server(seen)
-    port = server.sockets[0].getsockname()[1]
-    transport = UpstreamTransport()
-    try:
+    async with _recorded() as (port, seen, transport):
         await transport.exchange("POST", f"http://127.0.0.1:{port}{path}", [], b"{}", {}, read_body=True, limit=None)
-    finally:
-        await transport.aclose()
-        server.close()
-        await server.wait_closed()
     lines = seen[0].split(b"\r\n")
     assert lines[:2] == [f"POST {path} HTTP/1.1".encode(), f"host: {host.format(port=port)}".encode()]
 
