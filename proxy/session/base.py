@@ -360,6 +360,11 @@ class SessionStore(Protocol):
         """
         ...
 
+    async def record(self, key: str, values: Mapping[str, str], ttl_seconds: int) -> None:
+        """Set ``values`` on ``key`` and its TTL: a record that is no session (a Responses chain
+        pointer), without a commit's books (no timeline, no listing, no loss watch)."""
+        ...
+
     def start_commit(
         self, key: str, delta: SessionDelta, ttl_seconds: int, *, ordered: bool = True
     ) -> asyncio.Future[None] | None:

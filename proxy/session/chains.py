@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from proxy.session.base import SessionDelta, SessionStore, StoreUnavailable
+from proxy.session.base import SessionStore, StoreUnavailable
 from proxy.session.identity import session_key
 
 __all__ = ["MAX_REFERENCES", "Chained", "chained_session", "remember_responses", "unrecorded_chain"]
@@ -74,24 +74,16 @@ async def remember_responses(
     ttl_seconds: int,
 ) -> None:
     """Record that these responses belong to ``session_id``: each (id, the upstream response
-    to continue from when it is another, the body when the proxy made it). Each record is sent
-    at once where the store can (no connection gate, no state read back: a record only has to
-    land), and waited for all the same, so the reply goes only once the record is there (a
-    record still in flight when the store breaks would be resent, a store call the request no
-    longer owns). A failed store loses only the record."""
+    to continue from when it is another, the body when the proxy made it), waited for, so the
+    reply goes only once the record is there. A failed store loses only the record, and is
+    asked nothing more."""
     for response_id, continue_from, body in links:
-        delta = SessionDelta()
-        delta.assign(_SESSION, session_id)
+        values = {_SESSION: session_id}
         if continue_from is not None and continue_from != response_id:
-            delta.assign(_CONTINUE, continue_from)
+            values[_CONTINUE] = continue_from
         if body is not None:
-            delta.assign(_BODY, body)
-        key = _pointer(namespace, response_id)
-        started = store.start_commit(key, delta, ttl_seconds, ordered=False)
+            values[_BODY] = body
         try:
-            if started is None:
-                await store.commit(key, delta, ttl_seconds)
-            else:
-                await started
+            await store.record(_pointer(namespace, response_id), values, ttl_seconds)
         except StoreUnavailable:
             return

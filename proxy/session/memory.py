@@ -280,6 +280,10 @@ class MemoryStore:
         self._list(key, state, ttl_seconds)
         return state
 
+    async def record(self, key: str, values: Mapping[str, str], ttl_seconds: int) -> None:
+        live = self._live(key)
+        self._put(key, {**live, **values} if live else dict(values), ttl_seconds)
+
     def start_commit(
         self, key: str, delta: SessionDelta, ttl_seconds: int, *, ordered: bool = True
     ) -> asyncio.Future[None] | None:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -49,7 +50,7 @@ from proxy.session.limits import ENDING_FIELDS
 from proxy.session.redis_lists import RedisLists, state_of
 from proxy.session.resp import LeanConnection, LeanScript, lean_url, redis_target
 from proxy.session.resp import once_more as _once_more
-from proxy.session.scripts import ADMIT, ADMIT_WINDOW, CLAIM, COMMIT, GRANT, LOAD
+from proxy.session.scripts import ADMIT, ADMIT_WINDOW, CLAIM, COMMIT, GRANT, LOAD, RECORD
 from proxy.session.timeline import DEFAULT_LISTED_SESSIONS, DEFAULT_TIMELINE_EVENTS, Listed, TimelinePage
 
 __all__ = ["RedisStore"]
@@ -114,6 +115,7 @@ class RedisStore:
         self._claim = script(CLAIM)
         self._admit_window = script(ADMIT_WINDOW)
         self._grant = script(GRANT)
+        self._record = script(RECORD)
         self._lists = RedisLists(
             script,
             self._run,
@@ -252,6 +254,13 @@ class RedisStore:
         self._observe(key, reply[0])
         return await self._lists.committed(key, reply, ttl_seconds)
 
+    async def record(self, key: str, values: Mapping[str, str], ttl_seconds: int) -> None:
+        args = [ttl_seconds, *itertools.chain.from_iterable(values.items())]
+        try:
+            await self._run(lambda: self._record(keys=[key], args=args))
+        except (RedisError, OSError) as exc:
+            raise self._unavailable("record", exc) from exc
+
     def start_commit(
         self, key: str, delta: SessionDelta, ttl_seconds: int, *, ordered: bool = True
     ) -> asyncio.Future[None] | None:
@@ -352,14 +361,8 @@ class RedisStore:
         return Admission(state_of(flat), refused or None, claimed=bool(claimed))
 
     async def claim_ending(self, key: str, claim: Claim, ttl_seconds: int) -> Admission:
-        args: list[str | int] = [
-            ttl_seconds * 1000,
-            claim.now_ms,
-            claim.lease_ms,
-            FIELDS.ENDING,
-            FIELDS.ENDING_CLAIM,
-            _epoch(),
-        ]
+        args: list[str | int] = [ttl_seconds * 1000, claim.now_ms, claim.lease_ms, FIELDS.ENDING, FIELDS.ENDING_CLAIM]
+        args.append(_epoch())
         try:
             keys = self._keys(key, _op_key(key))
             epoch, claimed, flat = await self._run(lambda: self._claim(keys=keys, args=args), key)
@@ -371,17 +374,8 @@ class RedisStore:
     async def admit_window(self, key: str, limits: Sequence[WindowLimit], now: float) -> Admission:
         args: list[str | int | float] = [now, len(limits)]
         for limit in limits:
-            args.extend(
-                (
-                    limit.name,
-                    limit.prefix,
-                    limit.reserved,
-                    limit.amount,
-                    limit.limit,
-                    limit.window_secs,
-                    limit.bucket_secs,
-                )
-            )
+            args += (limit.name, limit.prefix, limit.reserved, limit.amount, limit.limit, limit.window_secs)
+            args.append(limit.bucket_secs)
         args.append(_epoch())
         try:
             keys = self._keys(key, _op_key(key))

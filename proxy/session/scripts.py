@@ -37,6 +37,9 @@ EPOCH = (
 )
 # KEYS[1] = session hash, KEYS[2] = sentinel. ARGV[1] = candidate epoch.
 LOAD = EPOCH + "return {epoch, redis.call('HGETALL', KEYS[1])}\n"
+# KEYS[1] = a record (no session: no epoch, no marker; setting it twice changes nothing twice).
+# ARGV[1] = its TTL in seconds, then field, value pairs.
+RECORD = "redis.call('HSET', KEYS[1], unpack(ARGV, 2))\nredis.call('EXPIRE', KEYS[1], ARGV[1])\nreturn 1\n"
 DONE = "redis.call('SET', KEYS[2], '1', 'EX', 300)\n"
 
 # The session put first in its namespace's index, KEYS[4] and KEYS[5], as INDEX does it (see

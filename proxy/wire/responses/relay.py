@@ -26,6 +26,8 @@ from proxy.wire.responses.stream import (
 
 __all__ = ["ResponsesRelay"]
 
+_ADDED = "response.output_item.added"
+
 
 class ResponsesRelay:
     """What the client has of one response stream; every outgoing event passes through it."""
@@ -51,6 +53,9 @@ class ResponsesRelay:
         """This attempt's output index → the client's."""
         self._kinds: dict[int, Any] = {}
         """This attempt's output index → its item's type."""
+        self._straight: set[int] = set()
+        """This attempt's output indexes whose events pass as they are (the client's index is
+        the same, the item is not a reasoning item): most events of a stream, taken first."""
         self._next = 0
         self._waiting: list[tuple[bytes | None, Mapping[str, Any]]] = []
         """A reasoning item's events, until the item after it goes out."""
@@ -64,6 +69,7 @@ class ResponsesRelay:
         self._waiting.clear()
         self._indexes.clear()
         self._kinds.clear()
+        self._straight.clear()
 
     # -- events ------------------------------------------------------------------------
 
@@ -71,11 +77,19 @@ class ResponsesRelay:
         """The bytes that carry ``event`` to the client (none for one it must not see again,
         or one that waits: the opening events and a reasoning item wait for the first item
         that may follow them, so a stream the proxy ends instead is answered from its start)."""
-        kind = event.get("type")
         index = event.get("output_index")
+        if index in self._straight and raw is not None and not self._waiting:  # the common case
+            seq = self._seq
+            if event.get("sequence_number") == seq and event.get("type") != _ADDED:
+                self._seq = seq + 1
+                self._sent.append(event)
+                return raw
+        kind = event.get("type")
         if isinstance(index, int):
-            if kind == "response.output_item.added" and isinstance(event.get("item"), dict):
+            if kind == _ADDED and isinstance(event.get("item"), dict):
                 self._kinds[index] = event["item"].get("type")
+                if self._kinds[index] == "reasoning":
+                    self._straight.discard(index)
             if self._kinds.get(index) == "reasoning":
                 self._waiting.append((raw, event))
                 return b""
@@ -128,6 +142,8 @@ class ResponsesRelay:
             event = {**event, "output_index": position}
             raw = None
             self.altered = True
+        elif self._kinds.get(index) != "reasoning":
+            self._straight.add(index)
         return self._out(raw, event)
 
     def _released(self) -> bytes:

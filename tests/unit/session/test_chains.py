@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 from proxy.loop.continuity import resolve_chain
 from proxy.session.base import SessionDelta, SessionState, StoreUnavailable
@@ -47,48 +48,41 @@ async def test_a_chain_lookup_the_store_fails_stops_there_and_names_no_session()
     assert point.store_failure == "load failed: TimeoutError"
 
 
-class SendsAtOnce(MemoryStore):
-    """A store that can send a commit without waiting (as Redis on its lean connection): each
-    one is applied when sent and answered a loop turn later, with ``outcome`` (None: it landed)."""
+class CountedRecords(MemoryStore):
+    """A store that counts the records it is asked to write; each fails with ``failure`` if given."""
 
-    def __init__(self, outcome: StoreUnavailable | None = None) -> None:
+    def __init__(self, failure: StoreUnavailable | None = None) -> None:
         super().__init__()
-        self.outcome = outcome
-        self.sent: list[asyncio.Future[None]] = []
-        self.awaited = 0
+        self.failure = failure
+        self.records = 0
+        self.commits = 0
+
+    async def record(self, key: str, values: Mapping[str, str], ttl_seconds: int) -> None:
+        self.records += 1
+        await asyncio.sleep(0)  # answered a loop turn later, as over a network
+        if self.failure is not None:
+            raise self.failure
+        await super().record(key, values, ttl_seconds)
 
     async def commit(self, key: str, delta: SessionDelta, ttl_seconds: int) -> SessionState:
-        self.awaited += 1
+        self.commits += 1
         return await super().commit(key, delta, ttl_seconds)
 
-    def start_commit(
-        self, key: str, delta: SessionDelta, ttl_seconds: int, *, ordered: bool = True
-    ) -> asyncio.Future[None] | None:
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if self.outcome is None:
-            self._put(key, dict(delta.applied_to(SessionState()).values), ttl_seconds)
-            future.get_loop().call_soon(future.set_result, None)
-        else:
-            future.get_loop().call_soon(future.set_exception, self.outcome)
-        self.sent.append(future)
-        return future
 
-
-async def test_records_sent_at_once_are_waited_for_and_found():
-    store = SendsAtOnce()
+async def test_each_record_is_waited_for_and_found():
+    store = CountedRecords()
     links = [("resp_a", "resp_b", None), ("resp_b", "resp_b", None)]
     await remember_responses(store, "t", links, "s-1", 60)
 
-    assert len(store.sent) == 2
-    assert all(sent.done() for sent in store.sent)  # the reply goes once the records are there
-    assert store.awaited == 0
+    assert store.records == 2
+    assert store.commits == 0  # a pointer is no session: none of a commit's books
     assert await chained_session(store, "t", "resp_a") == Chained("s-1", "resp_b")
+    assert await chained_session(store, "t", "resp_b") == Chained("s-1", None)
 
 
-async def test_a_record_sent_at_once_that_fails_loses_only_the_record_and_sends_no_more():
-    store = SendsAtOnce(StoreUnavailable("commit failed: TimeoutError"))
+async def test_a_record_that_fails_loses_only_the_record_and_sends_no_more():
+    store = CountedRecords(StoreUnavailable("record failed: TimeoutError"))
     links = [("resp_a", None, None), ("resp_b", None, None)]
     await remember_responses(store, "t", links, "s-1", 60)
 
-    assert len(store.sent) == 1  # after a failure the request asks the store nothing more
-    assert store.awaited == 0
+    assert store.records == 1  # after a failure the request asks the store nothing more

@@ -724,6 +724,32 @@ async def test_at_most_the_count_asked_for_is_named(store):
     assert len(await store.namespaces(2)) == 2
 
 
+async def test_a_record_sets_its_fields_and_keeps_the_others(store, key):
+    await store.record(key, {"session": "s-1", "body": "{}"}, 60)
+    await store.record(key, {"session": "s-2"}, 60)
+
+    assert (await store.load(key)).values == {"session": "s-2", "body": "{}"}
+
+
+def test_a_record_expires_with_its_ttl():
+    now = [0.0]
+    store = MemoryStore(clock=lambda: now[0])
+
+    asyncio.run(store.record("lw:chain:{t:r}", {"session": "s-1"}, 10))
+    now[0] = 11.0
+
+    assert asyncio.run(store.load("lw:chain:{t:r}")) == SessionState({})
+
+
+async def test_a_record_on_redis_has_its_ttl(redis_url, key):
+    store = RedisStore.from_url(redis_url)
+    await store.record(key, {"session": "s-1"}, 60)
+
+    assert 0 < await store._client.pttl(key) <= 60_000
+    await store.reset(key)
+    await store.aclose()
+
+
 async def test_a_responses_chain_pointer_is_never_listed_as_a_session(store):
     namespace = f"t-{uuid.uuid4().hex}"
     await remember_responses(store, namespace, [("resp_a", None, None)], "s-1", 60)
