@@ -35,7 +35,6 @@ from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-import aiohttp
 import httpx
 import msgspec
 
@@ -45,6 +44,7 @@ from proxy.observe.metrics import Metrics
 from proxy.settings import Settings
 from proxy.upstream.socket_chain import SocketChain
 from proxy.upstream.transport import READ_BODY, READ_LIMIT, UpstreamTransport
+from proxy.upstream.websocket import Closed, HandshakeRefused, MessageTooBig, UpstreamWebSocket, open_websocket
 
 __all__ = ["PING_SECS", "TERMINAL", "UpstreamSocket", "UpstreamSockets", "current", "event_type", "through"]
 
@@ -77,7 +77,6 @@ class _Error(msgspec.Struct):
 
 _kind = msgspec.json.Decoder(_Kind).decode
 _TYPE_FIRST = b'{"type":"'
-_DATA = (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY)
 _decode = msgspec.json.decode
 _encode = msgspec.json.Encoder().encode
 _current: ContextVar[UpstreamSocket | None] = ContextVar("loopwarden_upstream_socket", default=None)
@@ -127,11 +126,14 @@ class UpstreamSockets:
     def refused(self, url: str) -> bool:
         return url.partition("?")[0] in self._refused
 
-    async def connect(self, url: str, headers: Sequence[tuple[str, str]]) -> aiohttp.ClientWebSocketResponse[Any]:
+    async def connect(self, url: str, headers: Sequence[tuple[str, str]]) -> UpstreamWebSocket:
         if self._pool is None:  # open() hands out no socket then: a caller that skipped it is a bug
-            raise RuntimeError("upstream WebSockets need the proxy's aiohttp transport")
+            raise RuntimeError("upstream WebSockets need the proxy's own transport")
+        pool = self._pool._pool  # the transport's connections: the egress check, TLS
         async with asyncio.timeout(self.connect_timeout):
-            return await self._pool.websocket(url, headers, max_size=self.max_size, heartbeat=PING_SECS)
+            return await open_websocket(
+                pool, url, headers, max_size=self.max_size, heartbeat=PING_SECS, connect_timeout=self.connect_timeout
+            )
 
     def unavailable(self, url: str, status: int | None) -> None:
         """A socket served over HTTP: counted; logged once per upstream; a "no WebSocket here" remembered."""
@@ -157,7 +159,7 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
     def __init__(self, owner: UpstreamSockets, headers: Sequence[tuple[str, str]]) -> None:
         self._owner = owner
         self._extra = [(name.lower(), value) for name, value in headers]
-        self._ws: aiohttp.ClientWebSocketResponse[Any] | None = None
+        self._ws: UpstreamWebSocket | None = None
         self._url: str | None = None
         self._credentials: tuple[tuple[bytes, bytes], ...] = ()
         self._busy = False
@@ -200,9 +202,9 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
                 return await self._owner.http.handle_async_request(request)
             frame, whole, chained = self.chain.event(payload)
             try:
-                await ws.send_frame(frame, aiohttp.WSMsgType.TEXT)
+                ws.send(frame)
                 first = await self._message(ws, timeout)
-            except (_Broken, aiohttp.ClientError, OSError):  # nothing came back: a fresh socket takes it whole
+            except (_Broken, OSError):  # nothing came back: a fresh socket takes it whole
                 await self._close()
                 if attempt == 2:
                     raise httpx.RemoteProtocolError("The upstream closed its WebSocket.", request=request) from None
@@ -225,7 +227,7 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
             return httpx.Response(200, headers=_EVENT_STREAM, stream=events, request=request)
         raise AssertionError("unreachable")
 
-    async def _connected(self, request: httpx.Request) -> aiohttp.ClientWebSocketResponse[Any] | None:
+    async def _connected(self, request: httpx.Request) -> UpstreamWebSocket | None:
         """The open socket, or a new one; None once the upstream refused (served over HTTP)."""
         if self._ws is not None and not self._ws.closed:
             return self._ws
@@ -239,9 +241,9 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
         headers += [(k, v) for k, v in self._extra if k not in request.headers]
         try:
             self._ws = await self._owner.connect(url, headers)
-        except aiohttp.WSServerHandshakeError as exc:
+        except HandshakeRefused as exc:
             self._owner.unavailable(url, exc.status)
-        except (aiohttp.ClientError, OSError, TimeoutError):
+        except (httpx.TransportError, OSError, TimeoutError):
             self._owner.unavailable(url, None)
         if self._ws is None:
             self.over = "http"
@@ -251,31 +253,26 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
         self._owner.count("opened")
         return self._ws
 
-    async def _message(self, ws: aiohttp.ClientWebSocketResponse[Any], wait: float | None) -> bytes:
+    async def _message(self, ws: UpstreamWebSocket, wait: float | None) -> bytes:
         """The next message's bytes, waited ``wait`` seconds at most; :class:`_Broken` if the socket ends."""
+        if ws.ready():
+            return ws.take()
         try:
-            message = await ws.receive(timeout=wait)
+            return await ws.receive(wait)
         except TimeoutError:
             await self._close()
             raise httpx.ReadTimeout("The upstream's WebSocket sent nothing in time.") from None
-        except (aiohttp.ClientError, OSError):
+        except MessageTooBig:
             await self._close()
-            raise _Broken(1006) from None
-        if message.type in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY):
-            data = message.data
-            return data if isinstance(data, bytes) else str(data).encode()
-        error = message.data if message.type is aiohttp.WSMsgType.ERROR else None
-        if isinstance(error, aiohttp.WebSocketError) and error.code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG:
+            raise UpstreamReplyTooLarge("An upstream WebSocket message is larger than max_reply_bytes.") from None
+        except Closed as closed:
             await self._close()
-            raise UpstreamReplyTooLarge("An upstream WebSocket message is larger than max_reply_bytes.")
-        code = ws.close_code or 1006
-        await self._close()
-        raise _Broken(code)
+            raise _Broken(closed.code) from None
 
     async def _whole(
         self,
         request: httpx.Request,
-        ws: aiohttp.ClientWebSocketResponse[Any],
+        ws: UpstreamWebSocket,
         first: bytes,
         whole: list[Any] | None,
         wait: float | None,
@@ -331,7 +328,7 @@ class _Events(httpx.AsyncByteStream):
     def __init__(
         self,
         owner: UpstreamSocket,
-        ws: aiohttp.ClientWebSocketResponse[Any],
+        ws: UpstreamWebSocket,
         first: bytes,
         whole: list[Any] | None,
         timeout: float | None,
@@ -361,11 +358,15 @@ class _Events(httpx.AsyncByteStream):
         if data is None:
             data = await self._next(self._timeout)
         frame = self._take(data)
-        if self._done or not _received(self._ws):
+        ws = self._ws
+        if self._done or not ws.ready():
             return frame
         frames = [frame]
-        while not self._done and _received(self._ws):
-            frames.append(self._take(await self._next(None)))
+        while not self._done and ws.ready():  # taken as they are: no wait, no coroutine per message
+            data = ws.take()
+            if self._over(data):
+                await self._too_large()
+            frames.append(self._take(data))
         return b"".join(frames)
 
     async def _next(self, wait: float | None) -> bytes:
@@ -375,12 +376,20 @@ class _Events(httpx.AsyncByteStream):
             self._done = True
             self._owner.finished(broken.code)
             raise httpx.RemoteProtocolError("The upstream closed its WebSocket mid-response.") from None
-        if self._left is not None:
-            self._left -= len(data)
-            if self._left < 0:
-                await self.aclose()
-                raise UpstreamReplyTooLarge("The upstream model API's reply is larger than max_reply_bytes.")
+        if self._over(data):
+            await self._too_large()
         return data
+
+    def _over(self, data: bytes) -> bool:
+        """Whether ``data`` takes the reply past its read limit."""
+        if self._left is None:
+            return False
+        self._left -= len(data)
+        return self._left < 0
+
+    async def _too_large(self) -> None:
+        await self.aclose()
+        raise UpstreamReplyTooLarge("The upstream model API's reply is larger than max_reply_bytes.")
 
     def _take(self, data: bytes) -> bytes:
         """One message as an SSE event; the terminal one (or an error) ends the call."""
@@ -412,17 +421,6 @@ def event_type(data: bytes) -> bytes:
         return _kind(data).type.encode()
     except (msgspec.DecodeError, UnicodeEncodeError):
         return b""
-
-
-def _received(ws: aiohttp.ClientWebSocketResponse[Any]) -> bool:
-    """A data message already received waits to be read, so reading it waits for nothing (aiohttp's
-    queue, read where this aiohttp version has it; False otherwise: then each message is awaited)."""
-    queued = getattr(getattr(ws, "_reader", None), "_buffer", None)
-    if not queued:
-        return False
-    head = queued[0]
-    message = head[0] if isinstance(head, tuple) else head
-    return getattr(message, "type", None) in _DATA
 
 
 def _frame(data: bytes) -> bytes:
