@@ -153,6 +153,10 @@ def turn_scope(scope: Scope) -> HTTPScope:
     return {**scope, "type": "http", "method": "POST", "headers": headers}  # type: ignore[typeddict-item]
 
 
+def _one_name(head: bytes) -> bool:
+    return head.startswith(b"event: ") and b"\n" not in head
+
+
 class EventRelay:
     """``send`` for one turn: the route's answer (a stream's events, or an error body) as the
     socket's messages; a stream's terminal response is handed to ``delivered``. With ``many``
@@ -204,14 +208,13 @@ class EventRelay:
 
     def _frame(self, frame: bytes) -> bytes | None:
         """An SSE event's data, the message it is (None: a keep-alive, a terminator)."""
-        head, one, data = frame.partition(b"\ndata: ")
-        if one and head.startswith(b"event: ") and b"\n" not in head and b"\n" not in data:
-            named: str | None = head[7:].decode()  # the proxy's own framing: one name, one data line
-        elif frame.startswith(b"data: ") and b"\n" not in frame:  # one data line, unnamed: named by its type
+        if frame[:6] == b"data: " and b"\n" not in frame:  # one data line, unnamed: named by its type
             data = frame[6:]
             if data == b"[DONE]":
                 return None
-            named = None if event_type(data) in TERMINAL_TYPES else ""
+            named: str | None = None if event_type(data) in TERMINAL_TYPES else ""
+        elif (parts := frame.partition(b"\ndata: "))[1] and _one_name(parts[0]) and b"\n" not in parts[2]:
+            named, data = parts[0][7:].decode(), parts[2]  # the proxy's own framing: one name, one data line
         else:
             lines = frame.split(b"\n")
             data = b"\n".join(line[5:].lstrip() for line in lines if line.startswith(b"data:"))

@@ -357,17 +357,18 @@ class _Events(httpx.AsyncByteStream):
         self._pending = None
         if data is None:
             data = await self._next(self._timeout)
-        frame = self._take(data)
+        self._take(data)
         ws = self._ws
         if self._done or not ws.ready():
-            return frame
-        frames = [frame]
+            return _frame(data)
+        messages = [data]
         while not self._done and ws.ready():  # taken as they are: no wait, no coroutine per message
             data = ws.take()
             if self._over(data):
                 await self._too_large()
-            frames.append(self._take(data))
-        return b"".join(frames)
+            self._take(data)
+            messages.append(data)
+        return _frames(messages)
 
     async def _next(self, wait: float | None) -> bytes:
         try:
@@ -391,8 +392,8 @@ class _Events(httpx.AsyncByteStream):
         await self.aclose()
         raise UpstreamReplyTooLarge("The upstream model API's reply is larger than max_reply_bytes.")
 
-    def _take(self, data: bytes) -> bytes:
-        """One message as an SSE event; the terminal one (or an error) ends the call."""
+    def _take(self, data: bytes) -> None:
+        """One message of the call's; the terminal one (or an error) ends the call."""
         self.last = data
         kind = event_type(data)
         if kind in TERMINAL or kind == b"error":
@@ -402,7 +403,6 @@ class _Events(httpx.AsyncByteStream):
             else:
                 self._owner.answered(self._whole, data)
             self._owner.finished()
-        return _frame(data)
 
     async def aclose(self) -> None:
         if not self._done:
@@ -428,6 +428,15 @@ def _frame(data: bytes) -> bytes:
     if b"\n" in data or b"\r" in data:
         data = b"\ndata: ".join(data.splitlines())
     return b"data: " + data + b"\n\n"
+
+
+def _frames(messages: list[bytes]) -> bytes:
+    """Messages as SSE events, joined in one pass where none has a line break (the API's
+    compact JSON), else one by one as :func:`_frame` frames each."""
+    joined = b"\n\ndata: ".join(messages)
+    if joined.count(b"\n") == 2 * len(messages) - 2 and b"\r" not in joined:
+        return b"data: " + joined + b"\n\n"
+    return b"".join(map(_frame, messages))
 
 
 def _error_fields(error: _Error) -> dict[str, Any]:

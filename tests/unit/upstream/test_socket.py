@@ -11,7 +11,7 @@ import pytest
 
 from proxy.observe.metrics import Metrics
 from proxy.settings import Settings
-from proxy.upstream.socket import UpstreamSockets, _Error, _error_response, _frame, current, through
+from proxy.upstream.socket import UpstreamSockets, _Error, _error_response, _frame, _frames, current, through
 from proxy.upstream.transport import UpstreamTransport
 
 URL = "wss://api.example/v1/responses"
@@ -80,6 +80,15 @@ def test_an_unreachable_upstream_is_not_remembered():
 def test_a_message_is_one_sse_event_even_when_pretty_printed():
     assert _frame(b'{"type":"x"}') == b'data: {"type":"x"}\n\n'
     assert _frame(b'{\n "type": "x"\n}') == b'data: {\ndata:  "type": "x"\ndata: }\n\n'
+
+
+def test_messages_taken_together_are_the_sse_events_each_would_be():
+    compact = [b'{"type":"a"}', b'{"type":"b"}', b'{"type":"c"}']
+    pretty = [b'{"type":"a"}', b'{\n "type": "b"\n}', b'{"type":"c"}\r\n']
+
+    assert _frames(compact) == b"".join(map(_frame, compact))
+    assert _frames(pretty) == b"".join(map(_frame, pretty))
+    assert _frames([b"x"]) == _frame(b"x")
 
 
 def test_an_error_event_reads_as_the_http_error_of_its_status():
