@@ -52,8 +52,7 @@ from litestar.types import HTTPScope, Scope
 
 from proxy.edge.connections import BUSY, DRAIN, SEND_MANY
 from proxy.observe.logs import log_event
-from proxy.upstream.socket import TERMINAL as TERMINAL_TYPES
-from proxy.upstream.socket import UpstreamSocket, event_type, through
+from proxy.upstream.socket import UpstreamSocket, is_terminal, through
 from proxy.wire.responses.socket_chains import SocketChains, warm_up_events
 from proxy.wire.responses.stream import TERMINAL
 
@@ -212,7 +211,7 @@ class EventRelay:
             data = frame[6:]
             if data == b"[DONE]":
                 return None
-            named: str | None = None if event_type(data) in TERMINAL_TYPES else ""
+            named: str | None = None if is_terminal(data) else ""
         elif (parts := frame.partition(b"\ndata: "))[1] and _one_name(parts[0]) and b"\n" not in parts[2]:
             named, data = parts[0][7:].decode(), parts[2]  # the proxy's own framing: one name, one data line
         else:

@@ -43,14 +43,27 @@ from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 from proxy.settings import Settings
 from proxy.upstream.socket_chain import SocketChain
+from proxy.upstream.socket_events import ENDINGS, TERMINAL, TYPE_FIRST, error_fields, event_type, is_terminal
+from proxy.upstream.socket_events import ErrorEvent as _Error
+from proxy.upstream.socket_events import error_response as _error_response
+from proxy.upstream.socket_events import sse_event as _frame
+from proxy.upstream.socket_events import sse_events as _frames
 from proxy.upstream.transport import READ_BODY, READ_LIMIT, UpstreamTransport
 from proxy.upstream.websocket import Closed, HandshakeRefused, MessageTooBig, UpstreamWebSocket, open_websocket
 
-__all__ = ["PING_SECS", "TERMINAL", "UpstreamSocket", "UpstreamSockets", "current", "event_type", "through"]
+__all__ = [
+    "PING_SECS",
+    "TERMINAL",
+    "UpstreamSocket",
+    "UpstreamSockets",
+    "current",
+    "event_type",
+    "is_terminal",
+    "through",
+]
 
 PING_SECS = 30.0
 """Seconds between the proxy's pings on an upstream socket (the pong is awaited half as long)."""
-TERMINAL = frozenset({b"response.completed", b"response.incomplete", b"response.failed"})
 _RETRIED_CODES = frozenset({"websocket_connection_limit_reached"})
 """Error events that say the socket, not the call, is done: reopened and sent again."""
 _NOT_HANDSHAKE = frozenset(
@@ -64,19 +77,6 @@ _NO_WEBSOCKET = frozenset({200, 404, 405, 426, 501, 505})
 """Handshake refusals that say the route has no WebSocket (a 400 may be one client's bad header)."""
 
 
-class _Kind(msgspec.Struct):
-    type: str = ""
-
-
-class _Error(msgspec.Struct):
-    status: Any = None
-    error: Any = None
-    code: Any = None
-    message: Any = None
-
-
-_kind = msgspec.json.Decoder(_Kind).decode
-_TYPE_FIRST = b'{"type":"'
 _decode = msgspec.json.decode
 _encode = msgspec.json.Encoder().encode
 _current: ContextVar[UpstreamSocket | None] = ContextVar("loopwarden_upstream_socket", default=None)
@@ -215,7 +215,7 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
                     error = msgspec.json.decode(first, type=_Error)
                 except msgspec.MsgspecError:
                     raise httpx.RemoteProtocolError("A malformed upstream error event.", request=request) from None
-                code = _error_fields(error).get("code")
+                code = error_fields(error).get("code")
                 if attempt == 1 and (code in _RETRIED_CODES or (chained and code == "previous_response_not_found")):
                     if code in _RETRIED_CODES:
                         await self._close()
@@ -395,6 +395,8 @@ class _Events(httpx.AsyncByteStream):
     def _take(self, data: bytes) -> None:
         """One message of the call's; the terminal one (or an error) ends the call."""
         self.last = data
+        if not data.startswith(ENDINGS) and data.startswith(TYPE_FIRST):
+            return  # a type read off the opening, and not an ending one: no slice, no call
         kind = event_type(data)
         if kind in TERMINAL or kind == b"error":
             self._done = True
@@ -408,48 +410,6 @@ class _Events(httpx.AsyncByteStream):
         if not self._done:
             self._done = True
             await self._owner.abandon()
-
-
-def event_type(data: bytes) -> bytes:
-    """An event's ``type``: read off its opening where it is the first field (as the API writes
-    its events), else decoded."""
-    if data.startswith(_TYPE_FIRST):
-        end = data.find(b'"', len(_TYPE_FIRST))
-        if end > 0:
-            return data[len(_TYPE_FIRST) : end]
-    try:
-        return _kind(data).type.encode()
-    except (msgspec.DecodeError, UnicodeEncodeError):
-        return b""
-
-
-def _frame(data: bytes) -> bytes:
-    """One message as one SSE event (lines of pretty-printed JSON as lines of one event)."""
-    if b"\n" in data or b"\r" in data:
-        data = b"\ndata: ".join(data.splitlines())
-    return b"data: " + data + b"\n\n"
-
-
-def _frames(messages: list[bytes]) -> bytes:
-    """Messages as SSE events, joined in one pass where none has a line break (the API's
-    compact JSON), else one by one as :func:`_frame` frames each."""
-    joined = b"\n\ndata: ".join(messages)
-    if joined.count(b"\n") == 2 * len(messages) - 2 and b"\r" not in joined:
-        return b"data: " + joined + b"\n\n"
-    return b"".join(map(_frame, messages))
-
-
-def _error_fields(error: _Error) -> dict[str, Any]:
-    """The error object of an ``error`` event (``error``, else its top-level fields)."""
-    if isinstance(error.error, dict):
-        return error.error
-    return {"code": error.code, "message": error.message, "type": "invalid_request_error", "param": None}
-
-
-def _error_response(error: _Error, request: httpx.Request) -> httpx.Response:
-    """An ``error`` event as the HTTP answer the same refusal gets: its status, ``{"error": …}``."""
-    status = error.status if isinstance(error.status, int) and 400 <= error.status <= 599 else 500
-    return httpx.Response(status, headers=_JSON, content=_encode({"error": _error_fields(error)}), request=request)
 
 
 def _socket_url(url: httpx.URL) -> str:
