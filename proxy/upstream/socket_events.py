@@ -12,6 +12,7 @@ import msgspec
 __all__ = [
     "ENDINGS",
     "TERMINAL",
+    "TERMINAL_OPENINGS",
     "TYPE_FIRST",
     "ErrorEvent",
     "error_fields",
@@ -42,15 +43,16 @@ class ErrorEvent(msgspec.Struct):
 
 _kind = msgspec.json.Decoder(_Kind).decode
 TYPE_FIRST = b'{"type":"'
-_TERMINALS = tuple(TYPE_FIRST + kind + b'"' for kind in sorted(TERMINAL))
-ENDINGS = (*_TERMINALS, TYPE_FIRST + b'error"')
+TERMINAL_OPENINGS = tuple(TYPE_FIRST + kind + b'"' for kind in sorted(TERMINAL))
+"""How a terminal event opens where its type is its first field (as the API writes it)."""
+ENDINGS = (*TERMINAL_OPENINGS, TYPE_FIRST + b'error"')
 """The openings of the events that end a call: its terminal one, an error."""
 
 
 def is_terminal(data: bytes) -> bool:
     """Whether ``data`` is a terminal event (``event_type(data) in TERMINAL``, the common case
     read off the opening without slicing it out)."""
-    if data.startswith(_TERMINALS):
+    if data.startswith(TERMINAL_OPENINGS):
         return True
     return not data.startswith(TYPE_FIRST) and event_type(data) in TERMINAL
 
