@@ -362,12 +362,20 @@ class _Events(httpx.AsyncByteStream):
         if self._done or not ws.ready():
             return _frame(data)
         messages = [data]
-        while not self._done and ws.ready():  # taken as they are: no wait, no coroutine per message
-            data = ws.take()
-            if self._over(data):
-                await self._too_large()
-            self._take(data)
+        batch = ws.take_all()  # taken as they are: no wait, no call per message but for an ending
+        left = self._left
+        for position, data in enumerate(batch):
+            if left is not None:
+                self._left = left = left - len(data)
+                if left < 0:
+                    await self._too_large()
             messages.append(data)
+            if data.startswith(ENDINGS) or not data.startswith(TYPE_FIRST):
+                self._take(data)
+                if self._done:  # what follows the call's end is the next call's
+                    ws.give_back(batch[position + 1 :])
+                    break
+        self.last = messages[-1]
         return _frames(messages)
 
     async def _next(self, wait: float | None) -> bytes:

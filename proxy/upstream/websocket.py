@@ -215,7 +215,14 @@ class UpstreamWebSocket(asyncio.Protocol):
                 piece = data[start : start + size]
                 payload = piece if type(piece) is bytes else bytes(piece)
             pos = start + size
-            self._frame(first, opcode, payload)
+            if first == 0x81 and not masked and self._fragments is None and not self.closed:
+                self._messages.append(payload)  # the common frame, a whole text message: queued here
+                self._queued += size
+            else:
+                self._frame(first, opcode, payload)
+        if self._queued > _HIGH_WATER and not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
         return pos
 
     def _frame(self, first: int, opcode: int, payload: bytes) -> None:
@@ -299,6 +306,21 @@ class UpstreamWebSocket(asyncio.Protocol):
             self._paused = False
             self.transport.resume_reading()
         return message
+
+    def take_all(self) -> list[bytes]:
+        """Every message already received, oldest first (none left queued)."""
+        messages = list(self._messages)
+        self._messages.clear()
+        self._queued = 0
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        return messages
+
+    def give_back(self, messages: list[bytes]) -> None:
+        """Messages taken but not read: first again, in their order."""
+        self._messages.extendleft(reversed(messages))
+        self._queued += sum(map(len, messages))
 
     async def receive(self, wait: float | None) -> bytes:
         """The next message, waited ``wait`` seconds at most (``TimeoutError``); once none is

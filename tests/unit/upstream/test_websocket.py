@@ -335,3 +335,17 @@ async def test_a_slow_reader_pauses_the_connection_and_resumes_it_when_read():
     assert transport.paused == 1  # still above the low mark
     socket.take()
     assert transport.paused == 0
+
+
+async def test_every_message_received_is_taken_at_once_and_what_is_given_back_comes_first_again(upstream):
+    socket, _, writer = await opened(upstream)
+    writer.write(server_frame(1, b"one") + server_frame(1, b"two") + server_frame(1, b"three"))
+
+    assert await receive(socket) == b"one"
+    taken = socket.take_all()
+    socket.give_back(taken[1:])
+
+    assert taken == [b"two", b"three"]
+    assert socket.take_all() == [b"three"]
+    assert not socket.ready()
+    socket.abort()
