@@ -173,18 +173,16 @@ class ResponsesSocket:
                     return await self._close(GOING_AWAY, "The proxy is shutting down.")
                 if reading is None:
                     reading = asyncio.ensure_future(self._receive())
-                waits: set[asyncio.Future[Any]] = {reading, *([self._running] if self._running else [])}
-                timeout = None if self._running else self._idle
-                done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-                if not done:
+                running = self._running
+                if not await _either(reading, running, None if running else self._idle):
                     return await self._close(NORMAL, "Idle for too long.")
-                if self._running is not None and self._running in done:
+                if running is not None and running.done():
                     self._running = None
                     if self._upstream is not None and self._upstream.lost is not None:
                         code = self._upstream.lost
                         code = INTERNAL if code in _UNSENDABLE or not 1000 <= code <= 4999 else code
                         return await self._close(code, "The upstream closed its socket mid-response.")
-                if reading in done:
+                if reading.done():
                     message, reading = reading.result(), None
                     if message["type"] == "websocket.disconnect":
                         return int(message.get("code") or 1005)
@@ -273,6 +271,32 @@ class ResponsesSocket:
     def upstream_transport(self) -> str:
         """How the socket's turns went upstream: websocket, or http."""
         return (self._upstream.over or "websocket") if self._upstream is not None else "http"
+
+
+async def _either(reading: asyncio.Future[Any], running: asyncio.Future[Any] | None, idle: float | None) -> bool:
+    """Until ``reading`` or ``running`` is done (True), or ``idle`` seconds pass first (False):
+    ``asyncio.wait``'s answer without its sets, its per-call waiter bookkeeping and its copies."""
+    if reading.done() or (running is not None and running.done()):
+        return True
+    wake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def woken(_: object) -> None:
+        if not wake.done():
+            wake.set_result(None)
+
+    reading.add_done_callback(woken)
+    if running is not None:
+        running.add_done_callback(woken)
+    timer = None if idle is None else asyncio.get_running_loop().call_later(idle, woken, None)
+    try:
+        await wake
+    finally:
+        if timer is not None:
+            timer.cancel()
+        reading.remove_done_callback(woken)
+        if running is not None:
+            running.remove_done_callback(woken)
+    return reading.done() or (running is not None and running.done())
 
 
 async def serve_socket(
