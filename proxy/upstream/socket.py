@@ -48,7 +48,7 @@ from proxy.upstream.socket_events import ErrorEvent as _Error
 from proxy.upstream.socket_events import error_response as _error_response
 from proxy.upstream.socket_events import sse_event as _frame
 from proxy.upstream.socket_events import sse_events as _frames
-from proxy.upstream.transport import READ_BODY, READ_LIMIT, UpstreamTransport
+from proxy.upstream.transport import READ_BODY, READ_LIMIT, UpstreamTransport, _headers
 from proxy.upstream.websocket import Closed, HandshakeRefused, MessageTooBig, UpstreamWebSocket, open_websocket
 
 __all__ = [
@@ -186,7 +186,7 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
     def _takes(self, request: httpx.Request) -> bool:
         if self.over == "http" or self._busy or request.method != "POST":
             return False
-        credentials = tuple((k.lower(), v) for k, v in request.headers.raw if k.lower() in _CREDENTIALS)
+        credentials = tuple([(k.lower(), v) for k, v in request.headers.raw if k.lower() in _CREDENTIALS])
         url = str(request.url)
         if self._url is None:
             if not request.url.path.endswith("/responses"):
@@ -224,7 +224,7 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
             if request.extensions.get(READ_BODY):
                 return await self._whole(request, ws, first, whole, timeout)
             events = _Events(self, ws, first, whole, timeout, request.extensions.get(READ_LIMIT))
-            return httpx.Response(200, headers=_EVENT_STREAM, stream=events, request=request)
+            return httpx.Response(200, headers=_headers(_EVENT_STREAM), stream=events, request=request)
         raise AssertionError("unreachable")
 
     async def _connected(self, request: httpx.Request) -> UpstreamWebSocket | None:
@@ -373,7 +373,8 @@ class _Events(httpx.AsyncByteStream):
             if data.startswith(ENDINGS) or not data.startswith(TYPE_FIRST):
                 self._take(data)
                 if self._done:  # what follows the call's end is the next call's
-                    ws.give_back(batch[position + 1 :])
+                    if position + 1 < len(batch):
+                        ws.give_back(batch[position + 1 :])
                     break
         self.last = messages[-1]
         return _frames(messages)
