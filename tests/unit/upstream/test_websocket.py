@@ -22,6 +22,7 @@ from proxy.upstream.websocket import (
 )
 from proxy.upstream.websocket_frames import accept_key, mask
 from tests.support.waiting import PATIENCE_SECS
+from tests.unit.upstream.test_pool import certificate  # noqa: F401 (a fixture: the TLS tests' certificate)
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 WRONG_ACCEPT = (
@@ -349,3 +350,26 @@ async def test_every_message_received_is_taken_at_once_and_what_is_given_back_co
     assert socket.take_all() == [b"three"]
     assert not socket.ready()
     socket.abort()
+
+
+async def test_a_wss_upstream_is_reached_over_verified_tls(certificate):  # noqa: F811 (the fixture)
+    import ssl
+
+    from tests.unit.upstream.test_pool import CountingResolver, _server_tls
+
+    fake = Upstream()
+    server = await asyncio.start_server(fake.serve, "127.0.0.1", 0, ssl=_server_tls(certificate))
+    trusting = ssl.create_default_context(cafile=str(certificate[0]))
+    pool = ConnectionPool(limit=4, keepalive_expiry=30, resolver=CountingResolver(), ssl_context=trusting)
+    try:
+        url = f"wss://upstream.test:{server.sockets[0].getsockname()[1]}/v1/responses"
+        socket = await asyncio.wait_for(open_websocket(pool, url, (), max_size=1 << 20, heartbeat=30), 10)
+        _, writer = await asyncio.wait_for(fake.streams.get(), PATIENCE_SECS)
+        writer.write(server_frame(1, b"over tls"))
+
+        assert await receive(socket) == b"over tls"
+        assert fake.heads[0].startswith(b"GET /v1/responses HTTP/1.1\r\nhost: upstream.test:")
+        socket.abort()
+    finally:
+        await pool.close()
+        server.close()
