@@ -230,7 +230,7 @@ class ResponsesSocket:
     def _start(self, payload: dict[str, Any]) -> None:
         payload["stream"] = True
         self.turns += 1
-        self._running = asyncio.ensure_future(self._run(payload))
+        self._running = asyncio.get_running_loop().create_task(self._run(payload))
 
     async def _run(self, payload: dict[str, Any]) -> None:
         sent = self._chains.carried(payload)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -82,15 +82,21 @@ _encode = msgspec.json.Encoder().encode
 _current: ContextVar[UpstreamSocket | None] = ContextVar("loopwarden_upstream_socket", default=None)
 
 
-@contextlib.contextmanager
-def through(socket: UpstreamSocket | None) -> Iterator[None]:
+class through:
     """The calls made inside go over ``socket`` where it takes them (a context variable carries
-    it, so the upstream client finds it without every caller threading it through)."""
-    token = _current.set(socket)
-    try:
-        yield
-    finally:
-        _current.reset(token)
+    it, so the upstream client finds it without every caller threading it through). A class,
+    not a generator-based context manager: no generator per turn."""
+
+    __slots__ = ("_socket", "_token")
+
+    def __init__(self, socket: UpstreamSocket | None) -> None:
+        self._socket = socket
+
+    def __enter__(self) -> None:
+        self._token = _current.set(self._socket)
+
+    def __exit__(self, *_: object) -> None:
+        _current.reset(self._token)
 
 
 def current() -> UpstreamSocket | None:
