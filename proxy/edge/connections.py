@@ -19,14 +19,15 @@ descriptor forever (slowloris). Two protocol classes close both holes:
   whose app says a response is in flight (:data:`BUSY` in the scope's extensions): the app
   closes it with 1001 once that response is done, within the graceful-shutdown grace;
   every other socket is closed at once (1012), as uvicorn does. It also offers the app
-  :data:`SEND_MANY`: a batch of text messages framed in one write (a stream's chunk of many
-  events is one write, not one per event, as over HTTP).
+  :data:`SEND_MANY`: a batch of text messages framed in one pass and one write (a stream's chunk
+  of many events is one write, not one per event, as over HTTP).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -42,10 +43,22 @@ from uvicorn.protocols.websockets.auto import AutoWebSocketsProtocol
 
 try:
     from websockets.exceptions import InvalidState as _InvalidState
+    from websockets.protocol import State
+
+    _OPEN: Any = State.OPEN
 except ImportError:  # pragma: no cover - without the library there is no sans-I/O protocol
     _InvalidState = RuntimeError  # type: ignore[assignment,misc]
+    _OPEN = None
 
-__all__ = ["BUSY", "DRAIN", "SEND_MANY", "GuardedHttpProtocol", "WholeReplies", "guarded_websocket_protocol"]
+__all__ = [
+    "BUSY",
+    "DRAIN",
+    "SEND_MANY",
+    "GuardedHttpProtocol",
+    "WholeReplies",
+    "guarded_websocket_protocol",
+    "text_frames",
+]
 
 BUSY = "loopwarden.socket_busy"
 """The scope extension through which a socket's app says whether a response is in flight."""
@@ -317,14 +330,51 @@ def guarded_websocket_protocol() -> type[asyncio.Protocol] | None:
                     for text in texts:
                         await self.send({"type": "websocket.send", "text": text.decode()})
                     return
-                try:
-                    for text in texts:
-                        self.conn.send_text(text)
-                except _InvalidState:
-                    raise ClientDisconnected() from None
-                self.transport.write(b"".join(self.conn.data_to_send()))
+                conn = self.conn
+                if not _frames_itself(conn):
+                    try:  # the library's own checks and framing
+                        for text in texts:
+                            conn.send_text(text)
+                    except _InvalidState:
+                        raise ClientDisconnected() from None
+                    self.transport.write(b"".join(conn.data_to_send()))
+                    return
+                pending = conn.data_to_send()  # what the library queued before (a pong): first
+                self.transport.write(text_frames(texts, pending))
 
     return GuardedWebSocketProtocol
+
+
+def _frames_itself(conn: Any) -> bool:
+    """Whether the app's texts may be framed here: the socket is open, no extension transforms
+    frames, no fragmented message is under way (else the library frames them, with its checks)."""
+    return (
+        getattr(conn, "state", None) is _OPEN
+        and not getattr(conn, "extensions", True)
+        and getattr(conn, "expect_continuation_frame", True) is False
+    )
+
+
+_MEDIUM = struct.Struct("!BBH").pack
+_LONG = struct.Struct("!BBQ").pack
+
+
+def text_frames(texts: Sequence[bytes], before: Sequence[bytes] = ()) -> bytes:
+    """``texts`` as a server's unfragmented text frames (unmasked, no extension), after the
+    bytes ``before``, in one buffer: framed in one pass, not through the library's frame
+    objects one message at a time."""
+    parts = list(before)
+    append = parts.append
+    for text in texts:
+        size = len(text)
+        if size < 126:
+            append(bytes((0x81, size)))
+        elif size < 65536:
+            append(_MEDIUM(0x81, 126, size))
+        else:
+            append(_LONG(0x81, 127, size))
+        append(text)
+    return b"".join(parts)
 
 
 _SANS_IO_PARTS = ("writable", "disconnected", "handshake_complete", "close_sent", "initial_response", "transport")

@@ -51,15 +51,15 @@ import msgspec
 from litestar.types import HTTPScope, Scope
 
 from proxy.edge.connections import BUSY, DRAIN, SEND_MANY
+from proxy.edge.event_relay import HEADERS_EVENT, EventRelay, Message, Send, error_event, headers_event
 from proxy.observe.logs import log_event
-from proxy.upstream.socket import TERMINAL as TERMINAL_TYPES
-from proxy.upstream.socket import UpstreamSocket, event_type, through
+from proxy.upstream.socket import UpstreamSocket, through
 from proxy.wire.responses.socket_chains import SocketChains, warm_up_events
-from proxy.wire.responses.stream import TERMINAL
 
 __all__ = [
     "HEADERS_EVENT",
     "SOCKET_FORMATS",
+    "EventRelay",
     "ResponsesSocket",
     "Turn",
     "error_event",
@@ -70,8 +70,6 @@ __all__ = [
 SOCKET_FORMATS = frozenset({"responses"})
 """The wire formats whose route takes a WebSocket."""
 
-Message = dict[str, Any]
-Send = Callable[[Message], Awaitable[None]]
 Receive = Callable[[], Awaitable[Message]]
 """ASGI's, untyped: this module speaks both sides of it (a socket's messages, a request's)."""
 Turn = Callable[[HTTPScope, bytes, Send, Receive], Awaitable[None]]
@@ -90,8 +88,6 @@ _HANDSHAKE_ONLY = frozenset(
         b"sec-websocket-protocol",
     }
 )
-_OWN = b"x-loopwarden-"
-HEADERS_EVENT = "loopwarden.headers"
 ASK_HEADERS = b"x-loopwarden-events"
 """The handshake header (``headers``) that asks for a ``loopwarden.headers`` event before each response."""
 GOING_AWAY = 1001
@@ -99,18 +95,8 @@ NORMAL = 1000
 INTERNAL = 1011
 _UNSENDABLE = frozenset({1004, 1005, 1006, 1015})
 """Close codes a peer may only report, never send (RFC 6455, 7.4.1)."""
-SendMany = Callable[[list[bytes]], Awaitable[None]]
-"""The server's :data:`~proxy.edge.connections.SEND_MANY`: text messages in one write."""
 Opener = Callable[[list[tuple[str, str]]], UpstreamSocket | None]
 """Opens a client socket's upstream socket with the client's handshake headers it carries on."""
-
-
-def error_event(status: int, message: str, code: object, param: object = None, kind: object = None) -> bytes:
-    """The API's ``error`` event: its fields at the top (as the SDK reads them) and as ``error``."""
-    error = {"type": kind or "invalid_request_error", "code": code, "message": message, "param": param}
-    return _encode(
-        {"type": "error", "status": status, "code": code, "message": message, "param": param, "error": error}
-    )
 
 
 def steer_refused(event: dict[str, Any]) -> bytes:
@@ -135,13 +121,6 @@ def upstream_headers(scope: Scope) -> list[tuple[str, str]]:
     ]
 
 
-def headers_event(status: int, headers: list[tuple[bytes, bytes]]) -> bytes:
-    """The proxy's own response headers (``X-LoopWarden-*``: the session, the step, an ending) as
-    a ``loopwarden.headers`` event, for a socket that asked for them at its handshake."""
-    own = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers if k.lower().startswith(_OWN)}
-    return _encode({"type": HEADERS_EVENT, "status": status, "headers": own})
-
-
 def turn_scope(scope: Scope) -> HTTPScope:
     """The handshake as the scope of one ``POST``: its headers, but those of the upgrade, and
     an ``OpenAI-Beta`` naming WebSockets (the upstream is served over HTTP)."""
@@ -151,116 +130,6 @@ def turn_scope(scope: Scope) -> HTTPScope:
         if name not in _HANDSHAKE_ONLY and not (name == b"openai-beta" and b"websocket" in value.lower())
     ]
     return {**scope, "type": "http", "method": "POST", "headers": headers}  # type: ignore[typeddict-item]
-
-
-class EventRelay:
-    """``send`` for one turn: the route's answer (a stream's events, or an error body) as the
-    socket's messages; a stream's terminal response is handed to ``delivered``. With ``many``
-    (the server's batch send) the events of one chunk go out in one write."""
-
-    __slots__ = ("_body", "_buffer", "_delivered", "_headers", "_many", "_send", "_sse", "_status", "closed")
-
-    def __init__(
-        self,
-        send: Send,
-        delivered: Callable[[dict[str, Any]], None],
-        *,
-        headers: bool = False,
-        many: SendMany | None = None,
-    ) -> None:
-        self._send = send
-        self._many = many
-        self._headers = headers
-        self._delivered = delivered
-        self._buffer = b""
-        self._body: list[bytes] = []
-        self._sse = False
-        self._status = 200
-        self.closed = False
-
-    async def __call__(self, message: Message) -> None:
-        if message["type"] == "http.response.start":
-            self._status = int(message["status"])
-            self._sse = any(
-                k.lower() == b"content-type" and v.lower().startswith(b"text/event-stream")
-                for k, v in message["headers"]
-            )
-            if self._headers:
-                await self.text(headers_event(self._status, message["headers"]))
-            return
-        body: bytes = message.get("body", b"")
-        if self._sse:
-            *frames, self._buffer = (self._buffer + body).split(b"\n\n")
-            texts = [text for text in map(self._frame, frames) if text is not None]
-            if self._many is not None and len(texts) > 1:
-                await self.texts(texts)
-            else:
-                for text in texts:
-                    await self.text(text)
-            return
-        self._body.append(body)
-        if not message.get("more_body"):
-            await self._whole(b"".join(self._body))
-
-    def _frame(self, frame: bytes) -> bytes | None:
-        """An SSE event's data, the message it is (None: a keep-alive, a terminator)."""
-        head, one, data = frame.partition(b"\ndata: ")
-        if one and head.startswith(b"event: ") and b"\n" not in head and b"\n" not in data:
-            named: str | None = head[7:].decode()  # the proxy's own framing: one name, one data line
-        elif frame.startswith(b"data: ") and b"\n" not in frame:  # one data line, unnamed: named by its type
-            data = frame[6:]
-            if data == b"[DONE]":
-                return None
-            named = None if event_type(data) in TERMINAL_TYPES else ""
-        else:
-            lines = frame.split(b"\n")
-            data = b"\n".join(line[5:].lstrip() for line in lines if line.startswith(b"data:"))
-            if not data or data == b"[DONE]":  # a keep-alive comment, a terminator
-                return None
-            named = next((line[6:].strip().decode() for line in lines if line.startswith(b"event:")), None)
-        if named is None or named in TERMINAL:  # only the terminal event is read: it is the response
-            try:
-                event = _decode(data)
-            except msgspec.DecodeError:
-                return None
-            if isinstance(event, dict) and event.get("type") in TERMINAL and isinstance(event.get("response"), dict):
-                self._delivered(event["response"])
-        return data
-
-    async def _whole(self, body: bytes) -> None:
-        """A reply that is not a stream: an error (before any event), as the API's error event."""
-        try:
-            decoded = _decode(body) if body else {}
-        except msgspec.DecodeError:
-            decoded = {}
-        error = decoded.get("error") if isinstance(decoded, dict) else None
-        if self._status < 400 and isinstance(decoded, dict) and decoded.get("object") == "response":
-            self._delivered(decoded)
-            await self.text(_encode({"type": "response.completed", "sequence_number": 0, "response": decoded}))
-            return
-        if not isinstance(error, dict):
-            error = {"message": f"The upstream model API answered {self._status}."}
-        message = str(error.get("message") or "The request failed.")
-        event = error_event(self._status, message, error.get("code"), error.get("param"), error.get("type"))
-        await self.text(event)
-
-    async def text(self, data: bytes) -> None:
-        """One message to the client; nothing once the socket is gone (its turn is being cancelled)."""
-        if self.closed:
-            return
-        try:
-            await self._send({"type": "websocket.send", "text": data.decode()})
-        except (OSError, RuntimeError):  # uvicorn: the socket closed meanwhile
-            self.closed = True
-
-    async def texts(self, texts: list[bytes]) -> None:
-        """Messages to the client in one write (the server's batch send), as :meth:`text` would."""
-        if self.closed or self._many is None:
-            return
-        try:
-            await self._many(texts)
-        except (OSError, RuntimeError):
-            self.closed = True
 
 
 class ResponsesSocket:
@@ -304,18 +173,16 @@ class ResponsesSocket:
                     return await self._close(GOING_AWAY, "The proxy is shutting down.")
                 if reading is None:
                     reading = asyncio.ensure_future(self._receive())
-                waits: set[asyncio.Future[Any]] = {reading, *([self._running] if self._running else [])}
-                timeout = None if self._running else self._idle
-                done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-                if not done:
+                running = self._running
+                if not await _either(reading, running, None if running else self._idle):
                     return await self._close(NORMAL, "Idle for too long.")
-                if self._running is not None and self._running in done:
+                if running is not None and running.done():
                     self._running = None
                     if self._upstream is not None and self._upstream.lost is not None:
                         code = self._upstream.lost
                         code = INTERNAL if code in _UNSENDABLE or not 1000 <= code <= 4999 else code
                         return await self._close(code, "The upstream closed its socket mid-response.")
-                if reading in done:
+                if reading.done():
                     message, reading = reading.result(), None
                     if message["type"] == "websocket.disconnect":
                         return int(message.get("code") or 1005)
@@ -363,7 +230,7 @@ class ResponsesSocket:
     def _start(self, payload: dict[str, Any]) -> None:
         payload["stream"] = True
         self.turns += 1
-        self._running = asyncio.ensure_future(self._run(payload))
+        self._running = asyncio.get_running_loop().create_task(self._run(payload))
 
     async def _run(self, payload: dict[str, Any]) -> None:
         sent = self._chains.carried(payload)
@@ -404,6 +271,32 @@ class ResponsesSocket:
     def upstream_transport(self) -> str:
         """How the socket's turns went upstream: websocket, or http."""
         return (self._upstream.over or "websocket") if self._upstream is not None else "http"
+
+
+async def _either(reading: asyncio.Future[Any], running: asyncio.Future[Any] | None, idle: float | None) -> bool:
+    """Until ``reading`` or ``running`` is done (True), or ``idle`` seconds pass first (False):
+    ``asyncio.wait``'s answer without its sets, its per-call waiter bookkeeping and its copies."""
+    if reading.done() or (running is not None and running.done()):
+        return True
+    wake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def woken(_: object) -> None:
+        if not wake.done():
+            wake.set_result(None)
+
+    reading.add_done_callback(woken)
+    if running is not None:
+        running.add_done_callback(woken)
+    timer = None if idle is None else asyncio.get_running_loop().call_later(idle, woken, None)
+    try:
+        await wake
+    finally:
+        if timer is not None:
+            timer.cancel()
+        reading.remove_done_callback(woken)
+        if running is not None:
+            running.remove_done_callback(woken)
+    return reading.done() or (running is not None and running.done())
 
 
 async def serve_socket(

@@ -31,11 +31,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any
 
-import aiohttp
 import httpx
 import msgspec
 
@@ -44,13 +43,27 @@ from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 from proxy.settings import Settings
 from proxy.upstream.socket_chain import SocketChain
-from proxy.upstream.transport import READ_BODY, READ_LIMIT, UpstreamTransport
+from proxy.upstream.socket_events import ENDINGS, TERMINAL, TYPE_FIRST, error_fields, event_type, is_terminal
+from proxy.upstream.socket_events import ErrorEvent as _Error
+from proxy.upstream.socket_events import error_response as _error_response
+from proxy.upstream.socket_events import sse_event as _frame
+from proxy.upstream.socket_events import sse_events as _frames
+from proxy.upstream.transport import READ_BODY, READ_LIMIT, UpstreamTransport, _headers
+from proxy.upstream.websocket import Closed, HandshakeRefused, MessageTooBig, UpstreamWebSocket, open_websocket
 
-__all__ = ["PING_SECS", "TERMINAL", "UpstreamSocket", "UpstreamSockets", "current", "event_type", "through"]
+__all__ = [
+    "PING_SECS",
+    "TERMINAL",
+    "UpstreamSocket",
+    "UpstreamSockets",
+    "current",
+    "event_type",
+    "is_terminal",
+    "through",
+]
 
 PING_SECS = 30.0
 """Seconds between the proxy's pings on an upstream socket (the pong is awaited half as long)."""
-TERMINAL = frozenset({b"response.completed", b"response.incomplete", b"response.failed"})
 _RETRIED_CODES = frozenset({"websocket_connection_limit_reached"})
 """Error events that say the socket, not the call, is done: reopened and sent again."""
 _NOT_HANDSHAKE = frozenset(
@@ -64,34 +77,26 @@ _NO_WEBSOCKET = frozenset({200, 404, 405, 426, 501, 505})
 """Handshake refusals that say the route has no WebSocket (a 400 may be one client's bad header)."""
 
 
-class _Kind(msgspec.Struct):
-    type: str = ""
-
-
-class _Error(msgspec.Struct):
-    status: Any = None
-    error: Any = None
-    code: Any = None
-    message: Any = None
-
-
-_kind = msgspec.json.Decoder(_Kind).decode
-_TYPE_FIRST = b'{"type":"'
-_DATA = (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY)
 _decode = msgspec.json.decode
 _encode = msgspec.json.Encoder().encode
 _current: ContextVar[UpstreamSocket | None] = ContextVar("loopwarden_upstream_socket", default=None)
 
 
-@contextlib.contextmanager
-def through(socket: UpstreamSocket | None) -> Iterator[None]:
+class through:
     """The calls made inside go over ``socket`` where it takes them (a context variable carries
-    it, so the upstream client finds it without every caller threading it through)."""
-    token = _current.set(socket)
-    try:
-        yield
-    finally:
-        _current.reset(token)
+    it, so the upstream client finds it without every caller threading it through). A class,
+    not a generator-based context manager: no generator per turn."""
+
+    __slots__ = ("_socket", "_token")
+
+    def __init__(self, socket: UpstreamSocket | None) -> None:
+        self._socket = socket
+
+    def __enter__(self) -> None:
+        self._token = _current.set(self._socket)
+
+    def __exit__(self, *_: object) -> None:
+        _current.reset(self._token)
 
 
 def current() -> UpstreamSocket | None:
@@ -127,11 +132,14 @@ class UpstreamSockets:
     def refused(self, url: str) -> bool:
         return url.partition("?")[0] in self._refused
 
-    async def connect(self, url: str, headers: Sequence[tuple[str, str]]) -> aiohttp.ClientWebSocketResponse[Any]:
+    async def connect(self, url: str, headers: Sequence[tuple[str, str]]) -> UpstreamWebSocket:
         if self._pool is None:  # open() hands out no socket then: a caller that skipped it is a bug
-            raise RuntimeError("upstream WebSockets need the proxy's aiohttp transport")
+            raise RuntimeError("upstream WebSockets need the proxy's own transport")
+        pool = self._pool._pool  # the transport's connections: the egress check, TLS
         async with asyncio.timeout(self.connect_timeout):
-            return await self._pool.websocket(url, headers, max_size=self.max_size, heartbeat=PING_SECS)
+            return await open_websocket(
+                pool, url, headers, max_size=self.max_size, heartbeat=PING_SECS, connect_timeout=self.connect_timeout
+            )
 
     def unavailable(self, url: str, status: int | None) -> None:
         """A socket served over HTTP: counted; logged once per upstream; a "no WebSocket here" remembered."""
@@ -157,7 +165,7 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
     def __init__(self, owner: UpstreamSockets, headers: Sequence[tuple[str, str]]) -> None:
         self._owner = owner
         self._extra = [(name.lower(), value) for name, value in headers]
-        self._ws: aiohttp.ClientWebSocketResponse[Any] | None = None
+        self._ws: UpstreamWebSocket | None = None
         self._url: str | None = None
         self._credentials: tuple[tuple[bytes, bytes], ...] = ()
         self._busy = False
@@ -184,7 +192,7 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
     def _takes(self, request: httpx.Request) -> bool:
         if self.over == "http" or self._busy or request.method != "POST":
             return False
-        credentials = tuple((k.lower(), v) for k, v in request.headers.raw if k.lower() in _CREDENTIALS)
+        credentials = tuple([(k.lower(), v) for k, v in request.headers.raw if k.lower() in _CREDENTIALS])
         url = str(request.url)
         if self._url is None:
             if not request.url.path.endswith("/responses"):
@@ -200,9 +208,9 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
                 return await self._owner.http.handle_async_request(request)
             frame, whole, chained = self.chain.event(payload)
             try:
-                await ws.send_frame(frame, aiohttp.WSMsgType.TEXT)
+                ws.send(frame)
                 first = await self._message(ws, timeout)
-            except (_Broken, aiohttp.ClientError, OSError):  # nothing came back: a fresh socket takes it whole
+            except (_Broken, OSError):  # nothing came back: a fresh socket takes it whole
                 await self._close()
                 if attempt == 2:
                     raise httpx.RemoteProtocolError("The upstream closed its WebSocket.", request=request) from None
@@ -213,7 +221,7 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
                     error = msgspec.json.decode(first, type=_Error)
                 except msgspec.MsgspecError:
                     raise httpx.RemoteProtocolError("A malformed upstream error event.", request=request) from None
-                code = _error_fields(error).get("code")
+                code = error_fields(error).get("code")
                 if attempt == 1 and (code in _RETRIED_CODES or (chained and code == "previous_response_not_found")):
                     if code in _RETRIED_CODES:
                         await self._close()
@@ -222,10 +230,10 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
             if request.extensions.get(READ_BODY):
                 return await self._whole(request, ws, first, whole, timeout)
             events = _Events(self, ws, first, whole, timeout, request.extensions.get(READ_LIMIT))
-            return httpx.Response(200, headers=_EVENT_STREAM, stream=events, request=request)
+            return httpx.Response(200, headers=_headers(_EVENT_STREAM), stream=events, request=request)
         raise AssertionError("unreachable")
 
-    async def _connected(self, request: httpx.Request) -> aiohttp.ClientWebSocketResponse[Any] | None:
+    async def _connected(self, request: httpx.Request) -> UpstreamWebSocket | None:
         """The open socket, or a new one; None once the upstream refused (served over HTTP)."""
         if self._ws is not None and not self._ws.closed:
             return self._ws
@@ -239,9 +247,9 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
         headers += [(k, v) for k, v in self._extra if k not in request.headers]
         try:
             self._ws = await self._owner.connect(url, headers)
-        except aiohttp.WSServerHandshakeError as exc:
+        except HandshakeRefused as exc:
             self._owner.unavailable(url, exc.status)
-        except (aiohttp.ClientError, OSError, TimeoutError):
+        except (httpx.TransportError, OSError, TimeoutError):
             self._owner.unavailable(url, None)
         if self._ws is None:
             self.over = "http"
@@ -251,31 +259,26 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
         self._owner.count("opened")
         return self._ws
 
-    async def _message(self, ws: aiohttp.ClientWebSocketResponse[Any], wait: float | None) -> bytes:
+    async def _message(self, ws: UpstreamWebSocket, wait: float | None) -> bytes:
         """The next message's bytes, waited ``wait`` seconds at most; :class:`_Broken` if the socket ends."""
+        if ws.ready():
+            return ws.take()
         try:
-            message = await ws.receive(timeout=wait)
+            return await ws.receive(wait)
         except TimeoutError:
             await self._close()
             raise httpx.ReadTimeout("The upstream's WebSocket sent nothing in time.") from None
-        except (aiohttp.ClientError, OSError):
+        except MessageTooBig:
             await self._close()
-            raise _Broken(1006) from None
-        if message.type in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY):
-            data = message.data
-            return data if isinstance(data, bytes) else str(data).encode()
-        error = message.data if message.type is aiohttp.WSMsgType.ERROR else None
-        if isinstance(error, aiohttp.WebSocketError) and error.code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG:
+            raise UpstreamReplyTooLarge("An upstream WebSocket message is larger than max_reply_bytes.") from None
+        except Closed as closed:
             await self._close()
-            raise UpstreamReplyTooLarge("An upstream WebSocket message is larger than max_reply_bytes.")
-        code = ws.close_code or 1006
-        await self._close()
-        raise _Broken(code)
+            raise _Broken(closed.code) from None
 
     async def _whole(
         self,
         request: httpx.Request,
-        ws: aiohttp.ClientWebSocketResponse[Any],
+        ws: UpstreamWebSocket,
         first: bytes,
         whole: list[Any] | None,
         wait: float | None,
@@ -331,7 +334,7 @@ class _Events(httpx.AsyncByteStream):
     def __init__(
         self,
         owner: UpstreamSocket,
-        ws: aiohttp.ClientWebSocketResponse[Any],
+        ws: UpstreamWebSocket,
         first: bytes,
         whole: list[Any] | None,
         timeout: float | None,
@@ -360,13 +363,27 @@ class _Events(httpx.AsyncByteStream):
         self._pending = None
         if data is None:
             data = await self._next(self._timeout)
-        frame = self._take(data)
-        if self._done or not _received(self._ws):
-            return frame
-        frames = [frame]
-        while not self._done and _received(self._ws):
-            frames.append(self._take(await self._next(None)))
-        return b"".join(frames)
+        self._take(data)
+        ws = self._ws
+        if self._done or not ws.ready():
+            return _frame(data)
+        messages = [data]
+        batch = ws.take_all()  # taken as they are: no wait, no call per message but for an ending
+        left = self._left
+        for position, data in enumerate(batch):
+            if left is not None:
+                self._left = left = left - len(data)
+                if left < 0:
+                    await self._too_large()
+            messages.append(data)
+            if data.startswith(ENDINGS) or not data.startswith(TYPE_FIRST):
+                self._take(data)
+                if self._done:  # what follows the call's end is the next call's
+                    if position + 1 < len(batch):
+                        ws.give_back(batch[position + 1 :])
+                    break
+        self.last = messages[-1]
+        return _frames(messages)
 
     async def _next(self, wait: float | None) -> bytes:
         try:
@@ -375,16 +392,26 @@ class _Events(httpx.AsyncByteStream):
             self._done = True
             self._owner.finished(broken.code)
             raise httpx.RemoteProtocolError("The upstream closed its WebSocket mid-response.") from None
-        if self._left is not None:
-            self._left -= len(data)
-            if self._left < 0:
-                await self.aclose()
-                raise UpstreamReplyTooLarge("The upstream model API's reply is larger than max_reply_bytes.")
+        if self._over(data):
+            await self._too_large()
         return data
 
-    def _take(self, data: bytes) -> bytes:
-        """One message as an SSE event; the terminal one (or an error) ends the call."""
+    def _over(self, data: bytes) -> bool:
+        """Whether ``data`` takes the reply past its read limit."""
+        if self._left is None:
+            return False
+        self._left -= len(data)
+        return self._left < 0
+
+    async def _too_large(self) -> None:
+        await self.aclose()
+        raise UpstreamReplyTooLarge("The upstream model API's reply is larger than max_reply_bytes.")
+
+    def _take(self, data: bytes) -> None:
+        """One message of the call's; the terminal one (or an error) ends the call."""
         self.last = data
+        if not data.startswith(ENDINGS) and data.startswith(TYPE_FIRST):
+            return  # a type read off the opening, and not an ending one: no slice, no call
         kind = event_type(data)
         if kind in TERMINAL or kind == b"error":
             self._done = True
@@ -393,56 +420,11 @@ class _Events(httpx.AsyncByteStream):
             else:
                 self._owner.answered(self._whole, data)
             self._owner.finished()
-        return _frame(data)
 
     async def aclose(self) -> None:
         if not self._done:
             self._done = True
             await self._owner.abandon()
-
-
-def event_type(data: bytes) -> bytes:
-    """An event's ``type``: read off its opening where it is the first field (as the API writes
-    its events), else decoded."""
-    if data.startswith(_TYPE_FIRST):
-        end = data.find(b'"', len(_TYPE_FIRST))
-        if end > 0:
-            return data[len(_TYPE_FIRST) : end]
-    try:
-        return _kind(data).type.encode()
-    except (msgspec.DecodeError, UnicodeEncodeError):
-        return b""
-
-
-def _received(ws: aiohttp.ClientWebSocketResponse[Any]) -> bool:
-    """A data message already received waits to be read, so reading it waits for nothing (aiohttp's
-    queue, read where this aiohttp version has it; False otherwise: then each message is awaited)."""
-    queued = getattr(getattr(ws, "_reader", None), "_buffer", None)
-    if not queued:
-        return False
-    head = queued[0]
-    message = head[0] if isinstance(head, tuple) else head
-    return getattr(message, "type", None) in _DATA
-
-
-def _frame(data: bytes) -> bytes:
-    """One message as one SSE event (lines of pretty-printed JSON as lines of one event)."""
-    if b"\n" in data or b"\r" in data:
-        data = b"\ndata: ".join(data.splitlines())
-    return b"data: " + data + b"\n\n"
-
-
-def _error_fields(error: _Error) -> dict[str, Any]:
-    """The error object of an ``error`` event (``error``, else its top-level fields)."""
-    if isinstance(error.error, dict):
-        return error.error
-    return {"code": error.code, "message": error.message, "type": "invalid_request_error", "param": None}
-
-
-def _error_response(error: _Error, request: httpx.Request) -> httpx.Response:
-    """An ``error`` event as the HTTP answer the same refusal gets: its status, ``{"error": …}``."""
-    status = error.status if isinstance(error.status, int) and 400 <= error.status <= 599 else 500
-    return httpx.Response(status, headers=_JSON, content=_encode({"error": _error_fields(error)}), request=request)
 
 
 def _socket_url(url: httpx.URL) -> str:

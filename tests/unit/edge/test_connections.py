@@ -96,6 +96,35 @@ async def test_a_batch_the_app_sends_arrives_as_its_text_messages_in_order(port)
     assert received == ["one", "twö"]
 
 
+@pytest.mark.parametrize("size", [0, 1, 125, 126, 65535, 65536, 70000])
+def test_texts_are_framed_as_the_library_frames_a_servers_text_messages(size):
+    from websockets.frames import Frame, Opcode
+
+    from proxy.edge.connections import text_frames
+
+    texts = [b"x" * size, "twö".encode()]
+    library = b"".join(Frame(Opcode.TEXT, text).serialize(mask=False, extensions=[]) for text in texts)
+
+    assert text_frames(texts) == library
+    assert text_frames(texts, [b"pong"]) == b"pong" + library
+
+
+def test_a_socket_not_open_or_with_an_extension_leaves_the_framing_to_the_library():
+    from types import SimpleNamespace
+
+    from websockets.protocol import State
+
+    from proxy.edge.connections import _frames_itself
+
+    open_plain = {"state": State.OPEN, "extensions": [], "expect_continuation_frame": False}
+
+    assert _frames_itself(SimpleNamespace(**open_plain))
+    assert not _frames_itself(SimpleNamespace(**{**open_plain, "state": State.CLOSING}))
+    assert not _frames_itself(SimpleNamespace(**{**open_plain, "extensions": [object()]}))
+    assert not _frames_itself(SimpleNamespace(**{**open_plain, "expect_continuation_frame": True}))
+    assert not _frames_itself(SimpleNamespace(send_text=None))
+
+
 async def test_a_request_head_that_does_not_arrive_in_time_closes_the_connection(port):
     assert await until_closed(port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\n") == b""
 

@@ -273,3 +273,19 @@ async def test_a_socket_that_asked_gets_the_proxys_own_headers_before_each_respo
     await relay({"type": "http.response.start", "status": 200, "headers": headers})
 
     assert client.events == [{"type": "loopwarden.headers", "status": 200, "headers": {"x-loopwarden-step": "2"}}]
+
+
+async def test_the_socket_wakes_for_a_message_or_the_end_of_the_turn_and_idles_out_without_either():
+    from proxy.edge.responses_socket import _either
+
+    loop = asyncio.get_running_loop()
+    reading, running = loop.create_future(), loop.create_future()
+    loop.call_soon(reading.set_result, {"type": "websocket.receive"})
+    assert await _either(reading, running, None)
+
+    reading = loop.create_future()
+    loop.call_soon(running.set_result, None)
+    assert await _either(reading, running, None)
+
+    assert not await _either(loop.create_future(), None, 0.01)
+    assert await _either(reading, None, 0.01) is False  # nothing to wake for: idled out

@@ -9,9 +9,10 @@ import logging
 import httpx
 import pytest
 
+from proxy.errors import UpstreamReplyTooLarge
 from proxy.observe.metrics import Metrics
 from proxy.settings import Settings
-from proxy.upstream.socket import UpstreamSockets, _Error, _error_response, _frame, current, through
+from proxy.upstream.socket import UpstreamSockets, _Error, _error_response, _Events, _frame, _frames, current, through
 from proxy.upstream.transport import UpstreamTransport
 
 URL = "wss://api.example/v1/responses"
@@ -82,6 +83,15 @@ def test_a_message_is_one_sse_event_even_when_pretty_printed():
     assert _frame(b'{\n "type": "x"\n}') == b'data: {\ndata:  "type": "x"\ndata: }\n\n'
 
 
+def test_messages_taken_together_are_the_sse_events_each_would_be():
+    compact = [b'{"type":"a"}', b'{"type":"b"}', b'{"type":"c"}']
+    pretty = [b'{"type":"a"}', b'{\n "type": "b"\n}', b'{"type":"c"}\r\n']
+
+    assert _frames(compact) == b"".join(map(_frame, compact))
+    assert _frames(pretty) == b"".join(map(_frame, pretty))
+    assert _frames([b"x"]) == _frame(b"x")
+
+
 def test_an_error_event_reads_as_the_http_error_of_its_status():
     request = httpx.Request("POST", "https://api.example/v1/responses")
     error = {"type": "invalid_request_error", "code": "rate_limit_exceeded", "message": "Slow down."}
@@ -113,3 +123,46 @@ def test_the_socket_takes_the_calls_of_its_first_url_and_key_only_whatever_the_h
     assert socket._takes(call("Bearer a", name="authorization"))
     assert not socket._takes(call("Bearer b"))
     assert not socket._takes(call("Bearer a", path="/v1/other/responses"))
+
+
+class Received:
+    """An upstream socket whose messages have all arrived."""
+
+    def __init__(self, *messages: bytes) -> None:
+        self.messages = list(messages)
+
+    def ready(self) -> bool:
+        return bool(self.messages)
+
+    def take_all(self) -> list[bytes]:
+        taken, self.messages = self.messages, []
+        return taken
+
+    def give_back(self, messages: list[bytes]) -> None:
+        self.messages[:0] = messages
+
+
+DONE = b'{"type":"response.completed","response":{"id":"resp_1","status":"completed","output":[]}}'
+
+
+async def test_the_messages_received_go_as_one_chunk_that_ends_at_the_calls_terminal_event():
+    socket = sockets().open()
+    received = Received(b'{"type":"b"}', DONE, b'{"type":"the next call\'s"}')
+    events = _Events(socket, received, b'{"type":"a"}', [], None, None)
+
+    chunk = await events.__anext__()
+
+    assert chunk == _frames([b'{"type":"a"}', b'{"type":"b"}', DONE])
+    assert events.last == DONE
+    assert received.messages == [b'{"type":"the next call\'s"}']
+    assert socket.chain.last == "resp_1"
+    with pytest.raises(StopAsyncIteration):
+        await events.__anext__()
+
+
+async def test_messages_received_past_the_read_limit_fail_the_reply_as_too_large():
+    socket = sockets().open()
+    events = _Events(socket, Received(b'{"type":"b"}' * 10), b'{"type":"a"}', [], None, 64)
+
+    with pytest.raises(UpstreamReplyTooLarge):
+        await events.__anext__()

@@ -1,0 +1,80 @@
+"""The bytes of a client WebSocket (RFC 6455) that need no connection: a client's frames
+(masked), and the check of the upstream's answer to the upgrade.
+
+Masking XORs the payload with its repeated key as two big integers: a few C-level calls
+whatever the size, where a loop over bytes in Python would cost per byte.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import random
+import struct
+
+__all__ = ["CLOSE_CODES", "HandshakeRefused", "accept_key", "check_answer", "client_frame", "mask"]
+
+_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+_MEDIUM = struct.Struct("!BBH").pack
+_LONG = struct.Struct("!BBQ").pack
+CLOSE_CODES = frozenset({1000, 1001, 1002, 1003, 1006, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014})
+"""Close codes below 3000 a peer may send (aiohttp's list, kept: any other is a protocol error)."""
+
+
+class HandshakeRefused(Exception):
+    """The upstream did not accept the upgrade: ``status`` is its answer (None: no valid answer)."""
+
+    def __init__(self, status: int | None, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+def mask(payload: bytes, key: bytes) -> bytes:
+    """``payload`` XOR the repeated 4-byte ``key`` (RFC 6455, 5.3); masking twice unmasks."""
+    size = len(payload)
+    if not size:
+        return payload
+    keys = key * (size // 4 + 1)
+    return (int.from_bytes(payload, "little") ^ int.from_bytes(keys[:size], "little")).to_bytes(size, "little")
+
+
+def client_frame(opcode: int, payload: bytes) -> bytes:
+    """One unfragmented frame as a client must send it: masked, with a fresh random key."""
+    size = len(payload)
+    if size < 126:
+        head = bytes((0x80 | opcode, 0x80 | size))
+    elif size < 65536:
+        head = _MEDIUM(0x80 | opcode, 0xFE, size)
+    else:
+        head = _LONG(0x80 | opcode, 0xFF, size)
+    key = random.getrandbits(32).to_bytes(4, "big")
+    return head + key + mask(payload, key)
+
+
+def accept_key(key: bytes) -> bytes:
+    """The ``Sec-WebSocket-Accept`` that proves a server read the handshake's ``key``."""
+    return base64.b64encode(hashlib.sha1(key + _GUID).digest())  # noqa: S324 (the RFC's digest, not a secret's)
+
+
+def check_answer(head: bytes, key: bytes) -> None:
+    """The upstream's answer (its head, without the blank line) to a handshake sent with
+    ``key``: nothing when it accepts, else :class:`HandshakeRefused` with its status."""
+    lines = head.split(b"\r\n")
+    status_line = lines[0].split(b" ", 2)
+    if len(status_line) < 2 or not status_line[0].startswith(b"HTTP/1.") or not status_line[1].isdigit():
+        raise HandshakeRefused(None, "the upstream's answer to the upgrade is not HTTP")
+    status = int(status_line[1])
+    if status != 101:
+        raise HandshakeRefused(status, f"the upstream answered the upgrade {status}")
+    fields: dict[bytes, bytes] = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        fields[name.strip().lower()] = value.strip()
+    upgrade = fields.get(b"upgrade", b"").lower()
+    connection = {token.strip() for token in fields.get(b"connection", b"").lower().split(b",")}
+    if (
+        upgrade != b"websocket"
+        or b"upgrade" not in connection
+        or fields.get(b"sec-websocket-accept") != accept_key(key)
+    ):
+        raise HandshakeRefused(status, "the upstream's 101 is not a valid WebSocket handshake")
