@@ -82,6 +82,8 @@ class ConnectionPool:
         self._open: set[Http1Connection] = set()
         self._opening = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._dedicated = 0
+        self._dedicated_waiters: deque[asyncio.Future[None]] = deque()
         self._addresses: dict[tuple[str, int], tuple[float, list[ResolveResult]]] = {}
         self._closed = False
 
@@ -112,7 +114,7 @@ class ConnectionPool:
         self, origin: Origin, connect_timeout: float | None, pool_timeout: float | None
     ) -> Http1Connection:
         while len(self._open) + self._opening >= self._limit:
-            await self._wait_for_slot(pool_timeout)
+            await self._wait_for_slot(pool_timeout, self._waiters)
             if self._idle.get(origin):
                 return await self.acquire(origin, connect_timeout, pool_timeout)
         self._opening += 1
@@ -120,9 +122,30 @@ class ConnectionPool:
             connection = await self._connect(origin, connect_timeout)
         finally:
             self._opening -= 1
-            self._wake_one()
+            self._wake_one(self._waiters)
         self._open.add(connection)
         return connection
+
+    async def dedicated(
+        self, origin: Origin, connect_timeout: float | None, pool_timeout: float | None
+    ) -> Http1Connection:
+        """A new connection to ``origin`` that is never pooled (an upgrade hands it to another
+        protocol): at most ``limit`` of them open at once, beside the pooled ones (an upstream
+        WebSocket lives as long as its client's); the next freed is waited for ``pool_timeout``
+        seconds at most (``httpx.PoolTimeout``). Its place is freed by :meth:`free_dedicated`."""
+        while self._dedicated >= self._limit:
+            await self._wait_for_slot(pool_timeout, self._dedicated_waiters)
+        self._dedicated += 1
+        try:
+            return await self._connect(origin, connect_timeout)
+        except BaseException:
+            self.free_dedicated()
+            raise
+
+    def free_dedicated(self) -> None:
+        """A connection :meth:`dedicated` gave closed: its place goes to the next waiting."""
+        self._dedicated -= 1
+        self._wake_one(self._dedicated_waiters)
 
     def release(self, connection: Http1Connection, origin: Origin) -> None:
         """The exchange on ``connection`` is over: kept for the next call when it may be, else closed."""
@@ -133,7 +156,7 @@ class ConnectionPool:
             if idle is None:
                 idle = self._idle[origin] = deque()
             idle.append(connection)
-            self._wake_one()
+            self._wake_one(self._waiters)
         else:
             self.discard(connection)
 
@@ -147,22 +170,23 @@ class ConnectionPool:
     def _forget(self, connection: Http1Connection) -> None:
         if connection in self._open:
             self._open.discard(connection)
-            self._wake_one()
+            self._wake_one(self._waiters)
 
-    async def _wait_for_slot(self, within: float | None) -> None:
+    @staticmethod
+    async def _wait_for_slot(within: float | None, waiters: deque[asyncio.Future[None]]) -> None:
         waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        waiters.append(waiter)
         try:
             async with asyncio.timeout(within):
                 await waiter
         except TimeoutError:
             raise httpx.PoolTimeout("timed out waiting for a connection") from None
         finally:
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
+            if waiter in waiters:
+                waiters.remove(waiter)
 
-    def _wake_one(self) -> None:
-        waiters = self._waiters
+    @staticmethod
+    def _wake_one(waiters: deque[asyncio.Future[None]]) -> None:
         while waiters:
             waiter = waiters.popleft()
             if not waiter.done():

@@ -48,7 +48,7 @@ from proxy.upstream.socket_events import ErrorEvent as _Error
 from proxy.upstream.socket_events import error_response as _error_response
 from proxy.upstream.socket_events import sse_event as _frame
 from proxy.upstream.socket_events import sse_events as _frames
-from proxy.upstream.transport import READ_BODY, READ_LIMIT, UpstreamTransport, _headers
+from proxy.upstream.transport import READ_BODY, READ_LIMIT, UpstreamTransport, headers_from_raw
 from proxy.upstream.websocket import Closed, HandshakeRefused, MessageTooBig, UpstreamWebSocket, open_websocket
 
 __all__ = [
@@ -135,7 +135,7 @@ class UpstreamSockets:
     async def connect(self, url: str, headers: Sequence[tuple[str, str]]) -> UpstreamWebSocket:
         if self._pool is None:  # open() hands out no socket then: a caller that skipped it is a bug
             raise RuntimeError("upstream WebSockets need the proxy's own transport")
-        pool = self._pool._pool  # the transport's connections: the egress check, TLS
+        pool = self._pool.connections  # the egress check, TLS
         async with asyncio.timeout(self.connect_timeout):
             return await open_websocket(
                 pool, url, headers, max_size=self.max_size, heartbeat=PING_SECS, connect_timeout=self.connect_timeout
@@ -230,7 +230,7 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
             if request.extensions.get(READ_BODY):
                 return await self._whole(request, ws, first, whole, timeout)
             events = _Events(self, ws, first, whole, timeout, request.extensions.get(READ_LIMIT))
-            return httpx.Response(200, headers=_headers(_EVENT_STREAM), stream=events, request=request)
+            return httpx.Response(200, headers=headers_from_raw(_EVENT_STREAM), stream=events, request=request)
         raise AssertionError("unreachable")
 
     async def _connected(self, request: httpx.Request) -> UpstreamWebSocket | None:

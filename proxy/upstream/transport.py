@@ -17,7 +17,7 @@ of a guarded request's CPU on features a proxy must not have. This one:
 - resolves host names through the egress check (:mod:`proxy.upstream.egress`): a name never
   leads to a link-local or metadata address, whatever DNS answers.
 
-Upstream WebSockets (:meth:`UpstreamTransport.websocket`) go over an aiohttp session, behind
+Upstream WebSockets (:mod:`proxy.upstream.websocket`) open connections of the same pool, behind
 the same egress check.
 """
 
@@ -25,19 +25,15 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Mapping, Sequence
-from typing import Any
 from urllib.parse import urlsplit
 
-import aiohttp
 import httpx
 from aiohttp.abc import AbstractResolver
-from multidict import CIMultiDict
 
-from proxy.upstream.egress import EgressResolver
 from proxy.upstream.http1 import Http1Connection, too_large
 from proxy.upstream.pool import ConnectionPool, Origin
 
-__all__ = ["READ_BODY", "READ_LIMIT", "UpstreamTransport"]
+__all__ = ["READ_BODY", "READ_LIMIT", "UpstreamTransport", "headers_from_raw", "request_head"]
 
 READ_BODY = "loopwarden.read_body"
 """Request extension: read the whole response body before returning (not for streams)."""
@@ -50,9 +46,6 @@ distinct long ones would otherwise pin a hundred megabytes."""
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _BODILESS = frozenset({"GET", "HEAD"})
 """Methods whose empty body is no body at all: sent without a length (every other one says ``0``)."""
-_WS_TIMEOUT = aiohttp.ClientWSTimeout(ws_receive=None, ws_close=2.0)
-"""A socket's close waits this long for the peer's answer to its close frame."""
-_WS_SKIPPED_HEADERS = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
 
 
 class _ReplyStream(httpx.AsyncByteStream):
@@ -108,7 +101,7 @@ class _ReplyStream(httpx.AsyncByteStream):
                 self._pool.discard(self._connection)
 
 
-def _headers(raw: list[tuple[bytes, bytes]]) -> httpx.Headers:
+def headers_from_raw(raw: list[tuple[bytes, bytes]]) -> httpx.Headers:
     """``httpx.Headers(raw)`` without its per-header normalisation calls: the raw headers are
     bytes already, so each entry is what httpx would store (name, lower-case name, value)."""
     headers = httpx.Headers()
@@ -122,7 +115,7 @@ def _whole(connection: Http1Connection, content: bytes, request: httpx.Request |
     ``Content-Encoding`` has nothing to decode, so it is handed over as it is, as that reading
     would have made it. A compressed one still goes through httpx's decoders."""
     reason = {"reason_phrase": connection.reason}
-    headers = _headers(connection.headers)
+    headers = headers_from_raw(connection.headers)
     if any(low == b"content-encoding" and value.lower() != b"identity" for _, low, value in headers._list):
         return httpx.Response(
             connection.status, headers=connection.headers, content=content, request=request, extensions=reason
@@ -153,7 +146,7 @@ def _parse(url: str) -> tuple[Origin, str]:
     return Origin(scheme, host, port, host_header), target
 
 
-def _head(method: str, target: str, host: str, headers: Sequence[tuple[str, str]], body: bytes | None) -> bytes:
+def request_head(method: str, target: str, host: str, headers: Sequence[tuple[str, str]], body: bytes | None) -> bytes:
     """The request's head as it goes out: Host, the caller's headers in order (names lower-case,
     as httpx's ``multi_items()`` gives them; any length of the caller's dropped: the body is
     framed here), then the body's length. Text is sent as UTF-8."""
@@ -189,11 +182,6 @@ class UpstreamTransport(httpx.AsyncBaseTransport):
         self._pool = ConnectionPool(
             limit=max_connections, keepalive_expiry=keepalive_expiry, resolver=resolver, ssl_context=ssl_context
         )
-        self._max_connections = max_connections
-        self._keepalive_expiry = keepalive_expiry
-        self._resolver = resolver
-        self._ssl: ssl.SSLContext | bool = ssl_context or True
-        self._sockets: aiohttp.ClientSession | None = None
         self._urls: dict[str, tuple[Origin, str]] = {}
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -233,7 +221,7 @@ class UpstreamTransport(httpx.AsyncBaseTransport):
         (a streamed body's reading is the caller's, outside it)."""
         try:
             origin, target = self._parsed(url)
-            head = _head(method, target, origin.host_header, headers, body)
+            head = request_head(method, target, origin.host_header, headers, body)
             pool = self._pool
             connection = await pool.acquire(origin, timeouts.get("connect"), timeouts.get("pool"), deadline)
         except httpx.TransportError as exc:
@@ -256,45 +244,17 @@ class UpstreamTransport(httpx.AsyncBaseTransport):
             raise
         return httpx.Response(
             status_code=connection.status,
-            headers=_headers(connection.headers),
+            headers=headers_from_raw(connection.headers),
             stream=_ReplyStream(connection, pool, origin, read_timeout, limit),
             request=request,
             extensions={"reason_phrase": connection.reason},
         )
 
-    async def websocket(
-        self, url: str, headers: Sequence[tuple[str, str]], *, max_size: int, heartbeat: float
-    ) -> aiohttp.ClientWebSocketResponse[Any]:
-        """A WebSocket over aiohttp (the same egress check, no cookies, no headers of its own);
-        text arrives as bytes, as a body does. Fails with aiohttp's errors (a handshake
-        refused: ``WSServerHandshakeError`` with the status)."""
-        return await self._socket_session().ws_connect(
-            url,
-            headers=CIMultiDict(headers),
-            max_msg_size=max_size,
-            heartbeat=heartbeat,
-            decode_text=False,
-            timeout=_WS_TIMEOUT,
-        )
-
-    def _socket_session(self) -> aiohttp.ClientSession:
-        # Created lazily: an aiohttp session binds to the running event loop.
-        if self._sockets is None:
-            connector = aiohttp.TCPConnector(
-                limit=self._max_connections,
-                limit_per_host=0,
-                keepalive_timeout=self._keepalive_expiry,
-                ssl=self._ssl,
-                resolver=EgressResolver(self._resolver),
-            )
-            self._sockets = aiohttp.ClientSession(
-                connector=connector,
-                cookie_jar=aiohttp.DummyCookieJar(),
-                auto_decompress=False,
-                trust_env=False,
-                skip_auto_headers=_WS_SKIPPED_HEADERS,
-            )
-        return self._sockets
+    @property
+    def connections(self) -> ConnectionPool:
+        """The connections it calls over (an upstream WebSocket opens its own there: the same
+        egress check and TLS)."""
+        return self._pool
 
     def _parsed(self, url: str) -> tuple[Origin, str]:
         """httpx already encoded the URL; keep its exact encoding and parse it once per URL."""
@@ -309,6 +269,3 @@ class UpstreamTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._pool.close()
-        if self._sockets is not None:
-            await self._sockets.close()
-            self._sockets = None

@@ -1,12 +1,11 @@
 """A client WebSocket (RFC 6455) to an upstream, on a connection the proxy opens itself.
 
 aiohttp's WebSocket client, which served here before, cost a coroutine, a message object and
-a queue hop per event, a heartbeat reschedule per read, and its own session beside the
-proxy's pool. Here the connection is the pool's (:mod:`proxy.upstream.pool`: the egress
-check, TLS, ``TCP_NODELAY``), its protocol swapped for this one after connecting; the
-handshake is one write; the frames of a read are parsed in one pass into a queue of
-messages, and every message already received is taken without waiting (one wake-up of the
-reader per read, not per message).
+a queue hop per event and a heartbeat reschedule per read. Here the connection is a dedicated
+one of the pool (:mod:`proxy.upstream.pool`: the egress check, TLS, ``TCP_NODELAY``, at most
+its limit open at once), its protocol swapped for this one; the handshake is one write; the
+frames of a read are parsed in one pass into a queue of messages, and every message already
+received is taken without waiting (one wake-up of the reader per read, not per message).
 
 What it does as aiohttp's client did, for :mod:`proxy.upstream.socket`: text and binary
 messages arrive as bytes, fragments joined; a message as large as ``max_size`` or larger
@@ -25,13 +24,13 @@ import base64
 import contextlib
 import os
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 import httpx
 
 from proxy.upstream.pool import ConnectionPool, Origin
-from proxy.upstream.transport import _head
+from proxy.upstream.transport import request_head
 from proxy.upstream.websocket_frames import (
     CLOSE_CODES,
     HandshakeRefused,
@@ -79,11 +78,12 @@ async def open_websocket(
     handshake carrying ``headers``. Fails with :class:`HandshakeRefused`, or the pool's
     ``httpx.ConnectError`` / ``ConnectTimeout``, or ``OSError`` (the connection lost)."""
     origin, target = _origin(url)
-    connection = await pool._connect(origin, connect_timeout)  # a fresh one: an upgrade is never pooled
+    connection = await pool.dedicated(origin, connect_timeout, connect_timeout)  # an upgrade is never pooled
     transport = connection.transport
     if transport is None:  # pragma: no cover - a connection is made with its transport
+        pool.free_dedicated()
         raise ConnectionResetError("the connection closed as it opened")
-    socket = UpstreamWebSocket(max_size, heartbeat)
+    socket = UpstreamWebSocket(max_size, heartbeat, on_lost=pool.free_dedicated)
     transport.set_protocol(socket)
     socket.connection_made(transport)
     try:
@@ -108,7 +108,9 @@ def _origin(url: str) -> tuple[Origin, str]:
 class UpstreamWebSocket(asyncio.Protocol):
     """One client WebSocket: its handshake, then frames in, messages out."""
 
-    def __init__(self, max_size: int, heartbeat: float) -> None:
+    def __init__(self, max_size: int, heartbeat: float, on_lost: Callable[[], None] | None = None) -> None:
+        """``on_lost``: called once, when the connection is gone (its place in the pool freed)."""
+        self._on_lost = on_lost
         self._loop = asyncio.get_running_loop()
         self._max_size = max_size
         self._heartbeat = heartbeat
@@ -144,7 +146,7 @@ class UpstreamWebSocket(asyncio.Protocol):
         asked += [pair for pair in _UPGRADE if pair[0] not in names]  # the caller's own win, as in aiohttp
         asked.append(("sec-websocket-key", self._key.decode()))
         self._opened = self._loop.create_future()
-        self._write(_head("GET", target, host, asked, None))
+        self._write(request_head("GET", target, host, asked, None))
         await self._opened
         self._beat_later(self._heartbeat)
 
@@ -288,6 +290,9 @@ class UpstreamWebSocket(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        on_lost, self._on_lost = self._on_lost, None
+        if on_lost is not None:
+            on_lost()
         self._ended(LOST, Closed(LOST))
         if self._head is not None:
             self._handshake_failed(ConnectionResetError("the upstream closed the connection during the handshake"))

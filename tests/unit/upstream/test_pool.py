@@ -246,3 +246,57 @@ async def test_a_wait_for_a_connection_ends_at_the_deadline_before_the_pool_time
         with pytest.raises(TimeoutError):
             await pool.acquire(origin(port), 5.0, 5.0, asyncio.get_running_loop().time() + 0.05)
         await pool.close()
+
+
+async def test_dedicated_connections_are_new_and_counted_apart_from_pooled_ones():
+    async with upstream() as (port, accepted):
+        pool = ConnectionPool(limit=1, keepalive_expiry=30, resolver=CountingResolver())
+        assert await call(pool, origin(port)) == b"{}"  # one pooled connection, idle now
+        dedicated = await pool.dedicated(origin(port), 5.0, 5.0)  # not the idle one, and not held to its place
+
+        assert await call(pool, origin(port)) == b"{}"
+        assert len(accepted) == 2
+        dedicated.abort()
+        pool.free_dedicated()
+        await pool.close()
+
+
+async def test_a_dedicated_connection_past_the_limit_waits_for_a_freed_place():
+    async with upstream() as (port, _):
+        pool = ConnectionPool(limit=1, keepalive_expiry=30, resolver=CountingResolver())
+        first = await pool.dedicated(origin(port), 5.0, 5.0)
+        waiting = asyncio.ensure_future(pool.dedicated(origin(port), 5.0, 5.0))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+
+        first.abort()
+        pool.free_dedicated()
+
+        (await waiting).abort()
+        pool.free_dedicated()
+        await pool.close()
+
+
+async def test_a_dedicated_connection_past_the_limit_gives_up_at_the_pool_timeout():
+    async with upstream() as (port, _):
+        pool = ConnectionPool(limit=1, keepalive_expiry=30, resolver=CountingResolver())
+        first = await pool.dedicated(origin(port), 5.0, 5.0)
+        with pytest.raises(httpx.PoolTimeout):
+            await pool.dedicated(origin(port), 5.0, 0.05)
+        first.abort()
+        pool.free_dedicated()
+        await pool.close()
+
+
+async def test_a_dedicated_connection_that_fails_to_open_frees_its_place():
+    pool = ConnectionPool(limit=1, keepalive_expiry=30, resolver=CountingResolver())
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there
+    with pytest.raises(httpx.ConnectError):
+        await pool.dedicated(origin(port), 5.0, 0.05)
+
+    with pytest.raises(httpx.ConnectError):  # not a PoolTimeout: the failed one holds no place
+        await pool.dedicated(origin(port), 5.0, 0.05)
+    await pool.close()

@@ -208,7 +208,7 @@ async def test_the_request_line_and_host_are_the_urls_own(path, host):
 
 
 async def test_a_bodiless_get_carries_no_length_and_a_bodiless_post_a_zero_one():
-    from proxy.upstream.transport import _head
+    from proxy.upstream.transport import request_head
 
-    assert b"content-length" not in _head("GET", "/v1/models", "h", [], None)
-    assert _head("POST", "/v1/x", "h", [], None).endswith(b"content-length: 0\r\n\r\n")
+    assert b"content-length" not in request_head("GET", "/v1/models", "h", [], None)
+    assert request_head("POST", "/v1/x", "h", [], None).endswith(b"content-length: 0\r\n\r\n")

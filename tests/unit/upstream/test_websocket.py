@@ -276,6 +276,35 @@ async def test_a_lost_connection_ends_reads_with_1006(upstream):
     assert closed.value.code == 1006
 
 
+async def test_a_socket_whose_connection_is_gone_frees_its_place_for_the_next(upstream):
+    fake, url, _ = upstream
+    pool = ConnectionPool(limit=1, keepalive_expiry=30.0)
+    socket, _, writer = await opened((fake, url, pool))
+    writer.transport.abort()
+    with pytest.raises(Closed):
+        await receive(socket)
+
+    second, _, _ = await opened((fake, url, pool))  # within the limit of one: the first one's place is free
+
+    await second.close()
+    await pool.close()
+
+
+async def test_a_socket_past_the_pools_limit_waits_for_a_place(upstream):
+    fake, url, _ = upstream
+    pool = ConnectionPool(limit=1, keepalive_expiry=30.0)
+    first, _, _ = await opened((fake, url, pool))
+    waiting = asyncio.ensure_future(open_websocket(pool, url, (), max_size=100, heartbeat=30.0, connect_timeout=10))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+
+    first.abort()
+
+    second = await asyncio.wait_for(waiting, PATIENCE_SECS)
+    await second.close()
+    await pool.close()
+
+
 async def test_a_read_that_waits_too_long_times_out():
     socket = UpstreamWebSocket(100, 0)
 
