@@ -18,6 +18,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from proxy.upstream import pool as pool_module
 from proxy.upstream.egress import EgressBlocked
+from proxy.upstream.http1 import Http1Connection
 from proxy.upstream.pool import ConnectFailed, ConnectionPool, Origin
 
 _OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
@@ -248,6 +249,12 @@ async def test_a_wait_for_a_connection_ends_at_the_deadline_before_the_pool_time
         await pool.close()
 
 
+def closed_dedicated(pool: ConnectionPool, connection: Http1Connection) -> None:
+    """What the protocol a dedicated connection was handed to does when it closes."""
+    connection.abort()
+    pool.free_dedicated()
+
+
 async def test_dedicated_connections_are_new_and_counted_apart_from_pooled_ones():
     async with upstream() as (port, accepted):
         pool = ConnectionPool(limit=1, keepalive_expiry=30, resolver=CountingResolver())
@@ -256,8 +263,7 @@ async def test_dedicated_connections_are_new_and_counted_apart_from_pooled_ones(
 
         assert await call(pool, origin(port)) == b"{}"
         assert len(accepted) == 2
-        dedicated.abort()
-        pool.free_dedicated()
+        closed_dedicated(pool, dedicated)
         await pool.close()
 
 
@@ -269,11 +275,9 @@ async def test_a_dedicated_connection_past_the_limit_waits_for_a_freed_place():
         await asyncio.sleep(0.05)
         assert not waiting.done()
 
-        first.abort()
-        pool.free_dedicated()
+        closed_dedicated(pool, first)
 
-        (await waiting).abort()
-        pool.free_dedicated()
+        closed_dedicated(pool, await waiting)
         await pool.close()
 
 
@@ -283,8 +287,7 @@ async def test_a_dedicated_connection_past_the_limit_gives_up_at_the_pool_timeou
         first = await pool.dedicated(origin(port), 5.0, 5.0)
         with pytest.raises(httpx.PoolTimeout):
             await pool.dedicated(origin(port), 5.0, 0.05)
-        first.abort()
-        pool.free_dedicated()
+        closed_dedicated(pool, first)
         await pool.close()
 
 
