@@ -265,17 +265,22 @@ def parse_reply(body: bytes) -> Reply | None:
     return reply_from_message(payload)
 
 
-def reply_from_message(message: Mapping[str, Any]) -> Reply:
+def reply_from_message(
+    message: Mapping[str, Any], *, calls: tuple[ToolCall, ...] | None = None, usage: Usage | None = None
+) -> Reply:
     """A complete message (decoded, or assembled from a stream) as the guards read it.
 
     By ``stop_reason``: ``pause_turn`` (a server tool paused; the client sends it back to
     continue) and server-tool blocks are output the guards do not read, never silence;
     ``refusal`` moves the text to ``refusal``; ``max_tokens`` and the context window cut the
     reply short (``Reply.cut_short``). The content list itself is kept as ``source``: an
-    echo of this turn must send it back exactly (signed thinking)."""
+    echo of this turn must send it back exactly (signed thinking).
+
+    ``calls`` and ``usage``, when given (a stream's assembler has them already), are taken as
+    they are instead of being read from the message."""
     texts: list[str] = []
     thoughts: list[str] = []
-    calls: list[ToolCall] = []
+    found: list[ToolCall] = []
     other = False
     content = message.get("content")
     for block in content if isinstance(content, list) else ():
@@ -291,7 +296,8 @@ def reply_from_message(message: Mapping[str, Any]) -> Reply:
         elif kind == "redacted_thinking":
             thoughts.append(REDACTED)
         elif kind == "tool_use":
-            calls.append(tool_use_call(block))
+            if calls is None:
+                found.append(tool_use_call(block))
         else:
             other = True
     stop = message.get("stop_reason")
@@ -304,9 +310,9 @@ def reply_from_message(message: Mapping[str, Any]) -> Reply:
     return Reply(
         content=text,
         reasoning="".join(thoughts) or None,
-        tool_calls=tuple(calls),
+        tool_calls=tuple(found) if calls is None else calls,
         finish_reason=stop,
-        usage=parse_usage(message.get("usage")),
+        usage=parse_usage(message.get("usage")) if usage is None else usage,
         model=model if isinstance(model, str) else None,
         refusal=refusal,
         other_output=other or stop == "pause_turn",

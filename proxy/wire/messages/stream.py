@@ -79,11 +79,13 @@ def split_event(event: Mapping[str, Any], released: int) -> tuple[dict[str, Any]
 
 
 class _Block:
-    __slots__ = ("channel", "citations", "parts", "signature", "start")
+    __slots__ = ("channel", "citations", "parts", "signature", "start", "text")
 
     def __init__(self, start: dict[str, Any], channel: int) -> None:
         self.start = start
         self.channel = channel
+        self.text = start.get("type") == "text"
+        """A ``text`` block: its text is the answer's."""
         self.parts: list[str] = []
         """Text, thinking or partial JSON, as the deltas brought it."""
         self.signature: list[str] = []
@@ -131,7 +133,9 @@ class MessagesAssembler(AssemblyProgress):
         self.complete = False
         """``message_stop`` arrived: the stream is complete."""
         self.model: str | None = None
-        self.usage: Usage | None = None
+        self._parsed_usage: Usage | None = None
+        self._usage_read = True
+        """``_parsed_usage`` reads ``_usage`` as it is (parsed only when asked: once per stream)."""
         self._message: dict[str, Any] = {}
         self._usage: dict[str, Any] = {}
         self._delta: dict[str, Any] = {}
@@ -143,13 +147,29 @@ class MessagesAssembler(AssemblyProgress):
         return False
 
     def add(self, event: Mapping[str, Any]) -> int:
-        """Take one event; return the channel it carries, ``FINISH`` for the message's last two."""
+        """Take one event; return the channel it carries, ``FINISH`` for the message's last two.
+
+        This runs for every event of every stream: a text block's delta, nearly every event,
+        is taken here whole (what :meth:`_take` and :meth:`_add_text` do for it, inlined)."""
         kind = event.get("type")
         if kind == "content_block_delta":
             block = self._blocks.get(event.get("index"))  # type: ignore[arg-type]
             delta = event.get("delta")
             if block is None or not isinstance(delta, dict):
                 return Channel.NONE
+            if block.text and delta.get("type") == "text_delta":
+                part = delta.get("text")
+                if not isinstance(part, str):
+                    part = ""
+                block.parts.append(part)
+                self._text.append(part)
+                self._joined = None
+                size = len(part)
+                self.text_length += size
+                self.produced_chars += size
+                if not self.has_text and part and not part.isspace():
+                    self.has_text = True
+                return Channel.TEXT
             self._take(block, delta)
             return block.channel
         if kind == "content_block_start":
@@ -214,14 +234,27 @@ class MessagesAssembler(AssemblyProgress):
     def _add_text(self, block: _Block, part: str, *, initial: bool = False) -> None:
         if not initial:
             block.parts.append(part)
-        if block.start.get("type") == "text":
+        if block.text:
             self._answer_text(part)
         self.produced_chars += len(part)
 
     def _merge_usage(self, usage: Any) -> None:
         if isinstance(usage, dict):
             self._usage.update({k: v for k, v in usage.items() if v is not None})
-            self.usage = parse_usage(self._usage)
+            self._usage_read = False
+
+    @property
+    def usage(self) -> Usage | None:
+        """The usage reported so far, merged (None: none yet)."""
+        if not self._usage_read:
+            self._parsed_usage = parse_usage(self._usage)
+            self._usage_read = True
+        return self._parsed_usage
+
+    @usage.setter
+    def usage(self, value: Usage | None) -> None:
+        self._parsed_usage = value
+        self._usage_read = True
 
     # -- reading --------------------------------------------------------------------
 
@@ -243,23 +276,12 @@ class MessagesAssembler(AssemblyProgress):
         return message
 
     def reply(self) -> Reply:
-        reply = reply_from_message(self.completion())
         calls = tuple(
             ToolCall(_text(b.start.get("id")), _text(b.start.get("name")), b.arguments())
             for _, b in sorted(self._blocks.items())
             if b.start.get("type") == "tool_use"
         )
-        return Reply(
-            reply.content,
-            reply.reasoning,
-            calls,
-            reply.finish_reason,
-            self.usage or Usage(),
-            reply.model,
-            reply.refusal,
-            reply.other_output,
-            reply.source,
-        )
+        return reply_from_message(self.completion(), calls=calls, usage=self.usage or Usage())
 
 
 # -- what the client receives -----------------------------------------------------------
