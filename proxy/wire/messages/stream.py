@@ -79,12 +79,13 @@ def split_event(event: Mapping[str, Any], released: int) -> tuple[dict[str, Any]
 
 
 class _Block:
-    __slots__ = ("channel", "citations", "parts", "signature", "start", "text")
+    __slots__ = ("channel", "citations", "kind", "parts", "signature", "start", "text")
 
     def __init__(self, start: dict[str, Any], channel: int) -> None:
         self.start = start
         self.channel = channel
-        self.text = start.get("type") == "text"
+        self.kind = start.get("type")
+        self.text = self.kind == "text"
         """A ``text`` block: its text is the answer's."""
         self.parts: list[str] = []
         """Text, thinking or partial JSON, as the deltas brought it."""
@@ -94,7 +95,7 @@ class _Block:
     def whole(self) -> dict[str, Any]:
         """The block as a complete message would carry it."""
         block = dict(self.start)
-        kind = block.get("type")
+        kind = self.kind
         joined = "".join(self.parts)
         if kind == "text":
             block["text"] = _text(block.get("text")) + joined
@@ -140,6 +141,8 @@ class MessagesAssembler(AssemblyProgress):
         self._usage: dict[str, Any] = {}
         self._delta: dict[str, Any] = {}
         self._blocks: dict[int, _Block] = {}
+        self._opened_in_order = True
+        """Every block opened after those with lower indexes: ``_blocks`` is in index order."""
 
     @staticmethod
     def ends(data: bytes) -> bool:
@@ -202,6 +205,8 @@ class MessagesAssembler(AssemblyProgress):
             return Channel.NONE
         kind = start.get("type")
         channel = _BLOCK_CHANNELS.get(kind, Channel.TEXT) if isinstance(kind, str) else Channel.TEXT
+        if self._opened_in_order and self._blocks and index < next(reversed(self._blocks)):
+            self._opened_in_order = False
         block = self._blocks[index] = _Block(dict(start), channel)
         if kind == "tool_use":
             self.has_tool_calls = True
@@ -266,7 +271,7 @@ class MessagesAssembler(AssemblyProgress):
             "role": "assistant",
             "model": self.model or "",
             **self._message,
-            "content": [block.whole() for _, block in sorted(self._blocks.items())],
+            "content": [block.whole() for block in self._ordered()],
         }
         message.update(self._delta)
         message.setdefault("stop_reason", None)
@@ -276,12 +281,27 @@ class MessagesAssembler(AssemblyProgress):
         return message
 
     def reply(self) -> Reply:
-        calls = tuple(
-            ToolCall(_text(b.start.get("id")), _text(b.start.get("name")), b.arguments())
-            for _, b in sorted(self._blocks.items())
-            if b.start.get("type") == "tool_use"
+        """:meth:`completion` read as a complete message is, with the calls' arguments as the
+        model wrote them and the usage as merged here (so only what the reading needs of the
+        message is put together: not its ``id``, its defaults or its usage)."""
+        blocks = self._ordered()
+        calls = (
+            tuple(
+                ToolCall(_text(b.start.get("id")), _text(b.start.get("name")), b.arguments())
+                for b in blocks
+                if b.kind == "tool_use"
+            )
+            if self.has_tool_calls
+            else ()
         )
-        return reply_from_message(self.completion(), calls=calls, usage=self.usage or Usage())
+        message = {"model": self.model or "", **self._message, "content": [b.whole() for b in blocks], **self._delta}
+        return reply_from_message(message, calls=calls, usage=self.usage or Usage())
+
+    def _ordered(self) -> list[_Block]:
+        """The blocks by index (as they opened, unless one opened before one it follows)."""
+        if self._opened_in_order:
+            return list(self._blocks.values())
+        return [block for _, block in sorted(self._blocks.items())]
 
 
 # -- what the client receives -----------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 
 from proxy.exchange import Channel, Usage
 from proxy.wire.messages.format import MESSAGES
-from proxy.wire.messages.parse import parse_reply
+from proxy.wire.messages.parse import parse_reply, reply_from_message
 from proxy.wire.messages.stream import MessagesAssembler, message_events
 from tests.support.fake_messages import (
     check_stream,
@@ -215,6 +215,52 @@ def test_the_reply_carries_the_calls_as_streamed_and_the_merged_usage():
     assert [(c.name, json.loads(c.arguments)) for c in reply.tool_calls] == [("read", {"path": "a"})]
     assert reply.usage == assembled(events).usage
     assert reply.content == "Reading."
+
+
+def test_blocks_opened_out_of_order_are_read_by_index():
+    assembler = MessagesAssembler()
+    for index, word in ((1, "second"), (0, "first"), (2, "third")):
+        assembler.add({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
+        assembler.add(delta(index, {"type": "text_delta", "text": word}))
+
+    reply = assembler.reply()
+
+    assert [b["text"] for b in assembler.completion()["content"]] == ["first", "second", "third"]
+    assert [b["text"] for b in reply.source] == ["first", "second", "third"]
+
+
+def test_a_block_opened_again_at_its_index_keeps_the_order_by_index():
+    assembler = MessagesAssembler()
+    for index, word in ((0, "a"), (1, "b"), (0, "c")):
+        assembler.add({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": word}})
+
+    assert [b["text"] for b in assembler.reply().source] == ["c", "b"]
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        events_of(text("Hi"), tool_use("read", {"path": "a"})),
+        events_of(text("No."), stop_reason="refusal"),
+        [
+            {"type": "message_start", "message": {"id": "m1", "model": 7, "usage": {"input_tokens": 2}}},
+            {"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_details": {"explanation": "Why."}}},
+        ],
+        [{"type": "message_delta", "delta": {"stop_reason": "pause_turn", "model": "later", "content": "odd"}}],
+        [],
+    ],
+)
+def test_the_reply_reads_what_the_completion_says(events: list[dict[str, Any]]):
+    assembler = assembled(events)
+
+    reply = assembler.reply()
+
+    whole = reply_from_message(assembler.completion())
+    assert dataclasses.replace(reply, tool_calls=()) == dataclasses.replace(whole, tool_calls=())
+    assert reply.source == whole.source
+    assert [(c.id, c.name, c.parsed_arguments()) for c in reply.tool_calls] == [
+        (c.id, c.name, c.parsed_arguments()) for c in whole.tool_calls
+    ]
 
 
 def test_a_citations_delta_is_added_to_its_text_block():
