@@ -81,11 +81,12 @@ def split_event(event: Mapping[str, Any], released: int) -> tuple[dict[str, Any]
 class _Block:
     __slots__ = ("channel", "citations", "kind", "parts", "signature", "start", "text")
 
-    def __init__(self, start: dict[str, Any], channel: int) -> None:
+    def __init__(self, start: dict[str, Any], channel: int, kind: Any) -> None:
         self.start = start
         self.channel = channel
-        self.kind = start.get("type")
-        self.text = self.kind == "text"
+        self.kind = kind
+        """The block's ``type``."""
+        self.text = kind == "text"
         """A ``text`` block: its text is the answer's."""
         self.parts: list[str] = []
         """Text, thinking or partial JSON, as the deltas brought it."""
@@ -183,9 +184,11 @@ class MessagesAssembler(AssemblyProgress):
         if kind == "message_start":
             message = event.get("message")
             if isinstance(message, dict):
-                self._message = {k: v for k, v in message.items() if k != "content"}
-                self.model = message.get("model") if isinstance(message.get("model"), str) else None
-                self._merge_usage(message.get("usage"))
+                head = self._message = dict(message)
+                head.pop("content", None)
+                model = head.get("model")
+                self.model = model if isinstance(model, str) else None
+                self._merge_usage(head.get("usage"))
             return Channel.NONE
         if kind == "message_delta":
             delta = event.get("delta")
@@ -207,14 +210,14 @@ class MessagesAssembler(AssemblyProgress):
         channel = _BLOCK_CHANNELS.get(kind, Channel.TEXT) if isinstance(kind, str) else Channel.TEXT
         if self._opened_in_order and self._blocks and index < next(reversed(self._blocks)):
             self._opened_in_order = False
-        block = self._blocks[index] = _Block(dict(start), channel)
-        if kind == "tool_use":
+        block = self._blocks[index] = _Block(dict(start), channel, kind)
+        if kind == "text":
+            initial = start.get("text")
+            if isinstance(initial, str) and initial:
+                self._add_text(block, initial, initial=True)
+        elif kind == "tool_use":
             self.has_tool_calls = True
-        elif kind == "redacted_thinking":
-            self.has_reasoning = True
-        elif kind == "text" and _text(start.get("text")):
-            self._add_text(block, start["text"], initial=True)
-        elif kind == "thinking" and _text(start.get("thinking")).strip():
+        elif kind == "redacted_thinking" or (kind == "thinking" and _text(start.get("thinking")).strip()):
             self.has_reasoning = True
         return channel
 
@@ -245,7 +248,9 @@ class MessagesAssembler(AssemblyProgress):
 
     def _merge_usage(self, usage: Any) -> None:
         if isinstance(usage, dict):
-            self._usage.update({k: v for k, v in usage.items() if v is not None})
+            if None in usage.values():  # a count not reported here leaves the one reported before
+                usage = {k: v for k, v in usage.items() if v is not None}
+            self._usage.update(usage)
             self._usage_read = False
 
     @property

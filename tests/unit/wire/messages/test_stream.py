@@ -188,6 +188,28 @@ def test_usage_is_none_until_the_stream_reports_it_and_follows_each_report():
     assert (assembler.usage.prompt_tokens, assembler.usage.completion_tokens) == (4, 9)
 
 
+def test_a_count_reported_as_null_leaves_the_one_reported_before():
+    assembler = MessagesAssembler()
+    assembler.add({"type": "message_start", "message": {"usage": {"input_tokens": 6, "output_tokens": 1}}})
+
+    assembler.add({"type": "message_delta", "delta": {}, "usage": {"input_tokens": None, "output_tokens": 8}})
+
+    assert assembler.usage == Usage(6, 8)
+    assert assembler.completion()["usage"] == {"input_tokens": 6, "output_tokens": 8}
+
+
+def test_message_start_gives_the_message_all_but_its_content():
+    assembler = MessagesAssembler()
+    start = {"id": "msg_9", "model": "claude", "content": [{"type": "text", "text": "x"}], "container": {"id": "c"}}
+
+    assembler.add({"type": "message_start", "message": start})
+
+    completion = assembler.completion()
+    assert (completion["id"], completion["model"], completion["container"]) == ("msg_9", "claude", {"id": "c"})
+    assert (completion["content"], assembler.model) == ([], "claude")
+    assert start["content"] == [{"type": "text", "text": "x"}]  # the event itself is left as it came
+
+
 def test_an_empty_usage_object_is_reported_usage_of_nothing():
     assembler = MessagesAssembler()
 
