@@ -53,12 +53,13 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
             _read_message(message, messages)
     model = payload.get("model")
     cap = payload.get("max_tokens")
+    spec = _json_format(payload)
     return Conversation(
         messages=messages,
         model=model if isinstance(model, str) else None,
         tools=offered_tools(payload),
-        output_schema=requested_schema(payload),
-        json_answer=wants_structured_output(payload),
+        output_schema=_schema_of(spec),
+        json_answer=spec is not None,
         stream=payload.get("stream") is True,
         output_cap=("max_tokens", cap) if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None,
         forced_tool=_forced_tool(payload),
@@ -184,23 +185,27 @@ def declared_schemas(payload: Mapping[str, Any]) -> list[tuple[str, str, Mapping
 def requested_schema(payload: Mapping[str, Any]) -> dict[str, Any] | None:
     """The schema of ``output_config.format`` (or the beta's ``output_format``) when it is a
     ``json_schema``."""
-    for name in _ASKING_FOR_JSON:
-        config = payload.get(name)
-        spec = config.get("format") if name == "output_config" and isinstance(config, dict) else config
-        if isinstance(spec, dict) and spec.get("type") == "json_schema":
-            schema = spec.get("schema")
-            return schema if isinstance(schema, dict) else None
-    return None
+    return _schema_of(_json_format(payload))
 
 
 def wants_structured_output(payload: Mapping[str, Any]) -> bool:
     """The request asked for a JSON answer."""
+    return _json_format(payload) is not None
+
+
+def _schema_of(spec: dict[str, Any] | None) -> dict[str, Any] | None:
+    schema = spec.get("schema") if spec is not None else None
+    return schema if isinstance(schema, dict) else None
+
+
+def _json_format(payload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``json_schema`` format the request asks for, if any (the first of the two fields that does)."""
     for name in _ASKING_FOR_JSON:
         config = payload.get(name)
         spec = config.get("format") if name == "output_config" and isinstance(config, dict) else config
         if isinstance(spec, dict) and spec.get("type") == "json_schema":
-            return True
-    return False
+            return spec
+    return None
 
 
 def _explanation(message: Mapping[str, Any]) -> str | None:
