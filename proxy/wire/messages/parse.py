@@ -53,12 +53,13 @@ def parse_conversation(payload: Mapping[str, Any]) -> Conversation:
             _read_message(message, messages)
     model = payload.get("model")
     cap = payload.get("max_tokens")
+    spec = _json_format(payload)
     return Conversation(
         messages=messages,
         model=model if isinstance(model, str) else None,
         tools=offered_tools(payload),
-        output_schema=requested_schema(payload),
-        json_answer=wants_structured_output(payload),
+        output_schema=_schema_of(spec),
+        json_answer=spec is not None,
         stream=payload.get("stream") is True,
         output_cap=("max_tokens", cap) if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None,
         forced_tool=_forced_tool(payload),
@@ -184,23 +185,27 @@ def declared_schemas(payload: Mapping[str, Any]) -> list[tuple[str, str, Mapping
 def requested_schema(payload: Mapping[str, Any]) -> dict[str, Any] | None:
     """The schema of ``output_config.format`` (or the beta's ``output_format``) when it is a
     ``json_schema``."""
-    for name in _ASKING_FOR_JSON:
-        config = payload.get(name)
-        spec = config.get("format") if name == "output_config" and isinstance(config, dict) else config
-        if isinstance(spec, dict) and spec.get("type") == "json_schema":
-            schema = spec.get("schema")
-            return schema if isinstance(schema, dict) else None
-    return None
+    return _schema_of(_json_format(payload))
 
 
 def wants_structured_output(payload: Mapping[str, Any]) -> bool:
     """The request asked for a JSON answer."""
+    return _json_format(payload) is not None
+
+
+def _schema_of(spec: dict[str, Any] | None) -> dict[str, Any] | None:
+    schema = spec.get("schema") if spec is not None else None
+    return schema if isinstance(schema, dict) else None
+
+
+def _json_format(payload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``json_schema`` format the request asks for, if any (the first of the two fields that does)."""
     for name in _ASKING_FOR_JSON:
         config = payload.get(name)
         spec = config.get("format") if name == "output_config" and isinstance(config, dict) else config
         if isinstance(spec, dict) and spec.get("type") == "json_schema":
-            return True
-    return False
+            return spec
+    return None
 
 
 def _explanation(message: Mapping[str, Any]) -> str | None:
@@ -241,15 +246,16 @@ def parse_usage(raw: Any) -> Usage:
     cheap (``cached_tokens``), the written ones dear (``cache_write_tokens``)."""
     if not isinstance(raw, dict):
         return Usage()
-    fresh = _count(raw.get("input_tokens"))
-    written = _count(raw.get("cache_creation_input_tokens"))
-    read = _count(raw.get("cache_read_input_tokens"))
-    produced = _count(raw.get("output_tokens"))
-    return Usage(fresh + written + read, produced, cached_tokens=read, cache_write_tokens=written)
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    # _count, inlined (this runs for every reply): a count is a positive int, never a bool.
+    fresh = raw.get("input_tokens")
+    fresh = fresh if isinstance(fresh, int) and fresh > 0 and fresh is not True else 0
+    written = raw.get("cache_creation_input_tokens")
+    written = written if isinstance(written, int) and written > 0 and written is not True else 0
+    read = raw.get("cache_read_input_tokens")
+    read = read if isinstance(read, int) and read > 0 and read is not True else 0
+    produced = raw.get("output_tokens")
+    produced = produced if isinstance(produced, int) and produced > 0 and produced is not True else 0
+    return Usage(fresh + written + read, produced, read, written)
 
 
 def parse_reply(body: bytes) -> Reply | None:
@@ -265,17 +271,22 @@ def parse_reply(body: bytes) -> Reply | None:
     return reply_from_message(payload)
 
 
-def reply_from_message(message: Mapping[str, Any]) -> Reply:
+def reply_from_message(
+    message: Mapping[str, Any], *, calls: tuple[ToolCall, ...] | None = None, usage: Usage | None = None
+) -> Reply:
     """A complete message (decoded, or assembled from a stream) as the guards read it.
 
     By ``stop_reason``: ``pause_turn`` (a server tool paused; the client sends it back to
     continue) and server-tool blocks are output the guards do not read, never silence;
     ``refusal`` moves the text to ``refusal``; ``max_tokens`` and the context window cut the
     reply short (``Reply.cut_short``). The content list itself is kept as ``source``: an
-    echo of this turn must send it back exactly (signed thinking)."""
+    echo of this turn must send it back exactly (signed thinking).
+
+    ``calls`` and ``usage``, when given (a stream's assembler has them already), are taken as
+    they are instead of being read from the message."""
     texts: list[str] = []
     thoughts: list[str] = []
-    calls: list[ToolCall] = []
+    found: list[ToolCall] = []
     other = False
     content = message.get("content")
     for block in content if isinstance(content, list) else ():
@@ -291,7 +302,8 @@ def reply_from_message(message: Mapping[str, Any]) -> Reply:
         elif kind == "redacted_thinking":
             thoughts.append(REDACTED)
         elif kind == "tool_use":
-            calls.append(tool_use_call(block))
+            if calls is None:
+                found.append(tool_use_call(block))
         else:
             other = True
     stop = message.get("stop_reason")
@@ -301,14 +313,14 @@ def reply_from_message(message: Mapping[str, Any]) -> Reply:
     if stop == "refusal":
         refusal, text = text or _explanation(message) or "The model declined to answer.", None
     model = message.get("model")
-    return Reply(
-        content=text,
-        reasoning="".join(thoughts) or None,
-        tool_calls=tuple(calls),
-        finish_reason=stop,
-        usage=parse_usage(message.get("usage")),
-        model=model if isinstance(model, str) else None,
-        refusal=refusal,
-        other_output=other or stop == "pause_turn",
-        source=content if isinstance(content, list) else [],
+    return Reply(  # content, reasoning, tool_calls, finish_reason, usage, model, refusal, other_output, source
+        text,
+        "".join(thoughts) or None,
+        tuple(found) if calls is None else calls,
+        stop,
+        parse_usage(message.get("usage")) if usage is None else usage,
+        model if isinstance(model, str) else None,
+        refusal,
+        other or stop == "pause_turn",
+        content if isinstance(content, list) else [],
     )

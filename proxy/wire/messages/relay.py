@@ -14,7 +14,7 @@ from typing import Any
 
 from proxy.errors import ProxyError
 from proxy.wire.messages.render import error_event
-from proxy.wire.messages.stream import BLOCK_EVENTS, event_frame, message_events
+from proxy.wire.messages.stream import event_frame, message_events
 
 __all__ = ["MessagesRelay"]
 
@@ -35,18 +35,23 @@ class MessagesRelay:
     def event(self, raw: bytes | None, event: Mapping[str, Any]) -> bytes:
         """What goes out for this event (``raw``, the upstream's framing, when it needs no change)."""
         kind = event.get("type")
-        if kind == "message_start":
-            if self.started:
-                return b""
-            self.started = True
-        elif kind in BLOCK_EVENTS:
+        if kind == "content_block_delta" or kind == "content_block_stop":  # nearly every event
+            if self._offset:
+                index = event.get("index")
+                if isinstance(index, int):
+                    return event_frame({**event, "index": index + self._offset})
+        elif kind == "content_block_start":
             index = event.get("index")
             if isinstance(index, int):
                 index += self._offset
-                if kind == "content_block_start":
-                    self._next = max(self._next, index + 1)
+                if index >= self._next:
+                    self._next = index + 1
                 if self._offset:
                     return event_frame({**event, "index": index})
+        elif kind == "message_start":
+            if self.started:
+                return b""
+            self.started = True
         return raw if raw is not None else event_frame(event)
 
     def new_attempt(self) -> None:

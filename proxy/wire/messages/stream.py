@@ -79,11 +79,15 @@ def split_event(event: Mapping[str, Any], released: int) -> tuple[dict[str, Any]
 
 
 class _Block:
-    __slots__ = ("channel", "citations", "parts", "signature", "start")
+    __slots__ = ("channel", "citations", "kind", "parts", "signature", "start", "text")
 
-    def __init__(self, start: dict[str, Any], channel: int) -> None:
+    def __init__(self, start: dict[str, Any], channel: int, kind: Any) -> None:
         self.start = start
         self.channel = channel
+        self.kind = kind
+        """The block's ``type``."""
+        self.text = kind == "text"
+        """A ``text`` block: its text is the answer's."""
         self.parts: list[str] = []
         """Text, thinking or partial JSON, as the deltas brought it."""
         self.signature: list[str] = []
@@ -92,7 +96,7 @@ class _Block:
     def whole(self) -> dict[str, Any]:
         """The block as a complete message would carry it."""
         block = dict(self.start)
-        kind = block.get("type")
+        kind = self.kind
         joined = "".join(self.parts)
         if kind == "text":
             block["text"] = _text(block.get("text")) + joined
@@ -131,11 +135,15 @@ class MessagesAssembler(AssemblyProgress):
         self.complete = False
         """``message_stop`` arrived: the stream is complete."""
         self.model: str | None = None
-        self.usage: Usage | None = None
+        self._parsed_usage: Usage | None = None
+        self._usage_read = True
+        """``_parsed_usage`` reads ``_usage`` as it is (parsed only when asked: once per stream)."""
         self._message: dict[str, Any] = {}
         self._usage: dict[str, Any] = {}
         self._delta: dict[str, Any] = {}
         self._blocks: dict[int, _Block] = {}
+        self._opened_in_order = True
+        """Every block opened after those with lower indexes: ``_blocks`` is in index order."""
 
     @staticmethod
     def ends(data: bytes) -> bool:
@@ -143,13 +151,29 @@ class MessagesAssembler(AssemblyProgress):
         return False
 
     def add(self, event: Mapping[str, Any]) -> int:
-        """Take one event; return the channel it carries, ``FINISH`` for the message's last two."""
+        """Take one event; return the channel it carries, ``FINISH`` for the message's last two.
+
+        This runs for every event of every stream: a text block's delta, nearly every event,
+        is taken here whole (what :meth:`_take` and :meth:`_add_text` do for it, inlined)."""
         kind = event.get("type")
         if kind == "content_block_delta":
             block = self._blocks.get(event.get("index"))  # type: ignore[arg-type]
             delta = event.get("delta")
             if block is None or not isinstance(delta, dict):
                 return Channel.NONE
+            if block.text and delta.get("type") == "text_delta":
+                part = delta.get("text")
+                if not isinstance(part, str):
+                    part = ""
+                block.parts.append(part)
+                self._text.append(part)
+                self._joined = None
+                size = len(part)
+                self.text_length += size
+                self.produced_chars += size
+                if not self.has_text and part and not part.isspace():
+                    self.has_text = True
+                return Channel.TEXT
             self._take(block, delta)
             return block.channel
         if kind == "content_block_start":
@@ -160,9 +184,11 @@ class MessagesAssembler(AssemblyProgress):
         if kind == "message_start":
             message = event.get("message")
             if isinstance(message, dict):
-                self._message = {k: v for k, v in message.items() if k != "content"}
-                self.model = message.get("model") if isinstance(message.get("model"), str) else None
-                self._merge_usage(message.get("usage"))
+                head = self._message = dict(message)
+                head.pop("content", None)
+                model = head.get("model")
+                self.model = model if isinstance(model, str) else None
+                self._merge_usage(head.get("usage"))
             return Channel.NONE
         if kind == "message_delta":
             delta = event.get("delta")
@@ -182,14 +208,16 @@ class MessagesAssembler(AssemblyProgress):
             return Channel.NONE
         kind = start.get("type")
         channel = _BLOCK_CHANNELS.get(kind, Channel.TEXT) if isinstance(kind, str) else Channel.TEXT
-        block = self._blocks[index] = _Block(dict(start), channel)
-        if kind == "tool_use":
+        if self._opened_in_order and self._blocks and index < next(reversed(self._blocks)):
+            self._opened_in_order = False
+        block = self._blocks[index] = _Block(dict(start), channel, kind)
+        if kind == "text":
+            initial = start.get("text")
+            if isinstance(initial, str) and initial:
+                self._add_text(block, initial, initial=True)
+        elif kind == "tool_use":
             self.has_tool_calls = True
-        elif kind == "redacted_thinking":
-            self.has_reasoning = True
-        elif kind == "text" and _text(start.get("text")):
-            self._add_text(block, start["text"], initial=True)
-        elif kind == "thinking" and _text(start.get("thinking")).strip():
+        elif kind == "redacted_thinking" or (kind == "thinking" and _text(start.get("thinking")).strip()):
             self.has_reasoning = True
         return channel
 
@@ -214,14 +242,29 @@ class MessagesAssembler(AssemblyProgress):
     def _add_text(self, block: _Block, part: str, *, initial: bool = False) -> None:
         if not initial:
             block.parts.append(part)
-        if block.start.get("type") == "text":
+        if block.text:
             self._answer_text(part)
         self.produced_chars += len(part)
 
     def _merge_usage(self, usage: Any) -> None:
         if isinstance(usage, dict):
-            self._usage.update({k: v for k, v in usage.items() if v is not None})
-            self.usage = parse_usage(self._usage)
+            if None in usage.values():  # a count not reported here leaves the one reported before
+                usage = {k: v for k, v in usage.items() if v is not None}
+            self._usage.update(usage)
+            self._usage_read = False
+
+    @property
+    def usage(self) -> Usage | None:
+        """The usage reported so far, merged (None: none yet)."""
+        if not self._usage_read:
+            self._parsed_usage = parse_usage(self._usage)
+            self._usage_read = True
+        return self._parsed_usage
+
+    @usage.setter
+    def usage(self, value: Usage | None) -> None:
+        self._parsed_usage = value
+        self._usage_read = True
 
     # -- reading --------------------------------------------------------------------
 
@@ -233,7 +276,7 @@ class MessagesAssembler(AssemblyProgress):
             "role": "assistant",
             "model": self.model or "",
             **self._message,
-            "content": [block.whole() for _, block in sorted(self._blocks.items())],
+            "content": [block.whole() for block in self._ordered()],
         }
         message.update(self._delta)
         message.setdefault("stop_reason", None)
@@ -243,23 +286,27 @@ class MessagesAssembler(AssemblyProgress):
         return message
 
     def reply(self) -> Reply:
-        reply = reply_from_message(self.completion())
-        calls = tuple(
-            ToolCall(_text(b.start.get("id")), _text(b.start.get("name")), b.arguments())
-            for _, b in sorted(self._blocks.items())
-            if b.start.get("type") == "tool_use"
+        """:meth:`completion` read as a complete message is, with the calls' arguments as the
+        model wrote them and the usage as merged here (so only what the reading needs of the
+        message is put together: not its ``id``, its defaults or its usage)."""
+        blocks = self._ordered()
+        calls = (
+            tuple(
+                ToolCall(_text(b.start.get("id")), _text(b.start.get("name")), b.arguments())
+                for b in blocks
+                if b.kind == "tool_use"
+            )
+            if self.has_tool_calls
+            else ()
         )
-        return Reply(
-            reply.content,
-            reply.reasoning,
-            calls,
-            reply.finish_reason,
-            self.usage or Usage(),
-            reply.model,
-            reply.refusal,
-            reply.other_output,
-            reply.source,
-        )
+        message = {"model": self.model or "", **self._message, "content": [b.whole() for b in blocks], **self._delta}
+        return reply_from_message(message, calls=calls, usage=self.usage or Usage())
+
+    def _ordered(self) -> list[_Block]:
+        """The blocks by index (as they opened, unless one opened before one it follows)."""
+        if self._opened_in_order:
+            return list(self._blocks.values())
+        return [block for _, block in sorted(self._blocks.items())]
 
 
 # -- what the client receives -----------------------------------------------------------

@@ -99,9 +99,13 @@ def recorded(
 
 def spliced(payload: Mapping[str, Any], values: Mapping[str, str]) -> Mapping[str, Any]:
     """The request with the session's records put back (the payload itself when none applies)."""
+    if not values:  # a session that stored nothing yet (every session's first request)
+        return payload
     payload = _tools_kept(payload, values.get(TOOLS_FIELD))
-    read = (_record(value) for name, value in values.items() if name.startswith(FIELD_PREFIX))
-    records = [record for record in read if record is not None]
+    records = []
+    for name, value in values.items():
+        if name.startswith(FIELD_PREFIX) and (record := _record(value)) is not None:
+            records.append(record)
     messages = payload.get("messages")
     if not records or not isinstance(messages, list):
         return payload

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from proxy.exchange import ToolCall, Usage
 from proxy.wire.messages.format import MESSAGES
-from proxy.wire.messages.parse import FAILED_PREFIX, parse_reply, parse_usage
+from proxy.wire.messages.parse import FAILED_PREFIX, parse_reply, parse_usage, reply_from_message
 
 
 def message(content: list[dict[str, Any]], stop_reason: str | None = "end_turn", **extra: Any) -> bytes:
@@ -173,6 +174,25 @@ def test_a_tool_use_reply_is_a_tool_turn_with_its_input_as_arguments():
         ("toolu_1", "read", ({"path": "a"}, None))
     ]
     assert not reply.is_empty
+
+
+def test_a_message_read_with_its_calls_and_usage_given_keeps_them_as_given():
+    body = json.loads(message([{"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "a"}}]))
+    calls = (ToolCall("toolu_1", "read", '{"path": "a", "path": "b"}'),)
+
+    reply = reply_from_message(body, calls=calls, usage=Usage(3, 4))
+
+    assert (reply.tool_calls, reply.usage) == (calls, Usage(3, 4))
+    assert reply.source == body["content"]
+
+
+def test_a_message_read_alone_takes_its_calls_and_usage_from_itself():
+    body = json.loads(message([{"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "a"}}]))
+
+    reply = reply_from_message(body)
+
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [("read", '{"path":"a"}')]
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (10, 5)
 
 
 def test_an_end_turn_with_no_content_is_empty():

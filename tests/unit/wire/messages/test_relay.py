@@ -4,6 +4,7 @@ never overtakes a held one."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from proxy.exchange import Channel
@@ -59,6 +60,40 @@ def test_the_sequencer_passes_the_upstreams_own_bytes_when_nothing_changes():
     pairs = frames(events_of(text("Hi")))
 
     assert [sequencer.event(raw, e) for raw, e in pairs] == [raw for raw, _ in pairs]
+
+
+def test_a_later_attempts_deltas_and_stops_are_renumbered_after_the_blocks_sent():
+    sequencer = MessagesRelay()
+    for raw, e in frames(events_of(text("One."), text("Two."))[:-2]):
+        sequencer.event(raw, e)
+    sequencer.new_attempt()
+
+    sent = [sequencer.event(raw, e) for raw, e in frames(events_of(text("Three.")))]
+    out = [json.loads(raw.split(b"data: ", 1)[1]) for raw in sent if raw]  # the second message_start is dropped
+
+    assert [(e["type"], e.get("index")) for e in out if e["type"].startswith("content_block")] == [
+        ("content_block_start", 2),
+        ("content_block_delta", 2),
+        ("content_block_delta", 2),
+        ("content_block_delta", 2),
+        ("content_block_stop", 2),
+    ]
+
+
+def test_an_event_cut_by_the_holdback_is_framed_by_the_relay():
+    sequencer = MessagesRelay()
+    event = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x"}}
+
+    assert sequencer.event(None, event) == event_frame(event)
+
+
+def test_a_block_index_that_is_no_number_passes_as_it_came():
+    sequencer = MessagesRelay()
+    sequencer.event(None, {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}})
+    sequencer.new_attempt()
+    odd = {"type": "content_block_delta", "index": "0", "delta": {"type": "text_delta", "text": "x"}}
+
+    assert sequencer.event(b"raw", odd) == b"raw"
 
 
 # -- the client's side: events go out in order, one message across attempts --------------------

@@ -9,6 +9,7 @@ from proxy.exchange import Note, ReturnCalls
 from proxy.goal.model import goal_tool
 from proxy.wire.messages.format import MESSAGES
 from proxy.wire.messages.parse import parse_reply
+from proxy.wire.messages.transcript import FIELD_PREFIX
 
 THOUGHT = {"type": "thinking", "thinking": "Plan.", "signature": "sig-1"}
 CALL = {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"query": "x"}}
@@ -71,6 +72,20 @@ def test_a_history_the_client_rewrote_is_left_alone():
 
 def test_a_request_with_nothing_recorded_is_the_clients_own_payload():
     assert MESSAGES.transcript.spliced(CLIENT, {"steps": "3"}) is CLIENT
+
+
+def test_a_session_that_stored_nothing_leaves_the_clients_own_payload():
+    assert MESSAGES.transcript.spliced(CLIENT, {}) is CLIENT
+
+
+def test_a_record_that_cannot_be_read_back_is_passed_over_for_the_others():
+    payload = next_request([{**THOUGHT, "signature": "sig-2"}, FIXED])
+    session = {**nudged_session(), FIELD_PREFIX + "9": "[" * 100_000 + "]" * 100_000}
+
+    spliced = MESSAGES.transcript.spliced(payload, session)
+
+    assert spliced == MESSAGES.transcript.spliced(payload, nudged_session())
+    assert spliced != payload
 
 
 def test_an_annotated_tool_result_is_recorded_at_its_place():
