@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import random
+import os
 import struct
 
 __all__ = ["CLOSE_CODES", "HandshakeRefused", "accept_key", "check_answer", "client_frame", "mask"]
@@ -47,13 +47,13 @@ def client_frame(opcode: int, payload: bytes) -> bytes:
         head = _MEDIUM(0x80 | opcode, 0xFE, size)
     else:
         head = _LONG(0x80 | opcode, 0xFF, size)
-    key = random.getrandbits(32).to_bytes(4, "big")
+    key = os.urandom(4)  # RFC 6455, 5.3: from a strong source of entropy
     return head + key + mask(payload, key)
 
 
 def accept_key(key: bytes) -> bytes:
     """The ``Sec-WebSocket-Accept`` that proves a server read the handshake's ``key``."""
-    return base64.b64encode(hashlib.sha1(key + _GUID).digest())  # noqa: S324 (the RFC's digest, not a secret's)
+    return base64.b64encode(hashlib.sha1(key + _GUID, usedforsecurity=False).digest())  # the RFC's digest
 
 
 def check_answer(head: bytes, key: bytes) -> None:
