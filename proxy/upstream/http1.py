@@ -24,7 +24,7 @@ import httpx
 
 from proxy.errors import UpstreamReplyTooLarge
 
-__all__ = ["Http1Connection", "too_large"]
+__all__ = ["Http1Connection", "too_large", "wake"]
 
 _HIGH_WATER = 1 << 18
 """Body bytes held unread before the connection stops reading (a slow reader of a stream)."""
@@ -281,11 +281,14 @@ class Http1Connection(asyncio.Protocol):
         self._wake()
 
     def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
+        waiter, self._waiter = self._waiter, None
+        wake(waiter)
+
+
+def wake(waiter: asyncio.Future[None] | None) -> None:
+    """Let the one waiting on ``waiter`` go on (nothing when none waits or it already went on)."""
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
 
 
 _NO_BODY = frozenset({204, 304})

@@ -369,12 +369,9 @@ class _Events(httpx.AsyncByteStream):
             return _frame(data)
         messages = [data]
         batch = ws.take_all()  # taken as they are: no wait, no call per message but for an ending
-        left = self._left
         for position, data in enumerate(batch):
-            if left is not None:
-                self._left = left = left - len(data)
-                if left < 0:
-                    await self._too_large()
+            if self._over(data):
+                await self._too_large()
             messages.append(data)
             if data.startswith(ENDINGS) or not data.startswith(TYPE_FIRST):
                 self._take(data)

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from proxy.upstream.http1 import wake
 from proxy.upstream.pool import ConnectionPool, Origin
 from proxy.upstream.transport import request_head
 from proxy.upstream.websocket_frames import (
@@ -346,11 +347,8 @@ class UpstreamWebSocket(asyncio.Protocol):
         return self.take()
 
     def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
+        waiter, self._waiter = self._waiter, None
+        wake(waiter)
 
     # -- writing and closing
 

@@ -246,16 +246,15 @@ def parse_usage(raw: Any) -> Usage:
     cheap (``cached_tokens``), the written ones dear (``cache_write_tokens``)."""
     if not isinstance(raw, dict):
         return Usage()
-    # _count, inlined (this runs for every reply): a count is a positive int, never a bool.
-    fresh = raw.get("input_tokens")
-    fresh = fresh if isinstance(fresh, int) and fresh > 0 and fresh is not True else 0
-    written = raw.get("cache_creation_input_tokens")
-    written = written if isinstance(written, int) and written > 0 and written is not True else 0
-    read = raw.get("cache_read_input_tokens")
-    read = read if isinstance(read, int) and read > 0 and read is not True else 0
-    produced = raw.get("output_tokens")
-    produced = produced if isinstance(produced, int) and produced > 0 and produced is not True else 0
-    return Usage(fresh + written + read, produced, read, written)
+    fresh = _count(raw.get("input_tokens"))
+    written = _count(raw.get("cache_creation_input_tokens"))
+    read = _count(raw.get("cache_read_input_tokens"))
+    produced = _count(raw.get("output_tokens"))
+    return Usage(fresh + written + read, produced, cached_tokens=read, cache_write_tokens=written)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def parse_reply(body: bytes) -> Reply | None:

@@ -23,7 +23,6 @@ from proxy.wire.common import AssemblyProgress
 from proxy.wire.messages.parse import parse_usage, reply_from_message
 
 __all__ = [
-    "BLOCK_EVENTS",
     "PING",
     "MessagesAssembler",
     "event_frame",
@@ -52,7 +51,6 @@ _DELTA_CHANNELS: dict[str, int] = {
     "signature_delta": Channel.REASONING,
     "input_json_delta": Channel.TOOL_CALLS,
 }
-BLOCK_EVENTS = frozenset(("content_block_start", "content_block_delta", "content_block_stop"))
 
 
 def event_frame(event: Mapping[str, Any]) -> bytes:
