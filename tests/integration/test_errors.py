@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import socket
-
 import httpx
 import pytest
 
 from tests.support.assertions import assert_openai_error
 from tests.support.fake_upstream import CloseAfterRequest, Hang, Json
+from tests.support.processes import free_port
 from tests.support.timed import Stopwatch
 
 AUTH = {"Authorization": "Bearer sk-provider"}
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-
-
-def _closed_port() -> int:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
 
 
 def test_malformed_json_is_400(proxy, upstream):
@@ -99,7 +90,7 @@ def test_unknown_route_is_404(proxy, upstream):
 
 
 def test_unreachable_upstream_is_502(make_proxy):
-    proxy = make_proxy(upstream=f"http://127.0.0.1:{_closed_port()}/v1", retry_attempts=2)
+    proxy = make_proxy(upstream=f"http://127.0.0.1:{free_port()}/v1", retry_attempts=2)
 
     response = httpx.post(f"{proxy.base_url}/chat/completions", json=BODY, headers=AUTH)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import socket
 import time
 
 import httpx
@@ -11,6 +10,7 @@ import openai
 import pytest
 
 from tests.support.fake_upstream import CloseAfterRequest, Json, Sse, chat_completion, stream_chunks
+from tests.support.processes import free_port
 from tests.support.timed import Stopwatch
 from tests.support.waiting import wait_for
 
@@ -247,12 +247,8 @@ def test_stream_is_retried_while_upstream_answers_with_transient_status(proxy, u
 
 
 def _refused_url() -> str:
-    """An upstream whose port refuses connections (bound, then closed)."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return f"http://127.0.0.1:{port}/v1"
+    """An upstream whose port refuses connections (free, and no process is handed it)."""
+    return f"http://127.0.0.1:{free_port()}/v1"
 
 
 def _upstream_attempts(proxy) -> float:

@@ -5,13 +5,13 @@ the error shape of the API the route answers (OpenAI's on /v1/responses, Anthrop
 from __future__ import annotations
 
 import json
-import socket
 
 import httpx
 import pytest
 
 from proxy.edge.tenants import hash_key
 from tests.support.fake_upstream import Json
+from tests.support.processes import free_port
 
 PROXY_KEY = "lw-tenant-" + "3" * 24
 ROUTES = {
@@ -42,12 +42,6 @@ def post(proxy, route: str, content: bytes, **headers: str) -> httpx.Response:
 
 def body_of(route: str, **fields: object) -> bytes:
     return json.dumps({**ROUTES[route][1], **fields}).encode()
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.mark.parametrize("route", ROUTES)
@@ -85,7 +79,7 @@ def test_an_unknown_key_is_a_401_in_the_routes_shape(make_proxy, upstream, route
 
 @pytest.mark.parametrize("route", ROUTES)
 def test_an_unreachable_upstream_is_a_502_in_the_routes_shape(make_proxy, route):
-    proxy = make_proxy(upstream=f"http://127.0.0.1:{_closed_port()}/v1", retry_attempts=1)
+    proxy = make_proxy(upstream=f"http://127.0.0.1:{free_port()}/v1", retry_attempts=1)
 
     assert_shape(route, post(proxy, route, body_of(route)), 502)
 

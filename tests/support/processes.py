@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -13,11 +14,30 @@ import httpx
 
 from tests.support.waiting import PATIENCE_SECS, wait_for
 
+_EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_SPAN = 12_000  # ports below the kernel's ephemeral range that tests pick from
+_WORKERS = 8  # the span is cut in this many slices, one per xdist worker
+
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port free now, below the kernel's ephemeral range and in this xdist worker's own slice.
+
+    A port the kernel hands out for ``bind(0)`` is handed out again: a process started
+    meanwhile (another proxy's metrics listener on port 0, an outgoing connection) can take it
+    before the server meant for it binds, and the test then talks to the wrong server. No port
+    of the ephemeral range is ever picked here, and no two workers share a slice."""
+    low = int(_EPHEMERAL.read_text().split()[0]) if _EPHEMERAL.exists() else 32768
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    width = _SPAN // _WORKERS
+    first = low - _SPAN + (int(worker) if worker.isdigit() else 0) % _WORKERS * width
+    for port in random.sample(range(first, first + width), width):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {first}..{first + width - 1}")
 
 
 def spawn(
@@ -55,9 +75,11 @@ def wait_healthy(
         if process.poll() is not None:
             return True
         try:
-            return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+            answer = httpx.get(f"{url}/healthz", timeout=2)
         except httpx.TransportError:
             return False
+        # Another server on the port (a metrics listener answers any path) is not this proxy.
+        return answer.status_code == 200 and answer.headers.get("content-type") == "application/json"
 
     if wait_for(healthy_or_gone, within=within, interval=0.05) and process.poll() is None:
         return
