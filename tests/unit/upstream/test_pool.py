@@ -20,6 +20,7 @@ from proxy.upstream import pool as pool_module
 from proxy.upstream.egress import EgressBlocked
 from proxy.upstream.http1 import Http1Connection
 from proxy.upstream.pool import ConnectFailed, ConnectionPool, Origin
+from tests.support.processes import free_port
 
 _OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
 _REQUEST = b"GET / HTTP/1.1\r\nhost: upstream\r\n\r\n"
@@ -137,9 +138,7 @@ async def test_a_connection_the_upstream_closed_while_idle_is_not_reused():
 
 
 async def test_a_refused_connection_is_a_connect_error_that_says_so():
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        port = unused.getsockname()[1]
+    port = free_port()  # nothing listens there, and no other process is handed it
     pool = ConnectionPool(limit=4, keepalive_expiry=30, resolver=CountingResolver())
     with pytest.raises(httpx.ConnectError) as raised:
         await pool.acquire(origin(port), 5.0, 5.0)
@@ -293,10 +292,7 @@ async def test_a_dedicated_connection_past_the_limit_gives_up_at_the_pool_timeou
 
 async def test_a_dedicated_connection_that_fails_to_open_frees_its_place():
     pool = ConnectionPool(limit=1, keepalive_expiry=30, resolver=CountingResolver())
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
-    port = closed.getsockname()[1]
-    closed.close()  # nothing listens there
+    port = free_port()  # nothing listens there
     with pytest.raises(httpx.ConnectError):
         await pool.dedicated(origin(port), 5.0, 0.05)
 
