@@ -35,6 +35,7 @@ WHOLE_PACKAGE = {
     "test_layers.py": "layers import downward only",
     "test_test_redis.py": "the tests' own Redis servers (tests/support/redis.py)",
     "test_test_timing.py": "the tests' own timing helpers (tests/support/timed.py, waiting.py)",
+    "test_test_processes.py": "the tests' own process helpers (tests/support/processes.py)",
     "guards/test_guards_touch_nothing.py": "every guard leaves what it reads untouched",
     "session/test_store_contract.py": "one contract suite over every session store",
     "wire/test_contract.py": "one contract suite over every wire format",
