@@ -66,12 +66,12 @@ async def read_streamed_reply(
                 waited += time.perf_counter() - asked
             for event, name in parser.feed(data) if data is not None else parser.close():
                 if ends(event):
-                    return None
+                    return await _ended(client)
                 error = _take(event, name, assembler, client, held, secrets)
                 if error is not None:
                     return _shown(error, secrets) if isinstance(error, _ErrorEvent) else error
                 if assembler.complete:  # a format whose last event carries data (Messages' message_stop)
-                    return None
+                    return await _ended(client)
             await client.flush()
             if data is None:
                 return _ended_early(parser, assembler)
@@ -84,6 +84,15 @@ async def read_streamed_reply(
     finally:
         if timing is not None:
             timing.waited += waited
+
+
+async def _ended(client: ClientStream) -> None:
+    """The stream is whole. What it let through goes now when nothing of it waits for the
+    verdict, as it would have gone read by read from a stream the network split: a reply read
+    in one piece is not held back for the judgment and the books that only its end awaits.
+    One that a guard holds goes whole with the verdict (or is replaced unseen)."""
+    if not client.holding:
+        await client.flush()
 
 
 def _take(

@@ -29,12 +29,19 @@ def response(*chunks: bytes) -> httpx.Response:
 
 
 class Sink:
+    def __init__(self) -> None:
+        self.sent: list[dict] = []
+
     async def __call__(self, message: dict) -> None:
-        pass
+        self.sent.append(message)
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(m.get("body", b"") for m in self.sent)
 
 
-def client() -> ClientStream:
-    return ClientStream(Sink(), list, include_usage=False, keepalive=0, stream=CHAT_COMPLETIONS.stream)
+def client(sink: Sink | None = None) -> ClientStream:
+    return ClientStream(sink or Sink(), list, include_usage=False, keepalive=0, stream=CHAT_COMPLETIONS.stream)
 
 
 class TerminalEventAssembler:
@@ -98,3 +105,33 @@ async def test_a_stream_whose_last_event_carries_data_ends_once_that_event_is_ta
     assert failure is None
     assert assembler.taken == ["text", "message_stop"]
     assert assembler.usage == Usage(3, 1)
+
+
+TEXT_IN_ONE_READ = (
+    b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
+    b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+async def test_a_stream_read_in_one_piece_lets_what_is_released_go_before_its_verdict():
+    sink = Sink()
+    stream = client(sink)
+
+    failure = await read_streamed_reply(response(TEXT_IN_ONE_READ), ChatAssembler(), stream, lambda _: 0)
+
+    assert failure is None
+    assert b'"content":"hi"' in sink.body
+    assert b"finish_reason" not in sink.body  # the finish chunk waits for the verdict
+    assert not stream.finished
+
+
+async def test_a_stream_read_in_one_piece_that_a_guard_holds_waits_whole_for_its_verdict():
+    sink = Sink()
+
+    failure = await read_streamed_reply(
+        response(TEXT_IN_ONE_READ), ChatAssembler(), client(sink), lambda _: Channel.TEXT
+    )
+
+    assert failure is None
+    assert sink.sent == []
