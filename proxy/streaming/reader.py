@@ -66,12 +66,14 @@ async def read_streamed_reply(
                 waited += time.perf_counter() - asked
             for event, name in parser.feed(data) if data is not None else parser.close():
                 if ends(event):
-                    return await _ended(client)
+                    await _ended(client)
+                    return None
                 error = _take(event, name, assembler, client, held, secrets)
                 if error is not None:
                     return _shown(error, secrets) if isinstance(error, _ErrorEvent) else error
                 if assembler.complete:  # a format whose last event carries data (Messages' message_stop)
-                    return await _ended(client)
+                    await _ended(client)
+                    return None
             await client.flush()
             if data is None:
                 return _ended_early(parser, assembler)
