@@ -72,6 +72,8 @@ class ClientStream:
         self._relay = stream.relay()
         """The client's view of the stream, for a format whose stream must read as one sequence
         across attempts (Responses renumbers; Messages keeps one message, in order)."""
+        self.passing = frozenset() if self._relay is None else self._relay.passing
+        """Names of events that may pass without being read (:meth:`passes`)."""
         self._out: list[bytes] = []
         """What may go, gathered per upstream read and written in one piece by ``flush``."""
         self._out_text = False
@@ -106,6 +108,19 @@ class ClientStream:
             raw = self._relay.event(raw, chunk)
         self._out.append(raw)
         self._out_text = self._out_text or bool(channels & Channel.TEXT)
+
+    def passes(self, data: bytes, name: bytes) -> bool:
+        """An event named in ``passing`` gone out as the upstream sent it, unread, when nothing
+        waits before it and the relay lets it through (False: it must be read and pushed)."""
+        if self._queue or self._relay is None:
+            return False
+        passed = self._relay.passes(data, name, self.released)
+        if passed is None:
+            return False
+        raw, channels = passed
+        self._out.append(raw)
+        self._out_text = self._out_text or bool(channels & Channel.TEXT)
+        return True
 
     def defer(self, raw: bytes, *, usage_only: bool, chunk: Mapping[str, Any] | None = None) -> None:
         """The finish chunk or the usage chunk: kept until the verdict."""

@@ -50,6 +50,7 @@ async def read_streamed_reply(
     client.release(Channel.ALL & ~held(assembler))
     parser = SSEParser()
     ends = assembler.ends
+    passing = client.passing
     timing = current()
     waited = 0.0
     # The transport's own iterator, not httpx's aiter_raw (an async generator and a re-chunker
@@ -68,6 +69,8 @@ async def read_streamed_reply(
                 if ends(event):
                     await _ended(client)
                     return None
+                if name in passing and client.passes(event, name):  # nothing in it for the guards
+                    continue
                 error = _take(event, name, assembler, client, held, secrets)
                 if error is not None:
                     return _shown(error, secrets) if isinstance(error, _ErrorEvent) else error
@@ -113,9 +116,10 @@ def _take(
         return UpstreamMalformed("The upstream model API sent a stream chunk that is not a JSON object.")
     kind = chunk.get("type")
     if isinstance(kind, str):  # Responses' and Messages' events say what they are
-        if "\n" in kind or "\r" in kind:  # as an event's name it would frame events of its own
+        named = _NAMES.get(kind) or _as_name(kind)
+        if named is None:  # as an event's name it would frame events of its own
             return UpstreamMalformed("The upstream model API sent a stream event whose type breaks a line.")
-        if name and name != (named := kind.encode()):
+        if name and name != named:
             name = named  # the data decides: a client dispatching on the name reads what the data is
     if name == b"error" or "error" in chunk:
         return _stream_error(chunk)
@@ -132,6 +136,22 @@ def _take(
             client.release(released)
     client.push(frame(data, name), chunk, channels)
     return None
+
+
+_NAMES: dict[str, bytes] = {}
+"""Event types as event names: a format has a few dozen, met on every event of every stream."""
+_KEPT_NAMES = 1024
+"""At most this many kept (an upstream that invents types gets them encoded each time)."""
+
+
+def _as_name(kind: str) -> bytes | None:
+    """``kind`` as an event's name; None when it breaks a line."""
+    if "\n" in kind or "\r" in kind:
+        return None
+    named = kind.encode()
+    if len(_NAMES) < _KEPT_NAMES:
+        _NAMES[kind] = named
+    return named
 
 
 def _asked_on_change(held: Callable[[StreamAssembler], int]) -> Callable[[StreamAssembler], int]:

@@ -191,8 +191,17 @@ class StreamRelay(Protocol):
     """Events go out strictly in the upstream's order: one that follows a held event waits
     with it (Messages addresses blocks by position)."""
 
+    passing: frozenset[bytes]
+    """Names of events that carry nothing the guards read, which :meth:`passes` may let through."""
+
     def new_attempt(self) -> None:
         """The held part of the current attempt is dropped; the next attempt streams on."""
+        ...
+
+    def passes(self, data: bytes, name: bytes, released: int) -> tuple[bytes, int] | None:
+        """An event named in ``passing``, let through as the upstream sent it when nothing about
+        it changes and its channel is ``released``: its bytes and channel. None: it goes the
+        long way (decoded, assembled, through :meth:`event`)."""
         ...
 
     def event(self, raw: bytes | None, event: Mapping[str, Any]) -> bytes:

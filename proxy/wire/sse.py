@@ -9,6 +9,9 @@ its ``event:`` name when it has one.
 
 from __future__ import annotations
 
+import re
+from itertools import chain, repeat
+from operator import itemgetter
 from typing import NamedTuple
 
 __all__ = ["SSEEvent", "SSEParser", "comment", "frame"]
@@ -16,6 +19,10 @@ __all__ = ["SSEEvent", "SSEParser", "comment", "frame"]
 _BOM = b"\xef\xbb\xbf"
 _event = tuple.__new__
 """An :class:`SSEEvent` made in C (its generated ``__new__`` is a Python call per event)."""
+_NAMED_BLOCK = re.compile(rb"event: ([^\n]*)\ndata: ([^\n]*)\n\n")
+_DATA_BLOCK = re.compile(rb"data: ([^\n]*)\n\n")
+_swapped = itemgetter(1, 0)
+"""(name, data) as found → (data, name) as an event holds them."""
 
 
 class SSEEvent(NamedTuple):
@@ -56,7 +63,11 @@ class SSEParser:
             lines[-1] += held
         else:
             if not self._data and not self._name and (end := buffer.rfind(b"\n\n")) >= 0:
-                self._whole(buffer[:end].split(b"\n\n"), events)
+                tiled = _tiled(buffer, end + 2)
+                if tiled is None:
+                    self._whole(buffer[:end].split(b"\n\n"), events)
+                else:
+                    events = tiled
                 buffer = buffer[end + 2 :]
             lines = buffer.split(b"\n")
         self._partial = lines.pop()
@@ -112,14 +123,31 @@ class SSEParser:
             self._name = value
 
 
+def _tiled(buffer: bytes, end: int) -> list[SSEEvent] | None:
+    """The events of ``buffer[:end]`` when it is nothing but blocks of one of the two forms
+    every model API sends (``event: NAME`` then ``data: DATA``, or ``data: DATA`` alone), found
+    in one pass in C; None for anything else (comments, fields split over lines, mixed forms),
+    which is read block by block. The blocks found tile the whole span exactly when their
+    lengths add up to it (matches never overlap), so nothing between them is skipped unread."""
+    if buffer.startswith(b"event: "):
+        named = _NAMED_BLOCK.findall(buffer, 0, end)
+        if sum(map(len, chain.from_iterable(named))) + 16 * len(named) != end:
+            return None
+        return list(map(_event, repeat(SSEEvent), map(_swapped, named)))
+    datas = _DATA_BLOCK.findall(buffer, 0, end)
+    if sum(map(len, datas)) + 8 * len(datas) != end:
+        return None
+    return list(map(_event, repeat(SSEEvent), zip(datas, repeat(b""))))
+
+
 def frame(data: bytes, name: bytes = b"") -> bytes:
     """One event carrying ``data`` (a line break in it continues on another ``data:`` line),
     named ``name`` when given (Messages' and Responses' clients dispatch on the name)."""
-    if b"\n" in data:
+    if data.find(b"\n") >= 0:  # find, not ``in``: half the work per event (no buffer export)
         data = data.replace(b"\n", b"\ndata: ")
     if name:
-        return b"event: " + name + b"\ndata: " + data + b"\n\n"
-    return b"data: " + data + b"\n\n"
+        return b"event: %b\ndata: %b\n\n" % (name, data)  # one new bytes, not four
+    return b"data: %b\n\n" % data
 
 
 def comment(text: bytes) -> bytes:

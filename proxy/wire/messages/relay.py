@@ -25,6 +25,7 @@ class MessagesRelay:
 
     __slots__ = ("_next", "_offset", "started")
     in_order = True
+    passing: frozenset[bytes] = frozenset()
 
     def __init__(self) -> None:
         self.started = False
@@ -53,6 +54,10 @@ class MessagesRelay:
                 return b""
             self.started = True
         return raw if raw is not None else event_frame(event)
+
+    def passes(self, data: bytes, name: bytes, released: int) -> tuple[bytes, int] | None:
+        """Every event goes the long way (in order, renumbered)."""
+        return None
 
     def new_attempt(self) -> None:
         """A new attempt's blocks follow the ones already sent."""

@@ -15,18 +15,53 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from proxy.errors import ProxyError
 from proxy.wire.responses.stream import (
     LIFECYCLE,
     TERMINAL,
     ResponsesAssembler,
     event_frame,
+    kind_channel,
     response_events,
 )
+from proxy.wire.sse import frame
 
 __all__ = ["ResponsesRelay"]
 
 _ADDED = "response.output_item.added"
+_PASSING = {
+    name.encode(): name
+    for name in (
+        "response.content_part.added",
+        "response.content_part.done",
+        "response.output_text.done",
+        "response.refusal.done",
+        "response.output_text.annotation.added",
+        "response.function_call_arguments.done",
+        "response.custom_tool_call_input.done",
+        "response.reasoning_summary_part.added",
+        "response.reasoning_summary_part.done",
+        "response.reasoning_summary_text.done",
+        "response.reasoning_text.done",
+    )
+}
+"""Events of an item that bring nothing the assembler takes (no item, no delta): the text or
+arguments they repeat arrived as deltas and arrive again with the item's ``output_item.done``."""
+
+
+class _Passing(msgspec.Struct):
+    """What the relay reads of a passing event; the rest of it is skipped, not built."""
+
+    type: str = ""
+    output_index: Any = None
+    sequence_number: Any = None
+    error: Any = msgspec.UNSET
+    response: Any = msgspec.UNSET
+
+
+_read_passing = msgspec.json.Decoder(_Passing).decode
 
 
 class ResponsesRelay:
@@ -61,6 +96,37 @@ class ResponsesRelay:
         """A reasoning item's events, until the item after it goes out."""
         self.altered = False
         """Something upstream sent never reached the client as sent: the terminal event is rebuilt."""
+
+    passing = frozenset(_PASSING)
+
+    def passes(self, data: bytes, name: bytes, released: int) -> tuple[bytes, int] | None:
+        """A passing event of an item that goes straight (see :meth:`event`), numbered as the
+        client's next, whose channel is released: its bytes as the upstream framed them, read
+        no further than its type, index and number. Anything else (an error in it, a number off,
+        bytes that are no event) goes the long way, which says what is wrong."""
+        kind = _PASSING.get(name)
+        if kind is None or self._waiting:
+            return None
+        try:
+            event = _read_passing(data)
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        index = event.output_index
+        seq = self._seq
+        if (
+            event.type != kind
+            or index not in self._straight
+            or event.sequence_number != seq
+            or event.error is not msgspec.UNSET
+            or event.response is not msgspec.UNSET
+        ):
+            return None
+        channel = kind_channel(self._kinds.get(index))
+        if not channel & released:
+            return None
+        self._seq = seq + 1
+        self._sent.append({"type": kind, "output_index": index, "sequence_number": seq})
+        return frame(data, name), channel
 
     def new_attempt(self) -> None:
         """The attempt so far is dropped (what it let through stays with the client)."""

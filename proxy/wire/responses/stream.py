@@ -23,6 +23,8 @@ __all__ = [
     "TERMINAL",
     "ResponsesAssembler",
     "event_frame",
+    "item_channel",
+    "kind_channel",
     "response_events",
     "split_event",
 ]
@@ -35,7 +37,11 @@ TERMINAL = frozenset({"response.completed", "response.incomplete", "response.fai
 
 def item_channel(item: Any) -> int:
     """The channel of an output item's events."""
-    kind = item.get("type") if isinstance(item, dict) else None
+    return kind_channel(item.get("type") if isinstance(item, dict) else None)
+
+
+def kind_channel(kind: Any) -> int:
+    """The channel of the events of an output item of this type."""
     if kind == "reasoning":
         return Channel.REASONING
     if kind in CALL_ITEMS or kind in OTHER_CALL_ITEMS:
@@ -156,9 +162,14 @@ class ResponsesAssembler(AssemblyProgress):
         delta = event.get("delta")
         if isinstance(delta, str) and delta:
             self.produced_chars += len(delta)
-            if kind == "response.output_text.delta" or kind == "response.refusal.delta":
+            if kind == "response.output_text.delta" or kind == "response.refusal.delta":  # nearly every event
                 self._answer_text(delta)
-                entry.parts.setdefault(_int(event.get("content_index")), []).append(delta)
+                position = _int(event.get("content_index"))
+                texts = entry.parts.get(position)
+                if texts is None:
+                    entry.parts[position] = [delta]
+                else:
+                    texts.append(delta)
             elif kind in ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"):
                 entry.pieces.append(delta)
             elif kind == "response.reasoning_summary_text.delta" or kind == "response.reasoning_text.delta":

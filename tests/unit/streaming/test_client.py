@@ -8,7 +8,10 @@ from proxy.errors import UpstreamDisconnected
 from proxy.exchange import Channel
 from proxy.streaming.client import ClientStream
 from proxy.wire.chat.format import CHAT_COMPLETIONS
+from proxy.wire.responses.format import RESPONSES
+from proxy.wire.responses.stream import event_frame
 from proxy.wire.sse import frame
+from tests.support.fake_responses import message, response, stream_events
 
 ROLE = {"id": "c", "created": 1, "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
 
@@ -170,3 +173,42 @@ async def test_the_response_carries_the_headers_of_the_moment_it_starts():
     start = next(m for m in client.messages if m["type"] == "http.response.start")
     assert (b"x-test", b"1") in start["headers"]
     assert (b"content-type", b"text/event-stream") in start["headers"]
+
+
+def _responses_stream() -> tuple[ClientStream, Client]:
+    client = Client()
+    return ClientStream(client, list, include_usage=False, keepalive=0, stream=RESPONSES.stream), client
+
+
+def _numbered_message() -> list[dict]:
+    events = stream_events(response(message("Hi.")))
+    return [{**event, "sequence_number": n} for n, event in enumerate(events)]
+
+
+async def test_an_event_that_may_pass_goes_out_unread_when_nothing_waits_before_it():
+    sink, client = _responses_stream()
+    sink.release(Channel.ALL)
+    events = _numbered_message()
+    at = next(n for n, e in enumerate(events) if e["type"] == "response.content_part.added")
+    for event in events[:at]:
+        sink.push(event_frame(event), event, Channel.TEXT if "output_index" in event else Channel.NONE)
+    data = json.dumps(events[at], separators=(",", ":")).encode()
+
+    assert sink.passes(data, b"response.content_part.added")
+    await sink.flush()
+    assert client.body.endswith(b"event: response.content_part.added\ndata: " + data + b"\n\n")
+
+
+async def test_an_event_that_may_pass_waits_its_turn_behind_a_held_one():
+    sink, _ = _responses_stream()
+    events = _numbered_message()
+    sink.push(event_frame(events[0]), events[0], Channel.NONE)  # held: nothing substantive has gone
+    data = json.dumps(events[3], separators=(",", ":")).encode()
+
+    assert not sink.passes(data, events[3]["type"].encode())
+
+
+def test_a_format_without_a_relay_lets_nothing_pass_unread():
+    sink, _ = stream()
+
+    assert sink.passing == frozenset()

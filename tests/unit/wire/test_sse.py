@@ -159,6 +159,8 @@ BLOCKS = [
     b"event: \ndata: empty name",
     b"data: a\ndata:",
     b"event: a\nevent: b\ndata: the last name wins",
+    b"xevent: an unknown field\ndata: unnamed",
+    b"data: ",
 ]
 
 
@@ -184,3 +186,21 @@ def test_an_event_after_a_split_one_is_read_whole():
         SSEEvent(b"2", b"b"),
         SSEEvent(b"3", b""),
     ]
+
+
+def test_a_read_of_named_blocks_alone_is_each_block_an_event():
+    read = b"event: a\ndata: 1\n\nevent: b\ndata: 2\n\n"
+
+    assert SSEParser().feed(read) == [SSEEvent(b"1", b"a"), SSEEvent(b"2", b"b")]
+
+
+def test_a_read_of_data_blocks_alone_is_each_block_an_unnamed_event():
+    read = b"data: 1\n\ndata: [DONE]\n\n"
+
+    assert SSEParser().feed(read) == [SSEEvent(b"1", b""), SSEEvent(b"[DONE]", b"")]
+
+
+def test_text_between_named_blocks_is_read_as_the_lines_it_is():
+    read = b"event: a\ndata: 1\n\nxyzevent: b\ndata: 2\n\n"
+
+    assert SSEParser().feed(read) == [SSEEvent(b"1", b"a"), SSEEvent(b"2", b"")]

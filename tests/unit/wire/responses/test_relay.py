@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from proxy.errors import UpstreamError
+from proxy.exchange import Channel
 from proxy.wire.responses.format import RESPONSES
 from proxy.wire.responses.relay import ResponsesRelay
 from proxy.wire.responses.stream import event_frame
@@ -95,3 +96,103 @@ def test_an_error_continues_the_numbering_and_ends_the_stream():
     assert parsed.error is not None
     assert parsed.error["message"] == "The upstream broke off."
     assert json.loads(sent.split(b"data: ")[-1])["sequence_number"] == 4
+
+
+def _numbered(events: list[dict]) -> list[dict]:
+    return [{**event, "sequence_number": n} for n, event in enumerate(events)]
+
+
+def _data(event: dict) -> bytes:
+    return json.dumps(event, separators=(",", ":")).encode()
+
+
+def _passes(relay: ResponsesRelay, event: dict, released: int = Channel.ALL) -> tuple[bytes, int] | None:
+    return relay.passes(_data(event), event["type"].encode(), released)
+
+
+def _opened_message() -> tuple[ResponsesRelay, list[dict], bytes]:
+    """A numbered text stream, through the relay up to its message's first passing event."""
+    events = _numbered(stream_events(response(message("Hello there."))))
+    relay = ResponsesRelay()
+    at = next(n for n, e in enumerate(events) if e["type"] == "response.content_part.added")
+    return relay, events[at:], _through(relay, events[:at])
+
+
+def test_an_event_that_carries_nothing_for_the_guards_passes_as_the_upstream_framed_it():
+    relay, rest, sent = _opened_message()
+
+    passed = _passes(relay, rest[0])
+
+    assert passed == (b"event: response.content_part.added\ndata: " + _data(rest[0]) + b"\n\n", Channel.TEXT)
+    parsed = validate_stream(sent + passed[0] + _through(relay, rest[1:]))
+    assert parsed.items[0]["content"][0]["text"] == "Hello there."
+
+
+def test_every_event_of_a_text_stream_that_may_pass_does_and_the_stream_stays_whole():
+    relay, rest, sent = _opened_message()
+
+    for event in rest:
+        passed = _passes(relay, event) if event["type"].encode() in relay.passing else None
+        sent += passed[0] if passed is not None else relay.event(event_frame(event), event)
+
+    assert validate_stream(sent).final is not None
+
+
+def test_a_passing_event_numbered_other_than_the_clients_next_goes_the_long_way():
+    relay, rest, _ = _opened_message()
+
+    assert _passes(relay, {**rest[0], "sequence_number": rest[0]["sequence_number"] + 1}) is None
+
+
+def test_a_passing_event_that_carries_an_error_goes_the_long_way():
+    relay, rest, _ = _opened_message()
+
+    assert _passes(relay, {**rest[0], "error": None}) is None
+
+
+def test_a_passing_event_of_a_channel_still_held_goes_the_long_way():
+    relay, rest, _ = _opened_message()
+
+    assert _passes(relay, rest[0], released=Channel.REASONING | Channel.TOOL_CALLS) is None
+
+
+def test_a_passing_event_of_an_item_the_relay_has_not_seen_goes_the_long_way():
+    relay, rest, _ = _opened_message()
+
+    assert _passes(relay, {**rest[0], "output_index": 1}) is None
+
+
+def test_a_passing_event_while_a_reasoning_item_waits_goes_the_long_way():
+    events = _numbered(stream_events(response(message("Hi."), reasoning("think"), message("Bye."))))
+    relay = ResponsesRelay()
+    reasoning_added = next(n for n, e in enumerate(events) if e.get("output_index") == 1)
+    _through(relay, events[:reasoning_added])
+    _through(relay, [e for e in events if e.get("output_index") == 1])  # waits for its follower
+
+    late = {"type": "response.output_text.done", "item_id": "m", "output_index": 0, "content_index": 0, "text": "Hi."}
+
+    assert _passes(relay, {**late, "sequence_number": relay._seq}) is None
+
+
+def test_bytes_that_are_no_event_go_the_long_way_which_says_what_is_wrong():
+    relay, _, _ = _opened_message()
+
+    assert (
+        relay.passes(b'{"type": "response.content_part.added", ', b"response.content_part.added", Channel.ALL) is None
+    )
+
+
+def test_an_event_named_otherwise_than_its_type_goes_the_long_way():
+    relay, rest, _ = _opened_message()
+
+    assert relay.passes(_data(rest[0]), b"response.output_text.done", Channel.ALL) is None
+
+
+def test_an_ending_after_passed_events_closes_what_the_client_has():
+    relay, rest, sent = _opened_message()
+    sent += _passes(relay, rest[0])[0] + _through(relay, [rest[1]])  # the part opened, one delta
+
+    sent += relay.ending(RESPONSES.stream.appended(RESPONSES.codec.ending("Stopping.", model="m")))
+
+    parsed = validate_stream(sent)
+    assert parsed.items[0]["content"][0]["text"] == rest[1]["delta"]
