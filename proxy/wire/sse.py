@@ -19,8 +19,11 @@ __all__ = ["SSEEvent", "SSEParser", "comment", "frame"]
 _BOM = b"\xef\xbb\xbf"
 _event = tuple.__new__
 """An :class:`SSEEvent` made in C (its generated ``__new__`` is a Python call per event)."""
-_NAMED_BLOCK = re.compile(rb"event: ([^\n]*)\ndata: ([^\n]*)\n\n")
-_DATA_BLOCK = re.compile(rb"data: ([^\n]*)\n\n")
+_NAMED_BLOCK = re.compile(rb"(?:(?<=\n\n)|^)event: ([^\n]*+)\ndata: ([^\n]*+)\n\n")
+_DATA_BLOCK = re.compile(rb"(?:(?<=\n\n)|^)data: ([^\n]*+)\n\n")
+"""A block starts where the read or the last block does, and its lines are taken whole, never
+given back: no attempt starts inside a line or scans a line twice, so a read of one long line full
+of ``event: `` costs its length, not its length squared."""
 _swapped = itemgetter(1, 0)
 """(name, data) as found → (data, name) as an event holds them."""
 

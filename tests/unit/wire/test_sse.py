@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from proxy.wire.sse import SSEEvent, SSEParser, frame
+from tests.support.timed import Stopwatch
 
 EVENTS = [
     b'{"id":"c1","choices":[{"index":0,"delta":{"content":"Hel"}}]}',
@@ -204,3 +206,14 @@ def test_text_between_named_blocks_is_read_as_the_lines_it_is():
     read = b"event: a\ndata: 1\n\nxyzevent: b\ndata: 2\n\n"
 
     assert SSEParser().feed(read) == [SSEEvent(b"1", b"a"), SSEEvent(b"2", b"")]
+
+
+@pytest.mark.parametrize("prefix", [b"event: ", b"data: "])
+def test_a_read_of_one_long_line_full_of_block_openings_is_read_in_linear_time(prefix):
+    read = prefix * 150_000 + b"\n\n"  # a search from every opening to the line's end: minutes
+
+    with Stopwatch() as watch:
+        events = SSEParser().feed(read)
+
+    assert watch.elapsed < watch.scaled(2)
+    assert events == ([] if prefix == b"event: " else [SSEEvent(read[6:-2], b"")])  # a name alone is no event
