@@ -140,8 +140,10 @@ def _take(
 
 _NAMES: dict[str, bytes] = {}
 """Event types as event names: a format has a few dozen, met on every event of every stream."""
-_KEPT_NAMES = 1024
-"""At most this many kept (an upstream that invents types gets them encoded each time)."""
+_KEPT_NAMES = 256
+_KEPT_LENGTH = 96
+"""At most this many kept, none longer than this (the APIs' longest is under 50): an upstream
+that invents types gets them encoded each time, and never holds memory across requests."""
 
 
 def _as_name(kind: str) -> bytes | None:
@@ -149,7 +151,7 @@ def _as_name(kind: str) -> bytes | None:
     if "\n" in kind or "\r" in kind:
         return None
     named = kind.encode()
-    if len(_NAMES) < _KEPT_NAMES:
+    if len(_NAMES) < _KEPT_NAMES and len(kind) <= _KEPT_LENGTH:
         _NAMES[kind] = named
     return named
 

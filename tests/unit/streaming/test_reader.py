@@ -135,3 +135,31 @@ async def test_a_stream_read_in_one_piece_that_a_guard_holds_waits_whole_for_its
 
     assert failure is None
     assert sink.sent == []
+
+
+def test_event_types_an_upstream_invents_are_named_but_not_kept_past_a_bound(monkeypatch):
+    from proxy.streaming import reader
+
+    monkeypatch.setattr(reader, "_NAMES", {})
+    names = [reader._as_name(f"invented.{n}") for n in range(1000)]
+
+    assert names == [f"invented.{n}".encode() for n in range(1000)]
+    assert len(reader._NAMES) == reader._KEPT_NAMES
+
+
+def test_a_long_event_type_is_named_but_never_kept(monkeypatch):
+    from proxy.streaming import reader
+
+    monkeypatch.setattr(reader, "_NAMES", {})
+
+    assert reader._as_name("x" * 100_000) == b"x" * 100_000
+    assert reader._NAMES == {}
+
+
+def test_an_event_type_that_breaks_a_line_is_no_name(monkeypatch):
+    from proxy.streaming import reader
+
+    monkeypatch.setattr(reader, "_NAMES", {})
+
+    assert reader._as_name("response.created\nevent: forged") is None
+    assert reader._NAMES == {}
