@@ -50,18 +50,7 @@ _PASSING = {
 """Events of an item that bring nothing the assembler takes (no item, no delta): the text or
 arguments they repeat arrived as deltas and arrive again with the item's ``output_item.done``."""
 
-
-class _Passing(msgspec.Struct):
-    """What the relay reads of a passing event; the rest of it is skipped, not built."""
-
-    type: str = ""
-    output_index: Any = None
-    sequence_number: Any = None
-    error: Any = msgspec.UNSET
-    response: Any = msgspec.UNSET
-
-
-_read_passing = msgspec.json.Decoder(_Passing).decode
+_decode = msgspec.json.decode
 
 
 class ResponsesRelay:
@@ -88,6 +77,8 @@ class ResponsesRelay:
         """This attempt's output index → the client's."""
         self._kinds: dict[int, Any] = {}
         """This attempt's output index → its item's type."""
+        self._channels: dict[int, int] = {}
+        """This attempt's output index → the channel of its first event (as the assembler has it)."""
         self._straight: set[int] = set()
         """This attempt's output indexes whose events pass as they are (the client's index is
         the same, the item is not a reasoning item): most events of a stream, taken first."""
@@ -101,31 +92,28 @@ class ResponsesRelay:
 
     def passes(self, data: bytes, name: bytes, released: int) -> tuple[bytes, int] | None:
         """A passing event of an item that goes straight (see :meth:`event`), numbered as the
-        client's next, whose channel is released: its bytes as the upstream framed them, read
-        no further than its type, index and number. Anything else (an error in it, a number off,
-        bytes that are no event) goes the long way, which says what is wrong."""
+        client's next, whose channel is released: its bytes as the upstream framed them, decoded
+        (bytes that are no JSON object are refused exactly as the long way refuses them) but
+        neither assembled nor re-framed. Anything else (an error in it, a number off, bytes that
+        are no event) goes the long way, which says what is wrong."""
         kind = _PASSING.get(name)
         if kind is None or self._waiting:
             return None
         try:
-            event = _read_passing(data)
+            event = _decode(data)
         except (msgspec.DecodeError, RecursionError):
             return None
-        index = event.output_index
-        seq = self._seq
-        if (
-            event.type != kind
-            or index not in self._straight
-            or event.sequence_number != seq
-            or event.error is not msgspec.UNSET
-            or event.response is not msgspec.UNSET
-        ):
+        if type(event) is not dict or event.get("type") != kind or "error" in event or "response" in event:
             return None
-        channel = kind_channel(self._kinds.get(index))
+        index = event.get("output_index")
+        seq = self._seq
+        if index not in self._straight or event.get("sequence_number") != seq:
+            return None
+        channel = self._channels[index]
         if not channel & released:
             return None
         self._seq = seq + 1
-        self._sent.append({"type": kind, "output_index": index, "sequence_number": seq})
+        self._sent.append(event)
         return frame(data, name), channel
 
     def new_attempt(self) -> None:
@@ -135,6 +123,7 @@ class ResponsesRelay:
         self._waiting.clear()
         self._indexes.clear()
         self._kinds.clear()
+        self._channels.clear()
         self._straight.clear()
 
     # -- events ------------------------------------------------------------------------
@@ -204,6 +193,7 @@ class ResponsesRelay:
         if position is None:
             position = self._indexes[index] = self._next
             self._next += 1
+            self._channels[index] = kind_channel(self._kinds.get(index))
         if position != index:
             event = {**event, "output_index": position}
             raw = None

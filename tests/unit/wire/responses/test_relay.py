@@ -196,3 +196,30 @@ def test_an_ending_after_passed_events_closes_what_the_client_has():
 
     parsed = validate_stream(sent)
     assert parsed.items[0]["content"][0]["text"] == rest[1]["delta"]
+
+
+def test_a_passing_event_that_is_not_valid_json_goes_the_long_way():
+    relay, rest, _ = _opened_message()
+    invalid_utf8 = _data(rest[0]).replace(b'"text":""', b'"text":"\xc3\x28"')
+    out_of_range = _data(rest[0]).replace(b'"content_index":0', b'"content_index":1e999')
+
+    assert relay.passes(invalid_utf8, b"response.content_part.added", Channel.ALL) is None
+    assert relay.passes(out_of_range, b"response.content_part.added", Channel.ALL) is None
+
+
+def test_a_passing_event_counts_under_the_channel_of_the_first_item_at_its_index():
+    opening = {"type": "response.created", "response": {"id": "r", "object": "response", "output": []}}
+    call = {"id": "f", "type": "function_call", "name": "f", "arguments": ""}
+    events = _numbered(
+        [
+            opening,
+            {"type": "response.output_item.added", "output_index": 0, "item": call},
+            {"type": "response.output_item.added", "output_index": 0, "item": message("Hi.")},  # reused
+            {"type": "response.content_part.added", "output_index": 0, "content_index": 0, "part": {"text": ""}},
+        ]
+    )
+    relay = ResponsesRelay()
+    _through(relay, events[:3])
+
+    assert _passes(relay, events[3], released=Channel.TEXT) is None  # the call's channel is held
+    assert _passes(relay, events[3], released=Channel.TOOL_CALLS)[1] == Channel.TOOL_CALLS
