@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from proxy.errors import ProxyError
+from proxy.exchange import Channel
 from proxy.wire.responses.stream import (
     LIFECYCLE,
     TERMINAL,
@@ -78,7 +79,8 @@ class ResponsesRelay:
         self._kinds: dict[int, Any] = {}
         """This attempt's output index → its item's type."""
         self._channels: dict[int, int] = {}
-        """This attempt's output index → the channel of its first event (as the assembler has it)."""
+        """This attempt's output index → its item's channel as the assembler has it (the first item
+        opened there; none for an index whose events came before its item)."""
         self._straight: set[int] = set()
         """This attempt's output indexes whose events pass as they are (the client's index is
         the same, the item is not a reasoning item): most events of a stream, taken first."""
@@ -193,7 +195,8 @@ class ResponsesRelay:
         if position is None:
             position = self._indexes[index] = self._next
             self._next += 1
-            self._channels[index] = kind_channel(self._kinds.get(index))
+            opened = self._kinds.get(index)  # None: events before their item (never let through unread)
+            self._channels[index] = kind_channel(opened) if opened is not None else Channel.NONE
         if position != index:
             event = {**event, "output_index": position}
             raw = None

@@ -61,11 +61,13 @@ def event_frame(event: Mapping[str, Any]) -> bytes:
 
 
 class _Item:
-    __slots__ = ("channel", "done", "item", "parts", "pieces")
+    __slots__ = ("channel", "done", "item", "parts", "pieces", "standing_in")
 
-    def __init__(self, item: dict[str, Any]) -> None:
+    def __init__(self, item: dict[str, Any], *, standing_in: bool = False) -> None:
         self.item = item
         self.channel = item_channel(item)
+        self.standing_in = standing_in
+        """Made for deltas that came before their item: the item, when it comes, takes its place."""
         self.done = False
         self.parts: dict[int, list[str]] = {}
         """Text deltas by content (or summary) index."""
@@ -150,15 +152,18 @@ class ResponsesAssembler(AssemblyProgress):
             item = event.get("item")
             if not isinstance(item, dict):
                 return entry.channel if entry is not None else Channel.TEXT
-            if entry is None:
+            if entry is None or entry.standing_in:  # a call's events are a call's, however late it says so
+                kept = entry
                 entry = self.items[index] = _Item(item)
+                if kept is not None:
+                    entry.parts, entry.pieces = kept.parts, kept.pieces
                 self._opened(entry)
             if kind == "response.output_item.done":
                 entry.item, entry.done = item, True
                 self._closed(entry)
             return entry.channel
-        if entry is None:  # a delta before its item: kept, read as text, never lost
-            entry = self.items[index] = _Item({"type": "message", "role": "assistant"})
+        if entry is None:  # a delta before its item: kept, read as text until its item says otherwise
+            entry = self.items[index] = _Item({"type": "message", "role": "assistant"}, standing_in=True)
         delta = event.get("delta")
         if isinstance(delta, str) and delta:
             self.produced_chars += len(delta)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -13,6 +14,7 @@ from proxy.streaming.client import ClientStream
 from proxy.streaming.reader import read_streamed_reply
 from proxy.wire.chat.format import CHAT_COMPLETIONS
 from proxy.wire.chat.stream import ChatAssembler
+from proxy.wire.responses.format import RESPONSES
 
 
 class Events(httpx.AsyncByteStream):
@@ -163,3 +165,30 @@ def test_an_event_type_that_breaks_a_line_is_no_name(monkeypatch):
 
     assert reader._as_name("response.created\nevent: forged") is None
     assert reader._NAMES == {}
+
+
+def _named_events(events: list[dict[str, Any]]) -> bytes:
+    numbered = ({**event, "sequence_number": n} for n, event in enumerate(events))
+    return b"".join(b"event: %b\ndata: %b\n\n" % (e["type"].encode(), json.dumps(e).encode()) for e in numbered)
+
+
+async def test_a_call_whose_index_had_events_before_its_item_is_held_with_the_calls():
+    call = {"id": "fc", "type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+    events = [
+        {"type": "response.created", "response": {"id": "r", "object": "response", "output": []}},
+        {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "x"},
+        {"type": "response.output_item.added", "output_index": 0, "item": {**call, "arguments": ""}},
+        {"type": "response.function_call_arguments.delta", "output_index": 0, "delta": "{}"},
+        {"type": "response.function_call_arguments.done", "output_index": 0, "arguments": "{}"},
+        {"type": "response.output_item.done", "output_index": 0, "item": call},
+        {"type": "response.completed", "response": {"id": "r", "object": "response", "output": [call]}},
+    ]
+    sink = Sink()
+    stream = ClientStream(sink, list, include_usage=False, keepalive=0, stream=RESPONSES.stream)
+
+    failure = await read_streamed_reply(
+        response(_named_events(events)), RESPONSES.stream.assembler(), stream, lambda _: Channel.TOOL_CALLS
+    )
+
+    assert failure is None
+    assert b"function_call" not in sink.body

@@ -223,3 +223,21 @@ def test_a_passing_event_counts_under_the_channel_of_the_first_item_at_its_index
 
     assert _passes(relay, events[3], released=Channel.TEXT) is None  # the call's channel is held
     assert _passes(relay, events[3], released=Channel.TOOL_CALLS)[1] == Channel.TOOL_CALLS
+
+
+def test_a_passing_event_of_an_item_whose_events_came_before_it_goes_the_long_way():
+    opening = {"type": "response.created", "response": {"id": "r", "object": "response", "output": []}}
+    early = {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "x"}
+    call = {"id": "f", "type": "function_call", "name": "f", "arguments": ""}
+    events = _numbered(
+        [
+            opening,
+            early,
+            {"type": "response.output_item.added", "output_index": 0, "item": call},
+            {"type": "response.function_call_arguments.done", "output_index": 0, "arguments": "{}"},
+        ]
+    )
+    relay = ResponsesRelay()
+    _through(relay, events[:3])
+
+    assert _passes(relay, events[3]) is None  # which channel it is, the assembler says

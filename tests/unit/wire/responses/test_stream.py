@@ -121,3 +121,30 @@ def test_a_refusal_ending_streams_consistently():
     parsed = validate_stream(RESPONSES.stream.streamed(ending, include_usage=True))
 
     assert parsed.items[0]["content"] == [{"type": "refusal", "refusal": "No."}]
+
+
+def test_an_item_that_comes_after_events_of_its_index_takes_their_place():
+    assembler = ResponsesAssembler()
+    early = {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "x"}
+    call = {"id": "fc", "type": "function_call", "call_id": "c", "name": "f", "arguments": ""}
+    pieces = {"type": "response.function_call_arguments.delta", "output_index": 0, "delta": "{}"}
+
+    channels = [
+        assembler.add(early),
+        assembler.add({"type": "response.output_item.added", "output_index": 0, "item": call}),
+        assembler.add(pieces),
+    ]
+
+    assert channels == [Channel.TEXT, Channel.TOOL_CALLS, Channel.TOOL_CALLS]
+    assert assembler.has_tool_calls
+    assert assembler.output()[0]["arguments"] == "{}"
+
+
+def test_an_item_opened_again_at_its_index_does_not_take_the_first_ones_place():
+    assembler = ResponsesAssembler()
+    call = {"id": "fc", "type": "function_call", "call_id": "c", "name": "f", "arguments": ""}
+    text = {"id": "m", "type": "message", "role": "assistant", "content": []}
+
+    assembler.add({"type": "response.output_item.added", "output_index": 0, "item": call})
+
+    assert assembler.add({"type": "response.output_item.added", "output_index": 0, "item": text}) == Channel.TOOL_CALLS
