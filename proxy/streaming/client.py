@@ -73,7 +73,7 @@ class ClientStream:
         """The client's view of the stream, for a format whose stream must read as one sequence
         across attempts (Responses renumbers; Messages keeps one message, in order)."""
         self.passing = frozenset() if self._relay is None else self._relay.passing
-        """Names of events that may pass without being read (:meth:`passes`)."""
+        """Names of events that may pass without being assembled (:meth:`passes`)."""
         self._out: list[bytes] = []
         """What may go, gathered per upstream read and written in one piece by ``flush``."""
         self._out_text = False
@@ -109,12 +109,13 @@ class ClientStream:
         self._out.append(raw)
         self._out_text = self._out_text or bool(channels & Channel.TEXT)
 
-    def passes(self, data: bytes, name: bytes) -> bool:
-        """An event named in ``passing`` gone out as the upstream sent it, unread, when nothing
-        waits before it and the relay lets it through (False: it must be read and pushed)."""
+    def passes(self, raw: bytes, chunk: Mapping[str, Any]) -> bool:
+        """An event named in ``passing`` gone out as the upstream framed it, not assembled, when
+        nothing waits before it and the relay lets it through (False: it must be assembled and
+        pushed)."""
         if self._queue or self._relay is None:
             return False
-        passed = self._relay.passes(data, name, self.released)
+        passed = self._relay.passes(raw, chunk, self.released)
         if passed is None:
             return False
         raw, channels = passed

@@ -50,7 +50,6 @@ async def read_streamed_reply(
     client.release(Channel.ALL & ~held(assembler))
     parser = SSEParser()
     ends = assembler.ends
-    passing = client.passing
     timing = current()
     waited = 0.0
     # The transport's own iterator, not httpx's aiter_raw (an async generator and a re-chunker
@@ -69,8 +68,6 @@ async def read_streamed_reply(
                 if ends(event):
                     await _ended(client)
                     return None
-                if name in passing and client.passes(event, name):  # nothing in it for the guards
-                    continue
                 error = _take(event, name, assembler, client, held, secrets)
                 if error is not None:
                     return _shown(error, secrets) if isinstance(error, _ErrorEvent) else error
@@ -126,15 +123,18 @@ def _take(
     if "response" in chunk and _failed(chunk):  # Responses' response.failed: relayed, its message masked
         data = masked_json(data, secrets())
         chunk = _decode(data)
+    raw = frame(data, name)
+    if name in client.passing and client.passes(raw, chunk):  # nothing in it for the guards
+        return None
     channels = assembler.add(chunk)
     if channels & (Channel.FINISH | Channel.BARE):
-        client.defer(frame(data, name), usage_only=bool(channels & Channel.BARE), chunk=chunk)
+        client.defer(raw, usage_only=bool(channels & Channel.BARE), chunk=chunk)
         return None
     if channels & ~client.released or client.holding:
         released = Channel.ALL & ~held(assembler) & ~client.released
         if released:
             client.release(released)
-    client.push(frame(data, name), chunk, channels)
+    client.push(raw, chunk, channels)
     return None
 
 

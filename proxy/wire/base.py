@@ -198,10 +198,10 @@ class StreamRelay(Protocol):
         """The held part of the current attempt is dropped; the next attempt streams on."""
         ...
 
-    def passes(self, data: bytes, name: bytes, released: int) -> tuple[bytes, int] | None:
-        """An event named in ``passing``, let through as the upstream sent it when nothing about
-        it changes and its channel is ``released``: its bytes and channel. None: it goes the
-        long way (decoded, assembled, through :meth:`event`)."""
+    def passes(self, raw: bytes, event: Mapping[str, Any], released: int) -> tuple[bytes, int] | None:
+        """An event named in ``passing`` (read and checked by the reader), let through as the
+        upstream framed it (``raw``) when nothing about it changes and its channel is
+        ``released``: its bytes and channel. None: it goes the long way (assembled, pushed)."""
         ...
 
     def event(self, raw: bytes | None, event: Mapping[str, Any]) -> bytes:

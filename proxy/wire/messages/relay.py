@@ -55,7 +55,7 @@ class MessagesRelay:
             self.started = True
         return raw if raw is not None else event_frame(event)
 
-    def passes(self, data: bytes, name: bytes, released: int) -> tuple[bytes, int] | None:
+    def passes(self, raw: bytes, event: Mapping[str, Any], released: int) -> tuple[bytes, int] | None:
         """Every event goes the long way (in order, renumbered)."""
         return None
 

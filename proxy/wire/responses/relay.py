@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import msgspec
-
 from proxy.errors import ProxyError
 from proxy.exchange import Channel
 from proxy.wire.responses.stream import (
@@ -27,13 +25,12 @@ from proxy.wire.responses.stream import (
     kind_channel,
     response_events,
 )
-from proxy.wire.sse import frame
 
 __all__ = ["ResponsesRelay"]
 
 _ADDED = "response.output_item.added"
-_PASSING = {
-    name.encode(): name
+_PASSING = frozenset(
+    name.encode()
     for name in (
         "response.content_part.added",
         "response.content_part.done",
@@ -47,11 +44,9 @@ _PASSING = {
         "response.reasoning_summary_text.done",
         "response.reasoning_text.done",
     )
-}
+)
 """Events of an item that bring nothing the assembler takes (no item, no delta): the text or
 arguments they repeat arrived as deltas and arrive again with the item's ``output_item.done``."""
-
-_decode = msgspec.json.decode
 
 
 class ResponsesRelay:
@@ -90,33 +85,22 @@ class ResponsesRelay:
         self.altered = False
         """Something upstream sent never reached the client as sent: the terminal event is rebuilt."""
 
-    passing = frozenset(_PASSING)
+    passing = _PASSING
 
-    def passes(self, data: bytes, name: bytes, released: int) -> tuple[bytes, int] | None:
+    def passes(self, raw: bytes, event: Mapping[str, Any], released: int) -> tuple[bytes, int] | None:
         """A passing event of an item that goes straight (see :meth:`event`), numbered as the
-        client's next, whose channel is released: its bytes as the upstream framed them, decoded
-        (bytes that are no JSON object are refused exactly as the long way refuses them) but
-        neither assembled nor re-framed. Anything else (an error in it, a number off, bytes that
-        are no event) goes the long way, which says what is wrong."""
-        kind = _PASSING.get(name)
-        if kind is None or self._waiting:
-            return None
-        try:
-            event = _decode(data)
-        except (msgspec.DecodeError, RecursionError):
-            return None
-        if type(event) is not dict or event.get("type") != kind or "error" in event or "response" in event:
-            return None
+        client's next, whose channel is released: its bytes as the upstream framed them, and
+        its channel. Anything else goes the long way."""
         index = event.get("output_index")
         seq = self._seq
-        if index not in self._straight or event.get("sequence_number") != seq:
+        if index not in self._straight or self._waiting or event.get("sequence_number") != seq:
             return None
         channel = self._channels[index]
         if not channel & released:
             return None
-        self._seq = seq + 1
+        self._seq = seq + 1  # as :meth:`event` takes an event that goes straight
         self._sent.append(event)
-        return frame(data, name), channel
+        return raw, channel
 
     def new_attempt(self) -> None:
         """The attempt so far is dropped (what it let through stays with the client)."""

@@ -23,7 +23,6 @@ __all__ = [
     "TERMINAL",
     "ResponsesAssembler",
     "event_frame",
-    "item_channel",
     "kind_channel",
     "response_events",
     "split_event",

@@ -194,7 +194,7 @@ async def test_an_event_that_may_pass_goes_out_unread_when_nothing_waits_before_
         sink.push(event_frame(event), event, Channel.TEXT if "output_index" in event else Channel.NONE)
     data = json.dumps(events[at], separators=(",", ":")).encode()
 
-    assert sink.passes(data, b"response.content_part.added")
+    assert sink.passes(b"event: response.content_part.added\ndata: " + data + b"\n\n", events[at])
     await sink.flush()
     assert client.body.endswith(b"event: response.content_part.added\ndata: " + data + b"\n\n")
 
@@ -203,9 +203,8 @@ async def test_an_event_that_may_pass_waits_its_turn_behind_a_held_one():
     sink, _ = _responses_stream()
     events = _numbered_message()
     sink.push(event_frame(events[0]), events[0], Channel.NONE)  # held: nothing substantive has gone
-    data = json.dumps(events[3], separators=(",", ":")).encode()
 
-    assert not sink.passes(data, events[3]["type"].encode())
+    assert not sink.passes(event_frame(events[3]), events[3])
 
 
 def test_a_format_without_a_relay_lets_nothing_pass_unread():

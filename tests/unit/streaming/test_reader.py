@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from proxy.errors import UpstreamDisconnected
+from proxy.errors import UpstreamDisconnected, UpstreamError, UpstreamMalformed
 from proxy.exchange import Channel, Reply, Usage
 from proxy.streaming.client import ClientStream
 from proxy.streaming.reader import read_streamed_reply
@@ -192,3 +192,48 @@ async def test_a_call_whose_index_had_events_before_its_item_is_held_with_the_ca
 
     assert failure is None
     assert b"function_call" not in sink.body
+
+
+def _passing_stream(part: bytes, name: bytes = b"response.content_part.added") -> bytes:
+    """A Responses text stream whose content part (the event that may pass unread) is ``part``."""
+    head = {"type": "response.created", "response": {"id": "r", "object": "response", "output": []}}
+    item = {"id": "m", "type": "message", "role": "assistant", "content": []}
+    opened = _named_events([head, {"type": "response.output_item.added", "output_index": 0, "item": item}])
+    return opened + b"event: %b\ndata: %b\n\n" % (name, part)
+
+
+PART = (
+    b'{"type":"response.content_part.added","output_index":0,"content_index":0,'
+    b'"part":{"text":"%b"},"sequence_number":2}'
+)
+
+
+async def _read_responses(body: bytes) -> tuple[object, bytes]:
+    sink = Sink()
+    stream = ClientStream(sink, list, include_usage=False, keepalive=0, stream=RESPONSES.stream)
+    failure = await read_streamed_reply(response(body), RESPONSES.stream.assembler(), stream, lambda _: 0)
+    await stream.flush()
+    return failure, sink.body
+
+
+async def test_an_event_that_may_pass_unread_but_is_not_valid_json_ends_the_stream():
+    failure, body = await _read_responses(_passing_stream(PART % b"\xc3\x28"))
+
+    assert isinstance(failure, UpstreamMalformed)
+    assert b"\xc3\x28" not in body
+
+
+async def test_an_event_that_may_pass_unread_but_carries_an_error_ends_the_stream_with_it():
+    with_error = PART.replace(b'"sequence_number"', b'"error":{"message":"overloaded"},"sequence_number"')
+
+    failure, _ = await _read_responses(_passing_stream(with_error % b""))
+
+    assert isinstance(failure, UpstreamError)
+    assert "overloaded" in failure.message
+
+
+async def test_an_event_that_may_pass_unread_goes_out_named_by_its_type():
+    failure, body = await _read_responses(_passing_stream(PART % b"", name=b"response.output_text.done"))
+
+    assert isinstance(failure, UpstreamDisconnected)  # no terminal event: the stream was cut
+    assert b"event: response.content_part.added\ndata: " + PART % b"" in body
