@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from proxy.upstream.socket import is_terminal
-from proxy.upstream.socket_events import TERMINAL_OPENINGS, TYPE_FIRST
+from proxy.upstream.socket_events import TERMINAL_OPENINGS, TYPE_FIRST, ended_response
 from proxy.wire.responses.stream import TERMINAL
 
 __all__ = ["HEADERS_EVENT", "EventRelay", "Message", "Send", "SendMany", "error_event", "headers_event"]
@@ -119,11 +119,11 @@ class EventRelay:
     def _deliver(self, data: bytes) -> bool:
         """A terminal event's response to ``delivered``; False for one that does not decode."""
         try:
-            event = _decode(data)
+            response = ended_response(data)
         except msgspec.DecodeError:
             return False
-        if isinstance(event, dict) and event.get("type") in TERMINAL and isinstance(event.get("response"), dict):
-            self._delivered(event["response"])
+        if response is not None:
+            self._delivered(response)
         return True
 
     def _frame(self, frame: bytes) -> bytes | None:

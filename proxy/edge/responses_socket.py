@@ -72,9 +72,10 @@ SOCKET_FORMATS = frozenset({"responses"})
 
 Receive = Callable[[], Awaitable[Message]]
 """ASGI's, untyped: this module speaks both sides of it (a socket's messages, a request's)."""
-Turn = Callable[[HTTPScope, bytes, Send, Receive], Awaitable[None]]
-"""Runs one request through the guarded route: its scope, body, where its answer goes, and a
-``receive`` that says ``http.disconnect`` when the client leaves."""
+Turn = Callable[[HTTPScope, bytes, dict[str, Any], Send, Receive], Awaitable[None]]
+"""Runs one request through the guarded route: its scope, body, that body decoded (read once,
+not again by the route), where its answer goes, and a ``receive`` that says ``http.disconnect``
+when the client leaves."""
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.Encoder().encode
@@ -254,9 +255,12 @@ class ResponsesSocket:
             await self._gone.wait()
             return {"type": "http.disconnect"}
 
+        encoded = _encode(sent)
+        if self._upstream is not None:
+            self._upstream.expect(encoded, sent)
         try:
             with through(self._upstream):
-                await self._turn(self._scope, _encode(sent), relay, receive)
+                await self._turn(self._scope, encoded, sent, relay, receive)
         except Exception as exc:  # the route answers its own failures: anything else is a bug
             log_event("socket_turn_failed", {"error_type": type(exc).__name__}, logging.ERROR)
 

@@ -151,8 +151,10 @@ class ProxyRoutes:
                 return exc.status, wire.codec.error_body(exc)
             return None
 
-        async def turn(turn_scope: HTTPScope, body: bytes, respond: Any, watch: Any) -> None:
-            await self._guarded(partial(self._model_call, wire, body=body), turn_scope, watch, respond, wire.name, wire)
+        async def turn(turn_scope: HTTPScope, body: bytes, payload: dict[str, Any], respond: Any, watch: Any) -> None:
+            await self._guarded(
+                partial(self._model_call, wire, body=body, payload=payload), turn_scope, watch, respond, wire.name, wire
+            )
 
         idle = self._settings.socket_idle_timeout
         draining = lambda: self._readiness.draining  # noqa: E731
@@ -179,9 +181,10 @@ class ProxyRoutes:
         tracker: ResponseTracker,
         address: Address | None = None,
         body: bytes | None = None,
+        payload: dict[str, Any] | None = None,
     ) -> dict[str, object]:
         """One model call; ``address``: what a format whose path names the call read from it
-        (Gemini's model and whether it streams); ``body``: a WebSocket event's, read already."""
+        (Gemini's model and whether it streams); ``body``, ``payload``: a WebSocket event's, read."""
         send: Send = tracker.send  # type: ignore[assignment]
         if scope["method"] != "POST":
             raise MethodNotAllowed(
@@ -192,7 +195,8 @@ class ProxyRoutes:
         policy = self.policy_for(credentials.tenant, read(b"x-loopwarden-policy"))
         if body is None:
             body = await read_body(receive, self._settings.max_body_bytes, read(b"content-length"))
-        payload = _parse_object(body)
+        if payload is None:
+            payload = _parse_object(body)
         parsed = wire.codec.parse_request(payload)
         if address is not None:  # the path names the model and whether it streams
             parsed = parsed.addressed(address.model, address.stream)
@@ -238,8 +242,7 @@ class ProxyRoutes:
         )
         facts: dict[str, object] = {"tenant": request.tenant, "policy": policy.name, "session": None}
         facts["stream"] = request.stream
-        # Streamed or not, a client that hangs up cancels the upstream call (and any nudge or
-        # judge call that would follow); the pipeline still commits what was used.
+        # A client that hangs up cancels the upstream call (and any nudge or judge call); what was used is committed.
         watch = ClientWatch(receive, tracker)  # inline: no coroutine of its own around the pipeline
         try:
             outcome = await self._pipeline.run(request)
@@ -441,8 +444,7 @@ def _parse_object(body: bytes) -> dict[str, object]:
 def _own_headers(reply: UpstreamReply) -> list[tuple[bytes, bytes]]:
     own = [(_ATTEMPTS, str(reply.attempts).encode())]
     if reply.retries_spent:
-        # The proxy already retried with backoff: ask SDKs (openai's honors this) not to
-        # multiply that into a storm of their own. Not after a 429 or a Retry-After: there
-        # the client's own backoff, paced by the upstream's header, takes over.
+        # The proxy already retried with backoff: ask SDKs (openai's honors this) not to multiply
+        # that into a storm. Not after a 429 or a Retry-After: the client's own backoff, paced by the upstream's header.
         own.append((b"x-should-retry", b"false"))
     return own

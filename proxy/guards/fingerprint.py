@@ -16,12 +16,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from proxy.exchange import ToolCall, parse_arguments
 from proxy.session.base import FIELDS, SessionDelta
+from proxy.text import one_spaced, unspaced
 
 __all__ = [
     "CALL_COUNT_PREFIX",
@@ -41,11 +41,9 @@ NEAR_COUNT_PREFIX = FIELDS.NEAR_COUNT_PREFIX
 CALL_SEQUENCE = FIELDS.CALL_SEQUENCE
 """Session list field: the fingerprints of recent delivered calls, in order (for cycles)."""
 
-_SPACE = re.compile(r"\s+")
-
 
 def _text(value: str, near: bool) -> str:
-    return _SPACE.sub("", value).casefold() if near else _SPACE.sub(" ", value).strip()
+    return unspaced(value).casefold() if near else one_spaced(value)
 
 
 def _normalize(value: Any, near: bool) -> Any:

@@ -13,7 +13,6 @@ it carried (:func:`remember_results`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from proxy.exchange import Channel, Conversation, PartialReply, Reply
@@ -24,11 +23,11 @@ from proxy.guards.strikes import cleared, strike_verdict
 from proxy.guards.volatile import without_volatile
 from proxy.policy.models import NoProgressSettings
 from proxy.session.base import FIELDS, SessionDelta, SessionState
+from proxy.text import one_spaced
 from proxy.verdict import PASS, ReplyVerdict, RequestVerdict
 
 __all__ = ["NoProgressGuard", "remember_results", "trailing_run"]
 
-_SPACE = re.compile(r"\s+")
 _KEPT_RESULTS = 16
 """Results remembered per session for chained requests (far more than ``repeats`` needs)."""
 
@@ -45,7 +44,7 @@ def trailing_run(items: Sequence[str], limit: int | None = None) -> int:
 
 
 def _digest(text: str) -> str:
-    return digest(_SPACE.sub(" ", text).strip())
+    return digest(one_spaced(text))
 
 
 def _result_digest(text: str, settings: NoProgressSettings) -> str:
@@ -117,8 +116,7 @@ class NoProgressGuard:
         texts = [t for t in context.conversation.assistant_texts() if t.strip()]
         if len(texts) + 1 < settings.repeats:
             return Channel.NONE
-        so_far = _SPACE.sub(" ", partial.content).lstrip()
-        return Channel.TEXT if _SPACE.sub(" ", texts[-1]).strip().startswith(so_far.rstrip()) else Channel.NONE
+        return Channel.TEXT if one_spaced(texts[-1]).startswith(one_spaced(partial.content)) else Channel.NONE
 
     def check_reply(self, reply: Reply, context: GuardContext) -> ReplyVerdict:
         settings = context.policy.no_progress

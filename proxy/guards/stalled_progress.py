@@ -41,6 +41,7 @@ from proxy.guards.memo import per_text
 from proxy.guards.volatile import without_volatile
 from proxy.judge.client import Judge, JudgeRequest
 from proxy.session.instructions import task_of
+from proxy.text import one_spaced
 from proxy.verdict import PASS, Finalize, JudgeCall, Nudge, Pass, ReplyVerdict
 
 __all__ = [
@@ -62,7 +63,6 @@ _MAX_VALUES = 32
 _CLIP = 300
 _JUDGED_STEPS = 8
 """The judge reads this many of a run's newest steps (a run of hundreds stays one short question)."""
-_SPACE = re.compile(r"\s+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +128,7 @@ def _masked(result: str, arguments_text: str) -> str:
     text = without_volatile(result)
     for value in sorted(set(_values(arguments)), key=len, reverse=True):
         text = re.sub(re.escape(value), "\u2026", text, flags=re.IGNORECASE)
-    return _SPACE.sub(" ", text).strip()
+    return one_spaced(text)
 
 
 def stalled_run(steps: Iterable[Step], needed: int) -> list[Step]:
@@ -147,7 +147,7 @@ def stalled_run(steps: Iterable[Step], needed: int) -> list[Step]:
         elif tool_call.name != tool or shown != first:
             break
         run.append(step)
-    if len(run) < needed or len({_SPACE.sub(" ", s.result).strip() for s in run}) == 1:
+    if len(run) < needed or len({one_spaced(s.result) for s in run}) == 1:
         return []
     return run if len({s.tool_call.arguments for s in run if s.tool_call is not None}) > 1 else []
 
@@ -158,7 +158,7 @@ def _transcript(steps: Sequence[Step]) -> str:
     for step in reversed(steps[:_JUDGED_STEPS]):
         tool_call = step.tool_call
         name, arguments = (tool_call.name, tool_call.arguments) if tool_call is not None else ("a tool", "")
-        result = _SPACE.sub(" ", step.result).strip()
+        result = one_spaced(step.result)
         lines.append(f"{name}({arguments[:_CLIP]}) -> {result[:_CLIP]}")
     return "\n".join(lines)
 

@@ -28,11 +28,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from proxy.exchange import Conversation, ToolCall, flattened_calls
+from proxy.text import one_spaced
 
 __all__ = ["SessionRef", "identify", "named_run", "session_key", "turn_digest"]
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
-_SPACE = re.compile(r"\s+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +69,7 @@ def _clean(value: str) -> str:
 
 
 def _canonical(text: str | None) -> str:
-    return _SPACE.sub(" ", unicodedata.normalize("NFC", text or "")).strip()
+    return one_spaced(unicodedata.normalize("NFC", text or ""))
 
 
 def identify(

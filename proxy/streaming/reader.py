@@ -112,10 +112,12 @@ def _take(
     if not isinstance(chunk, dict):
         return UpstreamMalformed("The upstream model API sent a stream chunk that is not a JSON object.")
     kind = chunk.get("type")
+    named = name
     if isinstance(kind, str):  # Responses' and Messages' events say what they are
-        named = _NAMES.get(kind) or _as_name(kind)
-        if named is None:  # as an event's name it would frame events of its own
+        typed = _NAMES.get(kind) or _as_name(kind)
+        if typed is None:  # as an event's name it would frame events of its own
             return UpstreamMalformed("The upstream model API sent a stream event whose type breaks a line.")
+        named = typed
         if name and name != named:
             name = named  # the data decides: a client dispatching on the name reads what the data is
     if name == b"error" or "error" in chunk:
@@ -124,7 +126,7 @@ def _take(
         data = masked_json(data, secrets())
         chunk = _decode(data)
     raw = frame(data, name)
-    if name in client.passing and client.passes(raw, chunk):  # nothing in it for the guards
+    if named in client.passing and client.passes(raw, chunk):  # nothing in it for the guards (named or not)
         return None
     channels = assembler.add(chunk)
     if channels & (Channel.FINISH | Channel.BARE):

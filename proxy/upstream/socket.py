@@ -43,7 +43,15 @@ from proxy.observe.logs import log_event
 from proxy.observe.metrics import Metrics
 from proxy.settings import Settings
 from proxy.upstream.socket_chain import SocketChain
-from proxy.upstream.socket_events import ENDINGS, TERMINAL, TYPE_FIRST, error_fields, event_type, is_terminal
+from proxy.upstream.socket_events import (
+    ENDINGS,
+    TERMINAL,
+    TYPE_FIRST,
+    ended_response,
+    error_fields,
+    event_type,
+    is_terminal,
+)
 from proxy.upstream.socket_events import ErrorEvent as _Error
 from proxy.upstream.socket_events import error_response as _error_response
 from proxy.upstream.socket_events import sse_event as _frame
@@ -125,8 +133,8 @@ class UpstreamSockets:
         self._said: set[str] = set()
 
     def open(self, headers: Sequence[tuple[str, str]] = ()) -> UpstreamSocket | None:
-        """A client socket's upstream socket (connected at its first call); None when off.
-        ``headers``: the client's handshake headers the upstream handshake carries too."""
+        """A client socket's upstream socket (connected at its first call; None when off), its
+        handshake carrying ``headers`` (the client's) too."""
         return UpstreamSocket(self, headers) if self._on else None
 
     def refused(self, url: str) -> bool:
@@ -174,9 +182,14 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
         """How the calls went: "websocket", "http" (the upstream refused), "" (none yet)."""
         self.lost: int | None = None
         """The close code of an upstream socket that broke mid-response."""
+        self._expected: tuple[bytes, dict[str, Any]] | None = None
+
+    def expect(self, body: bytes, payload: dict[str, Any]) -> None:
+        """A turn's body and that body decoded: a call of exactly these bytes is not decoded again."""
+        self._expected = (body, payload)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        payload = _decode(request.content) if self._takes(request) else None
+        payload = self._payload(request.content) if self._takes(request) else None
         if not isinstance(payload, dict):
             return await self._owner.http.handle_async_request(request)
         self._busy = True
@@ -188,6 +201,12 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
         if not isinstance(response.stream, _Events):
             self._busy = False
         return response
+
+    def _payload(self, content: bytes) -> Any:
+        expected = self._expected
+        if expected is not None and content == expected[0]:
+            return expected[1]
+        return _decode(content)
 
     def _takes(self, request: httpx.Request) -> bool:
         if self.over == "http" or self._busy or request.method != "POST":
@@ -299,9 +318,11 @@ class UpstreamSocket(httpx.AsyncBaseTransport):
 
     def answered(self, whole: list[Any] | None, terminal: bytes) -> None:
         """A response ended on the socket: it is the one a later call may go on from."""
-        event = _decode(terminal)
-        response = event.get("response") if isinstance(event, dict) else None
-        if isinstance(response, dict):
+        try:
+            response = ended_response(terminal)
+        except msgspec.DecodeError:
+            response = None
+        if response is not None:
             self.chain.answered(whole, response)
         else:
             self.chain.forget()

@@ -15,6 +15,7 @@ __all__ = [
     "TERMINAL_OPENINGS",
     "TYPE_FIRST",
     "ErrorEvent",
+    "ended_response",
     "error_fields",
     "error_response",
     "event_type",
@@ -41,7 +42,23 @@ class ErrorEvent(msgspec.Struct):
     message: Any = None
 
 
+class _Kept(msgspec.Struct):
+    """What a socket's chains keep of a response: the rest (the request's instructions and
+    tools, echoed; the usage) is skipped, not built."""
+
+    id: Any = msgspec.UNSET
+    status: Any = msgspec.UNSET
+    output: Any = msgspec.UNSET
+
+
+class _Ended(msgspec.Struct):
+    type: Any = None
+    response: _Kept | None = None
+
+
 _kind = msgspec.json.Decoder(_Kind).decode
+_ended = msgspec.json.Decoder(_Ended).decode
+_decode = msgspec.json.decode
 TYPE_FIRST = b'{"type":"'
 TERMINAL_OPENINGS = tuple(TYPE_FIRST + kind + b'"' for kind in sorted(TERMINAL))
 """How a terminal event opens where its type is its first field (as the API writes it)."""
@@ -68,6 +85,28 @@ def event_type(data: bytes) -> bytes:
         return _kind(data).type.encode()
     except (msgspec.DecodeError, UnicodeEncodeError):
         return b""
+
+
+def ended_response(data: bytes) -> dict[str, Any] | None:
+    """A terminal event's response as a socket's chains read it (its ``id``, ``status`` and
+    ``output``); None for an event that is not a terminal one with a response.
+    ``msgspec.DecodeError`` for data that is not JSON."""
+    try:
+        ended = _ended(data)
+    except msgspec.ValidationError:  # JSON of another shape (read whole: bytes that are not JSON still raise)
+        event = _decode(data)
+        response = event.get("response") if isinstance(event, dict) else None
+        if not isinstance(response, dict) or event.get("type") not in _TERMINAL_TYPES:
+            return None
+        return response
+    kept = ended.response
+    if kept is None or ended.type not in _TERMINAL_TYPES:
+        return None
+    return {name: value for name in _KEPT if (value := getattr(kept, name)) is not msgspec.UNSET}
+
+
+_TERMINAL_TYPES = frozenset(kind.decode() for kind in TERMINAL)
+_KEPT = _Kept.__struct_fields__
 
 
 def sse_event(data: bytes) -> bytes:

@@ -6,9 +6,13 @@ instrumentation off, warms up, switches counting on for ``--requests`` sequentia
 over one keep-alive connection, and prints instructions per request for each body.
 
 ``--store redis`` serves with Redis state (``--redis-url``; give it a private server: the
-bench writes sessions). ``--sessions unique`` sends a fresh ``X-Session-Id`` per request, as
-the performance issue measured (every request then loads, or admits, and commits); the
-default sends none, so each request is a derived run's opening.
+bench writes sessions). ``--sessions unique`` sends a fresh ``X-Session-Id`` per request
+(over a WebSocket, a fresh ``client_metadata.session_id`` per turn), as the performance issue
+measured (every request then loads, or admits, and commits); the default sends none, so each
+request is a derived run's opening (a body with an assistant turn in it, ``agent`` and
+``responses-agent-stream``, is then one run throughout, which its step budget soon ends);
+``--sessions varied`` makes each request's opening its own (a mark in its first user text): a
+derived run of its own, as a client that sends no session id has.
 
     .venv/bin/python tests/bench/count_instructions.py --bodies plain,stream --requests 200
     .venv/bin/python tests/bench/count_instructions.py --bodies responses-stream --transport websocket
@@ -30,6 +34,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
@@ -38,11 +43,29 @@ from run_bench import BODIES, REQUEST_HEADERS, path_of  # noqa: E402
 from ttfb import free_port, start_proxy, start_upstream, wait_ready  # noqa: E402
 
 
-def send(port: int, name: str, count: int, unique: bool) -> None:
+def varied(fields: dict[str, Any]) -> dict[str, Any]:
+    """A chat or Responses body whose first user text ends with a fresh mark: a derived run of
+    its own, named from its opening as a client that sends no session id is."""
+    mark = f" ({uuid.uuid4().hex})"
+    turns = fields.get("messages") or fields.get("input")
+    if isinstance(turns, str):
+        return {**fields, "input": turns + mark}
+    turns = [dict(turn) for turn in turns]
+    first = next(turn for turn in turns if turn.get("role") == "user")
+    if isinstance(first["content"], str):
+        first["content"] += mark
+    else:
+        first["content"] = [*first["content"], {"type": "input_text", "text": mark}]
+    return {**fields, "messages" if "messages" in fields else "input": turns}
+
+
+def send(port: int, name: str, count: int, sessions: str) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     body, path = BODIES[name], path_of(name)
     for _ in range(count):
-        headers = {**REQUEST_HEADERS, "X-Session-Id": uuid.uuid4().hex} if unique else REQUEST_HEADERS
+        headers = {**REQUEST_HEADERS, "X-Session-Id": uuid.uuid4().hex} if sessions == "unique" else REQUEST_HEADERS
+        if sessions == "varied":
+            body = json.dumps(varied(json.loads(BODIES[name]))).encode()
         connection.request("POST", path, body=body, headers=headers)
         response = connection.getresponse()
         response.read()
@@ -51,17 +74,18 @@ def send(port: int, name: str, count: int, unique: bool) -> None:
     connection.close()
 
 
-def send_socket(port: int, name: str, count: int, unique: bool) -> None:
-    """``count`` turns of a Responses body over one WebSocket."""
+def send_socket(port: int, name: str, count: int, sessions: str) -> None:
+    """``count`` turns of a Responses body over one WebSocket (``unique``: each turn names a
+    session of its own in ``client_metadata.session_id``, as Codex names its session)."""
     from websockets.sync.client import connect
 
-    event = json.dumps({**json.loads(BODIES[name]), "type": "response.create"})
+    fields = {**json.loads(BODIES[name]), "type": "response.create"}
     url = f"ws://127.0.0.1:{port}{path_of(name)}"
     with connect(url, additional_headers=REQUEST_HEADERS, max_size=None) as socket:
         for _ in range(count):
-            if unique:
-                raise RuntimeError("--sessions unique is per connection over a WebSocket: use derived")
-            socket.send(event)
+            if sessions == "unique":
+                fields["client_metadata"] = {"session_id": uuid.uuid4().hex}
+            socket.send(json.dumps(varied(fields) if sessions == "varied" else fields))
             while (kind := json.loads(socket.recv(timeout=60))["type"]) not in TERMINAL:
                 if kind == "error":
                     raise RuntimeError("an error event")
@@ -78,11 +102,12 @@ def count(
     requests: int,
     warmup: int,
     redis_url: str | None,
-    unique: bool,
+    sessions: str,
     log_level: str,
     tree: Path | None,
     server: str = "proxy",
     transport: str = "http",
+    keep: Path | None = None,
 ) -> float:
     upstream_port, proxy_port = free_port(), free_port()
     upstream = start_upstream(upstream_port)
@@ -104,9 +129,9 @@ def count(
         try:
             wait_ready(upstream_port)
             wait_ready(proxy_port, timeout=120)
-            SENDERS[transport](proxy_port, name, warmup, unique)
+            SENDERS[transport](proxy_port, name, warmup, sessions)
             subprocess.run(["callgrind_control", "-i", "on", str(proxy.pid)], check=True, capture_output=True)
-            SENDERS[transport](proxy_port, name, requests, unique)
+            SENDERS[transport](proxy_port, name, requests, sessions)
             subprocess.run(["callgrind_control", "-i", "off", str(proxy.pid)], check=True, capture_output=True)
         finally:
             proxy.send_signal(signal.SIGTERM)
@@ -114,6 +139,8 @@ def count(
             upstream.send_signal(signal.SIGTERM)
             upstream.wait(10)
         time.sleep(0.2)
+        if keep is not None:
+            shutil.copy(f"{work}/out", keep / f"callgrind.{name}.{transport}.out")
         collected = re.search(r"Collected : (\d+)", log.read_text())
         if collected is None:
             raise RuntimeError(f"no callgrind total in {log}")
@@ -127,7 +154,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=60)
     parser.add_argument("--store", choices=("memory", "redis"), default="memory")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/15", help="With --store redis.")
-    parser.add_argument("--sessions", choices=("derived", "unique"), default="derived")
+    parser.add_argument("--sessions", choices=("derived", "unique", "varied"), default="derived")
     parser.add_argument("--log-level", default="info", help="The proxy's --log-level (default: info, the default).")
     parser.add_argument("--tree", type=Path, help="Count the proxy of this tree (default: this one), e.g. main's.")
     parser.add_argument(
@@ -143,6 +170,7 @@ def main() -> int:
         default="http",
         help="websocket: the Responses bodies as response.create events over one socket (responses* bodies only).",
     )
+    parser.add_argument("--keep", type=Path, help="Copy each body's callgrind profile into this folder.")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install -y valgrind)")
@@ -154,11 +182,12 @@ def main() -> int:
             args.requests,
             args.warmup,
             redis_url,
-            args.sessions == "unique",
+            args.sessions,
             args.log_level,
             args.tree,
             args.server,
             args.transport,
+            args.keep,
         )
         what = args.store if args.server == "proxy" else args.server
         line = f"{name:13s} {what:6s} {args.sessions:7s} {args.transport:9s} {per_request / 1e6:.3f} M"

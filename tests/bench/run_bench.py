@@ -39,23 +39,26 @@ HOST = "127.0.0.1"
 
 # What every load generator sends: a minimal chat completion request (``--body`` picks which).
 REQUEST_PATH = "/v1/chat/completions"
-_TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": f"{name.replace('_', ' ')}: looks things up for the agent and returns what it found.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "What to look for."},
-                    "limit": {"type": "integer"},
-                },
-                "required": ["query"],
+
+
+def _function(name: str, argument: str) -> dict[str, object]:
+    """A function tool as an agent declares it: a description, one required string argument."""
+    return {
+        "name": name,
+        "description": f"{name.replace('_', ' ')}: looks things up for the agent and returns what it found.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                argument: {"type": "string", "description": "What to look for."},
+                "limit": {"type": "integer"},
             },
+            "required": [argument],
         },
     }
-    for name in ("search_web", "read_page", "get_weather")
+
+
+_TOOLS = [
+    {"type": "function", "function": _function(name, "query")} for name in ("search_web", "read_page", "get_weather")
 ]
 _AGENT_BODY = json.dumps(
     {
@@ -80,6 +83,25 @@ _AGENT_BODY = json.dumps(
     },
     separators=(",", ":"),
 ).encode()
+_RESPONSES_AGENT_BODY = json.dumps(
+    {
+        "model": "m",
+        "instructions": "You are a careful coding agent: read before you change, and test what you change. " * 90,
+        "input": [
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "Find the population of Lyon and summarize."}],
+            },
+            {"type": "function_call", "call_id": "call_1", "name": "search_web", "arguments": '{"query":"Lyon"}'},
+            {"type": "function_call_output", "call_id": "call_1", "output": "Lyon has about 520,000 inhabitants. " * 8},
+        ],
+        "tools": [{"type": "function", **_function(name, "q")} for name in ("search", "read_page", "get_weather")],
+        "store": False,
+        "stream": True,
+    },
+    separators=(",", ":"),
+).encode()
 BODIES = {
     "plain": b'{"model":"m","messages":[{"role":"user","content":"hi"}]}',
     "stream": b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}',
@@ -93,6 +115,8 @@ BODIES = {
     "responses-stream": b'{"model":"m","input":"hi","stream":true}',
     "responses-stream-tools": b'{"model":"m","input":"hi","stream":true,'
     b'"tools":[{"type":"function","name":"search","parameters":{"type":"object"}}]}',
+    # A Codex-like step: 7.5 KB of instructions, three tools, a tool result in; answered with a valid tool call
+    "responses-agent-stream": _RESPONSES_AGENT_BODY,
 }
 
 

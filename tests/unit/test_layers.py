@@ -49,7 +49,7 @@ LAYERS: list[tuple[str, ...]] = [
     # I/O behind injected seams and the plumbing every layer may use
     ("proxy.upstream",),
     ("proxy.observe", "proxy.schemas"),
-    ("proxy.settings", "proxy.errors", "proxy.version"),
+    ("proxy.settings", "proxy.errors", "proxy.version", "proxy.text"),
 ]
 MAX_LINES = 450
 RANK = {unit: rank for rank, row in enumerate(LAYERS) for unit in row}

@@ -136,10 +136,24 @@ async def _answering(scope, body, respond, watch) -> None:
     await respond({"type": "http.response.body", "body": _sse(DONE), "more_body": False})
 
 
+async def test_a_turns_payload_is_its_body_decoded():
+    given: list[tuple[dict, dict]] = []
+
+    async def turn(scope, body, payload, respond, watch) -> None:
+        given.append((json.loads(body), payload))
+        await _answering(scope, body, respond, watch)
+        client.leave()
+
+    client = Client({"type": "response.create", "model": "m", "input": "a"})
+
+    await _serve(client, turn)
+    assert given == [({"model": "m", "input": "a", "stream": True}, {"model": "m", "input": "a", "stream": True})]
+
+
 async def test_each_response_create_runs_as_one_request_with_stream_implicit():
     bodies: list[dict] = []
 
-    async def turn(scope, body, respond, watch) -> None:
+    async def turn(scope, body, payload, respond, watch) -> None:
         bodies.append(json.loads(body))
         await _answering(scope, body, respond, watch)
         if len(bodies) == 2:
@@ -154,7 +168,7 @@ async def test_each_response_create_runs_as_one_request_with_stream_implicit():
 async def test_an_unknown_event_type_is_an_error_event_and_the_socket_stays_open():
     client = Client({"type": "session.update", "input": "x"}, {"type": "response.create", "input": "b"})
 
-    async def turn(scope, body, respond, watch) -> None:
+    async def turn(scope, body, payload, respond, watch) -> None:
         await _answering(scope, body, respond, watch)
         client.leave()
 
@@ -170,7 +184,7 @@ async def test_steering_is_refused_with_the_input_handed_back_and_the_socket_sta
     steer = {"type": "response.steer", "previous_response_id": "resp_1", "input": "x", "stream_id": "s1"}
     client = Client(steer, {"type": "response.create", "input": "b"})
 
-    async def turn(scope, body, respond, watch) -> None:
+    async def turn(scope, body, payload, respond, watch) -> None:
         await _answering(scope, body, respond, watch)
         client.leave()
 
@@ -195,7 +209,7 @@ async def test_a_message_that_is_not_a_json_object_is_an_error_event():
 async def test_a_second_response_create_while_one_is_in_flight_is_refused_and_the_first_goes_on():
     release = asyncio.Event()
 
-    async def turn(scope, body, respond, watch) -> None:
+    async def turn(scope, body, payload, respond, watch) -> None:
         await release.wait()
         await _answering(scope, body, respond, watch)
         client.leave()
@@ -216,7 +230,7 @@ async def test_a_second_response_create_while_one_is_in_flight_is_refused_and_th
 async def test_a_client_leaving_mid_response_is_told_to_the_turn_as_a_disconnect():
     watched: list[dict] = []
 
-    async def turn(scope, body, respond, watch) -> None:
+    async def turn(scope, body, payload, respond, watch) -> None:
         client.leave()
         watched.append(await watch())
 
@@ -256,7 +270,7 @@ async def test_a_warm_up_is_answered_by_the_proxy_without_a_request():
     client.leave()
     turns: list[bytes] = []
 
-    async def turn(scope, body, respond, watch) -> None:
+    async def turn(scope, body, payload, respond, watch) -> None:
         turns.append(body)
 
     await _serve(client, turn)

@@ -112,6 +112,15 @@ def test_whitespace_and_content_parts_canonicalize_to_the_same_id():
     assert identify("a", conv(SYSTEM, USER), None, None).id == identify("a", conv(SYSTEM, parts), None, None).id
 
 
+def test_a_derived_id_is_the_one_earlier_releases_derived_for_the_same_run():
+    # Pinned before whitespace was collapsed by str.split (it was the regex \s+): a rolling upgrade over Redis
+    # state must find the runs the previous release stored.
+    system = {"role": "system", "content": " You are\u00a0a travel\tagent.\n\n\u2003Be brief. "}
+    user = {"role": "user", "content": "Book me a flight\r\nto Paris.\x1c"}
+
+    assert identify("acme", conv(system, user, ASSISTANT_CALL), None, None).id == "d-cbf391c460f2f28bc28b8d4b92bc2d03"
+
+
 def test_different_openings_get_different_ids():
     other = {"role": "user", "content": "Book me a flight to Rome."}
 

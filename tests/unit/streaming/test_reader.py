@@ -232,6 +232,22 @@ async def test_an_event_that_may_pass_unread_but_carries_an_error_ends_the_strea
     assert "overloaded" in failure.message
 
 
+async def test_an_unnamed_event_that_may_pass_unread_goes_out_as_the_upstream_framed_it():
+    failure, body = await _read_responses(_passing_stream(PART % b"", name=b"").replace(b"event: \ndata: ", b"data: "))
+
+    assert isinstance(failure, UpstreamDisconnected)  # no terminal event: the stream was cut
+    assert body.endswith(b"\n\ndata: " + PART % b"" + b"\n\n")
+
+
+async def test_an_unnamed_event_that_may_pass_unread_but_is_not_valid_json_ends_the_stream():
+    unnamed = _passing_stream(PART % b"\xc3\x28", name=b"").replace(b"event: \ndata: ", b"data: ")
+
+    failure, body = await _read_responses(unnamed)
+
+    assert isinstance(failure, UpstreamMalformed)
+    assert b"\xc3\x28" not in body
+
+
 async def test_an_event_that_may_pass_unread_goes_out_named_by_its_type():
     failure, body = await _read_responses(_passing_stream(PART % b"", name=b"response.output_text.done"))
 

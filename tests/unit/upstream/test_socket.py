@@ -125,6 +125,16 @@ def test_the_socket_takes_the_calls_of_its_first_url_and_key_only_whatever_the_h
     assert not socket._takes(call("Bearer a", path="/v1/other/responses"))
 
 
+def test_a_call_of_exactly_a_turns_bytes_is_read_as_the_turns_payload_not_decoded_again():
+    socket = sockets().open()
+    assert socket is not None
+    payload = {"model": "m", "input": "hi"}
+    socket.expect(b'{"model":"m","input":"hi"}', payload)
+
+    assert socket._payload(b'{"model":"m","input":"hi"}') is payload
+    assert socket._payload(b'{"model":"m","input":"a nudge"}') == {"model": "m", "input": "a nudge"}
+
+
 class Received:
     """An upstream socket whose messages have all arrived."""
 

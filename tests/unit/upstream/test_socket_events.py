@@ -4,9 +4,18 @@ tests/integration/test_responses_upstream_socket.py)."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
-from proxy.upstream.socket_events import ENDINGS, TERMINAL, event_type, is_terminal, sse_event, sse_events
+from proxy.upstream.socket_events import (
+    ENDINGS,
+    TERMINAL,
+    ended_response,
+    event_type,
+    is_terminal,
+    sse_event,
+    sse_events,
+)
 
 EVENTS = [
     b'{"type":"response.completed","response":{}}',
@@ -41,3 +50,36 @@ def test_events_framed_together_are_framed_as_each_alone():
 
     assert sse_events(compact) == b'data: {"type":"a"}\n\ndata: {"type":"b"}\n\n'
     assert sse_events(pretty) == b"".join(map(sse_event, pretty))
+
+
+def test_a_terminal_events_response_is_read_for_its_id_status_and_output_only():
+    data = (
+        b'{"type":"response.completed","response":{"id":"resp_1","status":"completed",'
+        b'"instructions":"long","tools":[{"type":"function"}],"output":[{"type":"message"}]}}'
+    )
+
+    assert ended_response(data) == {"id": "resp_1", "status": "completed", "output": [{"type": "message"}]}
+
+
+def test_a_terminal_events_response_keeps_only_the_fields_it_has():
+    assert ended_response(b'{"response":{"id":"resp_1"},"type":"response.incomplete"}') == {"id": "resp_1"}
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"type":"response.output_text.delta","response":{"id":"resp_1"}}',
+        b'{"type":"response.completed"}',
+        b'{"type":"response.completed","response":null}',
+        b'{"type":"response.completed","response":"resp_1"}',
+        b'["response.completed"]',
+    ],
+)
+def test_no_response_is_read_from_an_event_that_is_not_a_terminal_one_with_a_response(data):
+    assert ended_response(data) is None
+
+
+@pytest.mark.parametrize("data", [b'{"type":"response.completed","response":{"id":', b'["a", {"b": }]'])
+def test_bytes_that_are_not_json_are_an_error_whatever_their_shape(data):
+    with pytest.raises(msgspec.DecodeError):
+        ended_response(data)
