@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from proxy.exchange import Conversation, ToolCall, flattened_calls
+from proxy.schemas.weighted_cache import WeightedCache
 from proxy.text import one_spaced
 
 __all__ = ["SessionRef", "identify", "named_run", "session_key", "turn_digest"]
@@ -68,8 +69,28 @@ def _clean(value: str) -> str:
     return "h-" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def _canonical(text: str | None) -> str:
-    return one_spaced(unicodedata.normalize("NFC", text or ""))
+def _canonical(text: str) -> str:
+    return one_spaced(unicodedata.normalize("NFC", text))
+
+
+_OPENINGS: WeightedCache[tuple[str, str, str], str] = WeightedCache(8_000_000)
+"""Openings hashed, per tenant and texts, up to about 8 M characters of texts: every request of
+a run resends its opening, whose instructions run to tens of kilobytes (a lookup hashes them
+once, about a twentieth of collapsing and hashing them again). Per tenant: how fast an opening
+is identified tells nothing about another tenant's."""
+_WEIGHT = 200
+"""What an entry holds besides its texts' characters (the key's tuple, the digest), about."""
+
+
+def _opening(tenant: str, system: str, user: str) -> str:
+    """The opening's hash: its system (or developer) text and its first user text, canonical."""
+    key = (tenant, system, user)
+    opened = _OPENINGS.get(key)
+    if opened is None:
+        opening = _canonical(system) + "\x1f" + _canonical(user)
+        opened = hashlib.sha256(opening.encode()).hexdigest()
+        _OPENINGS.put(key, opened, len(system) + len(user) + len(tenant) + _WEIGHT)
+    return opened
 
 
 def identify(
@@ -88,12 +109,9 @@ def identify(
         return SessionRef(
             session_id, session_key(tenant, session_id), derived=False, fresh=False, sub_agent=bool(agent)
         )
-    opening = (
-        _canonical(conversation.first_text("system", "developer"))
-        + "\x1f"
-        + _canonical(conversation.first_text("user"))
+    opened = _opening(
+        tenant, conversation.first_text("system", "developer") or "", conversation.first_text("user") or ""
     )
-    opened = hashlib.sha256(opening.encode()).hexdigest()
     first = next((m for m in conversation.messages if m.role == "assistant"), None)
     if first is None:  # the opening alone: a new run, named by the reply it gets (see named_run)
         session_id = "d-" + opened[:32] + agent
@@ -128,5 +146,7 @@ def turn_digest(text: str | None, calls: Sequence[ToolCall]) -> str:
     """What identifies an assistant turn as a client sends it back: its calls' ids and names
     (clients re-serialize arguments and drop or keep the text beside calls as they like), else
     its text, canonicalized."""
-    identity = "\x1e".join(f"{tool_call.id}\x1f{tool_call.name}" for tool_call in calls) if calls else _canonical(text)
+    identity = (
+        "\x1e".join(f"{tool_call.id}\x1f{tool_call.name}" for tool_call in calls) if calls else _canonical(text or "")
+    )
     return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:32]

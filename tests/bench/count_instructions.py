@@ -11,8 +11,9 @@ bench writes sessions). ``--sessions unique`` sends a fresh ``X-Session-Id`` per
 measured (every request then loads, or admits, and commits); the default sends none, so each
 request is a derived run's opening (a body with an assistant turn in it, ``agent`` and
 ``responses-agent-stream``, is then one run throughout, which its step budget soon ends);
-``--sessions varied`` makes each request's opening its own (a mark in its first user text): a
-derived run of its own, as a client that sends no session id has.
+``--sessions varied`` makes each request a derived run of its own, as a client that sends no
+session id has: a later step of one of an agent's runs (``agent``: its first call's id fresh,
+the opening the agent's runs share), or an opening of its own (a mark in its first user text).
 
     .venv/bin/python tests/bench/count_instructions.py --bodies plain,stream --requests 200
     .venv/bin/python tests/bench/count_instructions.py --bodies responses-stream --transport websocket
@@ -34,7 +35,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
@@ -44,16 +45,20 @@ from ttfb import free_port, start_proxy, start_upstream, wait_ready  # noqa: E40
 
 
 def varied(fields: dict[str, Any]) -> dict[str, Any]:
-    """A chat or Responses body whose first user text ends with a fresh mark: a derived run of
-    its own, named from its opening as a client that sends no session id is."""
-    mark = f" ({uuid.uuid4().hex})"
+    """A chat or Responses body of a derived run of its own, as a client that sends no session id
+    has: a later step of an agent's run (its first reply's call id made fresh: the opening, which
+    every run of that agent shares, is the same) or, for a body that is an opening, its first
+    user text marked."""
+    mark = uuid.uuid4().hex
+    if '"call_1"' in json.dumps(fields):
+        return cast(dict[str, Any], json.loads(json.dumps(fields).replace('"call_1"', f'"call_{mark}"')))
     turns = fields.get("messages") or fields.get("input")
     if isinstance(turns, str):
-        return {**fields, "input": turns + mark}
+        return {**fields, "input": f"{turns} ({mark})"}
     turns = [dict(turn) for turn in turns]
     first = next(turn for turn in turns if turn.get("role") == "user")
     if isinstance(first["content"], str):
-        first["content"] += mark
+        first["content"] += f" ({mark})"
     else:
         first["content"] = [*first["content"], {"type": "input_text", "text": mark}]
     return {**fields, "messages" if "messages" in fields else "input": turns}
@@ -65,7 +70,7 @@ def send(port: int, name: str, count: int, sessions: str) -> None:
     for _ in range(count):
         headers = {**REQUEST_HEADERS, "X-Session-Id": uuid.uuid4().hex} if sessions == "unique" else REQUEST_HEADERS
         if sessions == "varied":
-            body = json.dumps(varied(json.loads(BODIES[name]))).encode()
+            body = json.dumps(varied(json.loads(BODIES[name])), separators=(",", ":")).encode()
         connection.request("POST", path, body=body, headers=headers)
         response = connection.getresponse()
         response.read()
@@ -85,7 +90,7 @@ def send_socket(port: int, name: str, count: int, sessions: str) -> None:
         for _ in range(count):
             if sessions == "unique":
                 fields["client_metadata"] = {"session_id": uuid.uuid4().hex}
-            socket.send(json.dumps(varied(fields) if sessions == "varied" else fields))
+            socket.send(json.dumps(varied(fields) if sessions == "varied" else fields, separators=(",", ":")))
             while (kind := json.loads(socket.recv(timeout=60))["type"]) not in TERMINAL:
                 if kind == "error":
                     raise RuntimeError("an error event")

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from proxy.exchange import ToolCall
+from proxy.session import identity
 from proxy.session.identity import identify, named_run, turn_digest
 from proxy.wire.chat.parse import parse_conversation
 
@@ -119,6 +120,24 @@ def test_a_derived_id_is_the_one_earlier_releases_derived_for_the_same_run():
     user = {"role": "user", "content": "Book me a flight\r\nto Paris.\x1c"}
 
     assert identify("acme", conv(system, user, ASSISTANT_CALL), None, None).id == "d-cbf391c460f2f28bc28b8d4b92bc2d03"
+
+
+def test_an_opening_is_remembered_per_tenant_and_identified_the_same_from_memory():
+    opening = conv({"role": "system", "content": "A tenant's own instructions. " * 400}, USER, ASSISTANT_CALL)
+    first = identify("tenant-a", opening, None, None)
+
+    assert identify("tenant-a", opening, None, None).id == first.id
+    assert ("tenant-a", opening.first_text("system"), USER["content"]) in identity._OPENINGS._entries
+    assert ("tenant-b", opening.first_text("system"), USER["content"]) not in identity._OPENINGS._entries
+    assert identify("tenant-b", opening, None, None).opening == first.opening
+
+
+def test_an_opening_larger_than_the_memory_is_identified_without_being_kept():
+    huge = conv({"role": "system", "content": "x " * 5_000_000}, USER)
+
+    assert identify("a", huge, None, None).opening == identify("a", huge, None, None).opening
+    assert identity._OPENINGS.weight <= identity._OPENINGS.max_weight
+    assert not any(len(key[1]) > 9_000_000 for key in identity._OPENINGS._entries)
 
 
 def test_different_openings_get_different_ids():
