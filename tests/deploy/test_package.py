@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -12,6 +13,15 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 SHIPPED = sorted(p.name for p in (ROOT / "policies").iterdir() if p.suffix in (".yaml", ".json"))
+
+
+def test_a_plain_install_carries_the_library_the_servers_websockets_need():
+    # Without one, uvicorn serves no WebSocket and the Responses socket answers 426 (the test
+    # extras pull websockets in for their SDKs, so only the declaration tells).
+    with (ROOT / "pyproject.toml").open("rb") as file:
+        required = tomllib.load(file)["project"]["dependencies"]
+
+    assert any(requirement.split(">")[0].split("=")[0].strip() in ("websockets", "wsproto") for requirement in required)
 
 
 def test_the_package_policies_are_the_top_level_policies_directory():

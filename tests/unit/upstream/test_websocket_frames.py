@@ -7,7 +7,7 @@ import pytest
 from websockets.frames import Frame, Opcode
 from websockets.streams import StreamReader
 
-from proxy.upstream.websocket_frames import HandshakeRefused, accept_key, check_answer, client_frame, mask
+from proxy.upstream.websocket_frames import HandshakeRefused, _xor_mask, accept_key, check_answer, client_frame, mask
 
 ACCEPT = b"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
 
@@ -40,6 +40,13 @@ def test_two_frames_of_one_payload_have_their_own_keys():
 def test_masking_twice_gives_the_payload_back():
     assert mask(mask(b"hello, world", b"abcd"), b"abcd") == b"hello, world"
     assert mask(b"", b"abcd") == b""
+
+
+@pytest.mark.parametrize("size", [0, 1, 3, 4, 5, 125, 65_539])
+def test_the_masks_c_loop_and_its_fallback_agree(size):
+    payload = bytes(range(256)) * (size // 256 + 1)
+
+    assert mask(payload[:size], b"\x01\x80\xfe\x7f") == _xor_mask(payload[:size], b"\x01\x80\xfe\x7f")
 
 
 def test_the_accept_key_is_the_rfcs():
