@@ -38,6 +38,7 @@ from proxy.schemas.compiled import compiled
 from proxy.session.base import FIELDS, SessionDelta, SessionState
 from proxy.session.instructions import task_of
 from proxy.session.runs import instruction_mark
+from proxy.text import one_spaced
 from proxy.upstream.client import UpstreamClient
 from proxy.verdict import Finalize
 
@@ -59,7 +60,7 @@ class Ending:
 
 
 def _clip(text: str, limit: int = _CLIP) -> str:
-    text = " ".join(text.split())
+    text = one_spaced(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

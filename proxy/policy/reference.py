@@ -11,6 +11,8 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from proxy.text import one_spaced
+
 __all__ = ["policy_reference_markdown"]
 
 _HEADER = """# Policy reference
@@ -141,9 +143,9 @@ def _bounds(spec: Mapping[str, Any]) -> str:
 
 def _cell(text: str) -> str:
     """Text safe inside one Markdown table cell."""
-    return " ".join(text.replace("|", "\\|").split())
+    return one_spaced(text.replace("|", "\\|"))
 
 
 def _sentence(text: str) -> str:
-    text = " ".join(text.split())
+    text = one_spaced(text)
     return text if text.endswith((".", ":", ")")) else text + "."
