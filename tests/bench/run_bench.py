@@ -465,14 +465,28 @@ end
 """
 
 
-def wrk_generator(script_dir: Path, unique_sessions: bool = False, cpus: str | None = None) -> LoadGenerator:
+# With ``--sessions varied``: each request a derived run of its own, as from a client that sends no
+# session id (an agent body's first call id made fresh: the opening its runs share stays the same).
+_WRK_VARIED_RUNS = """\
+local prefix, n, template = string.format("%x", os.time()), 0, wrk.body
+request = function()
+  n = n + 1
+  local body = (template:gsub('"call_1"', '"call_' .. prefix .. n .. '"'))
+  return wrk.format(nil, nil, nil, body)
+end
+"""
+_WRK_SESSIONS = {"derived": "", "unique": _WRK_UNIQUE_SESSIONS, "varied": _WRK_VARIED_RUNS}
+
+
+def wrk_generator(script_dir: Path, sessions: str = "derived", cpus: str | None = None) -> LoadGenerator:
     """``wrk -t1 -cN --latency`` driven by a generated Lua script that reports JSON in ``done``."""
     body = REQUEST_BODY.decode()
     assert "]==]" not in body
     headers = "\n".join(f'wrk.headers["{name}"] = "{value}"' for name, value in REQUEST_HEADERS.items())
     script = script_dir / "post.lua"
-    sessions = _WRK_UNIQUE_SESSIONS if unique_sessions else ""
-    script.write_text(_WRK_SCRIPT.format(body=body, headers=headers, sessions=sessions, marker=_WRK_MARKER))
+    script.write_text(
+        _WRK_SCRIPT.format(body=body, headers=headers, sessions=_WRK_SESSIONS[sessions], marker=_WRK_MARKER)
+    )
 
     def run(port: int, concurrency: int, duration: int) -> Load:
         argv = [
@@ -778,10 +792,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--sessions",
-        choices=("derived", "unique"),
+        choices=("derived", "unique", "varied"),
         default="derived",
         help="derived: no session header (each request opens a derived run); unique: a new X-Session-Id per "
-        "request, as the performance issue measured (every request loads or admits, and commits). wrk only.",
+        "request, as the performance issue measured (every request loads or admits, and commits); varied: an "
+        "agent body's first call id fresh per request, a derived run of its own on the opening its runs "
+        "share (agent, responses-agent-stream). wrk only.",
     )
     parser.add_argument("--keep-logs", action="store_true", help="Keep the servers' logs and print where.")
     parser.add_argument("--rounds", type=int, default=1, help="Measure every target this often, interleaved.")
@@ -796,10 +812,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _pick_generator(
-    choice: str, script_dir: Path, unique_sessions: bool = False, cpus: str | None = None
+    choice: str, script_dir: Path, sessions: str = "derived", cpus: str | None = None
 ) -> tuple[str, LoadGenerator]:
     if choice != "python" and shutil.which("wrk"):
-        return "wrk", wrk_generator(script_dir, unique_sessions, cpus)
+        return "wrk", wrk_generator(script_dir, sessions, cpus)
     if choice == "wrk":
         raise BenchError("wrk is not installed (apt-get install -y wrk)")
     if choice == "auto":
@@ -840,7 +856,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         with _work_dir(args.keep_logs) as work_dir:
-            loadgen, generator = _pick_generator(args.loadgen, work_dir, args.sessions == "unique", args.load_cpus)
+            loadgen, generator = _pick_generator(args.loadgen, work_dir, args.sessions, args.load_cpus)
             log(
                 f"loopwarden bench: {os.cpu_count()} CPUs, load generator {loadgen}, "
                 f"{args.duration}s per run, concurrency {args.concurrency}, targets {args.targets}"

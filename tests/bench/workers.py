@@ -70,7 +70,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as work, Processes(Path(work)) as processes:
         metrics_dir = Path(work) / "metrics"
         metrics_dir.mkdir()
-        generator = run_bench.wrk_generator(Path(work), args.sessions == "unique", args.load_cpus)
+        generator = run_bench.wrk_generator(Path(work), args.sessions, args.load_cpus)
         upstream_port = free_port()
         upstream = processes.start(
             "upstream",
